@@ -1,0 +1,534 @@
+/* ptwm.h - store, compress and load neural-network weights.
+ *
+ * The one public header of libptwm. Conventions (as in libdeflate and zstd):
+ *  - Every fallible function returns a ptwm_error (0 = PTWM_OK) and takes an
+ *    optional `ptwm_err *err` last; when non-NULL it receives the code and a
+ *    message naming the file, the tensor and the numbers that were wrong.
+ *  - Handles are opaque; each open or create function has a close or free, and those
+ *    accept NULL and do nothing.
+ *  - The caller owns the buffers it passes; pointers returned by accessors stay
+ *    valid until the handle that returned them is closed.
+ *  - Handles are not safe to use from two threads at once unless a function
+ *    says so; distinct handles are independent. The library never aborts or
+ *    exits on bad data.
+ *  - Wire values (dtype numbers, method ids, error numbers) are never
+ *    renumbered.
+ */
+#ifndef PTWM_H
+#define PTWM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define PTWM_API
+#else
+#define PTWM_API __attribute__((visibility("default")))
+#endif
+
+#define PTWM_VERSION_MAJOR 0
+#define PTWM_VERSION_MINOR 1
+#define PTWM_VERSION_PATCH 0
+#define PTWM_VERSION_STRING "0.1.0"
+
+PTWM_API const char *ptwm_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ptwm_error {
+    PTWM_OK = 0,
+    PTWM_ERR_IO = 1,              /* open/read/write/rename failed (errno text in message) */
+    PTWM_ERR_NOMEM = 2,           /* allocation failed */
+    PTWM_ERR_INVALID_ARG = 3,     /* the caller passed something unusable */
+    PTWM_ERR_TRUNCATED = 4,       /* input shorter than its own description says */
+    PTWM_ERR_HEADER_SIZE = 5,     /* header length too large or past end of file */
+    PTWM_ERR_JSON = 6,            /* not UTF-8, not JSON, trailing bytes, NUL padding */
+    PTWM_ERR_SCHEMA = 7,          /* valid JSON of the wrong shape (types, keys, numbers) */
+    PTWM_ERR_DTYPE = 8,           /* unknown or unsupported dtype */
+    PTWM_ERR_SHAPE = 9,           /* shape overflows or is not a whole number of bytes */
+    PTWM_ERR_OFFSETS = 10,        /* data_offsets malformed or disagreeing with the shape */
+    PTWM_ERR_LAYOUT = 11,         /* tensors leave a hole, overlap, or the file has extra bytes */
+    PTWM_ERR_DUPLICATE = 12,      /* the same key or tensor name twice */
+    PTWM_ERR_NOT_FOUND = 13,      /* no such tensor, file or directory entry */
+    PTWM_ERR_LIMIT = 14,          /* a cap exceeded (name length, nesting, allocation) */
+    PTWM_ERR_BAD_MAGIC = 15,      /* not a .ptwm file */
+    PTWM_ERR_VERSION = 16,        /* a .ptwm version this library does not know */
+    PTWM_ERR_UNKNOWN_ID = 17,     /* unknown method, stage or field id */
+    PTWM_ERR_CORRUPT = 18,        /* coded data is not a valid encoding */
+    PTWM_ERR_CRC = 19,            /* a plane's CRC32 does not match */
+    PTWM_ERR_HASH = 20,           /* a tensor's XXH3-128 payload hash does not match */
+    PTWM_ERR_DST_SIZE = 21,       /* destination buffer of the wrong size */
+    PTWM_ERR_MISMATCH = 22,       /* a load or resume: shape, count, name or optimizer disagree */
+    PTWM_ERR_INDEX = 23,          /* a sharded index disagrees with its shards */
+    PTWM_ERR_EXISTS = 24,         /* output exists and overwriting was not asked for */
+    PTWM_ERR_UNSUPPORTED = 25     /* valid request this build cannot do */
+} ptwm_error;
+
+#define PTWM_ERR_MESSAGE_MAX 512
+
+typedef struct ptwm_err {
+    ptwm_error code;
+    char message[PTWM_ERR_MESSAGE_MAX];
+} ptwm_err;
+
+/* The constant name of an error ("PTWM_ERR_CRC"); never NULL. */
+PTWM_API const char *ptwm_error_name(ptwm_error code);
+/* A short English description of an error; never NULL. */
+PTWM_API const char *ptwm_error_string(ptwm_error code);
+
+/* ------------------------------------------------------------------------ */
+/* Dtypes: every dtype of the safetensors specification. The numbers are     */
+/* .ptwm wire values.                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ptwm_dtype {
+    PTWM_DTYPE_BOOL = 0,
+    PTWM_DTYPE_U8 = 1,
+    PTWM_DTYPE_I8 = 2,
+    PTWM_DTYPE_I16 = 3,
+    PTWM_DTYPE_U16 = 4,
+    PTWM_DTYPE_I32 = 5,
+    PTWM_DTYPE_U32 = 6,
+    PTWM_DTYPE_I64 = 7,
+    PTWM_DTYPE_U64 = 8,
+    PTWM_DTYPE_F16 = 9,
+    PTWM_DTYPE_BF16 = 10,
+    PTWM_DTYPE_F32 = 11,
+    PTWM_DTYPE_F64 = 12,
+    PTWM_DTYPE_C64 = 13,
+    PTWM_DTYPE_F8_E5M2 = 14,
+    PTWM_DTYPE_F8_E4M3 = 15,
+    PTWM_DTYPE_F8_E8M0 = 16,
+    PTWM_DTYPE_F8_E4M3FNUZ = 17,
+    PTWM_DTYPE_F8_E5M2FNUZ = 18,
+    PTWM_DTYPE_F4 = 19,
+    PTWM_DTYPE_F6_E2M3 = 20,
+    PTWM_DTYPE_F6_E3M2 = 21,
+    PTWM_DTYPE_COUNT = 22
+} ptwm_dtype;
+
+/* "BF16" etc.; NULL for an out-of-range value. */
+PTWM_API const char *ptwm_dtype_name(ptwm_dtype dtype);
+/* Parse a safetensors dtype name (exact, case-sensitive). PTWM_ERR_DTYPE if unknown. */
+PTWM_API ptwm_error ptwm_dtype_from_name(const char *name, ptwm_dtype *out);
+/* Bits per element (1..128); 0 for an out-of-range value. */
+PTWM_API unsigned ptwm_dtype_bits(ptwm_dtype dtype);
+/* Byte size of a tensor: product(shape) * bits / 8, checked. PTWM_ERR_SHAPE when
+ * the product overflows 64 bits or the bit count is not a whole number of bytes. */
+PTWM_API ptwm_error ptwm_tensor_nbytes(ptwm_dtype dtype, const uint64_t *shape, uint32_t ndim,
+                                       uint64_t *nbytes, ptwm_err *err);
+
+#define PTWM_MAX_NDIM 16          /* dims per tensor we accept */
+#define PTWM_MAX_NAME 4096        /* bytes per tensor name we accept */
+
+/* A tensor as readers describe it. Pointers live as long as the handle. */
+typedef struct ptwm_tensor_info {
+    const char *name;
+    ptwm_dtype dtype;
+    uint32_t ndim;
+    const uint64_t *shape;
+    uint64_t nbytes;        /* raw (decoded) bytes */
+    uint64_t coded_bytes;   /* stored bytes (equals nbytes for safetensors) */
+    const void *data;       /* zero-copy raw bytes, or NULL when not mapped (pread mode, .ptwm) */
+} ptwm_tensor_info;
+
+/* A tensor as writers take it. */
+typedef struct ptwm_tensor_desc {
+    const char *name;
+    ptwm_dtype dtype;
+    uint32_t ndim;
+    const uint64_t *shape;
+    const void *data;
+    uint64_t nbytes;
+} ptwm_tensor_desc;
+
+typedef struct ptwm_kv {
+    const char *key;
+    const char *value;
+} ptwm_kv;
+
+/* ------------------------------------------------------------------------ */
+/* Safetensors files                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ptwm_open_mode {
+    PTWM_OPEN_MMAP = 0,   /* map the file; tensor data is zero-copy */
+    PTWM_OPEN_PREAD = 1   /* read the header only; tensor bytes on demand with pread */
+} ptwm_open_mode;
+
+#define PTWM_ST_MAX_HEADER 100000000ull  /* safetensors header length cap */
+
+typedef struct ptwm_st ptwm_st;
+
+/* Open and fully validate a safetensors file. There is no separate validate call. */
+PTWM_API ptwm_error ptwm_st_open(const char *path, ptwm_open_mode mode, ptwm_st **out, ptwm_err *err);
+/* Validate a safetensors image in memory. The buffer must outlive the handle;
+ * `label` names it in error messages (may be NULL). */
+PTWM_API ptwm_error ptwm_st_open_memory(const void *buf, size_t size, const char *label,
+                                        ptwm_st **out, ptwm_err *err);
+PTWM_API void ptwm_st_close(ptwm_st *st);
+
+PTWM_API size_t ptwm_st_count(const ptwm_st *st);
+/* Tensors in file order (ascending data offset). */
+PTWM_API ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out);
+PTWM_API ptwm_error ptwm_st_find(const ptwm_st *st, const char *name, size_t *index);
+/* Copy `len` bytes starting `offset` bytes into tensor `index` (any mode). */
+PTWM_API ptwm_error ptwm_st_read(const ptwm_st *st, size_t index, uint64_t offset, void *dst,
+                                 size_t len, ptwm_err *err);
+/* Byte offset of tensor `index` from the start of the file. */
+PTWM_API uint64_t ptwm_st_file_offset(const ptwm_st *st, size_t index);
+/* __metadata__ entries in file order, and lookup by key (NULL if absent). */
+PTWM_API size_t ptwm_st_metadata_count(const ptwm_st *st);
+PTWM_API ptwm_kv ptwm_st_metadata(const ptwm_st *st, size_t i);
+PTWM_API const char *ptwm_st_metadata_get(const ptwm_st *st, const char *key);
+/* The header JSON bytes exactly as stored (after the 8-byte length). */
+PTWM_API const void *ptwm_st_header(const ptwm_st *st, size_t *len);
+PTWM_API uint64_t ptwm_st_file_size(const ptwm_st *st);
+PTWM_API const char *ptwm_st_path(const ptwm_st *st);
+
+/* Write a safetensors file: header padded with spaces to a multiple of 8,
+ * tensors in the given order, written to a temporary file in the same
+ * directory and renamed over `path`. */
+PTWM_API ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tensors, size_t n,
+                                  const ptwm_kv *meta, size_t nmeta, ptwm_err *err);
+/* Build the header (8-byte length + padded JSON) that ptwm_st_write would
+ * write. *out is malloc'd; free() it. */
+PTWM_API ptwm_error ptwm_st_build_header(const ptwm_tensor_desc *tensors, size_t n,
+                                         const ptwm_kv *meta, size_t nmeta, void **out,
+                                         size_t *out_len, ptwm_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Sharded safetensors checkpoints (Hugging Face layout)                     */
+/* ------------------------------------------------------------------------ */
+
+/* "5GB", "5GiB", "500MB", "500MiB", "1kB", "123" (bytes). PTWM_ERR_INVALID_ARG otherwise. */
+PTWM_API ptwm_error ptwm_parse_size(const char *text, uint64_t *out, ptwm_err *err);
+
+/* Greedy packing in input order: shard_of[i] receives the 0-based shard of
+ * tensor i; a tensor larger than max_shard_size gets a shard of its own.
+ * *nshards receives the number of shards (0 for n == 0). */
+PTWM_API ptwm_error ptwm_plan_shards(const uint64_t *sizes, size_t n, uint64_t max_shard_size,
+                                     size_t *shard_of, size_t *nshards, ptwm_err *err);
+/* "model-00001-of-00003.<suffix>" into buf; returns PTWM_ERR_INVALID_ARG if
+ * idx_one_based is 0 or > total, or buf too small. */
+PTWM_API ptwm_error ptwm_shard_filename(size_t idx_one_based, size_t total, const char *suffix,
+                                        char *buf, size_t cap);
+
+typedef struct ptwm_stdir ptwm_stdir;
+
+/* Open a directory with model.safetensors.index.json, or a lone model.safetensors. */
+PTWM_API ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **out,
+                                    ptwm_err *err);
+PTWM_API void ptwm_stdir_close(ptwm_stdir *d);
+PTWM_API size_t ptwm_stdir_count(const ptwm_stdir *d);
+/* Tensors in index order: shard by shard, file order within each shard. */
+PTWM_API ptwm_error ptwm_stdir_tensor(const ptwm_stdir *d, size_t index, ptwm_tensor_info *out);
+PTWM_API ptwm_error ptwm_stdir_find(const ptwm_stdir *d, const char *name, size_t *index);
+PTWM_API ptwm_error ptwm_stdir_read(const ptwm_stdir *d, size_t index, uint64_t offset, void *dst,
+                                    size_t len, ptwm_err *err);
+PTWM_API size_t ptwm_stdir_shard_count(const ptwm_stdir *d);
+PTWM_API const ptwm_st *ptwm_stdir_shard(const ptwm_stdir *d, size_t i);
+/* Which shard holds tensor `index`. */
+PTWM_API size_t ptwm_stdir_shard_of(const ptwm_stdir *d, size_t index);
+
+/* Write tensors as a sharded directory (created if missing): names
+ * model-0000k-of-0000n.safetensors plus model.safetensors.index.json, or a
+ * single model.safetensors with no index when everything fits one shard. */
+PTWM_API ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
+                                     const ptwm_kv *meta, size_t nmeta, uint64_t max_shard_size,
+                                     ptwm_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Methods, chains and the .ptwm container                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Entropy methods; wire ids. MICROSCALE is the default: block-relative
+ * exponent modelling with the smallest entropy stage kept per plane. */
+typedef enum ptwm_method {
+    PTWM_METHOD_HUFFMAN = 1,
+    PTWM_METHOD_ZSTD = 2,
+    PTWM_METHOD_MICROSCALE = 3,
+    PTWM_METHOD_RANS = 4,
+    PTWM_METHOD_IDENTITY = 5
+} ptwm_method;
+
+/* "huffman", "zstd", "microscale", "rans", "identity"; NULL if unknown. */
+PTWM_API const char *ptwm_method_name(int method);
+/* Case-insensitive name or decimal id. */
+PTWM_API ptwm_error ptwm_method_from_name(const char *name, int *method);
+
+/* A chain is data: its stable wire encoding (docs/FORMAT.md) is what callers
+ * pass and what .ptwm files record. */
+#define PTWM_CHAIN_MAX_BYTES 256
+
+/* The standard production chain for a dtype and method (the table is
+ * documented in docs/FORMAT.md). Writes at most PTWM_CHAIN_MAX_BYTES. */
+PTWM_API ptwm_error ptwm_chain_standard(ptwm_dtype dtype, int method, uint8_t *buf, size_t cap,
+                                        size_t *len, ptwm_err *err);
+/* Validate a chain blob against a dtype. */
+PTWM_API ptwm_error ptwm_chain_validate(const uint8_t *chain, size_t len, ptwm_dtype dtype,
+                                        ptwm_err *err);
+/* Human-readable form, e.g. "split(exp8|sm8) > microscale(32) > [huffman|rans]". */
+PTWM_API ptwm_error ptwm_chain_describe(const uint8_t *chain, size_t len, char *buf, size_t cap,
+                                        ptwm_err *err);
+/* Parse the human-readable form back into a blob (the inverse of describe). */
+PTWM_API ptwm_error ptwm_chain_parse(const char *text, uint8_t *buf, size_t cap, size_t *len,
+                                     ptwm_err *err);
+
+typedef struct ptwm_cparams {
+    int method;               /* ptwm_method used where a chain leaves the stage open */
+    int emit_payload_hash;    /* XXH3-128 of each tensor's raw bytes */
+    int emit_plane_crc;       /* CRC32 of each coded plane of each chunk */
+    uint64_t chunk_size;      /* raw bytes per chunk; 0 = default */
+    int threads;              /* 0 = all cores */
+    int zstd_level;           /* for ZSTD stages; 0 = 3 */
+} ptwm_cparams;
+
+#define PTWM_DEFAULT_CHUNK ((uint64_t)1 << 20)
+#define PTWM_CPARAMS_DEFAULT { PTWM_METHOD_MICROSCALE, 1, 1, 0, 0, 0 }
+
+/* Optional per-tensor chains: `count` candidate chain blobs; each chunk is
+ * coded with whichever candidate codes it smallest. */
+typedef struct ptwm_chain_list {
+    const uint8_t *const *chains;
+    const size_t *lens;
+    size_t count;
+} ptwm_chain_list;
+
+/* Read callback for streaming a tensor's raw bytes into the writer. */
+typedef ptwm_error (*ptwm_read_fn)(void *ctx, uint64_t offset, void *dst, size_t len,
+                                   ptwm_err *err);
+
+typedef struct ptwm_writer ptwm_writer;
+
+/* Start a .ptwm written to `path` (through a temporary file renamed on finish). */
+PTWM_API ptwm_error ptwm_writer_open_file(const char *path, const ptwm_cparams *params,
+                                          ptwm_writer **out, ptwm_err *err);
+/* Start a .ptwm built in memory; ptwm_writer_finish_memory hands it over. */
+PTWM_API ptwm_error ptwm_writer_open_memory(const ptwm_cparams *params, ptwm_writer **out,
+                                            ptwm_err *err);
+/* Record the safetensors header this file was made from (8-byte length plus
+ * JSON), so decompression rebuilds the original file byte for byte. */
+PTWM_API ptwm_error ptwm_writer_set_source_header(ptwm_writer *w, const void *header,
+                                                  size_t len, const char *file_name,
+                                                  ptwm_err *err);
+PTWM_API ptwm_error ptwm_writer_set_metadata(ptwm_writer *w, const ptwm_kv *meta, size_t n,
+                                             ptwm_err *err);
+/* Add a tensor whose bytes are in memory (desc->data). chains may be NULL. */
+PTWM_API ptwm_error ptwm_writer_add(ptwm_writer *w, const ptwm_tensor_desc *desc,
+                                    const ptwm_chain_list *chains, ptwm_err *err);
+/* Add a tensor whose bytes are pulled chunk by chunk through `read`. */
+PTWM_API ptwm_error ptwm_writer_add_stream(ptwm_writer *w, const ptwm_tensor_desc *desc,
+                                           const ptwm_chain_list *chains, ptwm_read_fn read,
+                                           void *ctx, ptwm_err *err);
+/* Write the tensor table and close. For a file writer the file appears
+ * atomically. The writer is freed whether or not this succeeds. */
+PTWM_API ptwm_error ptwm_writer_finish(ptwm_writer *w, ptwm_err *err);
+/* For a memory writer: *out is malloc'd (free() it). Frees the writer. */
+PTWM_API ptwm_error ptwm_writer_finish_memory(ptwm_writer *w, void **out, size_t *len,
+                                              ptwm_err *err);
+/* Abandon a writer (removes its temporary file). NULL is fine. */
+PTWM_API void ptwm_writer_free(ptwm_writer *w);
+/* Total coded bytes so far. */
+PTWM_API uint64_t ptwm_writer_coded_bytes(const ptwm_writer *w);
+
+/* One-call form: compress n tensors into a malloc'd blob. chains may be NULL
+ * (standard table), else one ptwm_chain_list per tensor. */
+PTWM_API ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
+                                       const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                       void **out, size_t *len, ptwm_err *err);
+/* One-call form writing a file. */
+PTWM_API ptwm_error ptwm_compress_file(const char *path, const ptwm_tensor_desc *tensors, size_t n,
+                                       const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                       ptwm_err *err);
+
+typedef struct ptwm_reader ptwm_reader;
+
+/* Open a .ptwm; validates the header and tensor table (not the payload). */
+PTWM_API ptwm_error ptwm_reader_open(const char *path, ptwm_reader **out, ptwm_err *err);
+/* Buffer must outlive the handle. */
+PTWM_API ptwm_error ptwm_reader_open_memory(const void *buf, size_t size, const char *label,
+                                            ptwm_reader **out, ptwm_err *err);
+PTWM_API void ptwm_reader_close(ptwm_reader *r);
+/* Decoding threads for later calls (0 = all cores). */
+PTWM_API void ptwm_reader_set_threads(ptwm_reader *r, int threads);
+PTWM_API size_t ptwm_reader_count(const ptwm_reader *r);
+PTWM_API ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_info *out);
+PTWM_API ptwm_error ptwm_reader_find(const ptwm_reader *r, const char *name, size_t *index);
+/* Human-readable chain(s) of a tensor. */
+PTWM_API ptwm_error ptwm_reader_chain_text(const ptwm_reader *r, size_t index, char *buf,
+                                           size_t cap, ptwm_err *err);
+/* Decode tensor `index` into dst (dst_size must equal its nbytes); checks
+ * plane CRCs and the payload hash when present. */
+PTWM_API ptwm_error ptwm_reader_decode(ptwm_reader *r, size_t index, void *dst, size_t dst_size,
+                                       ptwm_err *err);
+/* Decode bytes [offset, offset+len) of a tensor, touching only the chunks that hold them. */
+PTWM_API ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offset,
+                                             void *dst, size_t len, ptwm_err *err);
+/* Decode everything and check every CRC and hash; reports the first damage. */
+PTWM_API ptwm_error ptwm_reader_verify(ptwm_reader *r, ptwm_err *err);
+/* The source safetensors header and file name, if recorded (else NULL). */
+PTWM_API const void *ptwm_reader_source_header(const ptwm_reader *r, size_t *len);
+PTWM_API const char *ptwm_reader_source_name(const ptwm_reader *r);
+PTWM_API size_t ptwm_reader_metadata_count(const ptwm_reader *r);
+PTWM_API ptwm_kv ptwm_reader_metadata(const ptwm_reader *r, size_t i);
+/* Rebuild the source safetensors file (or, if none was recorded, write a
+ * fresh one) at `path`, streaming chunk by chunk. */
+PTWM_API ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path,
+                                                  ptwm_err *err);
+PTWM_API uint64_t ptwm_reader_file_size(const ptwm_reader *r);
+
+/* Compress a safetensors file into a .ptwm, streaming (memory bounded by
+ * threads x chunk size). */
+PTWM_API ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
+                                              const ptwm_cparams *params, ptwm_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Sharded .ptwm checkpoints                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ptwm_index ptwm_index;   /* model.ptwm.index.json */
+
+PTWM_API ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size,
+                                      ptwm_index **out, ptwm_err *err);
+PTWM_API ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err);
+PTWM_API ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *err);
+PTWM_API void ptwm_index_free(ptwm_index *idx);
+PTWM_API uint64_t ptwm_index_total_size(const ptwm_index *idx);
+PTWM_API uint64_t ptwm_index_compressed_total_size(const ptwm_index *idx);
+PTWM_API void ptwm_index_set_totals(ptwm_index *idx, uint64_t total, uint64_t compressed);
+/* Adds tensor -> shard; PTWM_ERR_DUPLICATE if the tensor is already mapped. */
+PTWM_API ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard,
+                                   ptwm_err *err);
+PTWM_API size_t ptwm_index_count(const ptwm_index *idx);
+PTWM_API ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor,
+                                     const char **shard);
+
+typedef struct ptwm_ptdir ptwm_ptdir;   /* a sharded .ptwm directory */
+
+/* Open model.ptwm.index.json and every shard it lists, or a lone model.ptwm. */
+PTWM_API ptwm_error ptwm_ptdir_open(const char *dir, ptwm_ptdir **out, ptwm_err *err);
+PTWM_API void ptwm_ptdir_close(ptwm_ptdir *d);
+PTWM_API void ptwm_ptdir_set_threads(ptwm_ptdir *d, int threads);
+PTWM_API size_t ptwm_ptdir_count(const ptwm_ptdir *d);
+PTWM_API ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out);
+PTWM_API ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index);
+PTWM_API ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_t offset,
+                                            void *dst, size_t len, ptwm_err *err);
+PTWM_API size_t ptwm_ptdir_shard_count(const ptwm_ptdir *d);
+PTWM_API ptwm_reader *ptwm_ptdir_shard(const ptwm_ptdir *d, size_t i);
+
+/* ------------------------------------------------------------------------ */
+/* Sources and layout loads                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* One handle over any kind of weights: a safetensors file, a Hugging Face
+ * checkpoint directory, a .ptwm file, a sharded .ptwm directory, or a raw
+ * little-endian F32 file (one tensor named "" of shape [n]). */
+typedef enum ptwm_source_kind {
+    PTWM_SOURCE_AUTO = 0,
+    PTWM_SOURCE_SAFETENSORS = 1,
+    PTWM_SOURCE_SAFETENSORS_DIR = 2,
+    PTWM_SOURCE_PTWM = 3,
+    PTWM_SOURCE_PTWM_DIR = 4,
+    PTWM_SOURCE_RAW_F32 = 5
+} ptwm_source_kind;
+
+typedef struct ptwm_source ptwm_source;
+
+PTWM_API ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source **out,
+                                     ptwm_err *err);
+PTWM_API void ptwm_source_close(ptwm_source *s);
+PTWM_API ptwm_source_kind ptwm_source_get_kind(const ptwm_source *s);
+PTWM_API void ptwm_source_set_threads(ptwm_source *s, int threads);
+PTWM_API size_t ptwm_source_count(const ptwm_source *s);
+PTWM_API ptwm_error ptwm_source_tensor(const ptwm_source *s, size_t index, ptwm_tensor_info *out);
+PTWM_API ptwm_error ptwm_source_find(const ptwm_source *s, const char *name, size_t *index);
+/* Raw bytes [offset, offset+len) of a tensor (decoding only the chunks needed). */
+PTWM_API ptwm_error ptwm_source_read(ptwm_source *s, size_t index, uint64_t offset, void *dst,
+                                     size_t len, ptwm_err *err);
+
+/* Conversions a layout load may apply. */
+typedef enum ptwm_convert {
+    PTWM_CONVERT_FLOAT = 0,      /* F32 as is; BF16 and F16 widened exactly; others an error */
+    PTWM_CONVERT_F64_ROUND = 1,  /* also F64 rounded to nearest F32 */
+    PTWM_CONVERT_INT = 2         /* also integer dtypes converted by value (round to nearest) */
+} ptwm_convert;
+
+typedef struct ptwm_layout_entry {
+    const char *name;
+    uint32_t ndim;
+    const uint64_t *shape;
+} ptwm_layout_entry;
+
+/* Number of F32 elements a layout fills (checked). */
+PTWM_API ptwm_error ptwm_layout_elements(const ptwm_layout_entry *entries, size_t n,
+                                         uint64_t *count, ptwm_err *err);
+/* Fill dst (exactly dst_count floats) with the layout's tensors in order. */
+PTWM_API ptwm_error ptwm_load_layout(ptwm_source *s, const ptwm_layout_entry *entries, size_t n,
+                                     ptwm_convert conv, float *dst, uint64_t dst_count,
+                                     ptwm_err *err);
+/* Widening kernels: exact for every bit pattern. */
+PTWM_API void ptwm_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
+PTWM_API void ptwm_f16_to_f32(const uint16_t *src, float *dst, size_t n);
+/* Round to nearest even (NaN stays NaN, quiet). */
+PTWM_API void ptwm_f32_to_bf16(const float *src, uint16_t *dst, size_t n);
+
+/* Raw little-endian F32 files. */
+PTWM_API ptwm_error ptwm_raw_read_f32_file(const char *path, float *dst, uint64_t n,
+                                           ptwm_err *err);
+PTWM_API ptwm_error ptwm_raw_read_f32_at(const char *path, uint64_t offset, float *dst,
+                                         uint64_t n, ptwm_err *err);
+PTWM_API ptwm_error ptwm_raw_read_bf16_at(const char *path, uint64_t offset, float *dst,
+                                          uint64_t n, ptwm_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Training checkpoints                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ptwm_optimizer {
+    PTWM_OPT_SGD = 1,
+    PTWM_OPT_MOMENTUM = 2,
+    PTWM_OPT_ADAM = 3,
+    PTWM_OPT_ADAMW = 4,
+    PTWM_OPT_ADAMW_BF16 = 5     /* AdamW with m and v stored as BF16 */
+} ptwm_optimizer;
+
+typedef struct ptwm_optim_state {
+    ptwm_optimizer kind;
+    uint64_t step;
+    float lr, beta1, beta2, eps, weight_decay, momentum;
+    uint64_t n_params;          /* total F32 parameters */
+    float *params;              /* n_params */
+    float *momentum_buf;        /* MOMENTUM: n_params; else NULL */
+    float *m, *v;               /* ADAM, ADAMW: n_params each */
+    uint16_t *m_bf16, *v_bf16;  /* ADAMW_BF16: n_params each */
+    float bc1, bc2;             /* 1 - beta1^t, 1 - beta2^t */
+} ptwm_optim_state;
+
+typedef enum ptwm_ckpt_format {
+    PTWM_CKPT_PTWM = 0,         /* self-describing, compressed (default) */
+    PTWM_CKPT_SAFETENSORS = 1,  /* self-describing, uncompressed */
+    PTWM_CKPT_RAW = 2           /* headerless raw layout */
+} ptwm_ckpt_format;
+
+/* Save: layout names the parameters (used by self-describing formats). */
+PTWM_API ptwm_error ptwm_ckpt_save(const char *path, ptwm_ckpt_format fmt,
+                                   const ptwm_layout_entry *layout, size_t n,
+                                   const ptwm_optim_state *st, ptwm_err *err);
+/* Resume into caller-allocated buffers of `st` (kind and n_params set by the
+ * caller); the file must match them. */
+PTWM_API ptwm_error ptwm_ckpt_load(const char *path, ptwm_ckpt_format fmt,
+                                   const ptwm_layout_entry *layout, size_t n,
+                                   ptwm_optim_state *st, ptwm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PTWM_H */

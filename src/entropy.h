@@ -1,0 +1,47 @@
+/* Entropy stages: code one plane of byte symbols.
+ *
+ * Every stage has the same shape: encode with a worst-case bound, decode to an
+ * exact, known size. Decoders take (src, src_size, dst, dst_size) and return
+ * PTWM_ERR_CORRUPT for anything that is not a valid encoding of exactly
+ * dst_size bytes: truncated or extended input, bad tables, streams that do not
+ * end exactly. They never read or write outside their buffers.
+ *
+ * Stage ids are the wire ids of ptwm_method (1 HUFFMAN, 2 ZSTD, 4 RANS,
+ * 5 IDENTITY); 3 MICROSCALE is a modelling transform, not an entropy stage. */
+#ifndef PTWM_ENTROPY_H
+#define PTWM_ENTROPY_H
+
+#include "common.h"
+
+/* Worst-case coded size of n bytes for a stage (0 for an unknown id). */
+size_t ptwm_entropy_bound(int stage, size_t n);
+
+/* Encode n bytes. `level` matters for ZSTD only (0 = default 3); for RANS it
+ * selects the order: 0 = order 0, 1 = order 1, -1 = whichever is smaller. */
+ptwm_error ptwm_entropy_encode(int stage, int level, const uint8_t *src, size_t n,
+                               uint8_t *dst, size_t cap, size_t *out_len);
+/* Decode exactly dst_size bytes; src must be consumed exactly. */
+ptwm_error ptwm_entropy_decode(int stage, const uint8_t *src, size_t src_size,
+                               uint8_t *dst, size_t dst_size);
+
+/* Per-stage entry points (same contracts). */
+size_t ptwm_huf_bound(size_t n);
+ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
+                           size_t *out_len);
+ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
+
+size_t ptwm_rans_bound(size_t n);
+ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
+                            size_t *out_len);
+ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
+
+size_t ptwm_zstd_bound(size_t n);
+ptwm_error ptwm_zstd_encode(const uint8_t *src, size_t n, int level, uint8_t *dst, size_t cap,
+                            size_t *out_len);
+ptwm_error ptwm_zstd_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
+
+/* Zero-order entropy of a byte plane in bits per symbol (for benchmarks and
+ * for choosing stages cheaply). */
+double ptwm_entropy_order0(const uint8_t *src, size_t n);
+
+#endif

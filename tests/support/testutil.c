@@ -1,0 +1,118 @@
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int tu_failed;
+int tu_passed;
+static char tmpdir_buf[256];
+
+void tu_check_err(const char *file, int line, ptwm_error got, const ptwm_err *err,
+                  ptwm_error expected, const char *substr) {
+    if (got != expected) {
+        tu_failed++;
+        fprintf(stderr, "%s:%d: expected %s, got %s (%s)\n", file, line, ptwm_error_name(expected),
+                ptwm_error_name(got), err ? err->message : "");
+        return;
+    }
+    if (substr && (!err || !strstr(err->message, substr))) {
+        tu_failed++;
+        fprintf(stderr, "%s:%d: %s message lacks \"%s\": \"%s\"\n", file, line,
+                ptwm_error_name(got), substr, err ? err->message : "(no err)");
+        return;
+    }
+    tu_passed++;
+}
+
+int tu_finish(const char *suite) {
+    if (tmpdir_buf[0]) {
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir_buf);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir_buf);
+    }
+    printf("%s: %d passed, %d failed\n", suite, tu_passed, tu_failed);
+    return tu_failed ? 1 : 0;
+}
+
+const char *tu_corpus_dir(void) {
+    static const char *guesses[] = {"../shared/corpus", "../../shared/corpus",
+                                    "../../../shared/corpus", "/work/shared/corpus"};
+    static char buf[1024];
+    const char *env = getenv("PTWM_CORPUS");
+    size_t i;
+    if (env && access(env, R_OK) == 0) return env;
+    for (i = 0; i < sizeof(guesses) / sizeof(guesses[0]); i++) {
+        snprintf(buf, sizeof(buf), "%s/SHA256SUMS", guesses[i]);
+        if (access(buf, R_OK) == 0) {
+            snprintf(buf, sizeof(buf), "%s", guesses[i]);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+const char *const *tu_corpus_files(void) {
+    static const char *const files[] = {
+        "emotion.bf16.safetensors",      "emotion.f32.safetensors",
+        "faceres-deep.bf16.safetensors", "faceres-deep.f32.safetensors",
+        "handlandmark-full.f16.safetensors", "handskeleton.bf16.safetensors",
+        "handskeleton.f32.safetensors",  "handtrack.u8.safetensors",
+        "movenet-thunder.f16.safetensors", "posenet.bf16.safetensors",
+        "posenet.f32.safetensors",       NULL};
+    return files;
+}
+
+const char *tu_corpus_path(const char *name) {
+    static char buf[2048];
+    const char *dir = tu_corpus_dir();
+    snprintf(buf, sizeof(buf), "%s/%s", dir ? dir : ".", name);
+    return buf;
+}
+
+uint8_t *tu_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf;
+    long size;
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    buf = malloc((size_t)size + 1);
+    if (buf && fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf && len) *len = (size_t)size;
+    return buf;
+}
+
+int tu_write_file(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    int ok;
+    if (!f) return -1;
+    ok = fwrite(data, 1, len, f) == len;
+    return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+const char *tu_tmpdir(void) {
+    if (!tmpdir_buf[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(tmpdir_buf, sizeof(tmpdir_buf), "%s/ptwm-test-XXXXXX", base ? base : "/tmp");
+        if (!mkdtemp(tmpdir_buf)) {
+            perror("mkdtemp");
+            exit(2);
+        }
+    }
+    return tmpdir_buf;
+}
+
+uint64_t tu_rand(uint64_t *state) {
+    /* splitmix64 */
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}

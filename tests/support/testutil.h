@@ -1,0 +1,60 @@
+/* Minimal test support: checks that count and report, corpus discovery, file I/O.
+ * Each test program returns non-zero if any check failed. */
+#ifndef PTWM_TESTUTIL_H
+#define PTWM_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "ptwm.h"
+
+extern int tu_failed;
+extern int tu_passed;
+
+#define CHECK(cond)                                                          \
+    do {                                                                     \
+        if (cond) {                                                          \
+            tu_passed++;                                                     \
+        } else {                                                             \
+            tu_failed++;                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                    \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                 \
+    do {                                                                     \
+        if (cond) {                                                          \
+            tu_passed++;                                                     \
+        } else {                                                             \
+            tu_failed++;                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fputc('\n', stderr);                                             \
+        }                                                                    \
+    } while (0)
+
+/* Check that `got` equals the expected code and, if `substr` is non-NULL,
+ * that the error message contains it. */
+#define CHECK_ERR(got, err, expected, substr) \
+    tu_check_err(__FILE__, __LINE__, (got), (err), (expected), (substr))
+void tu_check_err(const char *file, int line, ptwm_error got, const ptwm_err *err,
+                  ptwm_error expected, const char *substr);
+
+/* Print "N passed, N failed" and return the exit status. */
+int tu_finish(const char *suite);
+
+/* Directory of ../shared/corpus ($PTWM_CORPUS, else relative guesses); NULL if absent. */
+const char *tu_corpus_dir(void);
+/* NULL-terminated list of the corpus .safetensors file names (static). */
+const char *const *tu_corpus_files(void);
+/* Full path of a corpus file into a static buffer. */
+const char *tu_corpus_path(const char *name);
+/* Read a whole file; malloc'd, NULL on failure. */
+uint8_t *tu_read_file(const char *path, size_t *len);
+int tu_write_file(const char *path, const void *data, size_t len);
+/* A fresh temporary directory (static buffer); removed by tu_finish. */
+const char *tu_tmpdir(void);
+/* Deterministic PRNG. */
+uint64_t tu_rand(uint64_t *state);
+
+#endif
