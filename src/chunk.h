@@ -1,0 +1,39 @@
+/* One chunk of one tensor through a chain.
+ *
+ * The container cuts each tensor's raw bytes into chunks and hands each chunk
+ * here; this layer applies the chain's transforms (field splits, byte planes,
+ * MICROSCALE block-relative exponents, constant-plane dropping), codes every
+ * plane with an entropy stage, and frames the planes (with a CRC32 per coded
+ * plane when asked) into one self-contained chunk payload. The container owns
+ * everything around it: file layout, chunk index, payload hashes, threads.
+ *
+ * Thread-safety: both functions are reentrant (no shared mutable state), so
+ * the container calls them from many threads at once. */
+#ifndef PTWM_CHUNK_H
+#define PTWM_CHUNK_H
+
+#include "common.h"
+
+typedef struct ptwm_chunk_params {
+    int method;       /* ptwm_method: fills stages the chain leaves open */
+    int zstd_level;   /* 0 = 3 */
+    int emit_crc;     /* CRC32 per coded plane */
+} ptwm_chunk_params;
+
+/* Worst-case payload size for raw_len raw bytes (any chain). */
+size_t ptwm_chunk_bound(size_t raw_len);
+
+/* Encode raw[0..raw_len) (a whole number of elements of dtype, except for
+ * sub-byte dtypes, which are coded as bytes). */
+ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
+                             const ptwm_chunk_params *p, const uint8_t *raw, size_t raw_len,
+                             uint8_t *dst, size_t cap, size_t *out_len, ptwm_err *err);
+
+/* Decode a payload into exactly raw_len bytes, checking every plane CRC that
+ * is present before decoding that plane. Errors name the plane and numbers;
+ * the container prefixes tensor and chunk. */
+ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
+                             const uint8_t *src, size_t src_len, uint8_t *raw, size_t raw_len,
+                             ptwm_err *err);
+
+#endif

@@ -1,0 +1,52 @@
+/* File helpers: mapping, positioned reads, full writes, atomic replacement.
+ * Every function reports errno text and the path through ptwm_err. */
+#ifndef PTWM_FILEIO_H
+#define PTWM_FILEIO_H
+
+#include "common.h"
+
+typedef struct ptwm_map {
+    const uint8_t *data;  /* NULL for an empty file */
+    uint64_t size;
+    void *base;           /* what munmap takes; NULL if nothing mapped */
+} ptwm_map;
+
+/* Map a whole file read-only. */
+ptwm_error ptwm_map_file(const char *path, ptwm_map *m, ptwm_err *err);
+void ptwm_unmap(ptwm_map *m);
+
+/* Open for reading; *size receives the file size. */
+ptwm_error ptwm_open_read(const char *path, int *fd, uint64_t *size, ptwm_err *err);
+/* Read exactly len bytes at off (loops over short reads; offsets past 4 GiB fine).
+ * PTWM_ERR_TRUNCATED if the file ends first. */
+ptwm_error ptwm_pread_full(int fd, void *dst, size_t len, uint64_t off, const char *path,
+                           ptwm_err *err);
+/* Write exactly len bytes. */
+ptwm_error ptwm_write_full(int fd, const void *src, size_t len, const char *path, ptwm_err *err);
+
+/* A file written under a temporary name in the target's directory and renamed
+ * over the target on commit, so the target is never seen half-written. */
+typedef struct ptwm_atomic_file {
+    int fd;
+    char *tmp_path;
+    char *final_path;
+} ptwm_atomic_file;
+
+ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err);
+/* Flush, close and rename into place. */
+ptwm_error ptwm_atomic_commit(ptwm_atomic_file *f, ptwm_err *err);
+/* Close and remove the temporary file (safe after commit or on a zeroed struct). */
+void ptwm_atomic_abort(ptwm_atomic_file *f);
+
+/* Read a whole (small) file into a malloc'd buffer, NUL-terminated, capped at max bytes. */
+ptwm_error ptwm_read_small_file(const char *path, uint64_t max, char **out, size_t *len,
+                                ptwm_err *err);
+/* Join dir and name into a malloc'd path. */
+char *ptwm_path_join(const char *dir, const char *name);
+int ptwm_is_dir(const char *path);
+int ptwm_file_exists(const char *path);
+
+/* Number of online cores (at least 1). */
+int ptwm_cpu_count(void);
+
+#endif
