@@ -1,0 +1,86 @@
+/* Entropy stage dispatch, the IDENTITY stage, and zero-order entropy.
+ *
+ * Byte-level encodings of the stages dispatched here (each codes one plane of
+ * n bytes; n is not stored: the container records it and passes it to the
+ * decoder as dst_size):
+ *
+ *   stage 1 HUFFMAN   see src/huffman.c.
+ *   stage 2 ZSTD      exactly one zstd frame (RFC 8878) whose header records
+ *                     the content size; it must equal n, and the frame must
+ *                     span the whole coded plane (no trailing bytes, no
+ *                     skippable frames, no dictionary id). See src/zstd_stage.c.
+ *   stage 4 RANS      see the format block at the top of src/rans.c.
+ *   stage 5 IDENTITY  the n raw bytes, nothing else: coded size == n.
+ *
+ * Any other id (including 3, MICROSCALE, which is a modelling transform and
+ * not an entropy stage) is PTWM_ERR_UNKNOWN_ID for encode and decode, and has
+ * bound 0. */
+#include <math.h>
+#include "entropy.h"
+
+size_t ptwm_entropy_bound(int stage, size_t n) {
+    switch (stage) {
+    case PTWM_METHOD_HUFFMAN: return ptwm_huf_bound(n);
+    case PTWM_METHOD_ZSTD: return ptwm_zstd_bound(n);
+    case PTWM_METHOD_RANS: return ptwm_rans_bound(n);
+    case PTWM_METHOD_IDENTITY: return n;
+    default: return 0;
+    }
+}
+
+static ptwm_error identity_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
+                                  size_t *out_len) {
+    if (cap < n) return PTWM_ERR_DST_SIZE;
+    if (n) memcpy(dst, src, n);
+    *out_len = n;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_entropy_encode(int stage, int level, const uint8_t *src, size_t n,
+                               uint8_t *dst, size_t cap, size_t *out_len) {
+    if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
+    switch (stage) {
+    case PTWM_METHOD_HUFFMAN: return ptwm_huf_encode(src, n, dst, cap, out_len);
+    case PTWM_METHOD_ZSTD: return ptwm_zstd_encode(src, n, level, dst, cap, out_len);
+    case PTWM_METHOD_RANS: return ptwm_rans_encode(src, n, level, dst, cap, out_len);
+    case PTWM_METHOD_IDENTITY: return identity_encode(src, n, dst, cap, out_len);
+    default: return PTWM_ERR_UNKNOWN_ID;
+    }
+}
+
+ptwm_error ptwm_entropy_decode(int stage, const uint8_t *src, size_t src_size,
+                               uint8_t *dst, size_t dst_size) {
+    if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
+    switch (stage) {
+    case PTWM_METHOD_HUFFMAN: return ptwm_huf_decode(src, src_size, dst, dst_size);
+    case PTWM_METHOD_ZSTD: return ptwm_zstd_decode(src, src_size, dst, dst_size);
+    case PTWM_METHOD_RANS: return ptwm_rans_decode(src, src_size, dst, dst_size);
+    case PTWM_METHOD_IDENTITY:
+        PTWM_CHECK(src_size == dst_size);
+        if (dst_size) memcpy(dst, src, dst_size);
+        return PTWM_OK;
+    default: return PTWM_ERR_UNKNOWN_ID;
+    }
+}
+
+double ptwm_entropy_order0(const uint8_t *src, size_t n) {
+    /* Four histograms break the store-to-load dependency on runs of one symbol. */
+    uint64_t h[4][256];
+    double bits = 0.0;
+    size_t i;
+    int s;
+    if (n == 0 || !src) return 0.0;
+    memset(h, 0, sizeof(h));
+    for (i = 0; i + 4 <= n; i += 4) {
+        h[0][src[i]]++;
+        h[1][src[i + 1]]++;
+        h[2][src[i + 2]]++;
+        h[3][src[i + 3]]++;
+    }
+    for (; i < n; i++) h[0][src[i]]++;
+    for (s = 0; s < 256; s++) {
+        uint64_t c = h[0][s] + h[1][s] + h[2][s] + h[3][s];
+        if (c) bits -= (double)c * log2((double)c / (double)n);
+    }
+    return bits / (double)n;
+}
