@@ -1,0 +1,228 @@
+/* File helpers: mapping, positioned reads, full writes, atomic replacement. */
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+ptwm_error ptwm_open_read(const char *path, int *fd, uint64_t *size, ptwm_err *err) {
+    struct stat st;
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0) {
+        int e = errno;
+        return ptwm_fail(err, e == ENOENT ? PTWM_ERR_NOT_FOUND : PTWM_ERR_IO, "%s: %s", path,
+                         strerror(e));
+    }
+    if (fstat(f, &st) != 0) {
+        int e = errno;
+        close(f);
+        return ptwm_fail(err, PTWM_ERR_IO, "%s: stat: %s", path, strerror(e));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(f);
+        return ptwm_fail(err, PTWM_ERR_IO, "%s: is a directory, expected a file", path);
+    }
+    *fd = f;
+    if (size) *size = (uint64_t)st.st_size;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_map_file(const char *path, ptwm_map *m, ptwm_err *err) {
+    int fd;
+    uint64_t size;
+    ptwm_error rc;
+    memset(m, 0, sizeof(*m));
+    rc = ptwm_open_read(path, &fd, &size, err);
+    if (rc) return rc;
+    if (size > SIZE_MAX) {
+        close(fd);
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "%s: %llu bytes do not fit the address space",
+                         path, (unsigned long long)size);
+    }
+    if (size > 0) {
+        void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return ptwm_fail(err, PTWM_ERR_IO, "%s: mmap of %llu bytes: %s", path,
+                             (unsigned long long)size, strerror(e));
+        }
+        m->base = p;
+        m->data = (const uint8_t *)p;
+    }
+    m->size = size;
+    close(fd); /* the mapping keeps the file alive */
+    return PTWM_OK;
+}
+
+void ptwm_unmap(ptwm_map *m) {
+    if (m && m->base) munmap(m->base, (size_t)m->size);
+    if (m) memset(m, 0, sizeof(*m));
+}
+
+ptwm_error ptwm_pread_full(int fd, void *dst, size_t len, uint64_t off, const char *path,
+                           ptwm_err *err) {
+    uint8_t *p = (uint8_t *)dst;
+    while (len > 0) {
+        /* Bounded pieces: some kernels cap a single read near 2 GiB. */
+        size_t piece = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
+        ssize_t n;
+        if (off > (uint64_t)INT64_MAX)
+            return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: offset %llu out of range",
+                             path ? path : "(file)", (unsigned long long)off);
+        n = pread(fd, p, piece, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return ptwm_fail(err, PTWM_ERR_IO, "%s: read at offset %llu: %s",
+                             path ? path : "(file)", (unsigned long long)off, strerror(errno));
+        }
+        if (n == 0)
+            return ptwm_fail(err, PTWM_ERR_TRUNCATED,
+                             "%s: file ends at offset %llu, %zu more bytes expected",
+                             path ? path : "(file)", (unsigned long long)off, len);
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_write_full(int fd, const void *src, size_t len, const char *path, ptwm_err *err) {
+    const uint8_t *p = (const uint8_t *)src;
+    while (len > 0) {
+        size_t piece = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
+        ssize_t n = write(fd, p, piece);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return ptwm_fail(err, PTWM_ERR_IO, "%s: write: %s", path ? path : "(file)",
+                             strerror(errno));
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return PTWM_OK;
+}
+
+char *ptwm_path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    int slash = a > 0 && dir[a - 1] != '/';
+    char *out = malloc(a + (size_t)slash + b + 1);
+    if (!out) return NULL;
+    memcpy(out, dir, a);
+    if (slash) out[a] = '/';
+    memcpy(out + a + (size_t)slash, name, b + 1);
+    return out;
+}
+
+ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err) {
+    size_t n = strlen(path);
+    memset(f, 0, sizeof(*f));
+    f->fd = -1;
+    f->final_path = malloc(n + 1);
+    f->tmp_path = malloc(n + 16);
+    if (!f->final_path || !f->tmp_path) {
+        ptwm_atomic_abort(f);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(f->final_path, path, n + 1);
+    /* Same directory as the target, so rename() is atomic (same filesystem). */
+    snprintf(f->tmp_path, n + 16, "%s.tmp-XXXXXX", path);
+    f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
+    if (f->fd < 0) {
+        int e = errno;
+        free(f->tmp_path);
+        f->tmp_path = NULL;
+        ptwm_atomic_abort(f);
+        return ptwm_fail(err, PTWM_ERR_IO, "%s: cannot create temporary file: %s", path,
+                         strerror(e));
+    }
+    /* mkstemp creates 0600; give the file the usual permissions. */
+    {
+        mode_t mask = umask(0);
+        umask(mask);
+        if (fchmod(f->fd, 0666 & ~mask) != 0) { /* not fatal: the file is still correct */ }
+    }
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_atomic_commit(ptwm_atomic_file *f, ptwm_err *err) {
+    int rc = close(f->fd);
+    f->fd = -1;
+    if (rc != 0) {
+        ptwm_error e = ptwm_fail(err, PTWM_ERR_IO, "%s: close: %s", f->final_path,
+                                 strerror(errno));
+        ptwm_atomic_abort(f);
+        return e;
+    }
+    if (rename(f->tmp_path, f->final_path) != 0) {
+        ptwm_error e = ptwm_fail(err, PTWM_ERR_IO, "%s: rename from %s: %s", f->final_path,
+                                 f->tmp_path, strerror(errno));
+        ptwm_atomic_abort(f);
+        return e;
+    }
+    free(f->tmp_path);
+    f->tmp_path = NULL;
+    free(f->final_path);
+    f->final_path = NULL;
+    return PTWM_OK;
+}
+
+void ptwm_atomic_abort(ptwm_atomic_file *f) {
+    if (!f) return;
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    if (f->tmp_path) unlink(f->tmp_path);
+    free(f->tmp_path);
+    free(f->final_path);
+    f->tmp_path = NULL;
+    f->final_path = NULL;
+}
+
+ptwm_error ptwm_read_small_file(const char *path, uint64_t max, char **out, size_t *len,
+                                ptwm_err *err) {
+    int fd;
+    uint64_t size;
+    char *buf;
+    ptwm_error rc = ptwm_open_read(path, &fd, &size, err);
+    *out = NULL;
+    if (rc) return rc;
+    if (size > max) {
+        close(fd);
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "%s: %llu bytes, more than the %llu allowed", path,
+                         (unsigned long long)size, (unsigned long long)max);
+    }
+    buf = ptwm_malloc(size + 1);
+    if (!buf) {
+        close(fd);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "%s: out of memory", path);
+    }
+    rc = ptwm_pread_full(fd, buf, (size_t)size, 0, path, err);
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[size] = 0;
+    *out = buf;
+    if (len) *len = (size_t)size;
+    return PTWM_OK;
+}
+
+int ptwm_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int ptwm_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int ptwm_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
+}
