@@ -32,8 +32,8 @@ ptwm_error ptwm_open_read(const char *path, int *fd, uint64_t *size, ptwm_err *e
 }
 
 ptwm_error ptwm_map_file(const char *path, ptwm_map *m, ptwm_err *err) {
-    int fd;
-    uint64_t size;
+    int fd = -1;
+    uint64_t size = 0;
     ptwm_error rc;
     memset(m, 0, sizeof(*m));
     rc = ptwm_open_read(path, &fd, &size, err);
@@ -184,8 +184,8 @@ void ptwm_atomic_abort(ptwm_atomic_file *f) {
 
 ptwm_error ptwm_read_small_file(const char *path, uint64_t max, char **out, size_t *len,
                                 ptwm_err *err) {
-    int fd;
-    uint64_t size;
+    int fd = -1;
+    uint64_t size = 0;
     char *buf;
     ptwm_error rc = ptwm_open_read(path, &fd, &size, err);
     *out = NULL;
