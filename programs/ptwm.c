@@ -1,1 +1,68 @@
-int main(void){return 0;}
+/* ptwm: command-line front end. Each command lives in its own cmd_*.c file
+ * and uses only the public header. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Weak while commands are being added: a command whose file is absent is
+ * simply not offered. */
+#define CLI_DECLARE(name) extern const cli_command name __attribute__((weak))
+CLI_DECLARE(cli_cmd_inspect);
+CLI_DECLARE(cli_cmd_compress);
+CLI_DECLARE(cli_cmd_decompress);
+CLI_DECLARE(cli_cmd_verify);
+CLI_DECLARE(cli_cmd_bench);
+CLI_DECLARE(cli_cmd_export);
+
+static const cli_command *const commands[] = {
+    &cli_cmd_compress, &cli_cmd_decompress, &cli_cmd_verify,
+    &cli_cmd_inspect,  &cli_cmd_bench,      &cli_cmd_export,
+};
+
+static void usage(FILE *out) {
+    size_t i;
+    fprintf(out,
+            "ptwm %s - store, compress and load neural-network weights\n\n"
+            "usage: ptwm COMMAND [OPTIONS]\n\ncommands:\n",
+            ptwm_version());
+    for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (commands[i]) fprintf(out, "  %-12s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(out,
+            "\n'ptwm COMMAND --help' describes a command's options.\n"
+            "Exit status: 0 success, 1 bad input or failed check, 2 bad usage.\n");
+}
+
+int main(int argc, char **argv) {
+    size_t i;
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ptwm %s\n", ptwm_version());
+        return CLI_OK;
+    }
+    for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        const cli_command *c = commands[i];
+        if (!c || strcmp(argv[1], c->name) != 0) continue;
+        {
+            int j;
+            for (j = 2; j < argc; j++) {
+                if (!strcmp(argv[j], "--")) break;
+                if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) {
+                    c->help(stdout);
+                    return CLI_OK;
+                }
+            }
+        }
+        return c->run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "ptwm: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return CLI_USAGE;
+}
