@@ -1,0 +1,122 @@
+/* Exact conversions between F32 and the 16-bit float formats.
+ *
+ * BF16 is the top half of an F32, so widening is a shift and exact for every
+ * pattern, NaN payloads included (bf16.to(torch.float32)).
+ *
+ * F16 is widened with integer bit manipulation only, so no floating-point
+ * operation can touch a NaN (hardware conversions such as F16C's vcvtph2ps
+ * quiet a signalling NaN; numpy's npy_halfbits_to_floatbits and this code keep
+ * the payload bits as they are, shifted into place). Subnormals go through an
+ * int-to-float conversion of the 10-bit mantissa, which is exact. Every branch
+ * is a select, so the loops vectorise with plain SSE2; an AVX2 copy of the same
+ * loops is chosen at run time where the CPU has it.
+ */
+#include "common.h"
+
+/* F16 bits -> F32 bits. em = exponent and mantissa; the three cases are
+ * computed unconditionally and selected so the compiler emits blends. */
+PTWM_INLINE uint32_t f16_bits_to_f32_bits(uint32_t h) {
+    uint32_t sign = (h & 0x8000u) << 16;
+    uint32_t em = h & 0x7fffu;
+    uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
+    uint32_t infnan = (em << 13) | 0x7f800000u;
+    float sub_f = (float)(int32_t)em * 0x1p-24f;  /* only used when em < 0x400: exact */
+    uint32_t sub;
+    uint32_t r;
+    memcpy(&sub, &sub_f, 4);
+    r = em >= 0x7c00u ? infnan : normal;
+    r = em < 0x400u ? sub : r;
+    return r | sign;
+}
+
+/* F32 bits -> BF16 bits, round to nearest even. A NaN keeps its sign and top
+ * payload bits and gets the quiet bit, so it cannot round into infinity. */
+PTWM_INLINE uint16_t f32_bits_to_bf16_bits(uint32_t x) {
+    uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    uint32_t nan = (x >> 16) | 0x40u;
+    return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+/* The loops, written once and compiled for the baseline and for AVX2. Source
+ * and destination are read and written through memcpy so no alignment is
+ * assumed; the compiler turns these into vector loads and stores. */
+#define PTWM_WIDEN_LOOPS(SUFFIX, ATTR)                                                     \
+    ATTR static void bf16_to_f32_##SUFFIX(const uint16_t *restrict src, float *restrict dst, \
+                                          size_t n) {                                       \
+        size_t i;                                                                           \
+        for (i = 0; i < n; i++) {                                                           \
+            uint32_t b = (uint32_t)src[i] << 16;                                            \
+            memcpy(&dst[i], &b, 4);                                                         \
+        }                                                                                   \
+    }                                                                                       \
+    ATTR static void f16_to_f32_##SUFFIX(const uint16_t *restrict src, float *restrict dst,  \
+                                         size_t n) {                                        \
+        size_t i;                                                                           \
+        for (i = 0; i < n; i++) {                                                           \
+            uint32_t b = f16_bits_to_f32_bits(src[i]);                                      \
+            memcpy(&dst[i], &b, 4);                                                         \
+        }                                                                                   \
+    }                                                                                       \
+    ATTR static void f32_to_bf16_##SUFFIX(const float *restrict src, uint16_t *restrict dst, \
+                                          size_t n) {                                       \
+        size_t i;                                                                           \
+        for (i = 0; i < n; i++) {                                                           \
+            uint32_t b;                                                                     \
+            memcpy(&b, &src[i], 4);                                                         \
+            dst[i] = f32_bits_to_bf16_bits(b);                                              \
+        }                                                                                   \
+    }
+
+PTWM_WIDEN_LOOPS(generic, )
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__AVX2__)
+#define PTWM_WIDEN_DISPATCH 1
+PTWM_WIDEN_LOOPS(avx2, __attribute__((target("avx2"))))
+
+typedef struct widen_impl {
+    void (*bf16)(const uint16_t *restrict, float *restrict, size_t);
+    void (*f16)(const uint16_t *restrict, float *restrict, size_t);
+    void (*to_bf16)(const float *restrict, uint16_t *restrict, size_t);
+} widen_impl;
+
+/* Chosen on first use. Two threads racing here both store the same pointers,
+ * each store a single aligned word, so the race is harmless. */
+static const widen_impl *widen_choose(void) {
+    static const widen_impl generic = {bf16_to_f32_generic, f16_to_f32_generic,
+                                       f32_to_bf16_generic};
+    static const widen_impl avx2 = {bf16_to_f32_avx2, f16_to_f32_avx2, f32_to_bf16_avx2};
+    static const widen_impl *volatile chosen;
+    const widen_impl *c = chosen;
+    if (!c) {
+        __builtin_cpu_init();
+        c = __builtin_cpu_supports("avx2") ? &avx2 : &generic;
+        chosen = c;
+    }
+    return c;
+}
+#endif
+
+void ptwm_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
+#ifdef PTWM_WIDEN_DISPATCH
+    widen_choose()->bf16(src, dst, n);
+#else
+    bf16_to_f32_generic(src, dst, n);
+#endif
+}
+
+void ptwm_f16_to_f32(const uint16_t *src, float *dst, size_t n) {
+#ifdef PTWM_WIDEN_DISPATCH
+    widen_choose()->f16(src, dst, n);
+#else
+    f16_to_f32_generic(src, dst, n);
+#endif
+}
+
+void ptwm_f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
+#ifdef PTWM_WIDEN_DISPATCH
+    widen_choose()->to_bf16(src, dst, n);
+#else
+    f32_to_bf16_generic(src, dst, n);
+#endif
+}
