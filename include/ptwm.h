@@ -393,29 +393,63 @@ PTWM_API ptwm_error ptwm_compress_safetensors(const char *src_path, const char *
 /* Sharded .ptwm checkpoints                                                 */
 /* ------------------------------------------------------------------------ */
 
-typedef struct ptwm_index ptwm_index;   /* model.ptwm.index.json */
+/* model.ptwm.index.json, laid out like Hugging Face's model.safetensors.index.json:
+ *   {"metadata": {"total_size": RAW, "compressed_total_size": CODED, "format": "ptwm",
+ *                 ...extra string entries}, "weight_map": {"tensor": "shard.ptwm", ...}}
+ * total_size is the sum of the tensors' raw bytes; compressed_total_size the sum of
+ * the shard files' sizes. Reading rejects malformed JSON, duplicate keys, unknown
+ * fields, non-string extras, and shard names that are empty, contain '/', '\\' or
+ * "..", or do not end in ".ptwm" (so a weight_map never points outside the directory). */
+typedef struct ptwm_index ptwm_index;
+
+#define PTWM_INDEX_NAME "model.ptwm.index.json"
+#define PTWM_SINGLE_NAME "model.ptwm"
 
 PTWM_API ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size,
                                       ptwm_index **out, ptwm_err *err);
 PTWM_API ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err);
+/* Parse an index held in memory; `label` names it in messages (may be NULL). */
+PTWM_API ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label,
+                                     ptwm_index **out, ptwm_err *err);
+/* Written to a temporary file and renamed over `path`. */
 PTWM_API ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *err);
 PTWM_API void ptwm_index_free(ptwm_index *idx);
 PTWM_API uint64_t ptwm_index_total_size(const ptwm_index *idx);
 PTWM_API uint64_t ptwm_index_compressed_total_size(const ptwm_index *idx);
 PTWM_API void ptwm_index_set_totals(ptwm_index *idx, uint64_t total, uint64_t compressed);
-/* Adds tensor -> shard; PTWM_ERR_DUPLICATE if the tensor is already mapped. */
+/* Adds tensor -> shard; PTWM_ERR_DUPLICATE if the tensor is already mapped,
+ * PTWM_ERR_INVALID_ARG for a shard name the reader would reject. */
 PTWM_API ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard,
                                    ptwm_err *err);
+/* Entries in insertion (file) order. */
 PTWM_API size_t ptwm_index_count(const ptwm_index *idx);
 PTWM_API ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor,
                                      const char **shard);
+/* Position of a tensor's entry; PTWM_ERR_NOT_FOUND if unmapped (err untouched). */
+PTWM_API ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos);
+/* Distinct shard names in order of first appearance. */
+PTWM_API size_t ptwm_index_shard_count(const ptwm_index *idx);
+PTWM_API const char *ptwm_index_shard(const ptwm_index *idx, size_t i);
+/* Extra metadata strings (not total_size, compressed_total_size or format);
+ * setting an existing key replaces it. Values may hold any UTF-8, NUL included
+ * (value_len bytes). get returns NULL when absent; *len may be NULL. */
+PTWM_API ptwm_error ptwm_index_set_meta(ptwm_index *idx, const char *key, const char *value,
+                                        size_t value_len, ptwm_err *err);
+PTWM_API const char *ptwm_index_get_meta(const ptwm_index *idx, const char *key, size_t *len);
+/* 0 if the name is a plain file name inside the directory ending in .ptwm. */
+PTWM_API int ptwm_index_check_shard_name(const char *shard);
 
 typedef struct ptwm_ptdir ptwm_ptdir;   /* a sharded .ptwm directory */
 
-/* Open model.ptwm.index.json and every shard it lists, or a lone model.ptwm. */
+/* Open model.ptwm.index.json and every shard it lists, or a lone model.ptwm
+ * (read_sharded_ptwm). Errors: PTWM_ERR_NOT_FOUND when neither exists or a listed
+ * shard is missing; PTWM_ERR_DUPLICATE for a tensor in two shards; PTWM_ERR_INDEX
+ * when the weight_map disagrees with the shards' tensors or the totals with their
+ * sums (message holds both numbers); PTWM_ERR_SCHEMA for an unsafe shard name. */
 PTWM_API ptwm_error ptwm_ptdir_open(const char *dir, ptwm_ptdir **out, ptwm_err *err);
 PTWM_API void ptwm_ptdir_close(ptwm_ptdir *d);
 PTWM_API void ptwm_ptdir_set_threads(ptwm_ptdir *d, int threads);
+/* Tensors shard by shard (index order), table order within each shard. */
 PTWM_API size_t ptwm_ptdir_count(const ptwm_ptdir *d);
 PTWM_API ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out);
 PTWM_API ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index);
@@ -423,6 +457,49 @@ PTWM_API ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_
                                             void *dst, size_t len, ptwm_err *err);
 PTWM_API size_t ptwm_ptdir_shard_count(const ptwm_ptdir *d);
 PTWM_API ptwm_reader *ptwm_ptdir_shard(const ptwm_ptdir *d, size_t i);
+PTWM_API const char *ptwm_ptdir_shard_name(const ptwm_ptdir *d, size_t i);
+/* Which shard holds tensor `index`, and its index within that shard's reader. */
+PTWM_API size_t ptwm_ptdir_shard_of(const ptwm_ptdir *d, size_t index, size_t *local);
+/* The index, or NULL for a lone model.ptwm. Owned by the handle. */
+PTWM_API const ptwm_index *ptwm_ptdir_index(const ptwm_ptdir *d);
+/* Sums over the shards: raw tensor bytes and shard file bytes. */
+PTWM_API uint64_t ptwm_ptdir_total_size(const ptwm_ptdir *d);
+PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
+
+/* Whole checkpoints: a .safetensors file or Hugging Face directory to a .ptwm
+ * directory and back, one shard in flight at a time (memory bounded by threads x
+ * chunk size, never the model). Output is built in a temporary directory beside
+ * `outdir` and renamed into place when complete; an existing `outdir` is
+ * PTWM_ERR_EXISTS unless `force`. Files other than the tensors and the index
+ * (config.json, tokenizer files) are copied as they are. */
+typedef void (*ptwm_progress_fn)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
+
+typedef struct ptwm_checkpoint_options {
+    uint64_t max_shard_size;    /* 0: one output shard per input shard (byte-exact
+                                 * restore); else re-plan shards by raw bytes */
+    int method;                 /* ptwm_method (compress); 0 = MICROSCALE */
+    int threads;                /* 0 = all cores */
+    uint64_t chunk_size;        /* raw bytes per chunk (compress); 0 = default */
+    int force;                  /* replace an existing outdir */
+    ptwm_progress_fn progress;  /* raw bytes done so far; NULL for none; called
+                                 * from the calling thread */
+    void *progress_ctx;
+} ptwm_checkpoint_options;
+
+#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL }
+
+/* src: a .safetensors file (-> outdir/model.ptwm recording its header and name)
+ * or a directory (model.safetensors.index.json plus shards, or model.safetensors)
+ * -> model-0000k-of-0000n.ptwm + model.ptwm.index.json (the source index is kept
+ * in the index metadata so decompression restores it). opt may be NULL. */
+PTWM_API ptwm_error ptwm_compress_checkpoint(const char *src, const char *outdir,
+                                             const ptwm_checkpoint_options *opt, ptwm_err *err);
+/* src: a .ptwm file or directory. Restores the original safetensors files, index
+ * and other files byte for byte; with max_shard_size (or when the shards record no
+ * source file) writes Hugging Face shards model-0000k-of-0000n.safetensors plus
+ * model.safetensors.index.json (a single model.safetensors when one shard). */
+PTWM_API ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
+                                               const ptwm_checkpoint_options *opt, ptwm_err *err);
 
 /* ------------------------------------------------------------------------ */
 /* Sources and layout loads                                                  */

@@ -1,0 +1,459 @@
+/* model.ptwm.index.json: the weight_map of a sharded .ptwm checkpoint.
+ *
+ * The layout is Hugging Face's index ({"metadata": {...}, "weight_map": {...}})
+ * so tools that list a checkpoint's tensors from its index read ours too. The
+ * reader is strict: the index decides which files are opened, so a name that
+ * could leave the directory, a duplicated key or a total that is not an exact
+ * non-negative integer is an error, never a guess. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <jansson.h>
+#include "common.h"
+#include "fileio.h"
+
+#define INDEX_FILE_MAX ((uint64_t)256 << 20)   /* a 10M-tensor index is ~1 GB; 256 MiB is plenty */
+#define INDEX_MAX_ENTRIES ((size_t)1 << 24)
+
+typedef struct index_entry {
+    char *tensor;
+    size_t shard;       /* into shards[] */
+} index_entry;
+
+typedef struct meta_entry {
+    char *key;
+    char *value;
+    size_t len;
+} meta_entry;
+
+struct ptwm_index {
+    uint64_t total_size, compressed_total_size;
+    index_entry *entries;
+    size_t count, cap;
+    char **shards;
+    size_t nshards, shards_cap;
+    meta_entry *meta;
+    size_t nmeta;
+    /* Open addressing over entries (position + 1; 0 = empty), power-of-two size. */
+    size_t *slots;
+    size_t nslots;
+};
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static size_t *find_slot(const ptwm_index *idx, const char *tensor) {
+    size_t mask = idx->nslots - 1, i = (size_t)hash_name(tensor) & mask;
+    for (;;) {
+        size_t *slot = &idx->slots[i];
+        if (*slot == 0 || strcmp(idx->entries[*slot - 1].tensor, tensor) == 0) return slot;
+        i = (i + 1) & mask;
+    }
+}
+
+static int grow_slots(ptwm_index *idx) {
+    size_t n = idx->nslots ? idx->nslots * 2 : 64, i;
+    size_t *slots = (size_t *)ptwm_calloc(n, sizeof(size_t));
+    if (!slots) return -1;
+    free(idx->slots);
+    idx->slots = slots;
+    idx->nslots = n;
+    for (i = 0; i < idx->count; i++) *find_slot(idx, idx->entries[i].tensor) = i + 1;
+    return 0;
+}
+
+static char *dup_str(const char *s, size_t len) {
+    char *p = (char *)ptwm_malloc((uint64_t)len + 1);
+    if (p) {
+        memcpy(p, s, len);
+        p[len] = 0;
+    }
+    return p;
+}
+
+int ptwm_index_check_shard_name(const char *shard) {
+    size_t len = shard ? strlen(shard) : 0;
+    if (len == 0 || len > 255) return -1;
+    if (strchr(shard, '/') || strchr(shard, '\\') || strstr(shard, "..")) return -1;
+    if (len < 6 || strcmp(shard + len - 5, ".ptwm") != 0) return -1;
+    return 0;
+}
+
+ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size,
+                             ptwm_index **out, ptwm_err *err) {
+    ptwm_index *idx;
+    if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_create: out is NULL");
+    *out = NULL;
+    if (total_size > INT64_MAX || compressed_total_size > INT64_MAX)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index totals %llu / %llu exceed 2^63-1",
+                         (unsigned long long)total_size,
+                         (unsigned long long)compressed_total_size);
+    idx = (ptwm_index *)calloc(1, sizeof *idx);
+    if (!idx || grow_slots(idx) != 0) {
+        free(idx);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory creating an index");
+    }
+    idx->total_size = total_size;
+    idx->compressed_total_size = compressed_total_size;
+    *out = idx;
+    return PTWM_OK;
+}
+
+void ptwm_index_free(ptwm_index *idx) {
+    size_t i;
+    if (!idx) return;
+    for (i = 0; i < idx->count; i++) free(idx->entries[i].tensor);
+    for (i = 0; i < idx->nshards; i++) free(idx->shards[i]);
+    for (i = 0; i < idx->nmeta; i++) {
+        free(idx->meta[i].key);
+        free(idx->meta[i].value);
+    }
+    free(idx->entries);
+    free(idx->shards);
+    free(idx->meta);
+    free(idx->slots);
+    free(idx);
+}
+
+uint64_t ptwm_index_total_size(const ptwm_index *idx) { return idx ? idx->total_size : 0; }
+uint64_t ptwm_index_compressed_total_size(const ptwm_index *idx) {
+    return idx ? idx->compressed_total_size : 0;
+}
+void ptwm_index_set_totals(ptwm_index *idx, uint64_t total, uint64_t compressed) {
+    if (!idx) return;
+    idx->total_size = total;
+    idx->compressed_total_size = compressed;
+}
+size_t ptwm_index_count(const ptwm_index *idx) { return idx ? idx->count : 0; }
+size_t ptwm_index_shard_count(const ptwm_index *idx) { return idx ? idx->nshards : 0; }
+const char *ptwm_index_shard(const ptwm_index *idx, size_t i) {
+    return idx && i < idx->nshards ? idx->shards[i] : NULL;
+}
+
+ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor,
+                            const char **shard) {
+    if (!idx || i >= idx->count) return PTWM_ERR_INVALID_ARG;
+    if (tensor) *tensor = idx->entries[i].tensor;
+    if (shard) *shard = idx->shards[idx->entries[i].shard];
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos) {
+    size_t *slot;
+    if (!idx || !tensor) return PTWM_ERR_INVALID_ARG;
+    slot = find_slot(idx, tensor);
+    if (*slot == 0) return PTWM_ERR_NOT_FOUND;
+    if (pos) *pos = *slot - 1;
+    return PTWM_OK;
+}
+
+/* Shards are few; a linear search from the most recent keeps the common case
+ * (entries grouped by shard) O(1). */
+static ptwm_error intern_shard(ptwm_index *idx, const char *shard, size_t *out, ptwm_err *err) {
+    size_t i;
+    for (i = idx->nshards; i-- > 0;) {
+        if (strcmp(idx->shards[i], shard) == 0) {
+            *out = i;
+            return PTWM_OK;
+        }
+    }
+    if (idx->nshards == idx->shards_cap) {
+        size_t cap = idx->shards_cap ? idx->shards_cap * 2 : 8;
+        char **p = (char **)ptwm_realloc(idx->shards, (uint64_t)cap * sizeof(char *));
+        if (!p) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing the shard list");
+        idx->shards = p;
+        idx->shards_cap = cap;
+    }
+    idx->shards[idx->nshards] = dup_str(shard, strlen(shard));
+    if (!idx->shards[idx->nshards]) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    *out = idx->nshards++;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard, ptwm_err *err) {
+    size_t *slot, si, len;
+    ptwm_error rc;
+    if (!idx || !tensor || !shard)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_add: NULL argument");
+    len = strlen(tensor);
+    if (len > PTWM_MAX_NAME)
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "tensor name of %zu bytes exceeds %d", len,
+                         PTWM_MAX_NAME);
+    if (ptwm_index_check_shard_name(shard) != 0)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "tensor '%s': shard name '%s' is not a plain file name ending in .ptwm",
+                         tensor, shard);
+    slot = find_slot(idx, tensor);
+    if (*slot != 0)
+        return ptwm_fail(err, PTWM_ERR_DUPLICATE, "tensor '%s' mapped twice (to '%s' and '%s')",
+                         tensor, idx->shards[idx->entries[*slot - 1].shard], shard);
+    if (idx->count >= INDEX_MAX_ENTRIES)
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "index holds more than %zu tensors",
+                         INDEX_MAX_ENTRIES);
+    if ((rc = intern_shard(idx, shard, &si, err)) != PTWM_OK) return rc;
+    if (idx->count == idx->cap) {
+        size_t cap = idx->cap ? idx->cap * 2 : 64;
+        index_entry *p = (index_entry *)ptwm_realloc(idx->entries, (uint64_t)cap * sizeof *p);
+        if (!p) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing the index");
+        idx->entries = p;
+        idx->cap = cap;
+    }
+    idx->entries[idx->count].tensor = dup_str(tensor, len);
+    if (!idx->entries[idx->count].tensor) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    idx->entries[idx->count].shard = si;
+    idx->count++;
+    /* Keep the table at most half full so probes stay short. */
+    if (idx->count * 2 > idx->nslots) {
+        if (grow_slots(idx) != 0) {
+            free(idx->entries[--idx->count].tensor);
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing the index");
+        }
+    } else {
+        *slot = idx->count;
+    }
+    return PTWM_OK;
+}
+
+static int reserved_key(const char *key) {
+    return strcmp(key, "total_size") == 0 || strcmp(key, "compressed_total_size") == 0 ||
+           strcmp(key, "format") == 0;
+}
+
+ptwm_error ptwm_index_set_meta(ptwm_index *idx, const char *key, const char *value,
+                               size_t value_len, ptwm_err *err) {
+    size_t i;
+    char *v;
+    if (!idx || !key || (!value && value_len))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_set_meta: NULL argument");
+    if (reserved_key(key))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index metadata key '%s' is reserved", key);
+    v = dup_str(value ? value : "", value_len);
+    if (!v) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (i = 0; i < idx->nmeta; i++) {
+        if (strcmp(idx->meta[i].key, key) == 0) {
+            free(idx->meta[i].value);
+            idx->meta[i].value = v;
+            idx->meta[i].len = value_len;
+            return PTWM_OK;
+        }
+    }
+    {
+        meta_entry *p = (meta_entry *)ptwm_realloc(idx->meta, (uint64_t)(idx->nmeta + 1) * sizeof *p);
+        if (!p) {
+            free(v);
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        }
+        idx->meta = p;
+        p[idx->nmeta].key = dup_str(key, strlen(key));
+        if (!p[idx->nmeta].key) {
+            free(v);
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        }
+        p[idx->nmeta].value = v;
+        p[idx->nmeta].len = value_len;
+        idx->nmeta++;
+    }
+    return PTWM_OK;
+}
+
+const char *ptwm_index_get_meta(const ptwm_index *idx, const char *key, size_t *len) {
+    size_t i;
+    if (!idx || !key) return NULL;
+    for (i = 0; i < idx->nmeta; i++) {
+        if (strcmp(idx->meta[i].key, key) == 0) {
+            if (len) *len = idx->meta[i].len;
+            return idx->meta[i].value;
+        }
+    }
+    return NULL;
+}
+
+/* An exact non-negative integer (jansson already refuses values past 2^63-1). */
+static ptwm_error get_total(json_t *meta, const char *key, const char *label, uint64_t *out,
+                            ptwm_err *err) {
+    json_t *v = json_object_get(meta, key);
+    if (!v)
+        return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': metadata.%s is missing", label, key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                         "index '%s': metadata.%s must be a non-negative integer", label, key);
+    *out = (uint64_t)json_integer_value(v);
+    return PTWM_OK;
+}
+
+static ptwm_error parse_metadata(ptwm_index *idx, json_t *meta, const char *label,
+                                 ptwm_err *err) {
+    const char *key;
+    json_t *v;
+    ptwm_error rc;
+    if (!json_is_object(meta))
+        return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': \"metadata\" must be an object",
+                         label);
+    if ((rc = get_total(meta, "total_size", label, &idx->total_size, err)) != PTWM_OK ||
+        (rc = get_total(meta, "compressed_total_size", label, &idx->compressed_total_size,
+                        err)) != PTWM_OK)
+        return rc;
+    v = json_object_get(meta, "format");
+    if (!json_is_string(v) || strcmp(json_string_value(v), "ptwm") != 0)
+        return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                         "index '%s': metadata.format must be \"ptwm\" (is this a .ptwm index?)",
+                         label);
+    json_object_foreach(meta, key, v) {
+        if (reserved_key(key)) continue;
+        if (!json_is_string(v))
+            return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': metadata.%s must be a string",
+                             label, key);
+        if ((rc = ptwm_index_set_meta(idx, key, json_string_value(v), json_string_length(v),
+                                      err)) != PTWM_OK)
+            return rc;
+    }
+    return PTWM_OK;
+}
+
+static ptwm_error parse_weight_map(ptwm_index *idx, json_t *map, const char *label,
+                                   ptwm_err *err) {
+    const char *tensor;
+    json_t *v;
+    if (!json_is_object(map))
+        return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': \"weight_map\" must be an object",
+                         label);
+    json_object_foreach(map, tensor, v) {
+        ptwm_error rc;
+        if (!json_is_string(v))
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "index '%s': weight_map['%s'] must be a shard file name", label,
+                             tensor);
+        if (ptwm_index_check_shard_name(json_string_value(v)) != 0 ||
+            strlen(json_string_value(v)) != json_string_length(v))
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "index '%s': tensor '%s' maps to shard '%s', which is not a plain "
+                             "file name ending in .ptwm inside the directory",
+                             label, tensor, json_string_value(v));
+        if ((rc = ptwm_index_add(idx, tensor, json_string_value(v), err)) != PTWM_OK) {
+            ptwm_err_prefix(err, "index '%s': ", label);
+            return rc;
+        }
+    }
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label, ptwm_index **out,
+                            ptwm_err *err) {
+    json_error_t jerr;
+    json_t *root, *v;
+    const char *key;
+    ptwm_index *idx = NULL;
+    ptwm_error rc;
+    if (!out || (!json && len))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_parse: NULL argument");
+    *out = NULL;
+    if (!label) label = "<memory>";
+    /* JSON_PRESERVE_ORDER is the default since jansson 2.8; object iteration is
+     * insertion order, which keeps the weight_map's shard order. */
+    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        if (json_error_code(&jerr) == json_error_duplicate_key)
+            return ptwm_fail(err, PTWM_ERR_DUPLICATE, "index '%s': line %d: %s", label,
+                             jerr.line, jerr.text);
+        return ptwm_fail(err, PTWM_ERR_JSON, "index '%s': line %d column %d: %s", label,
+                         jerr.line, jerr.column, jerr.text);
+    }
+    if (!json_is_object(root)) {
+        rc = ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': top level must be an object", label);
+        goto done;
+    }
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "metadata") != 0 && strcmp(key, "weight_map") != 0) {
+            rc = ptwm_fail(err, PTWM_ERR_SCHEMA,
+                           "index '%s': unknown top-level key '%s' (expected metadata, weight_map)",
+                           label, key);
+            goto done;
+        }
+    }
+    if (!json_object_get(root, "metadata") || !json_object_get(root, "weight_map")) {
+        rc = ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': needs both \"metadata\" and \"weight_map\"",
+                       label);
+        goto done;
+    }
+    if ((rc = ptwm_index_create(0, 0, &idx, err)) != PTWM_OK) goto done;
+    if ((rc = parse_metadata(idx, json_object_get(root, "metadata"), label, err)) != PTWM_OK ||
+        (rc = parse_weight_map(idx, json_object_get(root, "weight_map"), label, err)) != PTWM_OK)
+        goto done;
+    *out = idx;
+    idx = NULL;
+done:
+    ptwm_index_free(idx);
+    json_decref(root);
+    return rc;
+}
+
+ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err) {
+    char *text = NULL;
+    size_t len = 0;
+    ptwm_error rc;
+    if (!path || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_read: NULL argument");
+    *out = NULL;
+    rc = ptwm_read_small_file(path, INDEX_FILE_MAX, &text, &len, err);
+    if (rc != PTWM_OK) return rc;
+    rc = ptwm_index_parse(text, len, path, out, err);
+    free(text);
+    return rc;
+}
+
+static json_t *build_json(const ptwm_index *idx) {
+    json_t *root = json_object(), *meta = json_object(), *map = json_object();
+    size_t i;
+    int bad = !root || !meta || !map;
+    if (!bad) {
+        bad |= json_object_set_new(meta, "total_size", json_integer((json_int_t)idx->total_size));
+        bad |= json_object_set_new(meta, "compressed_total_size",
+                                   json_integer((json_int_t)idx->compressed_total_size));
+        bad |= json_object_set_new(meta, "format", json_string("ptwm"));
+        for (i = 0; i < idx->nmeta && !bad; i++)
+            bad |= json_object_set_new(meta, idx->meta[i].key,
+                                       json_stringn(idx->meta[i].value, idx->meta[i].len));
+        for (i = 0; i < idx->count && !bad; i++)
+            bad |= json_object_set_new(map, idx->entries[i].tensor,
+                                       json_string(idx->shards[idx->entries[i].shard]));
+    }
+    if (!bad) {
+        bad |= json_object_set(root, "metadata", meta);
+        bad |= json_object_set(root, "weight_map", map);
+    }
+    json_decref(meta);
+    json_decref(map);
+    if (bad) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *err) {
+    json_t *root;
+    char *text;
+    ptwm_atomic_file f;
+    ptwm_error rc;
+    if (!idx || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_write: NULL argument");
+    if (idx->total_size > INT64_MAX || idx->compressed_total_size > INT64_MAX)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index '%s': totals exceed 2^63-1", path);
+    root = build_json(idx);
+    /* A name that is not UTF-8 makes jansson refuse it; so does running out of memory. */
+    if (!root)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "index '%s': a tensor name or metadata value is not valid UTF-8 (or out "
+                         "of memory)", path);
+    text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text) return ptwm_fail(err, PTWM_ERR_NOMEM, "index '%s': out of memory", path);
+    memset(&f, 0, sizeof f);
+    rc = ptwm_atomic_open(path, &f, err);
+    if (rc == PTWM_OK) rc = ptwm_write_full(f.fd, text, strlen(text), f.tmp_path, err);
+    if (rc == PTWM_OK) rc = ptwm_write_full(f.fd, "\n", 1, f.tmp_path, err);
+    if (rc == PTWM_OK) rc = ptwm_atomic_commit(&f, err);
+    ptwm_atomic_abort(&f);
+    free(text);
+    return rc;
+}
