@@ -1,6 +1,6 @@
 /* Dtype names, bit widths and checked tensor byte sizes (safetensors dtypes). */
 #include <stdio.h>
-#include "common.h"
+#include "safetensors.h"
 
 static const struct {
     const char *name;
@@ -53,8 +53,7 @@ unsigned ptwm_dtype_bits(ptwm_dtype dtype) {
     return dtype_table[dtype].bits;
 }
 
-/* Formats "[3, 5]" into buf (truncated with "..." if long). */
-static void format_shape(const uint64_t *shape, uint32_t ndim, char *buf, size_t cap) {
+void ptwm_format_shape(const uint64_t *shape, uint32_t ndim, char *buf, size_t cap) {
     size_t pos = 0;
     uint32_t i;
     int n;
@@ -94,13 +93,13 @@ ptwm_error ptwm_tensor_nbytes(ptwm_dtype dtype, const uint64_t *shape, uint32_t 
     }
     if (!overflow && ptwm_mul_overflow(elems, dtype_table[dtype].bits, &bits)) overflow = 1;
     if (overflow) {
-        format_shape(shape, ndim, sh, sizeof(sh));
+        ptwm_format_shape(shape, ndim, sh, sizeof(sh));
         return ptwm_fail(err, PTWM_ERR_SHAPE, "shape %s of %s overflows 64 bits", sh,
                          dtype_table[dtype].name);
     }
     if (has_zero) bits = 0;
     if (bits % 8 != 0) {
-        format_shape(shape, ndim, sh, sizeof(sh));
+        ptwm_format_shape(shape, ndim, sh, sizeof(sh));
         return ptwm_fail(err, PTWM_ERR_SHAPE,
                          "shape %s of %s is %llu bits, not a whole number of bytes", sh,
                          dtype_table[dtype].name, (unsigned long long)bits);

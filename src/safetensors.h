@@ -1,0 +1,46 @@
+/* Internal: the safetensors header parser shared by the reader, the
+ * checkpoint directory reader and the fuzz harness. */
+#ifndef PTWM_SAFETENSORS_H
+#define PTWM_SAFETENSORS_H
+
+#include "common.h"
+
+/* One tensor entry of a header, after validation. */
+typedef struct ptwm_st_entry {
+    const char *name;           /* points into the parsed JSON (lives with ptwm_st_parsed) */
+    ptwm_dtype dtype;
+    uint32_t ndim;
+    uint64_t shape[PTWM_MAX_NDIM];
+    uint64_t begin, end;        /* data_offsets, relative to the data region */
+    size_t order;               /* position in the header */
+} ptwm_st_entry;
+
+typedef struct ptwm_st_parsed {
+    void *root;                 /* json_t *, owns every string below */
+    ptwm_st_entry *t;           /* sorted into file order: (begin, end, header order) */
+    size_t n;
+    ptwm_kv *meta;              /* __metadata__ in header order */
+    size_t nmeta;
+    uint64_t data_len;          /* end of the last tensor: bytes the data region must hold */
+} ptwm_st_parsed;
+
+/* Parse and validate a header's JSON (the bytes after the 8-byte length):
+ * schema, dtypes, shapes, offsets and the exact tiling of [0, data_len).
+ * `label` names the file in messages. On failure *out is left empty. */
+ptwm_error ptwm_st_parse_header(const char *json, size_t len, const char *label,
+                                ptwm_st_parsed *out, ptwm_err *err);
+void ptwm_st_parsed_free(ptwm_st_parsed *p);
+
+/* Check the 8-byte length prefix against the file size: on success
+ * *header_len is the JSON length and the JSON fits the file. */
+ptwm_error ptwm_st_check_prefix(const uint8_t prefix[8], uint64_t file_size, const char *label,
+                                uint64_t *header_len, ptwm_err *err);
+/* Check that the data region of a file of `file_size` bytes holds exactly
+ * what the header describes ("expected N bytes, file has M"). */
+ptwm_error ptwm_st_check_size(const ptwm_st_parsed *p, uint64_t header_len, uint64_t file_size,
+                              const char *label, ptwm_err *err);
+
+/* "[3, 5]" into buf (cut short if it does not fit). */
+void ptwm_format_shape(const uint64_t *shape, uint32_t ndim, char *buf, size_t cap);
+
+#endif
