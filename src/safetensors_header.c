@@ -141,7 +141,7 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
 
     rc = ptwm_tensor_nbytes(e->dtype, e->shape, e->ndim, &nbytes, err);
     if (rc) {
-        ptwm_err_prefix(err, "file '%s': tensor '%s': ", LABEL(label), name);
+        ptwm_err_prefix(err, "file '%s': tensor '%s'", LABEL(label), name);
         return rc;
     }
     if (e->end - e->begin != nbytes) {
