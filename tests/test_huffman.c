@@ -1,0 +1,438 @@
+/* Huffman stage: round trips on real weight planes, edge cases around every
+ * internal boundary, and hostile encodings (guaranteed errors asserted; for
+ * payload corruption a prefix code cannot always notice, the decoder must still
+ * stay in bounds and return either an error or exactly dst_size bytes). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "entropy.h"
+#include "testutil.h"
+
+/* Encode and decode; check the bound, the bytes and the exact-size contract. */
+static size_t round_trip(const uint8_t *src, size_t n, const char *what) {
+    size_t cap = ptwm_huf_bound(n), len = 0;
+    uint8_t *enc = malloc(cap), *dec = malloc(n ? n : 1);
+    ptwm_error rc;
+    CHECK(enc && dec);
+    rc = ptwm_huf_encode(src, n, enc, cap, &len);
+    CHECK_MSG(rc == PTWM_OK, "%s: encode n=%zu: %s", what, n, ptwm_error_name(rc));
+    CHECK_MSG(len >= 1 && len <= cap, "%s: n=%zu len=%zu cap=%zu", what, n, len, cap);
+    rc = ptwm_huf_decode(enc, len, dec, n);
+    CHECK_MSG(rc == PTWM_OK, "%s: decode n=%zu: %s", what, n, ptwm_error_name(rc));
+    CHECK_MSG(rc || n == 0 || memcmp(src, dec, n) == 0, "%s: bytes differ, n=%zu", what, n);
+    if (n > 0) CHECK(ptwm_huf_decode(enc, len, dec, n - 1) == PTWM_ERR_CORRUPT ||
+                     (enc[0] == 1 && n > 1)); /* RLE decodes to any size >= 1 */
+    free(enc);
+    free(dec);
+    return len;
+}
+
+/* ---- planes from the corpus ------------------------------------------- */
+
+typedef struct {
+    uint8_t *b[3];
+    const char *name[3];
+    size_t n;
+    int count;
+} planes;
+
+/* Minimal safetensors split: 8-byte LE header length, JSON, data. The corpus
+ * files hold one dtype each; its name is in the header. */
+static int cut_planes(const uint8_t *file, size_t size, planes *p) {
+    uint64_t hlen;
+    const uint8_t *data;
+    size_t dlen, i;
+    char *json;
+    int ok = 1;
+    memset(p, 0, sizeof(*p));
+    if (size < 8) return 0;
+    hlen = (uint64_t)file[0] | ((uint64_t)file[1] << 8) | ((uint64_t)file[2] << 16) |
+           ((uint64_t)file[3] << 24) | ((uint64_t)file[4] << 32) | ((uint64_t)file[5] << 40);
+    if (hlen > size - 8) return 0;
+    json = malloc(hlen + 1);
+    memcpy(json, file + 8, hlen);
+    json[hlen] = 0;
+    data = file + 8 + hlen;
+    dlen = size - 8 - hlen;
+    if (strstr(json, "\"BF16\"") || strstr(json, "\"F16\"")) {
+        int bf = strstr(json, "\"BF16\"") != NULL;
+        p->n = dlen / 2;
+        p->count = 3;
+        for (i = 0; i < 3; i++) p->b[i] = malloc(p->n);
+        for (i = 0; i < p->n; i++) {
+            unsigned v = data[2 * i] | (data[2 * i + 1] << 8);
+            if (bf) {
+                p->b[0][i] = (uint8_t)((v >> 7) & 0xff);
+                p->b[1][i] = (uint8_t)(((v >> 8) & 0x80) | (v & 0x7f));
+                p->b[2][i] = (uint8_t)(v >> 8);
+            } else {
+                p->b[0][i] = (uint8_t)((v >> 10) & 0x1f);
+                p->b[1][i] = (uint8_t)v;
+                p->b[2][i] = (uint8_t)(((v >> 15) << 2) | ((v >> 8) & 3));
+            }
+        }
+        p->name[0] = "exponent";
+        p->name[1] = bf ? "sign+mantissa" : "mantissa low";
+        p->name[2] = bf ? "high byte" : "sign+mantissa high";
+    } else if (strstr(json, "\"F32\"")) {
+        p->n = dlen / 4;
+        p->count = 2;
+        p->b[0] = malloc(p->n);
+        p->b[1] = malloc(p->n);
+        for (i = 0; i < p->n; i++) {
+            uint32_t v = (uint32_t)data[4 * i] | ((uint32_t)data[4 * i + 1] << 8) |
+                         ((uint32_t)data[4 * i + 2] << 16) | ((uint32_t)data[4 * i + 3] << 24);
+            p->b[0][i] = (uint8_t)(v >> 23);
+            p->b[1][i] = (uint8_t)v;
+        }
+        p->name[0] = "exponent";
+        p->name[1] = "mantissa low byte";
+    } else if (strstr(json, "\"U8\"")) {
+        p->n = dlen;
+        p->count = 1;
+        p->b[0] = malloc(dlen);
+        memcpy(p->b[0], data, dlen);
+        p->name[0] = "bytes";
+    } else {
+        ok = 0;
+    }
+    free(json);
+    return ok;
+}
+
+static void test_corpus(void) {
+    const char *const *f;
+    CHECK_MSG(tu_corpus_dir() != NULL, "corpus not found (set PTWM_CORPUS)");
+    if (!tu_corpus_dir()) return;
+    for (f = tu_corpus_files(); *f; f++) {
+        size_t size = 0, off;
+        uint8_t *file = tu_read_file(tu_corpus_path(*f), &size);
+        planes p;
+        int k;
+        CHECK_MSG(file != NULL, "cannot read %s", *f);
+        if (!file) continue;
+        CHECK_MSG(cut_planes(file, size, &p), "%s: not a single-dtype safetensors file", *f);
+        for (k = 0; k < p.count; k++) {
+            char what[200];
+            size_t len;
+            double h = ptwm_entropy_order0(p.b[k], p.n);
+            snprintf(what, sizeof(what), "%s %s", *f, p.name[k]);
+            len = round_trip(p.b[k], p.n, what);
+            /* Huffman on a whole plane: within 2% of the order-0 floor, or raw
+             * when the plane is near 8 bits (raw costs one byte). */
+            CHECK_MSG((double)len * 8 <= h * (double)p.n * 1.02 + 8 * 300 || len == p.n + 1,
+                      "%s: %zu bytes for %zu symbols at %.3f bits", what, len, p.n, h);
+            /* the chunk sizes a container uses */
+            for (off = 0; off + 65536 <= p.n && off < 4 * 65536; off += 65536)
+                round_trip(p.b[k] + off, 65536, what);
+            if (p.n > 1000003) round_trip(p.b[k] + 17, 1000003, what);
+            free(p.b[k]);
+        }
+        free(file);
+    }
+}
+
+/* ---- synthetic data ----------------------------------------------------- */
+
+/* Geometric-ish symbols: a few common ones and a long tail (like exponents). */
+static void fill_skewed(uint8_t *b, size_t n, uint64_t *seed, unsigned spread) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        uint64_t r = tu_rand(seed);
+        unsigned z = (unsigned)__builtin_ctzll(r | (1ull << 40));
+        b[i] = (uint8_t)(120 - (z % spread) + ((r >> 50) & 1));
+    }
+}
+
+static void test_edges(void) {
+    static const size_t sizes[] = {0,    1,    2,    3,    4,    5,    7,    8,     9,     15,
+                                   16,   17,   31,   32,   33,   39,   40,   41,    63,    64,
+                                   65,   127,  128,  129,  255,  256,  257,  511,   512,   513,
+                                   1023, 1024, 1025, 4095, 4096, 4097, 65535, 65536, 65537, 131075};
+    uint64_t seed = 1;
+    uint8_t *b = malloc(262144), enc[8];
+    size_t i, len = 0;
+    for (i = 0; i < PTWM_ARRAY_LEN(sizes); i++) {
+        char what[64];
+        snprintf(what, sizeof(what), "skewed n=%zu", sizes[i]);
+        fill_skewed(b, sizes[i], &seed, 12);
+        round_trip(b, sizes[i], what);
+        memset(b, 0x42, sizes[i]);
+        snprintf(what, sizeof(what), "one symbol n=%zu", sizes[i]);
+        CHECK(round_trip(b, sizes[i], what) <= 2);
+    }
+    /* every size up to 700: the fast loop's margins and the 4-way split */
+    for (i = 0; i <= 700; i++) {
+        fill_skewed(b, i, &seed, 6);
+        round_trip(b, i, "small");
+    }
+    /* empty and single byte are RAW; one repeated symbol is RLE */
+    CHECK(ptwm_huf_encode(b, 0, enc, sizeof(enc), &len) == PTWM_OK && len == 1 && enc[0] == 0);
+    b[0] = 7;
+    CHECK(ptwm_huf_encode(b, 1, enc, sizeof(enc), &len) == PTWM_OK && len == 2);
+    memset(b, 9, 100000);
+    CHECK(ptwm_huf_encode(b, 100000, enc, sizeof(enc), &len) == PTWM_OK && len == 2 &&
+          enc[0] == 1 && enc[1] == 9);
+    /* all 256 symbols, uniform: does not shrink, so RAW (n + 1 bytes) */
+    for (i = 0; i < 65536; i++) b[i] = (uint8_t)tu_rand(&seed);
+    CHECK(round_trip(b, 65536, "uniform random") == 65537);
+    /* all 256 symbols, skewed: HUFFMAN with a full-range table */
+    for (i = 0; i < 65536; i++) b[i] = (uint8_t)(i < 256 ? i : (tu_rand(&seed) & 15));
+    CHECK(round_trip(b, 65536, "all 256 skewed") < 40000);
+    /* Fibonacci frequencies: optimal lengths reach 20+ bits, so the 11-bit
+     * limit decides the code */
+    {
+        size_t f0 = 1, f1 = 1, pos = 0, s;
+        for (s = 0; s < 24 && pos < 262144; s++) {
+            size_t k;
+            for (k = 0; k < f0 && pos < 262144; k++) b[pos++] = (uint8_t)(s * 7);
+            f1 += f0;
+            f0 = f1 - f0;
+        }
+        for (s = pos; s-- > 1;) { /* shuffle */
+            size_t j = (size_t)(tu_rand(&seed) % (s + 1));
+            uint8_t t = b[s];
+            b[s] = b[j];
+            b[j] = t;
+        }
+        round_trip(b, pos, "fibonacci");
+    }
+    /* random data of many kinds and sizes */
+    for (i = 0; i < 300; i++) {
+        size_t n = (size_t)(tu_rand(&seed) % 20000), j;
+        unsigned mask = (unsigned)(tu_rand(&seed) % 256);
+        for (j = 0; j < n; j++) b[j] = (uint8_t)(tu_rand(&seed) & mask);
+        round_trip(b, n, "random masked");
+    }
+    free(b);
+}
+
+/* cap below the encoded size: PTWM_ERR_DST_SIZE and no byte written past cap */
+static void test_cap(void) {
+    uint64_t seed = 5;
+    size_t n = 5000, full = 0, cap, len;
+    uint8_t *b = malloc(n), *enc = malloc(n + 64);
+    fill_skewed(b, n, &seed, 10);
+    CHECK(ptwm_huf_encode(b, n, enc, n + 1, &full) == PTWM_OK && full < n / 2);
+    for (cap = 0; cap < full; cap += (cap < 64 || cap + 70 > full) ? 1 : 37) {
+        memset(enc, 0xA5, n + 64);
+        CHECK(ptwm_huf_encode(b, n, enc, cap, &len) == PTWM_ERR_DST_SIZE);
+        CHECK(enc[cap] == 0xA5 && enc[cap + 7] == 0xA5);
+    }
+    memset(enc, 0xA5, n + 64);
+    CHECK(ptwm_huf_encode(b, n, enc, full, &len) == PTWM_OK && len == full);
+    CHECK(enc[full] == 0xA5 && enc[full + 7] == 0xA5);
+    /* RAW and RLE */
+    for (len = 0; len < n; len++) b[len] = (uint8_t)tu_rand(&seed);
+    CHECK(ptwm_huf_encode(b, n, enc, n, &len) == PTWM_ERR_DST_SIZE);
+    memset(b, 1, n);
+    CHECK(ptwm_huf_encode(b, n, enc, 1, &len) == PTWM_ERR_DST_SIZE);
+    CHECK(ptwm_huf_encode(b, 0, enc, 0, &len) == PTWM_ERR_DST_SIZE);
+    free(b);
+    free(enc);
+}
+
+/* ---- hostile encodings ---------------------------------------------------- */
+
+static ptwm_error dec(const uint8_t *src, size_t size, size_t n) {
+    /* exact-size buffers so ASan sees any overrun */
+    uint8_t *s = malloc(size ? size : 1), *d = malloc(n ? n : 1);
+    ptwm_error rc;
+    memcpy(s, src, size);
+    rc = ptwm_huf_decode(s, size, d, n);
+    free(s);
+    free(d);
+    return rc;
+}
+
+#define EXPECT_CORRUPT(buf, size, n, why) \
+    CHECK_MSG(dec((buf), (size), (n)) == PTWM_ERR_CORRUPT, "%s", why)
+
+/* Hand-made HUFFMAN encoding of 4 symbols over {0, 1}, both 1-bit codes:
+ * one 1-symbol segment per stream. Stream byte 0x02 | bit = code bit plus the
+ * sentinel. */
+static size_t tiny(uint8_t *b, const uint8_t stream_bytes[4]) {
+    size_t k = 0;
+    int s;
+    b[k++] = 2;    /* HUFFMAN */
+    b[k++] = 0;    /* lo */
+    b[k++] = 1;    /* hi */
+    b[k++] = 0x11; /* both length 1 */
+    for (s = 0; s < 4; s++) {
+        ptwm_store_le32(b + k, 1);
+        k += 4;
+    }
+    for (s = 0; s < 4; s++) b[k++] = stream_bytes[s];
+    return k;
+}
+
+static void test_hostile_handmade(void) {
+    uint8_t b[64], out[4];
+    uint8_t ok[4] = {0x02, 0x03, 0x03, 0x02};
+    size_t k = tiny(b, ok);
+    unsigned m;
+    CHECK(ptwm_huf_decode(b, k, out, 4) == PTWM_OK && out[0] == 0 && out[1] == 1 && out[2] == 1 &&
+          out[3] == 0);
+    /* empty input, unknown modes */
+    EXPECT_CORRUPT(b, 0, 4, "empty input");
+    for (m = 3; m < 256; m++) {
+        uint8_t x[2] = {(uint8_t)m, 0};
+        EXPECT_CORRUPT(x, 2, 1, "unknown mode");
+    }
+    /* RAW and RLE sizes */
+    {
+        uint8_t raw[3] = {0, 1, 2}, rle[3] = {1, 5, 0};
+        EXPECT_CORRUPT(raw, 3, 1, "raw too long");
+        EXPECT_CORRUPT(raw, 3, 3, "raw too short");
+        EXPECT_CORRUPT(rle, 3, 4, "rle with trailing byte");
+        EXPECT_CORRUPT(rle, 1, 4, "rle without symbol");
+        EXPECT_CORRUPT(rle, 2, 0, "rle of nothing");
+    }
+    /* streams that do not end on their last bit */
+    {
+        uint8_t x[64], s4[4];
+        memcpy(s4, ok, 4);
+        s4[2] = 0x04; /* two code bits for one symbol: a bit left over */
+        k = tiny(x, s4);
+        EXPECT_CORRUPT(x, k, 4, "bit left over");
+        s4[2] = 0x01; /* sentinel only: runs out */
+        k = tiny(x, s4);
+        EXPECT_CORRUPT(x, k, 4, "stream runs out");
+        s4[2] = 0x00; /* no sentinel */
+        k = tiny(x, s4);
+        EXPECT_CORRUPT(x, k, 4, "missing sentinel");
+        s4[2] = 0x80; /* 7 code bits */
+        k = tiny(x, s4);
+        EXPECT_CORRUPT(x, k, 4, "seven bits left over");
+        /* same streams, one symbol more or fewer than coded */
+        k = tiny(x, ok);
+        EXPECT_CORRUPT(x, k, 5, "dst one longer");
+        EXPECT_CORRUPT(x, k, 3, "dst one shorter");
+    }
+    /* table: over-full, incomplete, over the limit, bad range, odd padding */
+    {
+        uint8_t x[64];
+        k = tiny(x, ok);
+        x[3] = 0x21; /* lengths 1 and 2: incomplete */
+        EXPECT_CORRUPT(x, k, 4, "incomplete code");
+        x[1] = 0;
+        x[2] = 2;
+        memmove(x + 5, x + 4, k - 4);
+        x[3] = 0x11; /* three 1-bit codes: over-full */
+        x[4] = 0x01;
+        EXPECT_CORRUPT(x, k + 1, 4, "over-full code");
+        x[3] = 0x21;
+        x[4] = 0x12; /* lengths 1, 2, 2 plus a non-zero pad nibble */
+        EXPECT_CORRUPT(x, k + 1, 4, "non-zero pad nibble");
+        x[4] = 0x02;
+        memset(x + k + 1 - 4, 0x02, 4); /* four '0' codes: symbol 0 */
+        CHECK(dec(x, k + 1, 4) == PTWM_OK);
+        k = tiny(x, ok);
+        x[3] = 0xcc; /* length 12 */
+        EXPECT_CORRUPT(x, k, 4, "length over 11");
+        x[3] = 0x11;
+        x[1] = 1;
+        x[2] = 1; /* lo == hi */
+        EXPECT_CORRUPT(x, k, 4, "single-symbol range");
+        x[1] = 2;
+        x[2] = 1; /* lo > hi */
+        EXPECT_CORRUPT(x, k, 4, "reversed range");
+        k = tiny(x, ok);
+        x[3] = 0x10; /* lo without a code */
+        EXPECT_CORRUPT(x, k, 4, "lo without code");
+    }
+    /* jump table */
+    {
+        uint8_t x[64];
+        k = tiny(x, ok);
+        ptwm_store_le32(x + 4, 0);
+        EXPECT_CORRUPT(x, k, 4, "empty stream");
+        ptwm_store_le32(x + 4, 2);
+        EXPECT_CORRUPT(x, k, 4, "sizes sum past the end");
+        ptwm_store_le32(x + 4, 0xffffffffu);
+        EXPECT_CORRUPT(x, k, 4, "stream size past the end");
+        ptwm_store_le32(x + 4, 1);
+        EXPECT_CORRUPT(x, 16, 4, "jump table cut");
+        EXPECT_CORRUPT(x, 3, 4, "table cut");
+    }
+}
+
+/* Corrupt real encodings. Truncation, extension, length nibbles and the jump
+ * table are always detected; payload bits may decode to other bytes. */
+static void test_hostile_real(void) {
+    uint64_t seed = 9;
+    size_t n = 70000, len = 0, i, k;
+    uint8_t *b = malloc(n), *enc = malloc(n + 2), *out = malloc(n);
+    unsigned nib, flips_ok = 0, flips_err = 0;
+    fill_skewed(b, n, &seed, 14);
+    CHECK(ptwm_huf_encode(b, n, enc, n + 1, &len) == PTWM_OK && enc[0] == 2);
+    nib = (enc[2] - enc[1] + 2) / 2;
+    for (k = 1; k <= 40 && k < len; k++) EXPECT_CORRUPT(enc, len - k, n, "truncated");
+    for (k = len - 1; k > 997; k -= 997) EXPECT_CORRUPT(enc, k, n, "truncated deep");
+    for (k = 0; k < 256; k += 51) {
+        enc[len] = (uint8_t)k;
+        EXPECT_CORRUPT(enc, len + 1, n, "extended by a byte");
+    }
+    for (i = 3; i < 3 + nib; i++)
+        for (k = 0; k < 8; k++) {
+            enc[i] ^= (uint8_t)(1u << k);
+            EXPECT_CORRUPT(enc, len, n, "length nibble bit flipped");
+            enc[i] ^= (uint8_t)(1u << k);
+        }
+    for (i = 3 + nib; i < 3 + nib + 16; i++)
+        for (k = 0; k < 8; k++) {
+            enc[i] ^= (uint8_t)(1u << k);
+            EXPECT_CORRUPT(enc, len, n, "jump table bit flipped");
+            enc[i] ^= (uint8_t)(1u << k);
+        }
+    /* lo/hi bytes: the range and so every later offset moves; any result
+     * must be in bounds */
+    for (i = 1; i < 3; i++)
+        for (k = 0; k < 8; k++) {
+            ptwm_error rc;
+            enc[i] ^= (uint8_t)(1u << k);
+            rc = dec(enc, len, n);
+            CHECK(rc == PTWM_ERR_CORRUPT || rc == PTWM_OK);
+            enc[i] ^= (uint8_t)(1u << k);
+        }
+    /* payload bits: error or exactly n bytes, never out of bounds */
+    for (i = 0; i < 2000; i++) {
+        size_t at = 3 + nib + 16 + (size_t)(tu_rand(&seed) % (len - 3 - nib - 16));
+        unsigned bit = (unsigned)(tu_rand(&seed) & 7);
+        ptwm_error rc;
+        enc[at] ^= (uint8_t)(1u << bit);
+        rc = dec(enc, len, n);
+        CHECK(rc == PTWM_ERR_CORRUPT || rc == PTWM_OK);
+        if (rc == PTWM_OK) flips_ok++;
+        else flips_err++;
+        enc[at] ^= (uint8_t)(1u << bit);
+    }
+    printf("payload bit flips: %u detected, %u decoded to other bytes\n", flips_err, flips_ok);
+    /* the untouched encoding still decodes */
+    CHECK(ptwm_huf_decode(enc, len, out, n) == PTWM_OK && memcmp(out, b, n) == 0);
+    /* random bytes after a valid header prefix, many sizes */
+    for (i = 0; i < 3000; i++) {
+        size_t sz = 3 + nib + 16 + (size_t)(tu_rand(&seed) % 300), want, j;
+        uint8_t x[400];
+        memcpy(x, enc, 3 + nib);
+        for (j = 3 + nib; j < sz; j++) x[j] = (uint8_t)tu_rand(&seed);
+        for (j = 0; j < 4; j++) ptwm_store_le32(x + 3 + nib + 4 * j, 1 + (uint32_t)(tu_rand(&seed) % 70));
+        want = (size_t)(tu_rand(&seed) % 1200);
+        {
+            ptwm_error rc = dec(x, sz, want);
+            CHECK(rc == PTWM_ERR_CORRUPT || rc == PTWM_OK);
+        }
+    }
+    free(b);
+    free(enc);
+    free(out);
+}
+
+int main(void) {
+    test_edges();
+    test_cap();
+    test_hostile_handmade();
+    test_hostile_real();
+    test_corpus();
+    return tu_finish("test_huffman");
+}
