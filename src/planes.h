@@ -1,0 +1,27 @@
+/* Plane transforms: float field splits and byte planes, and their inverses.
+ *
+ * These loops run at memory speed: one pass, restrict pointers, the common
+ * geometries (BF16, F16, F32) written out so the compiler vectorises them.
+ * Elements are little-endian; plane p receives one byte per element. */
+#ifndef PTWM_PLANES_H
+#define PTWM_PLANES_H
+
+#include "common.h"
+
+/* Float fields of an element of `width` bytes with `e` exponent and `m`
+ * mantissa bits (1 + e + m == 8 * width). Planes, in order: the exponent in
+ * ceil(e/8) planes (most significant byte first), then sign:mantissa (sign
+ * above the mantissa, m + 1 bits) in ceil((m+1)/8) planes, most significant
+ * byte first. planes[p] has room for n bytes. */
+void ptwm_split_float(const uint8_t *src, size_t n, unsigned width, unsigned e, unsigned m,
+                      uint8_t *const *planes);
+/* Inverse of ptwm_split_float (any plane bytes give some output; excess
+ * high bits of a plane byte are ignored). */
+void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, unsigned e,
+                      unsigned m, uint8_t *dst);
+
+/* Byte k of each element into plane k (k = 0 is the least significant). */
+void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes);
+void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst);
+
+#endif
