@@ -1,0 +1,202 @@
+/* safetensors <-> .ptwm, streaming both ways.
+ *
+ * Compression opens the source in pread mode and pulls each tensor chunk by
+ * chunk through the writer, so resident memory stays at the writer's window
+ * whatever the file size. It records the source header bytes exactly, the
+ * file name and size, and adds the tensors in file order (ascending data
+ * offset, which need not be the header's order): the .ptwm's tensor order is
+ * then the source's data region, and the rebuild is the header followed by
+ * every tensor decoded in table order. */
+#include "container_read.h"
+#include "fileio.h"
+#include "safetensors.h"
+
+#include <stdlib.h>
+
+/* container_write.c */
+void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size);
+
+typedef struct st_src {
+    const ptwm_st *st;
+    size_t index;
+} st_src;
+
+static ptwm_error st_read_cb(void *ctx, uint64_t offset, void *dst, size_t len, ptwm_err *err) {
+    const st_src *s = (const st_src *)ctx;
+    return ptwm_st_read(s->st, s->index, offset, dst, len, err);
+}
+
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static ptwm_error add_source(ptwm_writer *w, const ptwm_st *st, const char *src_path, ptwm_err *err) {
+    size_t hl, i, nmeta = ptwm_st_metadata_count(st);
+    const void *json = ptwm_st_header(st, &hl);
+    uint8_t *hdr = (uint8_t *)ptwm_malloc((uint64_t)hl + 8);
+    ptwm_kv *meta;
+    ptwm_error rc;
+    if (!hdr) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a %zu-byte header", hl);
+    ptwm_store_le64(hdr, hl);
+    memcpy(hdr + 8, json, hl);
+    rc = ptwm_writer_set_source_header(w, hdr, hl + 8, base_name(src_path), err);
+    free(hdr);
+    if (rc) return rc;
+    ptwm_writer_set_source_size(w, ptwm_st_file_size(st));
+    if (!nmeta) return PTWM_OK;
+    meta = (ptwm_kv *)ptwm_calloc(nmeta, sizeof(ptwm_kv));
+    if (!meta) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (i = 0; i < nmeta; i++) meta[i] = ptwm_st_metadata(st, i);
+    rc = ptwm_writer_set_metadata(w, meta, nmeta, err);
+    free(meta);
+    return rc;
+}
+
+ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
+                                     const ptwm_cparams *params, ptwm_err *err) {
+    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
+    ptwm_cparams p = params ? *params : defaults;
+    ptwm_st *st = NULL;
+    ptwm_writer *w = NULL;
+    ptwm_error rc;
+    size_t i, n;
+    if (!src_path || !dst_path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL path");
+    if ((rc = ptwm_st_open(src_path, PTWM_OPEN_PREAD, &st, err))) return rc;
+    if (p.progress && !p.progress_total) p.progress_total = ptwm_st_file_size(st);
+    if ((rc = ptwm_writer_open_file(dst_path, &p, &w, err))) goto out;
+    if ((rc = add_source(w, st, src_path, err))) goto out;
+    n = ptwm_st_count(st);
+    for (i = 0; i < n; i++) {
+        ptwm_tensor_info info;
+        ptwm_tensor_desc d;
+        st_src s;
+        if ((rc = ptwm_st_tensor(st, i, &info))) {
+            ptwm_fail(err, rc, "file '%s': tensor %zu unreadable", src_path, i);
+            goto out;
+        }
+        d.name = info.name;
+        d.dtype = info.dtype;
+        d.ndim = info.ndim;
+        d.shape = info.shape;
+        d.data = NULL;
+        d.nbytes = info.nbytes;
+        s.st = st;
+        s.index = i;
+        if ((rc = ptwm_writer_add_stream(w, &d, NULL, st_read_cb, &s, err))) {
+            ptwm_err_prefix(err, "file '%s'", src_path);
+            goto out;
+        }
+    }
+    rc = ptwm_writer_finish(w, err);
+    w = NULL;
+out:
+    ptwm_writer_free(w);
+    ptwm_st_close(st);
+    return rc;
+}
+
+/* ---- rebuilding ---------------------------------------------------------- */
+
+/* The recorded header must describe exactly the tensors of the table, in
+ * table order, tiling the data region: otherwise the rebuild would write a
+ * file whose header disagrees with its bytes. */
+static ptwm_error check_source(ptwm_reader *r, const uint8_t *hdr, size_t len, ptwm_err *err) {
+    ptwm_st_parsed p;
+    const char *label = ptwm_reader_label(r);
+    uint64_t off = 0, total;
+    size_t i, n = ptwm_reader_count(r);
+    ptwm_error rc = ptwm_st_parse_header((const char *)hdr + 8, len - 8, label, &p, err);
+    if (rc) {
+        ptwm_err_prefix(err, "recorded source header");
+        return rc;
+    }
+    if (p.n != n) {
+        rc = ptwm_fail(err, PTWM_ERR_MISMATCH, "file '%s': source header lists %zu tensors, the table %zu",
+                       label, p.n, n);
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        ptwm_tensor_info info;
+        const ptwm_st_entry *e = &p.t[i];
+        ptwm_reader_tensor(r, i, &info);
+        if (strcmp(e->name, info.name) != 0 || e->dtype != info.dtype || e->begin != off ||
+            e->end - e->begin != info.nbytes) {
+            rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
+                           "file '%s': tensor %zu '%s' (%s, %llu bytes at %llu) disagrees with the "
+                           "source header's '%s' (%s, bytes %llu..%llu)",
+                           label, i, info.name, ptwm_dtype_name(info.dtype),
+                           (unsigned long long)info.nbytes, (unsigned long long)off, e->name,
+                           ptwm_dtype_name(e->dtype), (unsigned long long)e->begin,
+                           (unsigned long long)e->end);
+            goto out;
+        }
+        off += info.nbytes;
+    }
+    total = len + off;
+    if (ptwm_reader_source_file_size(r) != total)
+        rc = ptwm_fail(err, PTWM_ERR_MISMATCH, "file '%s': source was %llu bytes, header and tensors make %llu",
+                       label, (unsigned long long)ptwm_reader_source_file_size(r),
+                       (unsigned long long)total);
+out:
+    ptwm_st_parsed_free(&p);
+    return rc;
+}
+
+/* A fresh header from the table and metadata, when no source was recorded. */
+static ptwm_error build_header(ptwm_reader *r, void **hdr, size_t *len, ptwm_err *err) {
+    size_t i, n = ptwm_reader_count(r), nmeta = ptwm_reader_metadata_count(r);
+    ptwm_tensor_desc *d = (ptwm_tensor_desc *)ptwm_calloc(n ? n : 1, sizeof(*d));
+    ptwm_kv *meta = (ptwm_kv *)ptwm_calloc(nmeta ? nmeta : 1, sizeof(*meta));
+    ptwm_error rc;
+    if (!d || !meta) {
+        free(d);
+        free(meta);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
+    for (i = 0; i < n; i++) {
+        ptwm_tensor_info info;
+        ptwm_reader_tensor(r, i, &info);
+        d[i].name = info.name;
+        d[i].dtype = info.dtype;
+        d[i].ndim = info.ndim;
+        d[i].shape = info.shape;
+        d[i].nbytes = info.nbytes;
+    }
+    for (i = 0; i < nmeta; i++) meta[i] = ptwm_reader_metadata(r, i);
+    rc = ptwm_st_build_header(d, n, meta, nmeta, hdr, len, err);
+    free(d);
+    free(meta);
+    return rc;
+}
+
+static ptwm_error fd_sink(void *ctx, const uint8_t *p, size_t n, ptwm_err *err) {
+    ptwm_atomic_file *f = (ptwm_atomic_file *)ctx;
+    return ptwm_write_full(f->fd, p, n, f->final_path, err);
+}
+
+ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path, ptwm_err *err) {
+    ptwm_atomic_file f;
+    void *fresh = NULL;
+    const void *hdr;
+    size_t len, i, n;
+    ptwm_error rc;
+    memset(&f, 0, sizeof(f));
+    f.fd = -1;
+    if (!r || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader or path");
+    hdr = ptwm_reader_source_header(r, &len);
+    if (hdr) rc = check_source(r, (const uint8_t *)hdr, len, err);
+    else rc = build_header(r, &fresh, &len, err);
+    if (rc) return rc;
+    if (fresh) hdr = fresh;
+    if ((rc = ptwm_atomic_open(path, &f, err))) goto out;
+    if ((rc = ptwm_write_full(f.fd, hdr, len, path, err))) goto out;
+    n = ptwm_reader_count(r);
+    for (i = 0; i < n; i++)
+        if ((rc = ptwm_reader_stream_tensor(r, i, fd_sink, &f, err))) goto out;
+    rc = ptwm_atomic_commit(&f, err);
+out:
+    if (rc) ptwm_atomic_abort(&f);
+    free(fresh);
+    return rc;
+}

@@ -1,0 +1,59 @@
+/* Internal wire constants of the .ptwm container (docs/FORMAT.md is the
+ * specification; keep the two in step). Everything is little-endian.
+ *
+ *   file    = head(16) | chunk payloads ... | table | foot(48)
+ *   head    = magic "\x89PTWM\r\n\x1a" | u32 version | u32 flags (0)
+ *   table   = sections: u8 id | u64 length | body
+ *   foot    = u64 table_offset | u64 table_size | u32 table_crc | u32 version |
+ *             u64 file_size | u32 reserved (0) | u32 foot_crc | end magic "PTWMEND\x1a"
+ */
+#ifndef PTWM_CONTAINER_FORMAT_H
+#define PTWM_CONTAINER_FORMAT_H
+
+#include "common.h"
+
+#define PTWM_FMT_VERSION 1u              /* written by this library */
+#define PTWM_FMT_MIN_VERSION 1u          /* oldest version read */
+
+#define PTWM_FMT_HEAD_SIZE 16u
+#define PTWM_FMT_FOOT_SIZE 48u
+#define PTWM_FMT_MAGIC "\x89PTWM\r\n\x1a"
+#define PTWM_FMT_END_MAGIC "PTWMEND\x1a"
+#define PTWM_FMT_MAGIC_LEN 8u
+
+/* Footer field offsets. */
+#define PTWM_FOOT_TABLE_OFFSET 0
+#define PTWM_FOOT_TABLE_SIZE 8
+#define PTWM_FOOT_TABLE_CRC 16
+#define PTWM_FOOT_VERSION 20
+#define PTWM_FOOT_FILE_SIZE 24
+#define PTWM_FOOT_RESERVED 32
+#define PTWM_FOOT_CRC 36            /* CRC32 of foot bytes [0, 36) */
+#define PTWM_FOOT_END_MAGIC 40
+
+/* Table section ids. */
+#define PTWM_SEC_TENSORS 1
+#define PTWM_SEC_METADATA 2
+#define PTWM_SEC_SOURCE 3
+
+/* Tensor flags. */
+#define PTWM_TF_PAYLOAD_HASH 0x01u
+#define PTWM_TF_PLANE_CRC 0x02u
+#define PTWM_TF_KNOWN (PTWM_TF_PAYLOAD_HASH | PTWM_TF_PLANE_CRC)
+
+/* Sizes of fixed parts, for caps derived from the table size. */
+#define PTWM_FMT_CHUNK_ENTRY 17u     /* u64 offset, u32 coded, u32 raw, u8 chain */
+#define PTWM_FMT_TENSOR_MIN 32u      /* name_len..nchunks with empty name, one empty chain */
+#define PTWM_FMT_MAX_CHAINS 16u      /* candidate chains per tensor */
+
+/* Chunk sizes: raw bytes per chunk are a multiple of the granule
+ * (32 elements = dtype bits * 4 bytes) and at most this. */
+#define PTWM_FMT_MIN_CHUNK 4096u
+#define PTWM_FMT_MAX_CHUNK ((uint64_t)1 << 28)
+
+/* Bytes of one 32-element granule of a dtype (0 for an invalid dtype). */
+PTWM_INLINE uint64_t ptwm_fmt_granule(ptwm_dtype dtype) {
+    return (uint64_t)ptwm_dtype_bits(dtype) * 4u;
+}
+
+#endif

@@ -1,0 +1,800 @@
+/* The .ptwm reader (docs/FORMAT.md).
+ *
+ * Opening reads the footer and the table only (every count, offset and
+ * size checked against the file size, allocations capped by what the table's
+ * own length can hold); payloads are read when a chunk is decoded, by pread
+ * for a file (so decoding a big file keeps only a window of chunks resident)
+ * or straight from the caller's buffer for an in-memory image. */
+#include "container_format.h"
+#include "container_read.h"
+#include "chunk.h"
+#include "fileio.h"
+#include "hash.h"
+#include "threads.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct rchunk {
+    uint64_t offset, start;      /* start: raw offset of the chunk in its tensor */
+    uint32_t coded, raw;
+    uint8_t chain;
+} rchunk;
+
+typedef struct rtensor {
+    char *name;
+    ptwm_dtype dtype;
+    uint32_t ndim;
+    uint64_t shape[PTWM_MAX_NDIM];
+    uint64_t nbytes, chunk_size, nchunks, coded;
+    uint8_t flags;
+    unsigned nchains;
+    const uint8_t *chain_ptr[PTWM_FMT_MAX_CHAINS];   /* into r->table */
+    size_t chain_len[PTWM_FMT_MAX_CHAINS];
+    uint8_t hash[16];
+    rchunk *chunks;
+} rtensor;
+
+struct ptwm_reader {
+    char *label;
+    const uint8_t *mem;          /* in-memory image, else NULL */
+    int fd;
+    uint64_t size;
+    uint8_t *table;              /* owned copy of the table */
+    uint64_t table_offset, table_size;
+    unsigned version;
+    rtensor *t;
+    size_t nt;
+    size_t *by_name;             /* indices sorted by name */
+    ptwm_kv *meta;
+    size_t nmeta;
+    uint8_t *src_header;
+    size_t src_header_len;
+    char *src_name;
+    uint64_t src_file_size;
+    int threads;
+    ptwm_pool *pool;
+};
+
+/* ---- cursor over the table ----------------------------------------------- */
+
+typedef struct cursor {
+    const uint8_t *p;
+    uint64_t left;
+} cursor;
+
+static int cur_take(cursor *c, uint64_t n, const uint8_t **out) {
+    if (c->left < n) return 0;
+    *out = c->p;
+    c->p += n;
+    c->left -= n;
+    return 1;
+}
+static int cur_u8(cursor *c, uint8_t *v) {
+    const uint8_t *q;
+    if (!cur_take(c, 1, &q)) return 0;
+    *v = q[0];
+    return 1;
+}
+static int cur_u16(cursor *c, uint16_t *v) {
+    const uint8_t *q;
+    if (!cur_take(c, 2, &q)) return 0;
+    *v = ptwm_load_le16(q);
+    return 1;
+}
+static int cur_u32(cursor *c, uint32_t *v) {
+    const uint8_t *q;
+    if (!cur_take(c, 4, &q)) return 0;
+    *v = ptwm_load_le32(q);
+    return 1;
+}
+static int cur_u64(cursor *c, uint64_t *v) {
+    const uint8_t *q;
+    if (!cur_take(c, 8, &q)) return 0;
+    *v = ptwm_load_le64(q);
+    return 1;
+}
+
+/* A NUL-free string of `len` bytes copied out as a C string. */
+static ptwm_error cur_string(cursor *c, uint64_t len, uint64_t max, const char *what, char **out,
+                             ptwm_err *err) {
+    const uint8_t *q;
+    *out = NULL;
+    if (len > max) return ptwm_fail(err, PTWM_ERR_LIMIT, "%s of %llu bytes (max %llu)", what,
+                                    (unsigned long long)len, (unsigned long long)max);
+    if (!cur_take(c, len, &q))
+        return ptwm_fail(err, PTWM_ERR_TRUNCATED, "%s of %llu bytes runs past the table end", what,
+                         (unsigned long long)len);
+    if (len && memchr(q, 0, (size_t)len))
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "%s contains a NUL byte", what);
+    *out = (char *)malloc((size_t)len + 1);
+    if (!*out) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (len) memcpy(*out, q, (size_t)len);
+    (*out)[len] = 0;
+    return PTWM_OK;
+}
+
+#define TRUNC(what) ptwm_fail(err, PTWM_ERR_TRUNCATED, "table ends inside %s", what)
+
+/* ---- parsing ------------------------------------------------------------- */
+
+static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *err) {
+    uint64_t k, expect, start = 0;
+    if (!cur_u64(c, &t->nchunks)) return TRUNC("the chunk count");
+    expect = t->nbytes / t->chunk_size + (t->nbytes % t->chunk_size != 0);
+    if (t->nchunks != expect)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "%llu chunks, %llu bytes in chunks of %llu need %llu",
+                         (unsigned long long)t->nchunks, (unsigned long long)t->nbytes,
+                         (unsigned long long)t->chunk_size, (unsigned long long)expect);
+    /* The entries must fit the table: this bounds the allocation by the file. */
+    if (t->nchunks > c->left / PTWM_FMT_CHUNK_ENTRY)
+        return ptwm_fail(err, PTWM_ERR_TRUNCATED, "%llu chunk entries do not fit in the %llu table bytes left",
+                         (unsigned long long)t->nchunks, (unsigned long long)c->left);
+    t->chunks = (rchunk *)ptwm_calloc(t->nchunks ? t->nchunks : 1, sizeof(rchunk));
+    if (!t->chunks) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for chunk entries");
+    for (k = 0; k < t->nchunks; k++) {
+        rchunk *ch = &t->chunks[k];
+        uint64_t end, want = PTWM_MIN(t->chunk_size, t->nbytes - start);
+        cur_u64(c, &ch->offset);
+        cur_u32(c, &ch->coded);
+        cur_u32(c, &ch->raw);
+        cur_u8(c, &ch->chain);
+        ch->start = start;
+        if (ptwm_add_overflow(ch->offset, ch->coded, &end) || ch->offset < PTWM_FMT_HEAD_SIZE ||
+            end > r->table_offset)
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk %llu of %llu: bytes %llu..%llu lie outside the data region %u..%llu",
+                             (unsigned long long)k, (unsigned long long)t->nchunks,
+                             (unsigned long long)ch->offset, (unsigned long long)ch->offset + ch->coded,
+                             PTWM_FMT_HEAD_SIZE, (unsigned long long)r->table_offset);
+        if (ch->raw != want)
+            return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk %llu of %llu: %u raw bytes, expected %llu",
+                             (unsigned long long)k, (unsigned long long)t->nchunks, ch->raw,
+                             (unsigned long long)want);
+        if (ch->chain >= t->nchains)
+            return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk %llu of %llu: chain %u of %u",
+                             (unsigned long long)k, (unsigned long long)t->nchunks, ch->chain,
+                             t->nchains);
+        t->coded += ch->coded;
+        start += ch->raw;
+    }
+    return PTWM_OK;
+}
+
+static ptwm_error parse_tensor(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *err) {
+    uint32_t name_len;
+    uint8_t dtype, ndim, nchains;
+    uint64_t nbytes, granule;
+    unsigned i;
+    ptwm_error rc;
+    if (!cur_u32(c, &name_len)) return TRUNC("a tensor name length");
+    if ((rc = cur_string(c, name_len, PTWM_MAX_NAME, "tensor name", &t->name, err))) return rc;
+    if (!cur_u8(c, &dtype) || !cur_u8(c, &ndim) || !cur_u8(c, &t->flags) || !cur_u8(c, &nchains))
+        return TRUNC("a tensor entry");
+    if (dtype >= PTWM_DTYPE_COUNT) return ptwm_fail(err, PTWM_ERR_DTYPE, "unknown dtype %u", dtype);
+    t->dtype = (ptwm_dtype)dtype;
+    if (ndim > PTWM_MAX_NDIM) return ptwm_fail(err, PTWM_ERR_SHAPE, "%u dims (max %d)", ndim, PTWM_MAX_NDIM);
+    t->ndim = ndim;
+    if (t->flags & ~PTWM_TF_KNOWN)
+        return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown tensor flags 0x%02x", t->flags);
+    if (nchains < 1 || nchains > PTWM_FMT_MAX_CHAINS)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "%u candidate chains (1..%u)", nchains, PTWM_FMT_MAX_CHAINS);
+    t->nchains = nchains;
+    for (i = 0; i < ndim; i++)
+        if (!cur_u64(c, &t->shape[i])) return TRUNC("a shape");
+    if (!cur_u64(c, &t->nbytes) || !cur_u64(c, &t->chunk_size)) return TRUNC("a tensor entry");
+    if ((rc = ptwm_tensor_nbytes(t->dtype, t->shape, t->ndim, &nbytes, err))) return rc;
+    if (nbytes != t->nbytes)
+        return ptwm_fail(err, PTWM_ERR_SHAPE, "%llu bytes recorded, shape and %s need %llu",
+                         (unsigned long long)t->nbytes, ptwm_dtype_name(t->dtype),
+                         (unsigned long long)nbytes);
+    granule = ptwm_fmt_granule(t->dtype);
+    if (t->chunk_size < granule || t->chunk_size > PTWM_FMT_MAX_CHUNK || t->chunk_size % granule)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk size %llu is not a multiple of %llu up to %llu",
+                         (unsigned long long)t->chunk_size, (unsigned long long)granule,
+                         (unsigned long long)PTWM_FMT_MAX_CHUNK);
+    for (i = 0; i < nchains; i++) {
+        uint16_t len;
+        const uint8_t *q;
+        if (!cur_u16(c, &len) || !cur_take(c, len, &q)) return TRUNC("a chain");
+        if (len > PTWM_CHAIN_MAX_BYTES)
+            return ptwm_fail(err, PTWM_ERR_CORRUPT, "chain %u of %u bytes (max %d)", i, len,
+                             PTWM_CHAIN_MAX_BYTES);
+        if ((rc = ptwm_chain_validate(q, len, t->dtype, err))) {
+            ptwm_err_prefix(err, "chain %u", i);
+            return rc;
+        }
+        t->chain_ptr[i] = q;
+        t->chain_len[i] = len;
+    }
+    if (t->flags & PTWM_TF_PAYLOAD_HASH) {
+        const uint8_t *q;
+        if (!cur_take(c, 16, &q)) return TRUNC("a payload hash");
+        memcpy(t->hash, q, 16);
+    }
+    return parse_chunks(r, t, c, err);
+}
+
+/* Sort r->by_name by tensor name: a bottom-up merge sort, because C11 qsort
+ * has no context argument and a static one would not be thread-safe. */
+static ptwm_error sort_by_name(ptwm_reader *r, size_t n, ptwm_err *err) {
+    size_t *tmp = (size_t *)ptwm_malloc((uint64_t)(n ? n : 1) * sizeof(size_t));
+    size_t width;
+    if (!tmp) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (width = 1; width < n; width *= 2) {
+        size_t lo;
+        for (lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = PTWM_MIN(lo + width, n), hi = PTWM_MIN(lo + 2 * width, n);
+            size_t a = lo, b = mid, k = lo;
+            while (a < mid && b < hi)
+                tmp[k++] = strcmp(r->t[r->by_name[a]].name, r->t[r->by_name[b]].name) <= 0
+                               ? r->by_name[a++] : r->by_name[b++];
+            while (a < mid) tmp[k++] = r->by_name[a++];
+            while (b < hi) tmp[k++] = r->by_name[b++];
+        }
+        memcpy(r->by_name, tmp, n * sizeof(size_t));
+    }
+    free(tmp);
+    return PTWM_OK;
+}
+
+static ptwm_error parse_tensors(ptwm_reader *r, cursor *c, ptwm_err *err) {
+    uint32_t n;
+    size_t i;
+    ptwm_error rc;
+    if (r->t) return ptwm_fail(err, PTWM_ERR_DUPLICATE, "two tensor sections");
+    if (!cur_u32(c, &n)) return TRUNC("the tensor count");
+    if (n > c->left / PTWM_FMT_TENSOR_MIN)
+        return ptwm_fail(err, PTWM_ERR_TRUNCATED, "%u tensors do not fit in %llu table bytes", n,
+                         (unsigned long long)c->left);
+    r->t = (rtensor *)ptwm_calloc(n ? n : 1, sizeof(rtensor));
+    r->by_name = (size_t *)ptwm_calloc(n ? n : 1, sizeof(size_t));
+    if (!r->t || !r->by_name) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u tensors", n);
+    for (i = 0; i < n; i++) {
+        r->nt = i + 1;
+        if ((rc = parse_tensor(r, &r->t[i], c, err))) {
+            if (r->t[i].name) ptwm_err_prefix(err, "tensor %zu '%s'", i, r->t[i].name);
+            else ptwm_err_prefix(err, "tensor %zu", i);
+            return rc;
+        }
+        r->by_name[i] = i;
+    }
+    if (c->left) return ptwm_fail(err, PTWM_ERR_CORRUPT, "%llu stray bytes after the tensor entries",
+                                  (unsigned long long)c->left);
+    if ((rc = sort_by_name(r, n, err))) return rc;
+    for (i = 1; i < n; i++)
+        if (strcmp(r->t[r->by_name[i - 1]].name, r->t[r->by_name[i]].name) == 0)
+            return ptwm_fail(err, PTWM_ERR_DUPLICATE, "tensor name '%s' appears twice",
+                             r->t[r->by_name[i]].name);
+    return PTWM_OK;
+}
+
+static ptwm_error parse_metadata(ptwm_reader *r, cursor *c, ptwm_err *err) {
+    uint32_t n;
+    size_t i, j;
+    ptwm_error rc;
+    if (r->meta) return ptwm_fail(err, PTWM_ERR_DUPLICATE, "two metadata sections");
+    if (!cur_u32(c, &n)) return TRUNC("the metadata count");
+    if (n > c->left / 8)
+        return ptwm_fail(err, PTWM_ERR_TRUNCATED, "%u metadata entries do not fit in %llu bytes", n,
+                         (unsigned long long)c->left);
+    r->meta = (ptwm_kv *)ptwm_calloc(n ? n : 1, sizeof(ptwm_kv));
+    if (!r->meta) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (i = 0; i < n; i++) {
+        uint32_t len;
+        char *s;
+        r->nmeta = i + 1;
+        if (!cur_u32(c, &len)) return TRUNC("a metadata key");
+        if ((rc = cur_string(c, len, c->left, "metadata key", &s, err))) return rc;
+        r->meta[i].key = s;
+        if (!cur_u32(c, &len)) return TRUNC("a metadata value");
+        if ((rc = cur_string(c, len, c->left, "metadata value", &s, err))) return rc;
+        r->meta[i].value = s;
+        for (j = 0; j < i; j++)
+            if (strcmp(r->meta[j].key, r->meta[i].key) == 0)
+                return ptwm_fail(err, PTWM_ERR_DUPLICATE, "metadata key '%s' appears twice", r->meta[i].key);
+    }
+    if (c->left) return ptwm_fail(err, PTWM_ERR_CORRUPT, "stray bytes after the metadata");
+    return PTWM_OK;
+}
+
+static ptwm_error parse_source(ptwm_reader *r, cursor *c, ptwm_err *err) {
+    uint64_t len;
+    uint32_t nl;
+    const uint8_t *q;
+    ptwm_error rc;
+    if (r->src_header) return ptwm_fail(err, PTWM_ERR_DUPLICATE, "two source sections");
+    if (!cur_u64(c, &len) || !cur_take(c, len, &q)) return TRUNC("the source header");
+    if (len < 8 || ptwm_load_le64(q) != len - 8 || len > PTWM_ST_MAX_HEADER + 8)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "source header of %llu bytes does not start with its length",
+                         (unsigned long long)len);
+    r->src_header = (uint8_t *)ptwm_malloc(len);
+    if (!r->src_header) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    memcpy(r->src_header, q, (size_t)len);
+    r->src_header_len = (size_t)len;
+    if (!cur_u32(c, &nl)) return TRUNC("the source name");
+    if ((rc = cur_string(c, nl, 4096, "source file name", &r->src_name, err))) return rc;
+    if (!cur_u64(c, &r->src_file_size)) return TRUNC("the source size");
+    if (c->left) return ptwm_fail(err, PTWM_ERR_CORRUPT, "stray bytes after the source section");
+    return PTWM_OK;
+}
+
+static ptwm_error parse_table(ptwm_reader *r, ptwm_err *err) {
+    cursor c = {r->table, r->table_size};
+    ptwm_error rc;
+    while (c.left) {
+        uint8_t id;
+        uint64_t len;
+        cursor body;
+        if (!cur_u8(&c, &id) || !cur_u64(&c, &len)) return TRUNC("a section header");
+        if (len > c.left)
+            return ptwm_fail(err, PTWM_ERR_TRUNCATED, "section %u of %llu bytes, %llu left in the table",
+                             id, (unsigned long long)len, (unsigned long long)c.left);
+        body.p = c.p;
+        body.left = len;
+        c.p += len;
+        c.left -= len;
+        switch (id) {
+        case PTWM_SEC_TENSORS: rc = parse_tensors(r, &body, err); break;
+        case PTWM_SEC_METADATA: rc = parse_metadata(r, &body, err); break;
+        case PTWM_SEC_SOURCE: rc = parse_source(r, &body, err); break;
+        default: return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown table section id %u", id);
+        }
+        if (rc) return rc;
+    }
+    if (!r->t) return ptwm_fail(err, PTWM_ERR_CORRUPT, "no tensor section");
+    return PTWM_OK;
+}
+
+/* ---- opening ------------------------------------------------------------- */
+
+static ptwm_error read_at(const ptwm_reader *r, uint64_t off, void *dst, size_t len, ptwm_err *err) {
+    if (r->mem) {
+        memcpy(dst, r->mem + off, len);
+        return PTWM_OK;
+    }
+    return ptwm_pread_full(r->fd, dst, len, off, r->label, err);
+}
+
+static ptwm_error open_common(ptwm_reader *r, ptwm_err *err) {
+    uint8_t head[PTWM_FMT_HEAD_SIZE], foot[PTWM_FMT_FOOT_SIZE];
+    uint64_t end;
+    uint32_t version, fver;
+    ptwm_error rc;
+    if (r->size < PTWM_FMT_MAGIC_LEN) return ptwm_fail(err, PTWM_ERR_BAD_MAGIC, "%llu bytes: not a .ptwm file",
+                                                       (unsigned long long)r->size);
+    if ((rc = read_at(r, 0, head, PTWM_FMT_MAGIC_LEN, err))) return rc;
+    if (memcmp(head, PTWM_FMT_MAGIC, PTWM_FMT_MAGIC_LEN) != 0)
+        return ptwm_fail(err, PTWM_ERR_BAD_MAGIC, "no .ptwm magic at the start");
+    if (r->size < PTWM_FMT_HEAD_SIZE + PTWM_FMT_FOOT_SIZE)
+        return ptwm_fail(err, PTWM_ERR_TRUNCATED, "%llu bytes, a .ptwm has at least %u",
+                         (unsigned long long)r->size, PTWM_FMT_HEAD_SIZE + PTWM_FMT_FOOT_SIZE);
+    if ((rc = read_at(r, 0, head, sizeof(head), err))) return rc;
+    version = ptwm_load_le32(head + 8);
+    if (version < PTWM_FMT_MIN_VERSION || version > PTWM_FMT_VERSION)
+        return ptwm_fail(err, PTWM_ERR_VERSION, "format version %u (this library reads %u..%u)", version,
+                         PTWM_FMT_MIN_VERSION, PTWM_FMT_VERSION);
+    if (ptwm_load_le32(head + 12) != 0)
+        return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown file flags 0x%08x", ptwm_load_le32(head + 12));
+    r->version = version;
+    if ((rc = read_at(r, r->size - PTWM_FMT_FOOT_SIZE, foot, sizeof(foot), err))) return rc;
+    if (memcmp(foot + PTWM_FOOT_END_MAGIC, PTWM_FMT_END_MAGIC, PTWM_FMT_MAGIC_LEN) != 0)
+        return ptwm_fail(err, PTWM_ERR_TRUNCATED,
+                         "no footer at the end of %llu bytes (truncated or unfinished file)",
+                         (unsigned long long)r->size);
+    if (ptwm_crc32(0, foot, PTWM_FOOT_CRC) != ptwm_load_le32(foot + PTWM_FOOT_CRC))
+        return ptwm_fail(err, PTWM_ERR_CRC, "footer CRC 0x%08x, expected 0x%08x",
+                         ptwm_crc32(0, foot, PTWM_FOOT_CRC), ptwm_load_le32(foot + PTWM_FOOT_CRC));
+    fver = ptwm_load_le32(foot + PTWM_FOOT_VERSION);
+    if (fver != version)
+        return ptwm_fail(err, PTWM_ERR_VERSION, "footer says version %u, header %u", fver, version);
+    if (ptwm_load_le64(foot + PTWM_FOOT_FILE_SIZE) != r->size)
+        return ptwm_fail(err, PTWM_ERR_TRUNCATED, "file has %llu bytes, its footer says %llu",
+                         (unsigned long long)r->size,
+                         (unsigned long long)ptwm_load_le64(foot + PTWM_FOOT_FILE_SIZE));
+    if (ptwm_load_le32(foot + PTWM_FOOT_RESERVED) != 0)
+        return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown footer flags 0x%08x",
+                         ptwm_load_le32(foot + PTWM_FOOT_RESERVED));
+    r->table_offset = ptwm_load_le64(foot + PTWM_FOOT_TABLE_OFFSET);
+    r->table_size = ptwm_load_le64(foot + PTWM_FOOT_TABLE_SIZE);
+    if (ptwm_add_overflow(r->table_offset, r->table_size, &end) || r->table_offset < PTWM_FMT_HEAD_SIZE ||
+        end != r->size - PTWM_FMT_FOOT_SIZE)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "table at %llu of %llu bytes does not end at the footer (%llu)",
+                         (unsigned long long)r->table_offset, (unsigned long long)r->table_size,
+                         (unsigned long long)(r->size - PTWM_FMT_FOOT_SIZE));
+    r->table = (uint8_t *)ptwm_malloc(r->table_size);
+    if (!r->table) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a %llu-byte table",
+                                    (unsigned long long)r->table_size);
+    if ((rc = read_at(r, r->table_offset, r->table, (size_t)r->table_size, err))) return rc;
+    if (ptwm_crc32(0, r->table, (size_t)r->table_size) != ptwm_load_le32(foot + PTWM_FOOT_TABLE_CRC))
+        return ptwm_fail(err, PTWM_ERR_CRC, "tensor table CRC 0x%08x, expected 0x%08x",
+                         ptwm_crc32(0, r->table, (size_t)r->table_size),
+                         ptwm_load_le32(foot + PTWM_FOOT_TABLE_CRC));
+    return parse_table(r, err);
+}
+
+static ptwm_reader *reader_new(const char *label) {
+    ptwm_reader *r = (ptwm_reader *)calloc(1, sizeof(*r));
+    if (!r) return NULL;
+    r->fd = -1;
+    r->label = (char *)malloc(strlen(label) + 1);
+    if (!r->label) {
+        free(r);
+        return NULL;
+    }
+    strcpy(r->label, label);
+    return r;
+}
+
+static ptwm_error finish_open(ptwm_reader *r, ptwm_reader **out, ptwm_error rc, ptwm_err *err) {
+    if (rc) {
+        ptwm_err_prefix(err, "file '%s'", r->label);
+        ptwm_reader_close(r);
+        return rc;
+    }
+    *out = r;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_reader_open(const char *path, ptwm_reader **out, ptwm_err *err) {
+    ptwm_reader *r;
+    if (!out || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL path or output handle");
+    *out = NULL;
+    if (!(r = reader_new(path))) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    {
+        ptwm_error rc = ptwm_open_read(path, &r->fd, &r->size, err);
+        if (rc) {
+            ptwm_reader_close(r);
+            return rc;
+        }
+        return finish_open(r, out, open_common(r, err), err);
+    }
+}
+
+ptwm_error ptwm_reader_open_memory(const void *buf, size_t size, const char *label,
+                                   ptwm_reader **out, ptwm_err *err) {
+    ptwm_reader *r;
+    if (!out || (!buf && size)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL buffer or output handle");
+    *out = NULL;
+    if (!(r = reader_new(label ? label : "<memory>"))) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    r->mem = buf ? (const uint8_t *)buf : (const uint8_t *)"";
+    r->size = size;
+    return finish_open(r, out, open_common(r, err), err);
+}
+
+void ptwm_reader_close(ptwm_reader *r) {
+    size_t i;
+    if (!r) return;
+    if (r->fd >= 0) close(r->fd);
+    for (i = 0; i < r->nt; i++) {
+        free(r->t[i].name);
+        free(r->t[i].chunks);
+    }
+    free(r->t);
+    free(r->by_name);
+    for (i = 0; i < r->nmeta; i++) {
+        free((char *)r->meta[i].key);
+        free((char *)r->meta[i].value);
+    }
+    free(r->meta);
+    free(r->src_header);
+    free(r->src_name);
+    free(r->table);
+    free(r->label);
+    ptwm_pool_free(r->pool);
+    free(r);
+}
+
+/* ---- accessors ----------------------------------------------------------- */
+
+void ptwm_reader_set_threads(ptwm_reader *r, int threads) {
+    if (!r || r->threads == threads) return;
+    r->threads = threads;
+    ptwm_pool_free(r->pool);
+    r->pool = NULL;
+}
+
+size_t ptwm_reader_count(const ptwm_reader *r) {
+    return r ? r->nt : 0;
+}
+
+uint64_t ptwm_reader_file_size(const ptwm_reader *r) {
+    return r ? r->size : 0;
+}
+
+const char *ptwm_reader_label(const ptwm_reader *r) {
+    return r->label;
+}
+
+uint64_t ptwm_reader_source_file_size(const ptwm_reader *r) {
+    return r->src_file_size;
+}
+
+ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_info *out) {
+    const rtensor *t;
+    if (!r || !out || index >= r->nt) return PTWM_ERR_NOT_FOUND;
+    t = &r->t[index];
+    out->name = t->name;
+    out->dtype = t->dtype;
+    out->ndim = t->ndim;
+    out->shape = t->shape;
+    out->nbytes = t->nbytes;
+    out->coded_bytes = t->coded;
+    out->data = NULL;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_reader_find(const ptwm_reader *r, const char *name, size_t *index) {
+    size_t lo = 0, hi;
+    if (!r || !name) return PTWM_ERR_INVALID_ARG;
+    hi = r->nt;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(r->t[r->by_name[mid]].name, name);
+        if (c == 0) {
+            if (index) *index = r->by_name[mid];
+            return PTWM_OK;
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return PTWM_ERR_NOT_FOUND;
+}
+
+ptwm_error ptwm_reader_chain_text(const ptwm_reader *r, size_t index, char *buf, size_t cap,
+                                  ptwm_err *err) {
+    const rtensor *t;
+    size_t used = 0;
+    unsigned i;
+    if (!r || !buf || !cap) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader or buffer");
+    if (index >= r->nt) return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", index, r->nt);
+    t = &r->t[index];
+    buf[0] = 0;
+    for (i = 0; i < t->nchains; i++) {
+        ptwm_error rc;
+        if (i) {
+            if (cap - used < 4) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "buffer of %zu bytes too small", cap);
+            memcpy(buf + used, " || ", 4);
+            used += 4;
+            buf[used] = 0;
+        }
+        if ((rc = ptwm_chain_describe(t->chain_ptr[i], t->chain_len[i], buf + used, cap - used, err)))
+            return rc;
+        used += strlen(buf + used);
+    }
+    return PTWM_OK;
+}
+
+const void *ptwm_reader_source_header(const ptwm_reader *r, size_t *len) {
+    if (len) *len = r && r->src_header ? r->src_header_len : 0;
+    return r ? r->src_header : NULL;
+}
+
+const char *ptwm_reader_source_name(const ptwm_reader *r) {
+    return r ? r->src_name : NULL;
+}
+
+size_t ptwm_reader_metadata_count(const ptwm_reader *r) {
+    return r ? r->nmeta : 0;
+}
+
+ptwm_kv ptwm_reader_metadata(const ptwm_reader *r, size_t i) {
+    ptwm_kv kv = {NULL, NULL};
+    if (r && i < r->nmeta) kv = r->meta[i];
+    return kv;
+}
+
+/* ---- decoding ------------------------------------------------------------ */
+
+/* One chunk decode: the job list of a parallel run. A job decodes chunk
+ * `chunk` of tensor `t` and copies raw bytes [skip, skip+len) of it to dst. */
+typedef struct rjob {
+    uint64_t chunk;
+    uint8_t *dst;
+    size_t skip, len;
+    ptwm_error rc;
+    ptwm_err err;
+} rjob;
+
+typedef struct rrun {
+    ptwm_reader *r;
+    const rtensor *t;
+    rjob *jobs;
+    uint8_t **coded;     /* per worker, file mode: chunk_bound sized */
+    uint8_t **raw;       /* per worker: chunk_size, for partial chunks */
+    size_t coded_cap;
+} rrun;
+
+static void decode_task(void *ctx, size_t i, unsigned worker) {
+    rrun *run = (rrun *)ctx;
+    rjob *j = &run->jobs[i];
+    const rtensor *t = run->t;
+    const rchunk *c = &t->chunks[j->chunk];
+    const uint8_t *src;
+    uint8_t *out = (j->skip == 0 && j->len == c->raw) ? j->dst : run->raw[worker];
+    if (run->r->mem) {
+        src = run->r->mem + c->offset;
+    } else {
+        if (c->coded > run->coded_cap) {
+            j->rc = ptwm_fail(&j->err, PTWM_ERR_CORRUPT, "coded size %u over the bound %zu", c->coded,
+                              run->coded_cap);
+            return;
+        }
+        j->rc = ptwm_pread_full(run->r->fd, run->coded[worker], c->coded, c->offset, run->r->label, &j->err);
+        if (j->rc) return;
+        src = run->coded[worker];
+    }
+    j->rc = ptwm_chunk_decode(t->chain_ptr[c->chain], t->chain_len[c->chain], t->dtype, src, c->coded,
+                              out, c->raw, &j->err);
+    if (!j->rc && out != j->dst) memcpy(j->dst, out + j->skip, j->len);
+}
+
+static ptwm_error get_pool(ptwm_reader *r, ptwm_err *err) {
+    if (r->pool) return PTWM_OK;
+    return ptwm_pool_create(r->threads, &r->pool, err);
+}
+
+static void run_free(rrun *run, unsigned n) {
+    unsigned i;
+    for (i = 0; i < n; i++) {
+        if (run->coded) free(run->coded[i]);
+        if (run->raw) free(run->raw[i]);
+    }
+    free(run->coded);
+    free(run->raw);
+    free(run->jobs);
+}
+
+static ptwm_error run_init(rrun *run, ptwm_reader *r, const rtensor *t, size_t njobs, ptwm_err *err) {
+    unsigned i, n = ptwm_pool_size(r->pool);
+    memset(run, 0, sizeof(*run));
+    run->r = r;
+    run->t = t;
+    run->jobs = (rjob *)calloc(njobs ? njobs : 1, sizeof(rjob));
+    run->coded = (uint8_t **)calloc(n, sizeof(uint8_t *));
+    run->raw = (uint8_t **)calloc(n, sizeof(uint8_t *));
+    if (!run->jobs || !run->coded || !run->raw) goto nomem;
+    run->coded_cap = ptwm_chunk_bound((size_t)t->chunk_size);
+    for (i = 0; i < n; i++) {
+        if (!r->mem && !(run->coded[i] = (uint8_t *)ptwm_malloc(run->coded_cap))) goto nomem;
+        if (!(run->raw[i] = (uint8_t *)ptwm_malloc(t->chunk_size))) goto nomem;
+    }
+    return PTWM_OK;
+nomem:
+    run_free(run, n);
+    return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for decode buffers");
+}
+
+/* Run jobs [0, n) and report the first failure (lowest chunk: deterministic). */
+static ptwm_error run_jobs(rrun *run, size_t n, ptwm_err *err) {
+    size_t i;
+    ptwm_pool_run(run->r->pool, n, decode_task, run);
+    for (i = 0; i < n; i++)
+        if (run->jobs[i].rc) {
+            if (err) *err = run->jobs[i].err;
+            ptwm_err_prefix(err, "file '%s': tensor '%s' chunk %llu of %llu", run->r->label, run->t->name,
+                            (unsigned long long)run->jobs[i].chunk, (unsigned long long)run->t->nchunks);
+            return run->jobs[i].rc;
+        }
+    return PTWM_OK;
+}
+
+static ptwm_error check_hash(const ptwm_reader *r, const rtensor *t, const uint8_t got[16],
+                             ptwm_err *err) {
+    char a[33], b[33];
+    if (memcmp(got, t->hash, 16) == 0) return PTWM_OK;
+    return ptwm_fail(err, PTWM_ERR_HASH, "file '%s': tensor '%s': payload XXH3-128 %s, expected %s",
+                     r->label, t->name, ptwm_hex128(got, a), ptwm_hex128(t->hash, b));
+}
+
+ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offset, void *dst,
+                                    size_t len, ptwm_err *err) {
+    const rtensor *t;
+    rrun run;
+    uint64_t end, first, last, k;
+    ptwm_error rc;
+    if (!r || (!dst && len)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader or buffer");
+    if (index >= r->nt) return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", index, r->nt);
+    t = &r->t[index];
+    if (ptwm_add_overflow(offset, len, &end) || end > t->nbytes)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s': range %llu+%zu past its %llu bytes", t->name,
+                         (unsigned long long)offset, len, (unsigned long long)t->nbytes);
+    if (!len) return PTWM_OK;
+    if ((rc = get_pool(r, err))) return rc;
+    first = offset / t->chunk_size;
+    last = (end - 1) / t->chunk_size;
+    if ((rc = run_init(&run, r, t, (size_t)(last - first + 1), err))) return rc;
+    for (k = first; k <= last; k++) {
+        rjob *j = &run.jobs[k - first];
+        const rchunk *c = &t->chunks[k];
+        uint64_t lo = PTWM_MAX(offset, c->start), hi = PTWM_MIN(end, c->start + c->raw);
+        j->chunk = k;
+        j->skip = (size_t)(lo - c->start);
+        j->len = (size_t)(hi - lo);
+        j->dst = (uint8_t *)dst + (lo - offset);
+    }
+    rc = run_jobs(&run, (size_t)(last - first + 1), err);
+    run_free(&run, ptwm_pool_size(r->pool));
+    return rc;
+}
+
+ptwm_error ptwm_reader_decode(ptwm_reader *r, size_t index, void *dst, size_t dst_size, ptwm_err *err) {
+    const rtensor *t;
+    ptwm_error rc;
+    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
+    if (index >= r->nt) return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", index, r->nt);
+    t = &r->t[index];
+    if (dst_size != t->nbytes)
+        return ptwm_fail(err, PTWM_ERR_DST_SIZE, "tensor '%s' has %llu bytes, buffer %zu", t->name,
+                         (unsigned long long)t->nbytes, dst_size);
+    if ((rc = ptwm_reader_decode_range(r, index, 0, dst, dst_size, err))) return rc;
+    if (t->flags & PTWM_TF_PAYLOAD_HASH) {
+        uint8_t h[16];
+        ptwm_xxh128_oneshot(dst, dst_size, h);
+        if ((rc = check_hash(r, t, h, err))) {
+            memset(dst, 0, dst_size);   /* never hand back bytes known to be wrong */
+            return rc;
+        }
+    }
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_reader_stream_tensor(ptwm_reader *r, size_t index, ptwm_sink_fn sink, void *ctx,
+                                     ptwm_err *err) {
+    const rtensor *t;
+    rrun run;
+    ptwm_xxh128 h = {NULL};
+    uint8_t *buf;
+    uint64_t k;
+    size_t window;
+    ptwm_error rc;
+    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
+    if (index >= r->nt) return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", index, r->nt);
+    t = &r->t[index];
+    if ((rc = get_pool(r, err))) return rc;
+    window = 2 * (size_t)ptwm_pool_size(r->pool) + 2;
+    if (window > t->nchunks) window = (size_t)t->nchunks;
+    if ((rc = run_init(&run, r, t, window, err))) return rc;
+    buf = (uint8_t *)ptwm_malloc((uint64_t)(window ? window : 1) * t->chunk_size);
+    if (!buf) {
+        run_free(&run, ptwm_pool_size(r->pool));
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu chunks", window);
+    }
+    if ((t->flags & PTWM_TF_PAYLOAD_HASH) && (rc = ptwm_xxh128_begin(&h, err))) goto out;
+    for (k = 0; k < t->nchunks && !rc;) {
+        size_t n = (size_t)PTWM_MIN((uint64_t)window, t->nchunks - k), i;
+        uint64_t bytes = 0;
+        for (i = 0; i < n; i++) {
+            rjob *j = &run.jobs[i];
+            j->chunk = k + i;
+            j->skip = 0;
+            j->len = t->chunks[k + i].raw;
+            j->dst = buf + bytes;
+            j->rc = PTWM_OK;
+            bytes += j->len;
+        }
+        if ((rc = run_jobs(&run, n, err))) break;
+        if (h.state) ptwm_xxh128_update(&h, buf, (size_t)bytes);
+        if (sink && (rc = sink(ctx, buf, (size_t)bytes, err))) break;
+        k += n;
+    }
+    if (!rc && h.state) {
+        uint8_t got[16];
+        ptwm_xxh128_end(&h, got);
+        rc = check_hash(r, t, got, err);
+    }
+out:
+    ptwm_xxh128_free(&h);
+    free(buf);
+    run_free(&run, ptwm_pool_size(r->pool));
+    return rc;
+}
+
+ptwm_error ptwm_reader_verify(ptwm_reader *r, ptwm_err *err) {
+    size_t i;
+    ptwm_error rc;
+    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
+    for (i = 0; i < r->nt; i++)
+        if ((rc = ptwm_reader_stream_tensor(r, i, NULL, NULL, err))) return rc;
+    return PTWM_OK;
+}

@@ -1,0 +1,20 @@
+/* Internal parts of the .ptwm reader shared by container_read.c and
+ * compress_safetensors.c (the safetensors rebuild). */
+#ifndef PTWM_CONTAINER_READ_H
+#define PTWM_CONTAINER_READ_H
+
+#include "common.h"
+
+/* Called with each decoded window of a tensor, in order. */
+typedef ptwm_error (*ptwm_sink_fn)(void *ctx, const uint8_t *p, size_t n, ptwm_err *err);
+
+/* Decode tensor `index` chunk by chunk (threads, bounded memory), check its
+ * payload hash, and hand the bytes to `sink` (NULL: decode and check only). */
+ptwm_error ptwm_reader_stream_tensor(ptwm_reader *r, size_t index, ptwm_sink_fn sink, void *ctx,
+                                     ptwm_err *err);
+/* Size of the source file recorded with the source header (0 if none). */
+uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
+/* Label for messages: the path, or the label given to open_memory. */
+const char *ptwm_reader_label(const ptwm_reader *r);
+
+#endif

@@ -1,0 +1,746 @@
+/* The .ptwm writer (docs/FORMAT.md).
+ *
+ * One pass, bounded memory: each tensor's raw bytes are cut into chunks that
+ * join a window of at most `window` pending jobs (owned copies, so a caller's
+ * buffer is free again when ptwm_writer_add returns). A full window is coded
+ * on the pool and written in job order, so the file is the same for any
+ * thread count. Only the table (a few dozen bytes per chunk) stays in memory
+ * until ptwm_writer_finish appends it with the footer. Peak memory is about
+ * window x (chunk + bound(chunk)) plus one bound(chunk) of scratch per thread. */
+#include "container_format.h"
+#include "chunk.h"
+#include "fileio.h"
+#include "hash.h"
+#include "threads.h"
+
+#include <stdlib.h>
+
+typedef struct wchunk {
+    uint64_t offset;
+    uint32_t coded, raw;
+    uint8_t chain;
+} wchunk;
+
+typedef struct wtensor {
+    char *name;
+    ptwm_dtype dtype;
+    uint32_t ndim;
+    uint64_t shape[PTWM_MAX_NDIM];
+    uint64_t nbytes, chunk_size, nchunks, coded;
+    unsigned nchains;
+    uint8_t *chain_bytes;                       /* concatenated candidate blobs */
+    size_t chain_len[PTWM_FMT_MAX_CHAINS];
+    const uint8_t *chain_ptr[PTWM_FMT_MAX_CHAINS];
+    uint8_t flags;
+    uint8_t hash[16];
+    wchunk *chunks;
+} wtensor;
+
+typedef struct wjob {
+    size_t tensor;
+    uint64_t chunk;
+    uint8_t *raw;
+    size_t raw_len;
+    uint8_t *out;
+    size_t out_len;
+    uint8_t chain;
+    ptwm_error rc;
+    ptwm_err err;
+} wjob;
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+} wbuf;
+
+struct ptwm_writer {
+    ptwm_cparams p;
+    int to_file;
+    ptwm_atomic_file af;
+    wbuf mem;
+    uint64_t pos, coded_total, raw_done;
+    ptwm_error failed;          /* sticky: a failed writer only accepts free/finish */
+    wtensor *t;
+    size_t nt, capt;
+    ptwm_kv *meta;
+    size_t nmeta;
+    uint8_t *src_header;
+    size_t src_header_len;
+    char *src_name;
+    uint64_t src_file_size;
+    int has_source;
+    ptwm_pool *pool;
+    unsigned nworkers;
+    wjob *jobs;
+    size_t window, njobs;
+    size_t bound;               /* ptwm_chunk_bound(chunk_size) */
+    uint8_t **scratch;          /* one bound-sized buffer per worker */
+};
+
+/* ---- growable byte buffer ------------------------------------------------ */
+
+static int wbuf_reserve(wbuf *b, size_t more) {
+    size_t need, cap;
+    uint8_t *q;
+    if (more > SIZE_MAX - b->len) return 0;
+    need = b->len + more;
+    if (need <= b->cap) return 1;
+    cap = b->cap ? b->cap : 4096;
+    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    q = (uint8_t *)ptwm_realloc(b->p, cap);
+    if (!q) return 0;
+    b->p = q;
+    b->cap = cap;
+    return 1;
+}
+
+static int wbuf_put(wbuf *b, const void *src, size_t n) {
+    if (!wbuf_reserve(b, n)) return 0;
+    if (n) memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 1;
+}
+
+static int wbuf_u8(wbuf *b, uint8_t v) {
+    return wbuf_put(b, &v, 1);
+}
+static int wbuf_u16(wbuf *b, uint16_t v) {
+    uint8_t x[2];
+    ptwm_store_le16(x, v);
+    return wbuf_put(b, x, 2);
+}
+static int wbuf_u32(wbuf *b, uint32_t v) {
+    uint8_t x[4];
+    ptwm_store_le32(x, v);
+    return wbuf_put(b, x, 4);
+}
+static int wbuf_u64(wbuf *b, uint64_t v) {
+    uint8_t x[8];
+    ptwm_store_le64(x, v);
+    return wbuf_put(b, x, 8);
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static ptwm_error w_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err *err) {
+    if (w->to_file) {
+        ptwm_error rc = ptwm_write_full(w->af.fd, src, n, w->af.final_path, err);
+        if (rc) return rc;
+    } else if (!wbuf_put(&w->mem, src, n)) {
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing a %zu-byte .ptwm image",
+                         w->mem.len);
+    }
+    w->pos += n;
+    return PTWM_OK;
+}
+
+static ptwm_error w_fail(ptwm_writer *w, ptwm_error rc) {
+    if (!w->failed) w->failed = rc;
+    return rc;
+}
+
+/* ---- setup --------------------------------------------------------------- */
+
+static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
+    if (!ptwm_method_name(p->method))
+        return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown method %d (1..5)", p->method);
+    if (p->chunk_size && (p->chunk_size < PTWM_FMT_MIN_CHUNK || p->chunk_size > PTWM_FMT_MAX_CHUNK))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "chunk size %llu outside [%u, %llu]", (unsigned long long)p->chunk_size,
+                         PTWM_FMT_MIN_CHUNK, (unsigned long long)PTWM_FMT_MAX_CHUNK);
+    if (p->zstd_level < 0 || p->zstd_level > 22)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "zstd level %d outside [0, 22]", p->zstd_level);
+    return PTWM_OK;
+}
+
+static ptwm_error writer_new(const ptwm_cparams *params, ptwm_writer **out, ptwm_err *err) {
+    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
+    ptwm_writer *w;
+    ptwm_error rc;
+    size_t i;
+    uint64_t chunk;
+    *out = NULL;
+    if (!params) params = &defaults;
+    if ((rc = check_params(params, err))) return rc;
+    w = (ptwm_writer *)calloc(1, sizeof(*w));
+    if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");
+    w->p = *params;
+    if (!w->p.chunk_size) w->p.chunk_size = PTWM_DEFAULT_CHUNK;
+    w->af.fd = -1;
+    chunk = w->p.chunk_size;
+    w->bound = ptwm_chunk_bound((size_t)chunk);
+    if ((rc = ptwm_pool_create(w->p.threads, &w->pool, err))) {
+        free(w);
+        return rc;
+    }
+    w->nworkers = ptwm_pool_size(w->pool);
+    /* Two jobs per thread keep every thread busy while the window is written. */
+    w->window = 2 * (size_t)w->nworkers + 2;
+    w->jobs = (wjob *)calloc(w->window, sizeof(wjob));
+    w->scratch = (uint8_t **)calloc(w->nworkers, sizeof(uint8_t *));
+    if (!w->jobs || !w->scratch) goto nomem;
+    for (i = 0; i < w->window; i++) {
+        w->jobs[i].raw = (uint8_t *)ptwm_malloc(chunk);
+        w->jobs[i].out = (uint8_t *)ptwm_malloc(w->bound);
+        if (!w->jobs[i].raw || !w->jobs[i].out) goto nomem;
+    }
+    for (i = 0; i < w->nworkers; i++)
+        if (!(w->scratch[i] = (uint8_t *)ptwm_malloc(w->bound))) goto nomem;
+    *out = w;
+    return PTWM_OK;
+nomem:
+    ptwm_writer_free(w);
+    return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu chunk buffers of %llu bytes",
+                     2 * (size_t)(w->window + w->nworkers), (unsigned long long)chunk);
+}
+
+static ptwm_error write_head(ptwm_writer *w, ptwm_err *err) {
+    uint8_t head[PTWM_FMT_HEAD_SIZE];
+    memcpy(head, PTWM_FMT_MAGIC, PTWM_FMT_MAGIC_LEN);
+    ptwm_store_le32(head + 8, PTWM_FMT_VERSION);
+    ptwm_store_le32(head + 12, 0);
+    return w_emit(w, head, sizeof(head), err);
+}
+
+ptwm_error ptwm_writer_open_file(const char *path, const ptwm_cparams *params, ptwm_writer **out,
+                                 ptwm_err *err) {
+    ptwm_writer *w;
+    ptwm_error rc;
+    if (!out || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL path or output handle");
+    if ((rc = writer_new(params, &w, err))) return rc;
+    w->to_file = 1;
+    if ((rc = ptwm_atomic_open(path, &w->af, err)) || (rc = write_head(w, err))) {
+        ptwm_writer_free(w);
+        return rc;
+    }
+    *out = w;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_writer_open_memory(const ptwm_cparams *params, ptwm_writer **out, ptwm_err *err) {
+    ptwm_writer *w;
+    ptwm_error rc;
+    if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output handle");
+    if ((rc = writer_new(params, &w, err))) return rc;
+    if ((rc = write_head(w, err))) {
+        ptwm_writer_free(w);
+        return rc;
+    }
+    *out = w;
+    return PTWM_OK;
+}
+
+void ptwm_writer_free(ptwm_writer *w) {
+    size_t i;
+    if (!w) return;
+    if (w->to_file) ptwm_atomic_abort(&w->af);
+    free(w->mem.p);
+    for (i = 0; i < w->nt; i++) {
+        free(w->t[i].name);
+        free(w->t[i].chain_bytes);
+        free(w->t[i].chunks);
+    }
+    free(w->t);
+    for (i = 0; i < w->nmeta; i++) {
+        free((char *)w->meta[i].key);
+        free((char *)w->meta[i].value);
+    }
+    free(w->meta);
+    free(w->src_header);
+    free(w->src_name);
+    if (w->jobs)
+        for (i = 0; i < w->window; i++) {
+            free(w->jobs[i].raw);
+            free(w->jobs[i].out);
+        }
+    free(w->jobs);
+    if (w->scratch)
+        for (i = 0; i < w->nworkers; i++) free(w->scratch[i]);
+    free(w->scratch);
+    ptwm_pool_free(w->pool);
+    free(w);
+}
+
+uint64_t ptwm_writer_coded_bytes(const ptwm_writer *w) {
+    return w ? w->coded_total : 0;
+}
+
+static char *dup_str(const char *s, size_t *len_out) {
+    size_t n = strlen(s);
+    char *d = (char *)malloc(n + 1);
+    if (d) memcpy(d, s, n + 1);
+    if (len_out) *len_out = n;
+    return d;
+}
+
+ptwm_error ptwm_writer_set_source_header(ptwm_writer *w, const void *header, size_t len,
+                                         const char *file_name, ptwm_err *err) {
+    if (!w || (!header && len)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or header");
+    if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
+    if (len < 8 || ptwm_load_le64(header) != len - 8)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "source header of %zu bytes does not start with its own JSON length", len);
+    free(w->src_header);
+    free(w->src_name);
+    w->src_name = NULL;
+    w->src_header = (uint8_t *)ptwm_malloc(len);
+    if (!w->src_header) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a %zu-byte header", len);
+    memcpy(w->src_header, header, len);
+    w->src_header_len = len;
+    if (file_name && !(w->src_name = dup_str(file_name, NULL)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    w->has_source = 1;
+    return PTWM_OK;
+}
+
+/* Internal (compress_safetensors.c): the size of the file the source header
+ * came from, so a rebuild can check it writes exactly that many bytes. */
+void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size);
+void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size) {
+    if (w) w->src_file_size = size;
+}
+
+ptwm_error ptwm_writer_set_metadata(ptwm_writer *w, const ptwm_kv *meta, size_t n, ptwm_err *err) {
+    size_t i, j;
+    if (!w || (!meta && n)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or metadata");
+    if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
+    for (i = 0; i < n; i++) {
+        if (!meta[i].key || !meta[i].value)
+            return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "metadata entry %zu has a NULL key or value", i);
+        for (j = 0; j < i; j++)
+            if (strcmp(meta[i].key, meta[j].key) == 0)
+                return ptwm_fail(err, PTWM_ERR_DUPLICATE, "metadata key '%s' given twice", meta[i].key);
+    }
+    for (i = 0; i < w->nmeta; i++) {
+        free((char *)w->meta[i].key);
+        free((char *)w->meta[i].value);
+    }
+    free(w->meta);
+    w->nmeta = 0;
+    w->meta = (ptwm_kv *)calloc(n ? n : 1, sizeof(ptwm_kv));
+    if (!w->meta) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for metadata");
+    for (i = 0; i < n; i++) {
+        w->meta[i].key = dup_str(meta[i].key, NULL);
+        w->meta[i].value = dup_str(meta[i].value, NULL);
+        w->nmeta = i + 1;
+        if (!w->meta[i].key || !w->meta[i].value)
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for metadata");
+    }
+    return PTWM_OK;
+}
+
+/* ---- coding the window --------------------------------------------------- */
+
+static void encode_task(void *ctx, size_t i, unsigned worker) {
+    ptwm_writer *w = (ptwm_writer *)ctx;
+    wjob *j = &w->jobs[i];
+    const wtensor *t = &w->t[j->tensor];
+    ptwm_chunk_params cp;
+    unsigned c;
+    cp.method = w->p.method;
+    cp.zstd_level = w->p.zstd_level;
+    cp.emit_crc = (t->flags & PTWM_TF_PLANE_CRC) != 0;
+    j->rc = ptwm_chunk_encode(t->chain_ptr[0], t->chain_len[0], t->dtype, &cp, j->raw, j->raw_len,
+                              j->out, w->bound, &j->out_len, &j->err);
+    j->chain = 0;
+    for (c = 1; c < t->nchains && !j->rc; c++) {
+        size_t len;
+        ptwm_error rc = ptwm_chunk_encode(t->chain_ptr[c], t->chain_len[c], t->dtype, &cp, j->raw,
+                                          j->raw_len, w->scratch[worker], w->bound, &len, &j->err);
+        if (rc) {
+            j->rc = rc;
+        } else if (len < j->out_len) {
+            /* Both buffers are bound-sized: swap instead of copying. */
+            uint8_t *tmp = j->out;
+            j->out = w->scratch[worker];
+            w->scratch[worker] = tmp;
+            j->out_len = len;
+            j->chain = (uint8_t)c;
+        }
+    }
+}
+
+static ptwm_error flush_window(ptwm_writer *w, ptwm_err *err) {
+    size_t i;
+    ptwm_error rc;
+    if (!w->njobs) return PTWM_OK;
+    ptwm_pool_run(w->pool, w->njobs, encode_task, w);
+    for (i = 0; i < w->njobs; i++) {
+        wjob *j = &w->jobs[i];
+        wtensor *t = &w->t[j->tensor];
+        wchunk *c = &t->chunks[j->chunk];
+        if (j->rc) {
+            if (err) *err = j->err;
+            ptwm_err_prefix(err, "tensor '%s' chunk %llu of %llu", t->name,
+                            (unsigned long long)j->chunk, (unsigned long long)t->nchunks);
+            w->njobs = 0;
+            return w_fail(w, j->rc);
+        }
+        if (j->out_len > UINT32_MAX) {
+            w->njobs = 0;
+            return w_fail(w, ptwm_fail(err, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
+                                       t->name, (unsigned long long)j->chunk, j->out_len));
+        }
+        c->offset = w->pos;
+        c->coded = (uint32_t)j->out_len;
+        c->raw = (uint32_t)j->raw_len;
+        c->chain = j->chain;
+        if ((rc = w_emit(w, j->out, j->out_len, err))) {
+            w->njobs = 0;
+            return w_fail(w, rc);
+        }
+        t->coded += j->out_len;
+        w->coded_total += j->out_len;
+        w->raw_done += j->raw_len;
+    }
+    w->njobs = 0;
+    if (w->p.progress) w->p.progress(w->p.progress_ctx, w->raw_done, w->p.progress_total);
+    return PTWM_OK;
+}
+
+/* ---- adding tensors ------------------------------------------------------ */
+
+static ptwm_error prepare_tensor(ptwm_writer *w, const ptwm_tensor_desc *d,
+                                 const ptwm_chain_list *chains, wtensor *t, ptwm_err *err) {
+    uint64_t nbytes, granule, total = 0;
+    size_t i, name_len;
+    unsigned n;
+    ptwm_error rc;
+    uint8_t std_chain[PTWM_CHAIN_MAX_BYTES];
+    size_t std_len = 0;
+    const uint8_t *const *cp;
+    const size_t *cl;
+
+    memset(t, 0, sizeof(*t));
+    if (!d || !d->name) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor without a name");
+    if (strlen(d->name) > PTWM_MAX_NAME)
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "tensor name of %zu bytes (max %d)", strlen(d->name),
+                         PTWM_MAX_NAME);
+    if ((unsigned)d->dtype >= PTWM_DTYPE_COUNT)
+        return ptwm_fail(err, PTWM_ERR_DTYPE, "tensor '%s': unknown dtype %d", d->name, (int)d->dtype);
+    if (d->ndim > PTWM_MAX_NDIM || (d->ndim && !d->shape))
+        return ptwm_fail(err, PTWM_ERR_SHAPE, "tensor '%s': %u dims (max %d)", d->name, d->ndim,
+                         PTWM_MAX_NDIM);
+    if ((rc = ptwm_tensor_nbytes(d->dtype, d->shape, d->ndim, &nbytes, err))) {
+        ptwm_err_prefix(err, "tensor '%s'", d->name);
+        return rc;
+    }
+    if (nbytes != d->nbytes)
+        return ptwm_fail(err, PTWM_ERR_SHAPE, "tensor '%s': %llu bytes given, shape and %s need %llu",
+                         d->name, (unsigned long long)d->nbytes, ptwm_dtype_name(d->dtype),
+                         (unsigned long long)nbytes);
+    if (chains && (chains->count < 1 || chains->count > PTWM_FMT_MAX_CHAINS || !chains->chains ||
+                   !chains->lens))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s': %zu candidate chains (1..%u)",
+                         d->name, chains->count, PTWM_FMT_MAX_CHAINS);
+    if (chains) {
+        n = (unsigned)chains->count;
+        cp = chains->chains;
+        cl = chains->lens;
+        for (i = 0; i < n; i++) {
+            if (!cp[i] || cl[i] > PTWM_CHAIN_MAX_BYTES)
+                return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s': chain %zu is NULL or over %d bytes",
+                                 d->name, i, PTWM_CHAIN_MAX_BYTES);
+            if ((rc = ptwm_chain_validate(cp[i], cl[i], d->dtype, err))) {
+                ptwm_err_prefix(err, "tensor '%s': chain %zu", d->name, i);
+                return rc;
+            }
+            total += cl[i];
+        }
+    } else {
+        if ((rc = ptwm_chain_standard(d->dtype, w->p.method, std_chain, sizeof(std_chain), &std_len,
+                                      err))) {
+            ptwm_err_prefix(err, "tensor '%s'", d->name);
+            return rc;
+        }
+        n = 1;
+        total = std_len;
+        cp = NULL;
+        cl = NULL;
+    }
+    t->name = dup_str(d->name, &name_len);
+    t->chain_bytes = (uint8_t *)ptwm_malloc(total);
+    if (!t->name || !t->chain_bytes) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    t->nchains = n;
+    total = 0;
+    for (i = 0; i < n; i++) {
+        const uint8_t *src = cp ? cp[i] : std_chain;
+        size_t len = cl ? cl[i] : std_len;
+        memcpy(t->chain_bytes + total, src, len);
+        t->chain_ptr[i] = t->chain_bytes + total;
+        t->chain_len[i] = len;
+        total += len;
+    }
+    t->dtype = d->dtype;
+    t->ndim = d->ndim;
+    for (i = 0; i < d->ndim; i++) t->shape[i] = d->shape[i];
+    t->nbytes = nbytes;
+    granule = ptwm_fmt_granule(d->dtype);
+    t->chunk_size = w->p.chunk_size / granule * granule;
+    if (t->chunk_size < granule) t->chunk_size = granule;
+    t->nchunks = nbytes / t->chunk_size + (nbytes % t->chunk_size != 0);
+    t->flags = (uint8_t)((w->p.emit_payload_hash ? PTWM_TF_PAYLOAD_HASH : 0) |
+                         (w->p.emit_plane_crc ? PTWM_TF_PLANE_CRC : 0));
+    t->chunks = (wchunk *)ptwm_calloc(t->nchunks ? t->nchunks : 1, sizeof(wchunk));
+    if (!t->chunks)
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "tensor '%s': out of memory for %llu chunk entries",
+                         d->name, (unsigned long long)t->nchunks);
+    return PTWM_OK;
+}
+
+static void wtensor_free(wtensor *t) {
+    free(t->name);
+    free(t->chain_bytes);
+    free(t->chunks);
+}
+
+static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const ptwm_chain_list *chains,
+                             ptwm_read_fn read, void *ctx, ptwm_err *err) {
+    wtensor t;
+    ptwm_xxh128 h = {NULL};
+    ptwm_error rc;
+    uint64_t k, off = 0;
+    size_t ti;
+    if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
+    if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
+    if (!read && d && d->nbytes && !d->data)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s' has no data", d->name ? d->name : "");
+    if ((rc = prepare_tensor(w, d, chains, &t, err))) {
+        wtensor_free(&t);
+        return rc;   /* a rejected tensor leaves the writer usable */
+    }
+    if (w->nt == w->capt) {
+        size_t cap = w->capt ? w->capt * 2 : 16;
+        wtensor *nt = (wtensor *)ptwm_realloc(w->t, (uint64_t)cap * sizeof(wtensor));
+        if (!nt) {
+            wtensor_free(&t);
+            return w_fail(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for the tensor table"));
+        }
+        w->t = nt;
+        w->capt = cap;
+    }
+    ti = w->nt++;
+    w->t[ti] = t;
+    if ((t.flags & PTWM_TF_PAYLOAD_HASH) && (rc = ptwm_xxh128_begin(&h, err))) return w_fail(w, rc);
+    for (k = 0; k < t.nchunks; k++) {
+        wjob *j;
+        size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off);
+        if (w->njobs == w->window && (rc = flush_window(w, err))) break;
+        j = &w->jobs[w->njobs];
+        if (read) {
+            if ((rc = read(ctx, off, j->raw, len, err))) {
+                ptwm_err_prefix(err, "tensor '%s': reading bytes %llu..%llu", t.name,
+                                (unsigned long long)off, (unsigned long long)(off + len));
+                w_fail(w, rc);
+                break;
+            }
+        } else {
+            memcpy(j->raw, (const uint8_t *)d->data + off, len);
+        }
+        if (h.state) ptwm_xxh128_update(&h, j->raw, len);
+        j->tensor = ti;
+        j->chunk = k;
+        j->raw_len = len;
+        j->rc = PTWM_OK;
+        w->njobs++;
+        off += len;
+    }
+    if (rc) {
+        ptwm_xxh128_free(&h);
+        return rc;
+    }
+    if (h.state) ptwm_xxh128_end(&h, w->t[ti].hash);
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_writer_add(ptwm_writer *w, const ptwm_tensor_desc *desc,
+                           const ptwm_chain_list *chains, ptwm_err *err) {
+    return add_common(w, desc, chains, NULL, NULL, err);
+}
+
+ptwm_error ptwm_writer_add_stream(ptwm_writer *w, const ptwm_tensor_desc *desc,
+                                  const ptwm_chain_list *chains, ptwm_read_fn read, void *ctx,
+                                  ptwm_err *err) {
+    if (!read) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL read callback");
+    return add_common(w, desc, chains, read, ctx, err);
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+static int cmp_name(const void *a, const void *b) {
+    const wtensor *x = *(const wtensor *const *)a, *y = *(const wtensor *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+static ptwm_error check_duplicates(ptwm_writer *w, ptwm_err *err) {
+    const wtensor **v;
+    size_t i;
+    if (w->nt < 2) return PTWM_OK;
+    v = (const wtensor **)ptwm_malloc((uint64_t)w->nt * sizeof(*v));
+    if (!v) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (i = 0; i < w->nt; i++) v[i] = &w->t[i];
+    qsort(v, w->nt, sizeof(*v), cmp_name);
+    for (i = 1; i < w->nt; i++)
+        if (strcmp(v[i - 1]->name, v[i]->name) == 0) {
+            ptwm_error rc = ptwm_fail(err, PTWM_ERR_DUPLICATE, "tensor name '%s' added twice", v[i]->name);
+            free(v);
+            return rc;
+        }
+    free(v);
+    return PTWM_OK;
+}
+
+static int put_tensor(wbuf *b, const wtensor *t) {
+    size_t name_len = strlen(t->name);
+    uint64_t k;
+    unsigned i;
+    int ok = wbuf_u32(b, (uint32_t)name_len) && wbuf_put(b, t->name, name_len) &&
+             wbuf_u8(b, (uint8_t)t->dtype) && wbuf_u8(b, (uint8_t)t->ndim) && wbuf_u8(b, t->flags) &&
+             wbuf_u8(b, (uint8_t)t->nchains);
+    for (i = 0; ok && i < t->ndim; i++) ok = wbuf_u64(b, t->shape[i]);
+    ok = ok && wbuf_u64(b, t->nbytes) && wbuf_u64(b, t->chunk_size);
+    for (i = 0; ok && i < t->nchains; i++)
+        ok = wbuf_u16(b, (uint16_t)t->chain_len[i]) && wbuf_put(b, t->chain_ptr[i], t->chain_len[i]);
+    if (ok && (t->flags & PTWM_TF_PAYLOAD_HASH)) ok = wbuf_put(b, t->hash, 16);
+    ok = ok && wbuf_u64(b, t->nchunks);
+    for (k = 0; ok && k < t->nchunks; k++) {
+        const wchunk *c = &t->chunks[k];
+        ok = wbuf_u64(b, c->offset) && wbuf_u32(b, c->coded) && wbuf_u32(b, c->raw) &&
+             wbuf_u8(b, c->chain);
+    }
+    return ok;
+}
+
+/* A section: u8 id, u64 length, body (built in `body`, then appended). */
+static int put_section(wbuf *b, uint8_t id, const wbuf *body) {
+    return wbuf_u8(b, id) && wbuf_u64(b, body->len) && wbuf_put(b, body->p, body->len);
+}
+
+static ptwm_error build_table(ptwm_writer *w, wbuf *tab, ptwm_err *err) {
+    wbuf body = {NULL, 0, 0};
+    size_t i;
+    int ok = wbuf_u32(&body, (uint32_t)w->nt);
+    if (w->nt > UINT32_MAX) ok = 0;
+    for (i = 0; ok && i < w->nt; i++) ok = put_tensor(&body, &w->t[i]);
+    ok = ok && put_section(tab, PTWM_SEC_TENSORS, &body);
+    if (ok && w->nmeta) {
+        body.len = 0;
+        ok = wbuf_u32(&body, (uint32_t)w->nmeta);
+        for (i = 0; ok && i < w->nmeta; i++) {
+            size_t kl = strlen(w->meta[i].key), vl = strlen(w->meta[i].value);
+            ok = kl <= UINT32_MAX && vl <= UINT32_MAX && wbuf_u32(&body, (uint32_t)kl) &&
+                 wbuf_put(&body, w->meta[i].key, kl) && wbuf_u32(&body, (uint32_t)vl) &&
+                 wbuf_put(&body, w->meta[i].value, vl);
+        }
+        ok = ok && put_section(tab, PTWM_SEC_METADATA, &body);
+    }
+    if (ok && w->has_source) {
+        size_t nl = w->src_name ? strlen(w->src_name) : 0;
+        body.len = 0;
+        ok = wbuf_u64(&body, w->src_header_len) && wbuf_put(&body, w->src_header, w->src_header_len) &&
+             wbuf_u32(&body, (uint32_t)nl) && wbuf_put(&body, w->src_name, nl) &&
+             wbuf_u64(&body, w->src_file_size) && put_section(tab, PTWM_SEC_SOURCE, &body);
+    }
+    free(body.p);
+    if (!ok) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory building the tensor table");
+    return PTWM_OK;
+}
+
+static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
+    wbuf tab = {NULL, 0, 0};
+    uint8_t foot[PTWM_FMT_FOOT_SIZE];
+    uint64_t table_offset;
+    ptwm_error rc;
+    if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
+    if ((rc = flush_window(w, err))) return rc;
+    if ((rc = check_duplicates(w, err))) return rc;
+    if ((rc = build_table(w, &tab, err))) {
+        free(tab.p);
+        return rc;
+    }
+    table_offset = w->pos;
+    memset(foot, 0, sizeof(foot));
+    ptwm_store_le64(foot + PTWM_FOOT_TABLE_OFFSET, table_offset);
+    ptwm_store_le64(foot + PTWM_FOOT_TABLE_SIZE, tab.len);
+    ptwm_store_le32(foot + PTWM_FOOT_TABLE_CRC, ptwm_crc32(0, tab.p, tab.len));
+    ptwm_store_le32(foot + PTWM_FOOT_VERSION, PTWM_FMT_VERSION);
+    ptwm_store_le64(foot + PTWM_FOOT_FILE_SIZE, table_offset + tab.len + PTWM_FMT_FOOT_SIZE);
+    ptwm_store_le32(foot + PTWM_FOOT_CRC, ptwm_crc32(0, foot, PTWM_FOOT_CRC));
+    memcpy(foot + PTWM_FOOT_END_MAGIC, PTWM_FMT_END_MAGIC, PTWM_FMT_MAGIC_LEN);
+    rc = w_emit(w, tab.p, tab.len, err);
+    free(tab.p);
+    if (!rc) rc = w_emit(w, foot, sizeof(foot), err);
+    return rc;
+}
+
+ptwm_error ptwm_writer_finish(ptwm_writer *w, ptwm_err *err) {
+    ptwm_error rc;
+    if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
+    rc = finish_common(w, err);
+    if (!rc && w->to_file) rc = ptwm_atomic_commit(&w->af, err);
+    ptwm_writer_free(w);
+    return rc;
+}
+
+ptwm_error ptwm_writer_finish_memory(ptwm_writer *w, void **out, size_t *len, ptwm_err *err) {
+    ptwm_error rc;
+    if (!w || !out || !len) {
+        ptwm_writer_free(w);
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or output");
+    }
+    *out = NULL;
+    *len = 0;
+    if (w->to_file) {
+        ptwm_writer_free(w);
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "a file writer has no memory image");
+    }
+    rc = finish_common(w, err);
+    if (!rc) {
+        *out = w->mem.p;
+        *len = w->mem.len;
+        w->mem.p = NULL;
+    }
+    ptwm_writer_free(w);
+    return rc;
+}
+
+/* ---- one-call forms ------------------------------------------------------ */
+
+static ptwm_error add_all(ptwm_writer *w, const ptwm_tensor_desc *tensors, size_t n,
+                          const ptwm_chain_list *chains, ptwm_err *err) {
+    size_t i;
+    ptwm_error rc;
+    if (n && !tensors) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL tensor list");
+    for (i = 0; i < n; i++)
+        if ((rc = ptwm_writer_add(w, &tensors[i], chains ? &chains[i] : NULL, err))) return rc;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
+                              const ptwm_chain_list *chains, const ptwm_cparams *params, void **out,
+                              size_t *len, ptwm_err *err) {
+    ptwm_writer *w;
+    ptwm_error rc;
+    if (!out || !len) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output");
+    *out = NULL;
+    *len = 0;
+    if ((rc = ptwm_writer_open_memory(params, &w, err))) return rc;
+    if ((rc = add_all(w, tensors, n, chains, err))) {
+        ptwm_writer_free(w);
+        return rc;
+    }
+    return ptwm_writer_finish_memory(w, out, len, err);
+}
+
+ptwm_error ptwm_compress_file(const char *path, const ptwm_tensor_desc *tensors, size_t n,
+                              const ptwm_chain_list *chains, const ptwm_cparams *params,
+                              ptwm_err *err) {
+    ptwm_writer *w;
+    ptwm_error rc;
+    if ((rc = ptwm_writer_open_file(path, params, &w, err))) return rc;
+    if ((rc = add_all(w, tensors, n, chains, err))) {
+        ptwm_writer_free(w);
+        return rc;
+    }
+    return ptwm_writer_finish(w, err);
+}

@@ -1,0 +1,139 @@
+/* Thread pool with parallel-for; see threads.h.
+ *
+ * One mutex guards everything: tasks are chunks of a megabyte or so that
+ * take milliseconds, so a lock per claimed task costs nothing measurable and
+ * keeps the pool easy to reason about. A run bumps `gen`; idle workers wait
+ * for a generation they have not seen. A worker that wakes after the run has
+ * ended finds no task left and goes back to sleep without touching fn/ctx. */
+#include "threads.h"
+#include "fileio.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define PTWM_POOL_MAX 256
+
+typedef struct pool_worker {
+    ptwm_pool *pool;
+    unsigned id;
+} pool_worker;
+
+struct ptwm_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t start, done;
+    pthread_t *th;
+    pool_worker *w;
+    unsigned size;        /* workers including the caller */
+    unsigned started;     /* threads actually created */
+    unsigned long gen;
+    int quit;
+    ptwm_task_fn fn;
+    void *ctx;
+    size_t ntasks, next;
+    unsigned active;
+};
+
+unsigned ptwm_threads_resolve(int threads) {
+    unsigned n = threads > 0 ? (unsigned)threads : (unsigned)ptwm_cpu_count();
+    if (n < 1) n = 1;
+    if (n > PTWM_POOL_MAX) n = PTWM_POOL_MAX;
+    return n;
+}
+
+/* Claim and run tasks until none is left; called with mu held, returns with it held. */
+static void pool_drain(ptwm_pool *p, unsigned id) {
+    while (p->next < p->ntasks) {
+        size_t t = p->next++;
+        ptwm_task_fn fn = p->fn;
+        void *ctx = p->ctx;
+        pthread_mutex_unlock(&p->mu);
+        fn(ctx, t, id);
+        pthread_mutex_lock(&p->mu);
+    }
+}
+
+static void *pool_main(void *arg) {
+    pool_worker *w = (pool_worker *)arg;
+    ptwm_pool *p = w->pool;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->gen == seen && !p->quit) pthread_cond_wait(&p->start, &p->mu);
+        if (p->quit) break;
+        seen = p->gen;
+        p->active++;
+        pool_drain(p, w->id);
+        if (--p->active == 0) pthread_cond_broadcast(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+ptwm_error ptwm_pool_create(int threads, ptwm_pool **out, ptwm_err *err) {
+    ptwm_pool *p;
+    unsigned i, n = ptwm_threads_resolve(threads);
+    *out = NULL;
+    p = (ptwm_pool *)calloc(1, sizeof(*p));
+    if (!p) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a thread pool");
+    p->size = n;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->start, NULL);
+    pthread_cond_init(&p->done, NULL);
+    if (n > 1) {
+        p->th = (pthread_t *)calloc(n - 1, sizeof(pthread_t));
+        p->w = (pool_worker *)calloc(n - 1, sizeof(pool_worker));
+        if (!p->th || !p->w) {
+            ptwm_pool_free(p);
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u threads", n);
+        }
+        for (i = 0; i + 1 < n; i++) {
+            p->w[i].pool = p;
+            p->w[i].id = i + 1;
+            if (pthread_create(&p->th[i], NULL, pool_main, &p->w[i]) != 0) break;
+            p->started++;
+        }
+        /* Fewer threads than asked still gives the same results, only slower. */
+        p->size = p->started + 1;
+    }
+    *out = p;
+    return PTWM_OK;
+}
+
+void ptwm_pool_free(ptwm_pool *p) {
+    unsigned i;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->start);
+    pthread_mutex_unlock(&p->mu);
+    for (i = 0; i < p->started; i++) pthread_join(p->th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->start);
+    pthread_cond_destroy(&p->done);
+    free(p->th);
+    free(p->w);
+    free(p);
+}
+
+unsigned ptwm_pool_size(const ptwm_pool *p) {
+    return p ? p->size : 1;
+}
+
+void ptwm_pool_run(ptwm_pool *p, size_t ntasks, ptwm_task_fn fn, void *ctx) {
+    if (ntasks == 0) return;
+    if (p->started == 0 || ntasks == 1) {
+        size_t i;
+        for (i = 0; i < ntasks; i++) fn(ctx, i, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->ntasks = ntasks;
+    p->next = 0;
+    p->gen++;
+    pthread_cond_broadcast(&p->start);
+    pool_drain(p, 0);
+    while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}

@@ -1,0 +1,29 @@
+/* A small thread pool running parallel-for loops.
+ *
+ * ptwm_pool_run(pool, n, fn, ctx) calls fn(ctx, i, worker) once for every
+ * i in [0, n) and returns when all have finished. The calling thread works
+ * too (as worker 0), so a pool of one thread creates no threads at all.
+ * Tasks are claimed in increasing order but finish in any order: a caller
+ * that needs ordered results writes them to slot i and reads the slots in
+ * order after the run, which is how the writer and reader keep their output
+ * identical for any thread count. `worker` (< ptwm_pool_size) indexes
+ * per-thread scratch space.
+ *
+ * A pool is used by one caller at a time. */
+#ifndef PTWM_THREADS_H
+#define PTWM_THREADS_H
+
+#include "common.h"
+
+typedef struct ptwm_pool ptwm_pool;
+typedef void (*ptwm_task_fn)(void *ctx, size_t task, unsigned worker);
+
+/* threads <= 0: one per core (ptwm_cpu_count). Capped at 256. */
+ptwm_error ptwm_pool_create(int threads, ptwm_pool **out, ptwm_err *err);
+void ptwm_pool_free(ptwm_pool *p);
+unsigned ptwm_pool_size(const ptwm_pool *p);
+void ptwm_pool_run(ptwm_pool *p, size_t ntasks, ptwm_task_fn fn, void *ctx);
+/* The thread count a `threads` parameter means (0 or less: all cores). */
+unsigned ptwm_threads_resolve(int threads);
+
+#endif
