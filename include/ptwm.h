@@ -286,12 +286,18 @@ typedef struct ptwm_cparams {
     int emit_payload_hash;    /* XXH3-128 of each tensor's raw bytes */
     int emit_plane_crc;       /* CRC32 of each coded plane of each chunk */
     uint64_t chunk_size;      /* raw bytes per chunk; 0 = default */
-    int threads;              /* 0 = all cores */
+    int threads;              /* 0 = all cores; the output is identical for any count */
     int zstd_level;           /* for ZSTD stages; 0 = 3 */
+    /* Optional progress report, called on the writing thread after each
+     * window of chunks: raw bytes coded so far and progress_total (0 if the
+     * caller set none; ptwm_compress_safetensors sets the data size). */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+    uint64_t progress_total;
 } ptwm_cparams;
 
 #define PTWM_DEFAULT_CHUNK ((uint64_t)1 << 20)
-#define PTWM_CPARAMS_DEFAULT { PTWM_METHOD_MICROSCALE, 1, 1, 0, 0, 0 }
+#define PTWM_CPARAMS_DEFAULT { PTWM_METHOD_MICROSCALE, 1, 1, 0, 0, 0, NULL, NULL, 0 }
 
 /* Optional per-tensor chains: `count` candidate chain blobs; each chunk is
  * coded with whichever candidate codes it smallest. */
