@@ -1,0 +1,257 @@
+/* Staged output directories and file copies for checkpoint conversion.
+ *
+ * Everything is written into OUTDIR.tmp-XXXXXX beside OUTDIR (same filesystem,
+ * so the final rename is atomic); an interrupted run leaves only that
+ * temporary directory, never an OUTDIR that looks complete. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "outdir.h"
+#include "fileio.h"
+
+#define COPY_BUF ((size_t)1 << 20)
+#define COPY_MAX_DEPTH 16
+
+const char *ptwm_base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+int ptwm_plain_name(const char *name) {
+    return name && name[0] && !strchr(name, '/') && !strchr(name, '\\') && !strstr(name, "..") &&
+           strlen(name) <= 255;
+}
+
+/* Canonical absolute path of `path`, which need not exist (its parent must). */
+static char *canonical(const char *path) {
+    char *dup, *slash, *parent, *out;
+    const char *base;
+    char *r = realpath(path, NULL);
+    if (r) return r;
+    dup = strdup(path);
+    if (!dup) return NULL;
+    while (strlen(dup) > 1 && dup[strlen(dup) - 1] == '/') dup[strlen(dup) - 1] = 0;
+    slash = strrchr(dup, '/');
+    if (slash == dup) {
+        parent = realpath("/", NULL);
+        base = dup + 1;
+    } else if (slash) {
+        *slash = 0;
+        parent = realpath(dup, NULL);
+        base = slash + 1;
+    } else {
+        parent = realpath(".", NULL);
+        base = dup;
+    }
+    out = parent ? ptwm_path_join(parent, base) : NULL;
+    free(parent);
+    free(dup);
+    return out;
+}
+
+/* 1 if `inner` is `outer` or lies below it. */
+static int path_within(const char *inner, const char *outer) {
+    size_t n = strlen(outer);
+    if (strncmp(inner, outer, n) != 0) return 0;
+    return inner[n] == 0 || inner[n] == '/' || (n > 0 && outer[n - 1] == '/');
+}
+
+static ptwm_error check_overlap(const char *outdir, const char *src, ptwm_err *err) {
+    char *ro = canonical(outdir), *rs = src ? realpath(src, NULL) : NULL;
+    ptwm_error rc = PTWM_OK;
+    if (!ro)
+        rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': its parent directory does not exist: %s",
+                       outdir, strerror(errno));
+    else if (rs && (path_within(ro, rs) || path_within(rs, ro)))
+        rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                       "output '%s' and source '%s' overlap (one contains the other)", outdir, src);
+    free(ro);
+    free(rs);
+    return rc;
+}
+
+ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm_stage *st,
+                            ptwm_err *err) {
+    struct stat sb;
+    size_t n;
+    ptwm_error rc;
+    memset(st, 0, sizeof *st);
+    if (!outdir || !outdir[0])
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "no output directory given");
+    if ((rc = check_overlap(outdir, src, err)) != PTWM_OK) return rc;
+    if (lstat(outdir, &sb) == 0) {
+        if (!force) return ptwm_fail(err, PTWM_ERR_EXISTS, "output '%s' already exists", outdir);
+        st->replace = 1;
+    }
+    n = strlen(outdir);
+    while (n > 1 && outdir[n - 1] == '/') n--;
+    st->final_path = (char *)malloc(n + 1);
+    st->tmp_path = (char *)malloc(n + 16);
+    if (!st->final_path || !st->tmp_path) {
+        ptwm_stage_abort(st);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
+    memcpy(st->final_path, outdir, n);
+    st->final_path[n] = 0;
+    snprintf(st->tmp_path, n + 16, "%s.tmp-XXXXXX", st->final_path);
+    if (!mkdtemp(st->tmp_path)) {
+        rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot create temporary directory: %s",
+                       outdir, strerror(errno));
+        free(st->tmp_path);
+        st->tmp_path = NULL;
+        ptwm_stage_abort(st);
+        return rc;
+    }
+    /* mkdtemp makes 0700; give the directory the permissions mkdir would. */
+    {
+        mode_t mask = umask(0);
+        umask(mask);
+        chmod(st->tmp_path, 0777 & ~mask);
+    }
+    return PTWM_OK;
+}
+
+char *ptwm_stage_path(const ptwm_stage *st, const char *name) {
+    return ptwm_path_join(st->tmp_path, name);
+}
+
+ptwm_error ptwm_stage_commit(ptwm_stage *st, ptwm_err *err) {
+    char *old = NULL;
+    struct stat sb;
+    ptwm_error rc = PTWM_OK;
+    if (st->replace && lstat(st->final_path, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) {
+            /* rename() replaces an empty directory, so park the old one on a fresh name. */
+            size_t n = strlen(st->final_path) + 16;
+            old = (char *)malloc(n);
+            if (!old) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+            snprintf(old, n, "%s.old-XXXXXX", st->final_path);
+            if (!mkdtemp(old) || rename(st->final_path, old) != 0) {
+                rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot move the old directory "
+                               "aside: %s", st->final_path, strerror(errno));
+                rmdir(old);
+                free(old);
+                return rc;
+            }
+        } else if (unlink(st->final_path) != 0) {
+            return ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot replace: %s", st->final_path,
+                             strerror(errno));
+        }
+    }
+    if (rename(st->tmp_path, st->final_path) != 0) {
+        rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': rename from '%s': %s", st->final_path,
+                       st->tmp_path, strerror(errno));
+        if (old) rename(old, st->final_path);   /* put the old directory back */
+    } else {
+        free(st->tmp_path);
+        st->tmp_path = NULL;
+        if (old) ptwm_remove_tree(old);
+    }
+    free(old);
+    if (rc == PTWM_OK) ptwm_stage_abort(st);
+    return rc;
+}
+
+void ptwm_stage_abort(ptwm_stage *st) {
+    if (!st) return;
+    if (st->tmp_path) ptwm_remove_tree(st->tmp_path);
+    free(st->tmp_path);
+    free(st->final_path);
+    st->tmp_path = NULL;
+    st->final_path = NULL;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void ptwm_remove_tree(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return;
+    if (S_ISDIR(sb.st_mode))
+        nftw(path, remove_entry, 32, FTW_DEPTH | FTW_PHYS);
+    else
+        unlink(path);
+}
+
+ptwm_error ptwm_copy_file(const char *src, const char *dst, ptwm_err *err) {
+    int in = -1, out;
+    uint64_t size = 0, off = 0;
+    uint8_t *buf;
+    ptwm_error rc = ptwm_open_read(src, &in, &size, err);
+    if (rc) return rc;
+    buf = (uint8_t *)malloc(COPY_BUF);
+    out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (!buf || out < 0) {
+        rc = buf ? ptwm_fail(err, PTWM_ERR_IO, "'%s': cannot create: %s", dst, strerror(errno))
+                 : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
+    while (rc == PTWM_OK && off < size) {
+        size_t piece = (size_t)PTWM_MIN(size - off, (uint64_t)COPY_BUF);
+        rc = ptwm_pread_full(in, buf, piece, off, src, err);
+        if (rc == PTWM_OK) rc = ptwm_write_full(out, buf, piece, dst, err);
+        off += piece;
+    }
+    /* A file that grew while we copied would come out cut short: say so. */
+    if (rc == PTWM_OK) {
+        struct stat sb;
+        if (fstat(in, &sb) == 0 && (uint64_t)sb.st_size != size)
+            rc = ptwm_fail(err, PTWM_ERR_IO, "'%s' changed size while being copied", src);
+    }
+    if (out >= 0 && close(out) != 0 && rc == PTWM_OK)
+        rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': close: %s", dst, strerror(errno));
+    close(in);
+    free(buf);
+    return rc;
+}
+
+static ptwm_error copy_tree(const char *srcdir, const char *dstdir, int depth,
+                            int (*skip)(void *ctx, const char *name), void *ctx, ptwm_err *err) {
+    DIR *dir = opendir(srcdir);
+    struct dirent *e;
+    ptwm_error rc = PTWM_OK;
+    if (!dir) return ptwm_fail(err, PTWM_ERR_IO, "'%s': cannot list: %s", srcdir, strerror(errno));
+    while (rc == PTWM_OK && (e = readdir(dir)) != NULL) {
+        char *s, *d;
+        struct stat sb;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (depth == 0 && skip && skip(ctx, e->d_name)) continue;
+        s = ptwm_path_join(srcdir, e->d_name);
+        d = ptwm_path_join(dstdir, e->d_name);
+        if (!s || !d) {
+            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        } else if (stat(s, &sb) != 0) {
+            rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", s, strerror(errno));
+        } else if (S_ISDIR(sb.st_mode)) {
+            if (depth >= COPY_MAX_DEPTH)
+                rc = ptwm_fail(err, PTWM_ERR_LIMIT, "'%s': directories nested deeper than %d", s,
+                               COPY_MAX_DEPTH);
+            else if (mkdir(d, 0777) != 0)
+                rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': mkdir: %s", d, strerror(errno));
+            else
+                rc = copy_tree(s, d, depth + 1, skip, ctx, err);
+        } else if (S_ISREG(sb.st_mode)) {
+            rc = ptwm_copy_file(s, d, err);
+        }
+        free(s);
+        free(d);
+    }
+    closedir(dir);
+    return rc;
+}
+
+ptwm_error ptwm_copy_other_files(const char *srcdir, const char *dstdir,
+                                 int (*skip)(void *ctx, const char *name), void *ctx,
+                                 ptwm_err *err) {
+    return copy_tree(srcdir, dstdir, 0, skip, ctx, err);
+}

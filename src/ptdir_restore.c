@@ -1,0 +1,379 @@
+/* Decompressing a .ptwm file or sharded .ptwm directory back to safetensors.
+ *
+ * Shards that recorded their source file are rebuilt byte for byte: the
+ * recorded header is written as it was, then each tensor's bytes in the order
+ * that header lays them out (the header parser proves they tile the data
+ * region, so sequential writes reproduce the file). Otherwise, or when asked to
+ * re-shard, fresh Hugging Face shards and index are written. Tensors are
+ * decoded piece by piece into one buffer: memory does not grow with the model. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <jansson.h>
+#include "common.h"
+#include "fileio.h"
+#include "outdir.h"
+#include "ptdir_internal.h"
+#include "safetensors.h"
+
+#define PIECE ((size_t)8 << 20)
+
+typedef struct dsrc {
+    const char *path;
+    ptwm_ptdir *dir;
+    ptwm_reader *single;
+    uint64_t total;
+} dsrc;
+
+static size_t d_nshards(const dsrc *s) { return s->single ? 1 : ptwm_ptdir_shard_count(s->dir); }
+static ptwm_reader *d_shard(const dsrc *s, size_t i) {
+    return s->single ? s->single : ptwm_ptdir_shard(s->dir, i);
+}
+
+static ptwm_error stream_tensor(ptwm_reader *r, size_t local, uint64_t nbytes, int fd,
+                                const char *path, uint8_t *buf, ptwm_ck_progress *p,
+                                ptwm_err *err) {
+    uint64_t off = 0;
+    while (off < nbytes) {
+        size_t len = (size_t)PTWM_MIN(nbytes - off, (uint64_t)PIECE);
+        ptwm_error rc = ptwm_reader_decode_range(r, local, off, buf, len, err);
+        if (rc == PTWM_OK) rc = ptwm_write_full(fd, buf, len, path, err);
+        if (rc) return rc;
+        off += len;
+        ptwm_ck_progress_add(p, len);
+    }
+    return PTWM_OK;
+}
+
+static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
+    uint32_t d;
+    if (a->dtype != e->dtype || a->ndim != e->ndim) return 0;
+    for (d = 0; d < e->ndim; d++)
+        if (a->shape[d] != e->shape[d]) return 0;
+    return 1;
+}
+
+/* Rebuild the recorded source file of shard reader `r` at `path`. */
+static ptwm_error restore_file(ptwm_reader *r, const char *shard, const char *path, uint8_t *buf,
+                               ptwm_ck_progress *p, ptwm_err *err) {
+    size_t hlen = 0, i;
+    const uint8_t *hdr = (const uint8_t *)ptwm_reader_source_header(r, &hlen);
+    ptwm_st_parsed parsed;
+    ptwm_atomic_file f;
+    ptwm_error rc;
+    memset(&parsed, 0, sizeof parsed);
+    if (!hdr || hlen < 8 || ptwm_load_le64(hdr) != hlen - 8)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "shard '%s': recorded source header of %zu bytes does not start with "
+                         "its own length", shard, hlen);
+    if ((rc = ptwm_st_parse_header((const char *)hdr + 8, hlen - 8, shard, &parsed, err)))
+        return rc;
+    if (parsed.n != ptwm_reader_count(r)) {
+        rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
+                       "shard '%s': recorded source header lists %zu tensors, the shard holds %zu",
+                       shard, parsed.n, ptwm_reader_count(r));
+        goto done;
+    }
+    /* Check every tensor before writing anything. */
+    for (i = 0; i < parsed.n; i++) {
+        const ptwm_st_entry *e = &parsed.t[i];
+        ptwm_tensor_info info;
+        size_t local;
+        if (ptwm_reader_find(r, e->name, &local) != PTWM_OK) {
+            rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
+                           "shard '%s': tensor '%s' of the recorded header is not in the shard",
+                           shard, e->name);
+            goto done;
+        }
+        ptwm_reader_tensor(r, local, &info);
+        if (!same_shape(&info, e) || info.nbytes != e->end - e->begin) {
+            rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
+                           "shard '%s': tensor '%s': %s of %llu bytes in the shard, %s of %llu "
+                           "in the recorded header",
+                           shard, e->name, ptwm_dtype_name(info.dtype),
+                           (unsigned long long)info.nbytes, ptwm_dtype_name(e->dtype),
+                           (unsigned long long)(e->end - e->begin));
+            goto done;
+        }
+    }
+    if ((rc = ptwm_atomic_open(path, &f, err))) goto done;
+    rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
+    for (i = 0; i < parsed.n && !rc; i++) {
+        size_t local = 0;
+        ptwm_reader_find(r, parsed.t[i].name, &local);
+        rc = stream_tensor(r, local, parsed.t[i].end - parsed.t[i].begin, f.fd, path, buf, p, err);
+        if (rc) ptwm_err_prefix(err, "shard '%s': tensor '%s': ", shard, parsed.t[i].name);
+    }
+    if (!rc) rc = ptwm_atomic_commit(&f, err);
+    ptwm_atomic_abort(&f);
+done:
+    ptwm_st_parsed_free(&parsed);
+    return rc;
+}
+
+static ptwm_error write_small(const char *path, const void *data, size_t len, ptwm_err *err) {
+    ptwm_atomic_file f;
+    ptwm_error rc = ptwm_atomic_open(path, &f, err);
+    if (!rc) rc = ptwm_write_full(f.fd, data, len, path, err);
+    if (!rc) rc = ptwm_atomic_commit(&f, err);
+    ptwm_atomic_abort(&f);
+    return rc;
+}
+
+static int can_restore(const dsrc *s) {
+    size_t i, j, n = d_nshards(s);
+    for (i = 0; i < n; i++) {
+        const char *name = ptwm_reader_source_name(d_shard(s, i));
+        size_t hlen;
+        if (!ptwm_reader_source_header(d_shard(s, i), &hlen) || !ptwm_plain_name(name)) return 0;
+        for (j = 0; j < i; j++)
+            if (!strcmp(name, ptwm_reader_source_name(d_shard(s, j)))) return 0;
+    }
+    return 1;
+}
+
+static const char *shard_label(const dsrc *s, size_t i) {
+    return s->single ? s->path : ptwm_ptdir_shard_name(s->dir, i);
+}
+
+static ptwm_error restore_all(const dsrc *s, const ptwm_stage *stage, uint8_t *buf,
+                              ptwm_ck_progress *p, ptwm_err *err) {
+    size_t i, n = d_nshards(s);
+    const ptwm_index *idx = s->dir ? ptwm_ptdir_index(s->dir) : NULL;
+    const char *iname = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX_NAME, NULL);
+    ptwm_error rc = PTWM_OK;
+    for (i = 0; i < n && !rc; i++) {
+        ptwm_reader *r = d_shard(s, i);
+        char *path = ptwm_stage_path(stage, ptwm_reader_source_name(r));
+        rc = path ? restore_file(r, shard_label(s, i), path, buf, p, err)
+                  : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    if (!rc && iname) {
+        size_t len = 0;
+        const char *text = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX, &len);
+        char *path;
+        if (!text || !ptwm_plain_name(iname))
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "'%s': %s names source index '%s' but is missing its text or the "
+                             "name is not a plain file name", s->path, PTWM_INDEX_NAME, iname);
+        if (!(path = ptwm_stage_path(stage, iname)))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        rc = write_small(path, text, len, err);
+        free(path);
+    }
+    return rc;
+}
+
+typedef struct fresh_tensor {
+    ptwm_reader *r;
+    size_t local;
+    ptwm_tensor_info info;
+} fresh_tensor;
+
+/* Hugging Face's own layout: indent 2, keys sorted, a final newline. */
+static ptwm_error write_hf_index(const char *path, const fresh_tensor *t, const size_t *shard_of,
+                                 size_t n, size_t nshards, uint64_t total, ptwm_err *err) {
+    json_t *root = json_object(), *meta = json_object(), *map = json_object();
+    char *text = NULL;
+    size_t i;
+    int bad = !root || !meta || !map;
+    ptwm_error rc;
+    if (!bad) bad |= json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
+    for (i = 0; i < n && !bad; i++) {
+        char name[64];
+        if (ptwm_shard_filename(shard_of[i] + 1, nshards, "safetensors", name, sizeof name)) bad = 1;
+        else bad |= json_object_set_new(map, t[i].info.name, json_string(name));
+    }
+    if (!bad) bad |= json_object_set(root, "metadata", meta) | json_object_set(root, "weight_map", map);
+    if (!bad) text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(meta);
+    json_decref(map);
+    json_decref(root);
+    if (!text)
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': cannot build the index (memory or a tensor "
+                         "name that is not UTF-8)", path);
+    {
+        size_t len = strlen(text);
+        char *withnl = (char *)realloc(text, len + 2);
+        if (!withnl) {
+            free(text);
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        }
+        withnl[len] = '\n';
+        rc = write_small(path, withnl, len + 1, err);
+        free(withnl);
+    }
+    return rc;
+}
+
+static ptwm_error write_fresh_shard(const char *path, const fresh_tensor *t, size_t n,
+                                    uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
+    ptwm_tensor_desc *descs = (ptwm_tensor_desc *)ptwm_calloc(n + 1, sizeof *descs);
+    ptwm_kv *meta = NULL;
+    size_t i, nmeta = 0, hlen = 0;
+    void *hdr = NULL;
+    ptwm_atomic_file f;
+    ptwm_error rc;
+    if (!descs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (i = 0; i < n; i++) {
+        descs[i].name = t[i].info.name;
+        descs[i].dtype = t[i].info.dtype;
+        descs[i].ndim = t[i].info.ndim;
+        descs[i].shape = t[i].info.shape;
+        descs[i].nbytes = t[i].info.nbytes;
+    }
+    if (n) {
+        nmeta = ptwm_reader_metadata_count(t[0].r);
+        meta = (ptwm_kv *)ptwm_calloc(nmeta + 1, sizeof *meta);
+        if (!meta) {
+            free(descs);
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        }
+        for (i = 0; i < nmeta; i++) meta[i] = ptwm_reader_metadata(t[0].r, i);
+    }
+    rc = ptwm_st_build_header(descs, n, meta, nmeta, &hdr, &hlen, err);
+    free(descs);
+    free(meta);
+    if (rc) {
+        ptwm_err_prefix(err, "'%s': ", path);
+        return rc;
+    }
+    rc = ptwm_atomic_open(path, &f, err);
+    if (!rc) rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
+    free(hdr);
+    for (i = 0; i < n && !rc; i++) {
+        rc = stream_tensor(t[i].r, t[i].local, t[i].info.nbytes, f.fd, path, buf, p, err);
+        if (rc) ptwm_err_prefix(err, "tensor '%s': ", t[i].info.name);
+    }
+    if (!rc) rc = ptwm_atomic_commit(&f, err);
+    ptwm_atomic_abort(&f);
+    return rc;
+}
+
+/* Fresh Hugging Face shards: the .ptwm shards' grouping, or a new plan. */
+static ptwm_error reshard_all(const dsrc *s, const ptwm_stage *stage, uint64_t max_shard_size,
+                              uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
+    size_t ns = d_nshards(s), n = 0, i, j, k = 0, nshards = 0;
+    fresh_tensor *t;
+    size_t *shard_of;
+    uint64_t *sizes;
+    ptwm_error rc = PTWM_OK;
+    for (i = 0; i < ns; i++) n += ptwm_reader_count(d_shard(s, i));
+    t = (fresh_tensor *)ptwm_calloc(n + 1, sizeof *t);
+    shard_of = (size_t *)ptwm_calloc(n + 1, sizeof *shard_of);
+    sizes = (uint64_t *)ptwm_calloc(n + 1, sizeof *sizes);
+    if (!t || !shard_of || !sizes) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu tensors", n);
+        goto done;
+    }
+    for (i = 0; i < ns; i++) {
+        ptwm_reader *r = d_shard(s, i);
+        for (j = 0; j < ptwm_reader_count(r); j++, k++) {
+            t[k].r = r;
+            t[k].local = j;
+            ptwm_reader_tensor(r, j, &t[k].info);
+            sizes[k] = t[k].info.nbytes;
+            shard_of[k] = i;
+        }
+    }
+    if (max_shard_size)
+        rc = ptwm_plan_shards(sizes, n, max_shard_size, shard_of, &nshards, err);
+    else
+        nshards = ns;
+    if (nshards == 0) nshards = 1;
+    for (k = 0, i = 0; k < nshards && !rc; k++) {
+        char name[64], *path;
+        size_t first = i;
+        while (i < n && shard_of[i] == k) i++;
+        if (nshards == 1)
+            snprintf(name, sizeof name, "model.safetensors");
+        else if (ptwm_shard_filename(k + 1, nshards, "safetensors", name, sizeof name))
+            rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG, "cannot name shard %zu of %zu", k + 1, nshards);
+        if (rc) break;
+        if (!(path = ptwm_stage_path(stage, name))) {
+            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+            break;
+        }
+        rc = write_fresh_shard(path, t + first, i - first, buf, p, err);
+        free(path);
+    }
+    if (!rc && nshards > 1) {
+        char *path = ptwm_stage_path(stage, PTWM_ST_INDEX_NAME);
+        rc = path ? write_hf_index(path, t, shard_of, n, nshards, s->total, err)
+                  : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+done:
+    free(t);
+    free(shard_of);
+    free(sizes);
+    return rc;
+}
+
+static int skip_ptwm_file(void *ctx, const char *name) {
+    const dsrc *s = (const dsrc *)ctx;
+    size_t i, n = d_nshards(s);
+    if (!strcmp(name, PTWM_INDEX_NAME)) return 1;
+    for (i = 0; i < n; i++)
+        if (!strcmp(name, ptwm_ptdir_shard_name(s->dir, i))) return 1;
+    return 0;
+}
+
+static ptwm_error dsrc_open(dsrc *s, const char *path, int threads, ptwm_err *err) {
+    size_t i, j;
+    ptwm_error rc;
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    if (ptwm_is_dir(path)) {
+        rc = ptwm_ptdir_open(path, &s->dir, err);
+        if (!rc) ptwm_ptdir_set_threads(s->dir, threads);
+    } else {
+        rc = ptwm_reader_open(path, &s->single, err);
+        if (!rc) ptwm_reader_set_threads(s->single, threads);
+    }
+    if (rc) return rc;
+    for (i = 0; i < d_nshards(s); i++) {
+        ptwm_reader *r = d_shard(s, i);
+        for (j = 0; j < ptwm_reader_count(r); j++) {
+            ptwm_tensor_info info;
+            ptwm_reader_tensor(r, j, &info);
+            if (ptwm_add_overflow(s->total, info.nbytes, &s->total))
+                return ptwm_fail(err, PTWM_ERR_CORRUPT, "'%s': tensor sizes overflow", path);
+        }
+    }
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
+                                      const ptwm_checkpoint_options *opt, ptwm_err *err) {
+    ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+    ptwm_stage stage;
+    ptwm_ck_progress p;
+    uint8_t *buf = NULL;
+    dsrc s;
+    ptwm_error rc;
+    if (!src || !outdir)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_decompress_checkpoint: NULL path");
+    if (!opt) opt = &defaults;
+    memset(&stage, 0, sizeof stage);
+    rc = dsrc_open(&s, src, opt->threads, err);
+    if (!rc) rc = ptwm_stage_begin(outdir, src, opt->force, &stage, err);
+    if (!rc && !(buf = (uint8_t *)malloc(PIECE))) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    p.fn = opt->progress;
+    p.ctx = opt->progress_ctx;
+    p.done = 0;
+    p.total = s.total;
+    if (!rc) {
+        if (opt->max_shard_size == 0 && can_restore(&s))
+            rc = restore_all(&s, &stage, buf, &p, err);
+        else
+            rc = reshard_all(&s, &stage, opt->max_shard_size, buf, &p, err);
+    }
+    if (!rc && s.dir) rc = ptwm_copy_other_files(src, stage.tmp_path, skip_ptwm_file, &s, err);
+    if (!rc) rc = ptwm_stage_commit(&stage, err);
+    ptwm_stage_abort(&stage);
+    free(buf);
+    ptwm_ptdir_close(s.dir);
+    ptwm_reader_close(s.single);
+    return rc;
+}
