@@ -13,7 +13,7 @@
  *     byte 2      hi: largest symbol with a code; lo < hi
  *     nibbles     ceil((hi - lo + 1) / 2) bytes: the code length of symbol
  *                 lo + 2k is the low nibble of byte k, of lo + 2k + 1 the high
- *                 nibble. 0 = no code, 1..11 = length, 12..15 invalid. lo and hi
+ *                 nibble. 0 = no code, 1..13 = length, 14..15 invalid. lo and hi
  *                 must have codes; an unused last high nibble must be 0. The
  *                 lengths must form a complete prefix code: with L the longest
  *                 length, sum 2^(L - len) == 2^L (so at least 2 symbols).
@@ -39,10 +39,15 @@
  *   one that runs out before its segment is full, is corrupt.
  *
  * Why these choices:
- *  - 11-bit limit: the decoder resolves every code with one lookup in a
- *    2048-entry x 2-byte table (4 KiB, in L1), and 5 codes fit in a 64-bit
- *    container after a refill (7 + 5 * 11 <= 64). For weight planes the cost
- *    of the limit is far below 0.1% (lengths past 11 are rare symbols).
+ *  - 13-bit limit, 11 preferred: the decoder resolves every code with one
+ *    lookup in a table of 2^L two-byte entries, L the longest length used.
+ *    At L <= 11 (4 KiB, in L1) 5 codes fit in a 64-bit container per refill
+ *    (7 + 5 * 11 <= 63), at L = 12..13 four (7 + 4 * 13 <= 63). Exponent
+ *    planes hold ~100 distinct rare exponents (tiny weights); at an 11-bit
+ *    limit each still takes 1/2048 of the code space and pushes the common
+ *    codes longer: faceres-deep's exponent plane costs 3.2% over its entropy
+ *    at 11 bits, 1.5% at 13 and 1.1% unlimited. The encoder keeps 11 unless
+ *    13 saves more than 0.4%.
  *  - 4 streams give the CPU 4 independent dependency chains (zstd HUF 4X).
  *  - Reading backward with a sentinel makes "ends exactly on its last bit" a
  *    single comparison per stream.
@@ -62,12 +67,16 @@
 #define HUF_MODE_RLE 1
 #define HUF_MODE_HUFFMAN 2
 
-#define HUF_MAX_LEN 11 /* longest code; also the decode table's index width */
+#define HUF_MAX_LEN 13  /* longest code the format allows */
+#define HUF_FAST_LEN 11 /* the encoder prefers this limit when it costs little */
 #define HUF_TABLE_SIZE (1u << HUF_MAX_LEN)
 #define HUF_STREAMS 4
 #define HUF_JUMP_BYTES 16
-/* Symbols decoded per stream between refills: 7 + 5 * 11 = 62 <= 64 bits. */
-#define HUF_PER_REFILL 5
+/* Symbols coded per stream between refills/flushes: a 64-bit container holds
+ * 63 usable bits (the decoder keeps a marker in bit 0) and up to 7 are left
+ * over from the previous refill: 7 + 5 * 11 = 62 and 7 + 4 * 13 = 59. */
+#define HUF_PER_REFILL_11 5
+#define HUF_PER_REFILL_13 4
 
 /* ------------------------------------------------------------------------ */
 /* Shared: segment layout and canonical codes                                */
@@ -159,6 +168,22 @@ static void huf_limited_lengths(const uint64_t freq[256], unsigned limit, uint8_
     }
 }
 
+/* Lengths limited to 11 bits decode fastest (5 symbols per refill from a 4 KiB
+ * table); planes with many rare symbols (exponent planes hold ~100 of them)
+ * lose up to 2% at 11 bits, so 13 is used when it saves more than 0.4%. */
+static void huf_choose_lengths(const uint64_t freq[256], uint8_t len[256]) {
+    uint8_t len13[256];
+    uint64_t bits11 = 0, bits13 = 0;
+    unsigned i;
+    huf_limited_lengths(freq, HUF_FAST_LEN, len);
+    huf_limited_lengths(freq, HUF_MAX_LEN, len13);
+    for (i = 0; i < 256; i++) {
+        bits11 += freq[i] * len[i];
+        bits13 += freq[i] * len13[i];
+    }
+    if (bits11 > bits13 + bits13 / 250) memcpy(len, len13, sizeof(len13));
+}
+
 /* Per-segment histograms in one pass: four independent counters also avoid
  * the store-to-load stall of incrementing one counter for runs of a symbol. */
 static void huf_histograms(const uint8_t *src, const size_t begin[HUF_STREAMS + 1],
@@ -212,7 +237,7 @@ static void huf_encode_stream(const uint8_t *seg, size_t count, const uint32_t c
         w.bits |= (uint64_t)(e_ & 0xffff) << w.count;       \
         w.count += e_ >> 16;                                \
     } while (0)
-    while (i % HUF_PER_REFILL) {
+    while (i % HUF_PER_REFILL_13) {
         HUF_PUT(seg[--i]);
         huf_flush(&w);
     }
@@ -221,8 +246,7 @@ static void huf_encode_stream(const uint8_t *seg, size_t count, const uint32_t c
         HUF_PUT(seg[i - 2]);
         HUF_PUT(seg[i - 3]);
         HUF_PUT(seg[i - 4]);
-        HUF_PUT(seg[i - 5]);
-        i -= 5;
+        i -= 4;
         huf_flush(&w);
     }
 #undef HUF_PUT
@@ -276,7 +300,7 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
         return PTWM_OK;
     }
 
-    huf_limited_lengths(freq, HUF_MAX_LEN, len);
+    huf_choose_lengths(freq, len);
     nib = (hi - lo + 2) / 2;
     total = 3 + nib + HUF_JUMP_BYTES;
     for (s = 0; s < HUF_STREAMS; s++) {
@@ -316,13 +340,13 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
 /* Table entry: code length in bits 0..5, symbol in bits 8..15. */
 typedef uint16_t huf_entry;
 
-/* Parse and check the length description; build the 2048-entry table.
- * Returns the bytes consumed through *used. */
+/* Parse and check the length description and build the table of 2^*tlog
+ * entries (*tlog = the longest length used). *used = bytes consumed. */
 static ptwm_error huf_read_table(const uint8_t *src, size_t size, huf_entry table[HUF_TABLE_SIZE],
-                                 size_t *used) {
+                                 unsigned *tlog, size_t *used) {
     uint8_t len[256];
     uint32_t kraft = 0;
-    unsigned lo, hi, count, nib, i, l, pos;
+    unsigned lo, hi, count, nib, i, l, pos, maxlen = 0;
     PTWM_CHECK(size >= 2);
     lo = src[0];
     hi = src[1];
@@ -336,30 +360,31 @@ static ptwm_error huf_read_table(const uint8_t *src, size_t size, huf_entry tabl
         PTWM_CHECK(v <= HUF_MAX_LEN);
         len[lo + i] = (uint8_t)v;
         if (v) kraft += 1u << (HUF_MAX_LEN - v);
+        maxlen = PTWM_MAX(maxlen, v);
     }
     PTWM_CHECK(len[lo] && len[hi]);
     PTWM_CHECK((count & 1) == 0 || (src[2 + nib - 1] >> 4) == 0);
-    /* Complete prefix code: the left-aligned code space is filled exactly
-     * (equivalent to the Kraft sum at the longest length used). */
+    /* Complete prefix code: the Kraft sum is exactly 1. */
     PTWM_CHECK(kraft == HUF_TABLE_SIZE);
     pos = 0;
-    for (l = 1; l <= HUF_MAX_LEN; l++)
+    for (l = 1; l <= maxlen; l++)
         for (i = lo; i <= hi; i++)
             if (len[i] == l) {
-                unsigned k, span = 1u << (HUF_MAX_LEN - l);
+                unsigned k, span = 1u << (maxlen - l);
                 huf_entry e = (huf_entry)(l | (i << 8));
                 for (k = 0; k < span; k++) table[pos + k] = e;
                 pos += span;
             }
+    *tlog = maxlen;
     *used = 2 + nib;
     return PTWM_OK;
 }
 
-/* Checked decoder for one stream from absolute bit position *bitpos (bits
+/* Checked decoder for one stream from absolute bit position `bitpos` (bits
  * below bit 0 of the stream read as zero). Finishes the segment and requires
  * the stream to end exactly on its first bit. */
 static ptwm_error huf_decode_tail(const uint8_t *start, uint64_t bitpos,
-                                  const huf_entry *restrict table, uint8_t *op,
+                                  const huf_entry *restrict table, unsigned tlog, uint8_t *op,
                                   const uint8_t *oend) {
     while (op < oend) {
         uint64_t byte_end = (bitpos + 7) >> 3, word;
@@ -372,7 +397,7 @@ static ptwm_error huf_decode_tail(const uint8_t *start, uint64_t bitpos,
             word = 0;
             for (k = 0; k < byte_end; k++) word |= (uint64_t)start[k] << (8 * (k + 8 - byte_end));
         }
-        e = table[(word << skip) >> (64 - HUF_MAX_LEN)];
+        e = table[(word << skip) >> (64 - tlog)];
         PTWM_CHECK((e & 63) <= bitpos);
         bitpos -= e & 63;
         *op++ = (uint8_t)(e >> 8);
@@ -384,79 +409,111 @@ static ptwm_error huf_decode_tail(const uint8_t *start, uint64_t bitpos,
 /* Fast loop state per stream: `bits` holds the 64 bits loaded at `ip` with a
  * marker 1 in bit 0, shifted left by the bits consumed, so ctz(bits) is the
  * number consumed (zstd's trick: no separate counter). Bit 0 of the loaded
- * word is never needed: at most 7 + 5 * 11 = 62 bits are consumed per load. */
-static ptwm_error huf_decode_streams(const uint8_t *const start[HUF_STREAMS],
-                                     const size_t ssize[HUF_STREAMS],
-                                     const huf_entry *restrict table, uint8_t *dst,
-                                     const size_t begin[HUF_STREAMS + 1]) {
+ * word is never needed: at most 62 bits are consumed per load. */
+typedef struct {
+    const uint8_t *start[HUF_STREAMS];
     const uint8_t *ip[HUF_STREAMS];
-    uint64_t bits[HUF_STREAMS], bitpos[HUF_STREAMS];
+    uint64_t bits[HUF_STREAMS];
     uint8_t *op[HUF_STREAMS];
-    const uint8_t *oend[HUF_STREAMS];
+    uint8_t *oend[HUF_STREAMS];
+} huf_state;
+
+/* Iterations that keep every refill inside its stream (each moves ip back by
+ * at most 7 bytes) and every output inside its segment. */
+PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
+    size_t iters = SIZE_MAX;
+    unsigned s;
+    for (s = 0; s < HUF_STREAMS; s++) {
+        size_t a = (size_t)(st->ip[s] - st->start[s]) / 7;
+        size_t b = (size_t)(st->oend[s] - st->op[s]) / per;
+        iters = PTWM_MIN(iters, PTWM_MIN(a, b));
+    }
+    return iters;
+}
+
+#define HUF_DEC(s, j)                                         \
+    do {                                                      \
+        huf_entry e_ = table[bits##s >> shift];               \
+        bits##s <<= e_ & 63;                                  \
+        op##s[j] = (uint8_t)(e_ >> 8);                        \
+    } while (0)
+#define HUF_DEC4(j) \
+    HUF_DEC(0, j);  \
+    HUF_DEC(1, j);  \
+    HUF_DEC(2, j);  \
+    HUF_DEC(3, j)
+#define HUF_REFILL(s, PER)                                             \
+    do {                                                               \
+        unsigned used_ = (unsigned)__builtin_ctzll(bits##s);           \
+        op##s += PER;                                                  \
+        ip##s -= used_ >> 3;                                           \
+        bits##s = (ptwm_load_le64(ip##s) | 1) << (used_ & 7);          \
+    } while (0)
+
+/* One fast loop per codes-per-refill count, so the inner body is unrolled;
+ * the streams live in locals so the compiler can keep them in registers. */
+#define HUF_FAST_LOOP(NAME, PER, BODY)                                               \
+    static void NAME(huf_state *st, const huf_entry *restrict table, unsigned tlog) { \
+        const unsigned shift = 64 - tlog;                                            \
+        size_t iters;                                                                \
+        while ((iters = huf_safe_iters(st, PER)) != 0) {                             \
+            const uint8_t *ip0 = st->ip[0], *ip1 = st->ip[1], *ip2 = st->ip[2],      \
+                          *ip3 = st->ip[3];                                          \
+            uint64_t bits0 = st->bits[0], bits1 = st->bits[1], bits2 = st->bits[2],  \
+                     bits3 = st->bits[3];                                            \
+            uint8_t *op0 = st->op[0], *op1 = st->op[1], *op2 = st->op[2],            \
+                    *op3 = st->op[3];                                                \
+            do {                                                                     \
+                BODY;                                                                \
+                HUF_REFILL(0, PER);                                                  \
+                HUF_REFILL(1, PER);                                                  \
+                HUF_REFILL(2, PER);                                                  \
+                HUF_REFILL(3, PER);                                                  \
+            } while (--iters);                                                       \
+            st->ip[0] = ip0, st->ip[1] = ip1, st->ip[2] = ip2, st->ip[3] = ip3;      \
+            st->bits[0] = bits0, st->bits[1] = bits1, st->bits[2] = bits2;           \
+            st->bits[3] = bits3;                                                     \
+            st->op[0] = op0, st->op[1] = op1, st->op[2] = op2, st->op[3] = op3;      \
+        }                                                                            \
+    }
+HUF_FAST_LOOP(huf_fast5, 5, HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3); HUF_DEC4(4))
+HUF_FAST_LOOP(huf_fast4, 4, HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3))
+#undef HUF_FAST_LOOP
+#undef HUF_REFILL
+#undef HUF_DEC4
+#undef HUF_DEC
+
+static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREAMS],
+                                     const huf_entry *restrict table, unsigned tlog) {
+    uint64_t bitpos[HUF_STREAMS];
     int fast = 1;
     unsigned s;
 
     for (s = 0; s < HUF_STREAMS; s++) {
-        uint8_t last = start[s][ssize[s] - 1];
+        uint8_t last = st->start[s][ssize[s] - 1];
         unsigned hibit = 0;
         PTWM_CHECK(last != 0); /* the sentinel lives in the last byte */
         while (last >> (hibit + 1)) hibit++;
         bitpos[s] = 8 * (uint64_t)(ssize[s] - 1) + hibit;
-        op[s] = dst + begin[s];
-        oend[s] = dst + begin[s + 1];
         /* every code has at least one bit */
-        PTWM_CHECK(begin[s + 1] - begin[s] <= bitpos[s]);
+        PTWM_CHECK((size_t)(st->oend[s] - st->op[s]) <= bitpos[s]);
         if (ssize[s] < 8) fast = 0;
     }
 
     if (fast) {
         for (s = 0; s < HUF_STREAMS; s++) {
             uint64_t byte_end = (bitpos[s] + 7) >> 3;
-            ip[s] = start[s] + byte_end - 8;
-            bits[s] = (ptwm_load_le64(ip[s]) | 1) << (8 * byte_end - bitpos[s]);
+            st->ip[s] = st->start[s] + byte_end - 8;
+            st->bits[s] = (ptwm_load_le64(st->ip[s]) | 1) << (8 * byte_end - bitpos[s]);
         }
-        for (;;) {
-            /* Iterations that keep every refill inside its stream (each moves
-             * ip back by at most 7 bytes) and every output inside its segment. */
-            size_t iters = SIZE_MAX, k;
-            for (s = 0; s < HUF_STREAMS; s++) {
-                size_t a = (size_t)(ip[s] - start[s]) / 7;
-                size_t b = (size_t)(oend[s] - op[s]) / HUF_PER_REFILL;
-                iters = PTWM_MIN(iters, PTWM_MIN(a, b));
-            }
-            if (iters == 0) break;
-            for (k = 0; k < iters; k++) {
-#define HUF_DEC(s, j)                                            \
-    do {                                                         \
-        huf_entry e_ = table[bits[s] >> (64 - HUF_MAX_LEN)];     \
-        bits[s] <<= e_ & 63;                                     \
-        op[s][j] = (uint8_t)(e_ >> 8);                           \
-    } while (0)
-#define HUF_DEC4(j)      \
-    HUF_DEC(0, j);       \
-    HUF_DEC(1, j);       \
-    HUF_DEC(2, j);       \
-    HUF_DEC(3, j)
-                HUF_DEC4(0);
-                HUF_DEC4(1);
-                HUF_DEC4(2);
-                HUF_DEC4(3);
-                HUF_DEC4(4);
-#undef HUF_DEC4
-#undef HUF_DEC
-                for (s = 0; s < HUF_STREAMS; s++) {
-                    unsigned used = (unsigned)__builtin_ctzll(bits[s]);
-                    op[s] += HUF_PER_REFILL;
-                    ip[s] -= used >> 3;
-                    bits[s] = (ptwm_load_le64(ip[s]) | 1) << (used & 7);
-                }
-            }
-        }
+        if (tlog <= HUF_FAST_LEN) huf_fast5(st, table, tlog);
+        else huf_fast4(st, table, tlog);
         for (s = 0; s < HUF_STREAMS; s++)
-            bitpos[s] = 8 * (uint64_t)(ip[s] - start[s]) + 64 - (unsigned)__builtin_ctzll(bits[s]);
+            bitpos[s] = 8 * (uint64_t)(st->ip[s] - st->start[s]) + 64 -
+                        (unsigned)__builtin_ctzll(st->bits[s]);
     }
     for (s = 0; s < HUF_STREAMS; s++) {
-        ptwm_error rc = huf_decode_tail(start[s], bitpos[s], table, op[s], oend[s]);
+        ptwm_error rc = huf_decode_tail(st->start[s], bitpos[s], table, tlog, st->op[s], st->oend[s]);
         if (rc) return rc;
     }
     return PTWM_OK;
@@ -464,11 +521,11 @@ static ptwm_error huf_decode_streams(const uint8_t *const start[HUF_STREAMS],
 
 ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size) {
     huf_entry table[HUF_TABLE_SIZE];
-    const uint8_t *start[HUF_STREAMS];
+    huf_state st;
     size_t begin[HUF_STREAMS + 1], ssize[HUF_STREAMS];
     size_t used, left;
     uint64_t sum;
-    unsigned s;
+    unsigned s, tlog;
     ptwm_error rc;
 
     if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
@@ -487,7 +544,7 @@ ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, si
     default:
         return PTWM_ERR_CORRUPT;
     }
-    rc = huf_read_table(src + 1, src_size - 1, table, &used);
+    rc = huf_read_table(src + 1, src_size - 1, table, &tlog, &used);
     if (rc) return rc;
     left = src_size - 1 - used;
     PTWM_CHECK(left >= HUF_JUMP_BYTES);
@@ -500,8 +557,11 @@ ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, si
         sum += ssize[s];
     }
     PTWM_CHECK(sum == left);
-    start[0] = src;
-    for (s = 1; s < HUF_STREAMS; s++) start[s] = start[s - 1] + ssize[s - 1];
     huf_segments(dst_size, begin);
-    return huf_decode_streams(start, ssize, table, dst, begin);
+    for (s = 0; s < HUF_STREAMS; s++) {
+        st.start[s] = s ? st.start[s - 1] + ssize[s - 1] : src;
+        st.op[s] = dst + begin[s];
+        st.oend[s] = dst + begin[s + 1];
+    }
+    return huf_decode_streams(&st, ssize, table, tlog);
 }

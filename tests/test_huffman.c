@@ -328,8 +328,8 @@ static void test_hostile_handmade(void) {
         memset(x + k + 1 - 4, 0x02, 4); /* four '0' codes: symbol 0 */
         CHECK(dec(x, k + 1, 4) == PTWM_OK);
         k = tiny(x, ok);
-        x[3] = 0xcc; /* length 12 */
-        EXPECT_CORRUPT(x, k, 4, "length over 11");
+        x[3] = 0xee; /* length 14 */
+        EXPECT_CORRUPT(x, k, 4, "length over 13");
         x[3] = 0x11;
         x[1] = 1;
         x[2] = 1; /* lo == hi */
