@@ -173,7 +173,7 @@ static ptwm_error intern_shard(ptwm_index *idx, const char *shard, size_t *out, 
 }
 
 ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard, ptwm_err *err) {
-    size_t *slot, si, len;
+    size_t *slot, si = 0, len;
     ptwm_error rc;
     if (!idx || !tensor || !shard)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_add: NULL argument");
