@@ -1,22 +1,777 @@
-/* RANS stage (wire id 4). Interim: stored-raw mode only. */
+/* RANS stage (wire id 4): static rANS, order 0 or order 1, for byte planes.
+ *
+ * ENCODING (all multi-byte integers little-endian). n, the plane length, is
+ * not stored; the decoder is told it (dst_size).
+ *
+ *   byte 0      mode
+ *                 0 RAW     the n bytes follow verbatim (coded size n + 1)
+ *                 1 SINGLE  one byte follows: the symbol repeated n times
+ *                           (n >= 1; coded size 2)
+ *                 2 O0      order-0 rANS
+ *                 3 O1      order-1 rANS (context = previous symbol)
+ *   O0 and O1 continue with:
+ *   byte 1      prec: log2 of the frequency total M. O0: 8..15; O1: 8..12.
+ *   tables      O0: one frequency table.
+ *               O1: a symbol set naming the contexts that have a table, then
+ *                   one frequency table per such context, ascending.
+ *   states      8 x u32, the final encoder states = initial decoder states,
+ *               each in [L, 2^32) with L = 2^16.
+ *   words       u16 renormalisation words, in the order the decoder reads them.
+ *   Nothing follows: the decoder must consume exactly every word and end with
+ *   all 8 states equal to L (the encoder's initial value).
+ *
+ *   symbol set: byte R.
+ *     R == 0:     32 bytes of bitmap follow; symbol s is present if bit (s & 7)
+ *                 of byte s >> 3 is set (at least one must be).
+ *     R in 1..128: R runs of present symbols follow, 2 bytes each: gap, len-1.
+ *                 The first run starts at symbol `gap`; each later run starts
+ *                 `gap` (>= 1) symbols after the end of the previous one; a run
+ *                 must end at or before symbol 255.
+ *   frequency table: a symbol set, then for each present symbol ascending its
+ *     frequency f (1 <= f <= M) as v = f - 1: one byte v if v < 128, else two
+ *     bytes 0x80 | (v >> 8), v & 0xff (and then v >= 128). The frequencies
+ *     must sum to exactly M = 2^prec.
+ *
+ *   Coding. 8 states x[0..7], L = 2^16, 16-bit renormalisation. A symbol s
+ *   with frequency f and cumulative frequency c (sum of the frequencies of the
+ *   symbols below s in the same table) is decoded from state x as
+ *       slot = x mod M  (c <= slot < c + f),  x = f * (x >> prec) + slot - c,
+ *       then if x < L: x = (x << 16) | next u16 word.
+ *   O0: symbol i (0 <= i < n) is decoded with state i mod 8 and the one table.
+ *   O1: the plane is cut into 8 segments: segment k < 7 is [k*q, (k+1)*q) with
+ *     q = floor(n / 8), segment 7 is [7q, n). Segment k is decoded by state k;
+ *     the context of its first symbol is 0, of every other symbol the previous
+ *     symbol of the same segment. The decoder steps j = 0..q-1, and for each
+ *     j the states k = 0..7 in order (symbol k*q + j); then state 7 finishes
+ *     symbols 8q..n-1 of segment 7 alone. Each context met must have a table.
+ *
+ * Why this shape: 16-bit renormalisation with L = 2^16 needs at most one read
+ * per symbol, so the decoder renormalises without a branch; eight independent
+ * states keep eight multiply chains in flight. The encoder picks prec (and with
+ * order -1 the order) from an exact table cost plus an entropy estimate. */
+#include <math.h>
+#include <stdlib.h>
 #include "entropy.h"
 
-size_t ptwm_rans_bound(size_t n) { return n + 1; }
+#define RANS_STATES 8
+#define RANS_L (1u << 16)
+#define RANS_PREC_MIN 8
+#define RANS_PREC_MAX0 15
+#define RANS_PREC_MAX1 12
+#define RANS_HEAD_STATES (4 * RANS_STATES)
+
+enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3 };
+
+size_t ptwm_rans_bound(size_t n) {
+    /* The encoder falls back to RAW whenever rANS would not be smaller. */
+    return n + 1 < n ? 0 : n + 1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Frequency tables                                                          */
+
+/* Scale counts (total > 0) to frequencies summing to exactly 2^prec, every
+ * present symbol at least 1. Symbols whose share is below one slot get 1; the
+ * rest share what is left by largest remainder. */
+typedef struct rem_item {
+    uint64_t frac;
+    int sym;
+} rem_item;
+
+static int rem_cmp(const void *a, const void *b) {
+    const rem_item *x = (const rem_item *)a, *y = (const rem_item *)b;
+    if (x->frac != y->frac) return x->frac < y->frac ? 1 : -1;
+    return x->sym - y->sym;
+}
+
+static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned prec,
+                            uint32_t freq[256]) {
+    uint32_t M = 1u << prec, B = M, sum = 0, rem;
+    uint64_t T = total;
+    uint8_t fixed[256];
+    rem_item items[256];
+    int s, nitems = 0, changed = 1;
+    memset(fixed, 0, sizeof(fixed));
+    while (changed) {
+        changed = 0;
+        for (s = 0; s < 256; s++) {
+            if (cnt[s] && !fixed[s] && cnt[s] * B < T) {
+                fixed[s] = 1;
+                changed = 1;
+            }
+        }
+        if (changed) {
+            B = M;
+            T = total;
+            for (s = 0; s < 256; s++)
+                if (fixed[s]) {
+                    B--;
+                    T -= cnt[s];
+                }
+        }
+    }
+    for (s = 0; s < 256; s++) {
+        if (!cnt[s]) {
+            freq[s] = 0;
+        } else if (fixed[s]) {
+            freq[s] = 1;
+        } else {
+            /* cnt*B <= 2^40 * 2^15 for any plane below 1 TiB: no overflow. */
+            uint64_t q = cnt[s] * B;
+            freq[s] = (uint32_t)(q / T);
+            sum += freq[s];
+            items[nitems].frac = q % T;
+            items[nitems].sym = s;
+            nitems++;
+        }
+    }
+    rem = B - sum; /* < nitems: each floor lost less than one */
+    qsort(items, (size_t)nitems, sizeof(items[0]), rem_cmp);
+    for (s = 0; s < (int)rem; s++) freq[items[s].sym]++;
+}
+
+/* Coded bits of the counts under the frequencies. */
+static double table_cost_bits(const uint64_t cnt[256], const uint32_t freq[256], unsigned prec) {
+    double bits = 0.0;
+    int s;
+    for (s = 0; s < 256; s++)
+        if (cnt[s]) bits += (double)cnt[s] * ((double)prec - log2((double)freq[s]));
+    return bits;
+}
+
+/* Write the symbol set of the non-zero entries of v to out (NULL: just count). */
+static size_t symset_write(const uint32_t v[256], uint8_t *out) {
+    uint8_t runs[256];
+    size_t nruns = 0, i;
+    int s = 0, prev_end = 0;
+    while (s < 256) {
+        int start, len;
+        while (s < 256 && !v[s]) s++;
+        if (s == 256) break;
+        start = s;
+        while (s < 256 && v[s]) s++;
+        len = s - start;
+        runs[nruns++] = (uint8_t)(start - prev_end);
+        runs[nruns++] = (uint8_t)(len - 1);
+        prev_end = s;
+    }
+    if (1 + nruns <= 33) {
+        if (out) {
+            out[0] = (uint8_t)(nruns / 2);
+            for (i = 0; i < nruns; i++) out[1 + i] = runs[i];
+        }
+        return 1 + nruns;
+    }
+    if (out) {
+        out[0] = 0;
+        memset(out + 1, 0, 32);
+        for (s = 0; s < 256; s++)
+            if (v[s]) out[1 + (s >> 3)] |= (uint8_t)(1u << (s & 7));
+    }
+    return 33;
+}
+
+/* Write a frequency table (symbol set + frequencies); NULL out counts. */
+static size_t freqtab_write(const uint32_t freq[256], uint8_t *out) {
+    size_t k = symset_write(freq, out);
+    int s;
+    for (s = 0; s < 256; s++) {
+        uint32_t v;
+        if (!freq[s]) continue;
+        v = freq[s] - 1;
+        if (v < 128) {
+            if (out) out[k] = (uint8_t)v;
+            k++;
+        } else {
+            if (out) {
+                out[k] = (uint8_t)(0x80 | (v >> 8));
+                out[k + 1] = (uint8_t)v;
+            }
+            k += 2;
+        }
+    }
+    return k;
+}
+
+/* Bounded reader over the coded bytes. */
+typedef struct rcur {
+    const uint8_t *p, *end;
+} rcur;
+
+static ptwm_error symset_read(rcur *c, uint8_t present[256]) {
+    unsigned r, i;
+    int any = 0;
+    memset(present, 0, 256);
+    PTWM_CHECK(c->end - c->p >= 1);
+    r = *c->p++;
+    if (r == 0) {
+        PTWM_CHECK(c->end - c->p >= 32);
+        for (i = 0; i < 256; i++) {
+            present[i] = (uint8_t)((c->p[i >> 3] >> (i & 7)) & 1);
+            any |= present[i];
+        }
+        c->p += 32;
+        PTWM_CHECK(any);
+        return PTWM_OK;
+    }
+    PTWM_CHECK(r <= 128 && (size_t)(c->end - c->p) >= 2 * (size_t)r);
+    {
+        unsigned pos = 0;
+        for (i = 0; i < r; i++) {
+            unsigned gap = c->p[2 * i], len = (unsigned)c->p[2 * i + 1] + 1, k;
+            PTWM_CHECK(i == 0 || gap >= 1);
+            pos += gap;
+            PTWM_CHECK(pos + len <= 256);
+            for (k = 0; k < len; k++) present[pos + k] = 1;
+            pos += len;
+        }
+        c->p += 2 * r;
+    }
+    return PTWM_OK;
+}
+
+static ptwm_error freqtab_read(rcur *c, unsigned prec, uint32_t freq[256]) {
+    uint8_t present[256];
+    uint32_t sum = 0;
+    int s;
+    ptwm_error e = symset_read(c, present);
+    if (e) return e;
+    for (s = 0; s < 256; s++) {
+        uint32_t v;
+        freq[s] = 0;
+        if (!present[s]) continue;
+        PTWM_CHECK(c->p < c->end);
+        v = *c->p++;
+        if (v & 0x80) {
+            PTWM_CHECK(c->p < c->end);
+            v = ((v & 0x7f) << 8) | *c->p++;
+            PTWM_CHECK(v >= 128);
+        }
+        freq[s] = v + 1;
+        sum += v + 1; /* <= 256 * 2^15: no overflow */
+    }
+    PTWM_CHECK(sum == (1u << prec));
+    return PTWM_OK;
+}
+
+/* Decode table: one u32 per slot, frequency in the high half and slot - cum
+ * in the low half (both < 2^16 since prec <= 15), and the symbol beside it. */
+static void build_dtab(const uint32_t freq[256], unsigned prec, uint32_t *tab, uint8_t *sym) {
+    uint32_t cum = 0;
+    int s;
+    (void)prec;
+    for (s = 0; s < 256; s++) {
+        uint32_t f = freq[s], k;
+        for (k = 0; k < f; k++) {
+            tab[cum + k] = (f << 16) | k;
+            sym[cum + k] = (uint8_t)s;
+        }
+        cum += f;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Encoder                                                                    */
+
+typedef struct enc_sym {
+    uint32_t freq, cum;
+} enc_sym;
+
+static void build_etab(const uint32_t freq[256], enc_sym *t) {
+    uint32_t cum = 0;
+    int s;
+    for (s = 0; s < 256; s++) {
+        t[s].freq = freq[s];
+        t[s].cum = cum;
+        cum += freq[s];
+    }
+}
+
+/* Backward word writer: words go down from `p` towards `lim`. */
+typedef struct ewriter {
+    uint8_t *p, *lim;
+    int full;
+} ewriter;
+
+PTWM_INLINE uint32_t enc_put(uint32_t x, const enc_sym *e, unsigned prec, ewriter *w) {
+    uint64_t x_max = ((uint64_t)(RANS_L >> prec) << 16) * e->freq;
+    if (x >= x_max) {
+        if (unlikely(w->p - w->lim < 2)) {
+            w->full = 1;
+        } else {
+            w->p -= 2;
+            ptwm_store_le16(w->p, (uint16_t)x);
+        }
+        x >>= 16;
+    }
+    return ((x / e->freq) << prec) + (x % e->freq) + e->cum;
+}
+
+/* Start a stream whose words go down from `end` and whose states will go in
+ * front of them, no lower than `at`; 0 if there is no room even for those. */
+static int enc_start(ewriter *w, uint32_t x[RANS_STATES], uint8_t *at, uint8_t *end) {
+    int k;
+    for (k = 0; k < RANS_STATES; k++) x[k] = RANS_L;
+    if (end - at < RANS_HEAD_STATES) return 0;
+    w->p = end;
+    w->lim = at + RANS_HEAD_STATES;
+    w->full = 0;
+    return 1;
+}
+
+/* Finish a stream: states go in front of the words; move the whole stream to
+ * `at` and return its length, or 0 if it did not fit. */
+static size_t enc_finish(ewriter *w, const uint32_t x[RANS_STATES], uint8_t *at, uint8_t *end) {
+    int k;
+    size_t len;
+    if (w->full || w->p - at < RANS_HEAD_STATES) return 0;
+    w->p -= RANS_HEAD_STATES;
+    for (k = 0; k < RANS_STATES; k++) ptwm_store_le32(w->p + 4 * k, x[k]);
+    len = (size_t)(end - w->p);
+    memmove(at, w->p, len);
+    return len;
+}
+
+static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t, unsigned prec,
+                               uint8_t *at, uint8_t *end) {
+    uint32_t x[RANS_STATES];
+    ewriter w;
+    size_t i;
+    if (!enc_start(&w, x, at, end)) return 0;
+    for (i = n; i-- > 0;) {
+        uint32_t *xs = &x[i % RANS_STATES];
+        *xs = enc_put(*xs, &t[src[i]], prec, &w);
+        if (unlikely(w.full)) return 0;
+    }
+    return enc_finish(&w, x, at, end);
+}
+
+/* Segment k of the order-1 layout: start and length. */
+static void o1_segment(size_t n, int k, size_t *start, size_t *len) {
+    size_t q = n / RANS_STATES;
+    *start = (size_t)k * q;
+    *len = k == RANS_STATES - 1 ? n - (size_t)k * q : q;
+}
+
+static size_t encode_o1_stream(const uint8_t *src, size_t n, const enc_sym *t /* [256][256] */,
+                               unsigned prec, uint8_t *at, uint8_t *end) {
+    uint32_t x[RANS_STATES];
+    size_t q = n / RANS_STATES, start7, len7, j;
+    ewriter w;
+    int k;
+    if (!enc_start(&w, x, at, end)) return 0;
+    o1_segment(n, RANS_STATES - 1, &start7, &len7);
+    /* Reverse of the decoder's order: segment 7's own tail first. */
+    for (j = len7; j-- > q;) {
+        size_t i = start7 + j;
+        unsigned ctx = j ? src[i - 1] : 0;
+        x[7] = enc_put(x[7], &t[ctx * 256 + src[i]], prec, &w);
+    }
+    for (j = q; j-- > 0;) {
+        for (k = RANS_STATES - 1; k >= 0; k--) {
+            size_t i = (size_t)k * q + j;
+            unsigned ctx = j ? src[i - 1] : 0;
+            x[k] = enc_put(x[k], &t[ctx * 256 + src[i]], prec, &w);
+        }
+        if (unlikely(w.full)) return 0;
+    }
+    return enc_finish(&w, x, at, end);
+}
+
+/* Order-1 model: counts per context, as the decoder meets them. */
+static void o1_counts(const uint8_t *src, size_t n, uint64_t *cnt /* [256][256] */,
+                      uint64_t ctx_total[256]) {
+    int k;
+    memset(cnt, 0, sizeof(uint64_t) * 256 * 256);
+    memset(ctx_total, 0, sizeof(uint64_t) * 256);
+    for (k = 0; k < RANS_STATES; k++) {
+        size_t start, len, j;
+        unsigned ctx = 0;
+        o1_segment(n, k, &start, &len);
+        for (j = 0; j < len; j++) {
+            unsigned s = src[start + j];
+            cnt[ctx * 256 + s]++;
+            ctx_total[ctx]++;
+            ctx = s;
+        }
+    }
+}
+
+typedef struct plan {
+    unsigned prec;
+    double est; /* estimated coded bytes */
+} plan;
+
+/* Estimated bytes for one context's table and symbols at a precision. */
+static double est_table(const uint64_t cnt[256], uint64_t total, unsigned prec,
+                        uint32_t freq[256]) {
+    normalize_freqs(cnt, total, prec, freq);
+    return (double)freqtab_write(freq, NULL) + table_cost_bits(cnt, freq, prec) / 8.0;
+}
+
+static plan plan_o0(const uint64_t cnt[256], size_t n) {
+    plan best = {0, 0.0};
+    uint32_t freq[256];
+    unsigned prec;
+    for (prec = 10; prec <= RANS_PREC_MAX0; prec++) {
+        double e = 2 + RANS_HEAD_STATES + est_table(cnt, n, prec, freq);
+        /* A higher precision must earn its bigger (slower) decode table. */
+        if (!best.prec || e < best.est * 0.9995) {
+            best.prec = prec;
+            best.est = e;
+        }
+    }
+    return best;
+}
+
+static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256]) {
+    plan best = {0, 0.0};
+    uint32_t freq[256], used[256];
+    unsigned prec;
+    int c;
+    for (c = 0; c < 256; c++) used[c] = ctx_total[c] != 0;
+    for (prec = 9; prec <= RANS_PREC_MAX1; prec++) {
+        double e = 2 + RANS_HEAD_STATES + (double)symset_write(used, NULL);
+        for (c = 0; c < 256; c++)
+            if (ctx_total[c]) e += est_table(cnt + 256 * c, ctx_total[c], prec, freq);
+        if (!best.prec || e < best.est * 0.9995) {
+            best.prec = prec;
+            best.est = e;
+        }
+    }
+    return best;
+}
+
+/* Returns the coded length, or 0 if it did not fit in cap. */
+static size_t encode_o0(const uint8_t *src, size_t n, const uint64_t cnt[256], unsigned prec,
+                        uint8_t *dst, size_t cap) {
+    uint32_t freq[256];
+    enc_sym t[256];
+    size_t h, len;
+    normalize_freqs(cnt, n, prec, freq);
+    h = freqtab_write(freq, NULL);
+    if (2 + h > cap) return 0;
+    dst[0] = MODE_O0;
+    dst[1] = (uint8_t)prec;
+    freqtab_write(freq, dst + 2);
+    build_etab(freq, t);
+    len = encode_o0_stream(src, n, t, prec, dst + 2 + h, dst + cap);
+    return len ? 2 + h + len : 0;
+}
+
+static size_t encode_o1(const uint8_t *src, size_t n, const uint64_t *cnt,
+                        const uint64_t ctx_total[256], unsigned prec, uint8_t *dst, size_t cap) {
+    uint32_t freq[256], used[256];
+    enc_sym *t;
+    size_t h, len;
+    int c;
+    t = (enc_sym *)ptwm_calloc(256 * 256, sizeof(enc_sym));
+    if (!t) return 0;
+    for (c = 0; c < 256; c++) used[c] = ctx_total[c] != 0;
+    h = 2 + symset_write(used, NULL);
+    if (h > cap) goto full;
+    dst[0] = MODE_O1;
+    dst[1] = (uint8_t)prec;
+    symset_write(used, dst + 2);
+    for (c = 0; c < 256; c++) {
+        size_t th;
+        if (!ctx_total[c]) continue;
+        normalize_freqs(cnt + 256 * c, ctx_total[c], prec, freq);
+        th = freqtab_write(freq, NULL);
+        if (th > cap - h) goto full;
+        freqtab_write(freq, dst + h);
+        h += th;
+        build_etab(freq, t + 256 * c);
+    }
+    len = encode_o1_stream(src, n, t, prec, dst + h, dst + cap);
+    free(t);
+    return len ? h + len : 0;
+full:
+    free(t);
+    return 0;
+}
 
 ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
                             size_t *out_len) {
-    (void)order;
-    if (!out_len || (!src && n) || !dst) return PTWM_ERR_INVALID_ARG;
+    uint64_t cnt[256];
+    size_t i, len = 0;
+    int s, present = 0, last = 0;
+    if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
+    if (order < -1 || order > 1) return PTWM_ERR_INVALID_ARG;
+    memset(cnt, 0, sizeof(cnt));
+    for (i = 0; i < n; i++) cnt[src[i]]++;
+    for (s = 0; s < 256; s++)
+        if (cnt[s]) {
+            present++;
+            last = s;
+        }
+    if (present == 1) {
+        if (cap < 2) return PTWM_ERR_DST_SIZE;
+        dst[0] = MODE_SINGLE;
+        dst[1] = (uint8_t)last;
+        *out_len = 2;
+        return PTWM_OK;
+    }
+    if (present > 1) {
+        plan p0 = {0, 0.0}, p1 = {0, 0.0};
+        uint64_t *cnt1 = NULL, ctx_total[256];
+        if (order != 1) p0 = plan_o0(cnt, n);
+        if (order != 0) {
+            cnt1 = (uint64_t *)ptwm_malloc(sizeof(uint64_t) * 256 * 256);
+            if (!cnt1) return PTWM_ERR_NOMEM;
+            o1_counts(src, n, cnt1, ctx_total);
+            p1 = plan_o1(cnt1, ctx_total);
+        }
+        /* Only try what could beat RAW (n + 1) by the estimate, with slack. */
+        if (p1.prec && (!p0.prec || p1.est < p0.est)) {
+            if (p1.est < (double)n * 1.01 + 64) len = encode_o1(src, n, cnt1, ctx_total, p1.prec, dst, cap);
+        } else if (p0.est < (double)n * 1.01 + 64) {
+            len = encode_o0(src, n, cnt, p0.prec, dst, cap);
+        }
+        free(cnt1);
+        if (len && len <= n) {
+            *out_len = len;
+            return PTWM_OK;
+        }
+    }
     if (cap < n + 1) return PTWM_ERR_DST_SIZE;
-    dst[0] = 0;
+    dst[0] = MODE_RAW;
     if (n) memcpy(dst + 1, src, n);
     *out_len = n + 1;
     return PTWM_OK;
 }
 
-ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size) {
-    if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
-    PTWM_CHECK(src_size >= 1 && src[0] == 0 && src_size - 1 == dst_size);
-    if (dst_size) memcpy(dst, src + 1, dst_size);
+/* ------------------------------------------------------------------------- */
+/* Decoder                                                                    */
+
+/* One decode step of state X with table T/S; the renormalisation word is read
+ * unconditionally (the caller guarantees 2 readable bytes) and used only if
+ * the state fell below L. */
+#define RANS_DEC_FAST(X, T, S, OUT)                                  \
+    do {                                                             \
+        uint32_t slot_ = (X)&mask, e_ = (T)[slot_], w_;              \
+        (OUT) = (S)[slot_];                                          \
+        (X) = (e_ >> 16) * ((X) >> prec) + (e_ & 0xffff);            \
+        w_ = ptwm_load_le16(p);                                      \
+        if ((X) < RANS_L) {                                          \
+            (X) = ((X) << 16) | w_;                                  \
+            p += 2;                                                  \
+        }                                                            \
+    } while (0)
+
+/* The checked form for the tail: a missing word is corruption. */
+#define RANS_DEC_SAFE(X, T, S, OUT)                                  \
+    do {                                                             \
+        uint32_t slot_ = (X)&mask, e_ = (T)[slot_];                  \
+        (OUT) = (S)[slot_];                                          \
+        (X) = (e_ >> 16) * ((X) >> prec) + (e_ & 0xffff);            \
+        if ((X) < RANS_L) {                                          \
+            PTWM_CHECK(end - p >= 2);                                \
+            (X) = ((X) << 16) | ptwm_load_le16(p);                   \
+            p += 2;                                                  \
+        }                                                            \
+    } while (0)
+
+static ptwm_error read_states(rcur *c, uint32_t x[RANS_STATES]) {
+    int k;
+    PTWM_CHECK(c->end - c->p >= RANS_HEAD_STATES);
+    for (k = 0; k < RANS_STATES; k++) {
+        x[k] = ptwm_load_le32(c->p + 4 * k);
+        /* Below L the one-read renormalisation would not restore the range. */
+        PTWM_CHECK(x[k] >= RANS_L);
+    }
+    c->p += RANS_HEAD_STATES;
     return PTWM_OK;
+}
+
+static ptwm_error check_end(const uint8_t *p, const uint8_t *end, const uint32_t x[RANS_STATES]) {
+    int k;
+    PTWM_CHECK(p == end);
+    for (k = 0; k < RANS_STATES; k++) PTWM_CHECK(x[k] == RANS_L);
+    return PTWM_OK;
+}
+
+/* The tables of one order-0 stream: slot -> (freq, bias) and slot -> symbol. */
+static ptwm_error decode_o0_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
+                                unsigned prec, const uint8_t *p, const uint8_t *end,
+                                uint32_t x[RANS_STATES], uint8_t *restrict dst, size_t n) {
+    uint32_t mask = (1u << prec) - 1;
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3], x4 = x[4], x5 = x[5], x6 = x[6],
+             x7 = x[7];
+    size_t i = 0;
+    /* One round reads at most 8 words. */
+    while (n - i >= RANS_STATES && end - p >= 2 * RANS_STATES) {
+        RANS_DEC_FAST(x0, tab, sym, dst[i + 0]);
+        RANS_DEC_FAST(x1, tab, sym, dst[i + 1]);
+        RANS_DEC_FAST(x2, tab, sym, dst[i + 2]);
+        RANS_DEC_FAST(x3, tab, sym, dst[i + 3]);
+        RANS_DEC_FAST(x4, tab, sym, dst[i + 4]);
+        RANS_DEC_FAST(x5, tab, sym, dst[i + 5]);
+        RANS_DEC_FAST(x6, tab, sym, dst[i + 6]);
+        RANS_DEC_FAST(x7, tab, sym, dst[i + 7]);
+        i += RANS_STATES;
+    }
+    x[0] = x0, x[1] = x1, x[2] = x2, x[3] = x3, x[4] = x4, x[5] = x5, x[6] = x6, x[7] = x7;
+    for (; i < n; i++) RANS_DEC_SAFE(x[i % RANS_STATES], tab, sym, dst[i]);
+    return check_end(p, end, x);
+}
+
+static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
+    uint32_t freq[256], x[RANS_STATES];
+    uint32_t *tab;
+    ptwm_error e = freqtab_read(c, prec, freq);
+    if (e) return e;
+    e = read_states(c, x);
+    if (e) return e;
+    tab = (uint32_t *)ptwm_malloc((sizeof(uint32_t) + 1) << prec);
+    if (!tab) return PTWM_ERR_NOMEM;
+    build_dtab(freq, prec, tab, (uint8_t *)(tab + ((size_t)1 << prec)));
+    e = decode_o0_run(tab, (const uint8_t *)(tab + ((size_t)1 << prec)), prec, c->p, c->end, x,
+                      dst, n);
+    free(tab);
+    return e;
+}
+
+/* Order 1: tab/sym hold one table per context with a table plus a zeroed
+ * dummy; base[ctx] is the first slot of ctx's table (the dummy's if ctx has
+ * none, which is caught after decoding by check_contexts). */
+#define RANS_DEC1_FAST(X, C, K)                                      \
+    do {                                                             \
+        size_t b_ = base[C];                                         \
+        uint8_t s_;                                                  \
+        RANS_DEC_FAST(X, tab + b_, sym + b_, s_);                    \
+        dst[(K) * q + j] = s_;                                       \
+        (C) = s_;                                                    \
+    } while (0)
+
+static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
+                                const size_t base[256], unsigned prec, const uint8_t *p,
+                                const uint8_t *end, uint32_t x[RANS_STATES],
+                                uint8_t *restrict dst, size_t n) {
+    uint32_t mask = (1u << prec) - 1;
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3], x4 = x[4], x5 = x[5], x6 = x[6],
+             x7 = x[7];
+    unsigned c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0, ctx[RANS_STATES];
+    size_t q = n / RANS_STATES, j = 0;
+    int k;
+    while (j < q && end - p >= 2 * RANS_STATES) {
+        RANS_DEC1_FAST(x0, c0, 0);
+        RANS_DEC1_FAST(x1, c1, 1);
+        RANS_DEC1_FAST(x2, c2, 2);
+        RANS_DEC1_FAST(x3, c3, 3);
+        RANS_DEC1_FAST(x4, c4, 4);
+        RANS_DEC1_FAST(x5, c5, 5);
+        RANS_DEC1_FAST(x6, c6, 6);
+        RANS_DEC1_FAST(x7, c7, 7);
+        j++;
+    }
+    x[0] = x0, x[1] = x1, x[2] = x2, x[3] = x3, x[4] = x4, x[5] = x5, x[6] = x6, x[7] = x7;
+    ctx[0] = c0, ctx[1] = c1, ctx[2] = c2, ctx[3] = c3, ctx[4] = c4, ctx[5] = c5, ctx[6] = c6,
+    ctx[7] = c7;
+    for (; j < q; j++) {
+        for (k = 0; k < RANS_STATES; k++) {
+            size_t b = base[ctx[k]];
+            uint8_t s;
+            RANS_DEC_SAFE(x[k], tab + b, sym + b, s);
+            dst[(size_t)k * q + j] = s;
+            ctx[k] = s;
+        }
+    }
+    /* Segment 7 runs on alone. */
+    for (j = (size_t)(RANS_STATES - 1) * q + q; j < n; j++) {
+        size_t b = base[ctx[7]];
+        uint8_t s;
+        RANS_DEC_SAFE(x[7], tab + b, sym + b, s);
+        dst[j] = s;
+        ctx[7] = s;
+    }
+    return check_end(p, end, x);
+}
+
+/* Every context the plane used must have had a table. */
+static ptwm_error check_contexts(const uint8_t *dst, size_t n, const uint8_t has[256]) {
+    int k;
+    for (k = 0; k < RANS_STATES; k++) {
+        size_t start, len, j;
+        o1_segment(n, k, &start, &len);
+        if (!len) continue;
+        PTWM_CHECK(has[0]);
+        for (j = 0; j + 1 < len; j++) PTWM_CHECK(has[dst[start + j]]);
+    }
+    return PTWM_OK;
+}
+
+static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
+    uint8_t has[256];
+    uint32_t (*freq)[256], x[RANS_STATES];
+    size_t base[256], ntab = 0, slots = (size_t)1 << prec;
+    uint32_t *tab;
+    uint8_t *sym;
+    int ctx;
+    ptwm_error e = symset_read(c, has);
+    if (e) return e;
+    freq = (uint32_t(*)[256])ptwm_malloc(sizeof(uint32_t) * 256 * 256);
+    if (!freq) return PTWM_ERR_NOMEM;
+    for (ctx = 0; ctx < 256; ctx++) {
+        if (!has[ctx]) continue;
+        e = freqtab_read(c, prec, freq[ctx]);
+        if (e) goto out_freq;
+        ntab++;
+    }
+    e = read_states(c, x);
+    if (e) goto out_freq;
+    /* ntab + 1 tables of at most 2^12 slots: at most 5.3 MB, and each table
+     * was paid for by at least 3 input bytes. */
+    tab = (uint32_t *)ptwm_calloc((ntab + 1) * slots, sizeof(uint32_t) + 1);
+    if (!tab) {
+        e = PTWM_ERR_NOMEM;
+        goto out_freq;
+    }
+    sym = (uint8_t *)(tab + (ntab + 1) * slots);
+    ntab = 0;
+    for (ctx = 0; ctx < 256; ctx++) {
+        if (has[ctx]) {
+            base[ctx] = ntab * slots;
+            build_dtab(freq[ctx], prec, tab + base[ctx], sym + base[ctx]);
+            ntab++;
+        }
+    }
+    for (ctx = 0; ctx < 256; ctx++)
+        if (!has[ctx]) base[ctx] = ntab * slots; /* the zeroed dummy */
+    e = decode_o1_run(tab, sym, base, prec, c->p, c->end, x, dst, n);
+    if (!e) e = check_contexts(dst, n, has);
+    free(tab);
+out_freq:
+    free(freq);
+    return e;
+}
+
+ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size) {
+    rcur c;
+    unsigned mode, prec;
+    if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
+    PTWM_CHECK(src_size >= 1);
+    mode = src[0];
+    switch (mode) {
+    case MODE_RAW:
+        PTWM_CHECK(src_size - 1 == dst_size);
+        if (dst_size) memcpy(dst, src + 1, dst_size);
+        return PTWM_OK;
+    case MODE_SINGLE:
+        PTWM_CHECK(src_size == 2 && dst_size >= 1);
+        memset(dst, src[1], dst_size);
+        return PTWM_OK;
+    case MODE_O0:
+    case MODE_O1:
+        PTWM_CHECK(src_size >= 2);
+        prec = src[1];
+        PTWM_CHECK(prec >= RANS_PREC_MIN &&
+                   prec <= (mode == MODE_O0 ? RANS_PREC_MAX0 : RANS_PREC_MAX1));
+        c.p = src + 2;
+        c.end = src + src_size;
+        return mode == MODE_O0 ? decode_o0(&c, prec, dst, dst_size)
+                               : decode_o1(&c, prec, dst, dst_size);
+    default:
+        return PTWM_ERR_CORRUPT;
+    }
 }

@@ -1,0 +1,345 @@
+/* RANS stage: round trips on every corpus plane (with size properties: order 0
+ * within 0.5% of the zero-order entropy on big planes, order 1 beating order
+ * 0 on the quantized U8 weights), edge cases around the 8-state interleave
+ * and the fast-loop margin, random data, and hostile encodings, each of which
+ * must be rejected with PTWM_ERR_CORRUPT. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "corpus_planes.h"
+#include "entropy.h"
+#include "testutil.h"
+
+/* Encode at `order`, decode, compare; also check that one byte less of
+ * capacity is refused and that a wrong dst_size is corrupt. Returns the coded
+ * length (0 on failure). */
+static size_t round_trip(const uint8_t *src, size_t n, int order, const char *what) {
+    size_t cap = ptwm_rans_bound(n), len = 0, len2 = 0;
+    uint8_t *enc = malloc(cap), *dec = malloc(n + 1);
+    ptwm_error rc;
+    CHECK(enc && dec);
+    rc = ptwm_rans_encode(src, n, order, enc, cap, &len);
+    CHECK_MSG(rc == PTWM_OK, "%s: order %d n=%zu: %s", what, order, n, ptwm_error_name(rc));
+    CHECK_MSG(len >= 1 && len <= cap, "%s: n=%zu len=%zu cap=%zu", what, n, len, cap);
+    rc = ptwm_rans_decode(enc, len, dec, n);
+    CHECK_MSG(rc == PTWM_OK, "%s: order %d n=%zu decode: %s", what, order, n,
+              ptwm_error_name(rc));
+    CHECK_MSG(rc || n == 0 || memcmp(src, dec, n) == 0, "%s: order %d n=%zu bytes differ", what,
+              order, n);
+    /* RAW and O0 streams fix their size. SINGLE decodes to any size, and so
+     * can O1 where a context has one symbol (frequency M: a step that reads
+     * nothing); the container records the size. */
+    if (enc[0] == 0 || enc[0] == 2)
+        CHECK_MSG(ptwm_rans_decode(enc, len, dec, n + 1) == PTWM_ERR_CORRUPT, "%s: order %d n=%zu+1 mode %u", what, order, n, enc[0]);
+    if (n > 0 && (enc[0] == 0 || enc[0] == 2))
+        CHECK_MSG(ptwm_rans_decode(enc, len, dec, n - 1) == PTWM_ERR_CORRUPT, "%s: order %d n=%zu-1 mode %u", what, order, n, enc[0]);
+    /* The exact length fits; one byte less is refused without overrun. */
+    rc = ptwm_rans_encode(src, n, order, enc, len, &len2);
+    CHECK_MSG(rc == PTWM_OK && len2 == len, "%s: exact cap %zu: %s len %zu", what, len,
+              ptwm_error_name(rc), len2);
+    if (n < (1u << 20)) {
+        uint8_t *tight = malloc(len ? len - 1 : 1);
+        CHECK(ptwm_rans_encode(src, n, order, tight, len - 1, &len2) == PTWM_ERR_DST_SIZE);
+        free(tight);
+    }
+    free(enc);
+    free(dec);
+    return rc ? 0 : len;
+}
+
+/* ---- corpus planes ------------------------------------------------------ */
+
+static void test_corpus(void) {
+    const char *const *f;
+    CHECK_MSG(tu_corpus_dir() != NULL, "corpus not found (set PTWM_CORPUS)");
+    if (!tu_corpus_dir()) return;
+    for (f = tu_corpus_files(); *f; f++) {
+        cp_planes p;
+        int k;
+        CHECK_MSG(cp_cut(tu_corpus_path(*f), &p), "%s: cannot cut planes", *f);
+        for (k = 0; k < p.count; k++) {
+            char what[200];
+            double h = ptwm_entropy_order0(p.plane[k], p.n), floor_bytes = h * (double)p.n / 8;
+            size_t l0, l1, lb;
+            snprintf(what, sizeof(what), "%s %s", *f, p.label[k]);
+            l0 = round_trip(p.plane[k], p.n, 0, what);
+            l1 = round_trip(p.plane[k], p.n, 1, what);
+            lb = round_trip(p.plane[k], p.n, -1, what);
+            printf("%-36s %-14s n=%8zu H0=%.3f o0=%.3f o1=%.3f best=%.3f bits/sym\n", *f,
+                   p.label[k], p.n, h, 8.0 * (double)l0 / (double)p.n,
+                   8.0 * (double)l1 / (double)p.n, 8.0 * (double)lb / (double)p.n);
+            /* Order 0 within 0.5% of the entropy, table and states included. */
+            if (p.n >= (1u << 18))
+                CHECK_MSG((double)l0 <= floor_bytes * 1.005, "%s: order 0 %zu bytes vs floor %.0f",
+                          what, l0, floor_bytes);
+            CHECK_MSG(lb <= (l0 < l1 ? l0 : l1) + (l0 < l1 ? l0 : l1) / 200,
+                      "%s: order -1 chose %zu, o0 %zu, o1 %zu", what, lb, l0, l1);
+            if (strstr(*f, ".u8."))
+                CHECK_MSG(l1 < l0 && lb == l1, "%s: order 1 %zu should beat order 0 %zu", what,
+                          l1, l0);
+        }
+        cp_free(&p);
+    }
+}
+
+/* ---- edge cases and random data ---------------------------------------- */
+
+static void fill(uint8_t *b, size_t n, uint64_t *seed, unsigned kind) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        uint64_t r = tu_rand(seed);
+        switch (kind) {
+        case 0: b[i] = (uint8_t)r; break;                          /* uniform */
+        case 1: b[i] = (uint8_t)(__builtin_ctzll(r | (1ull << 40))); break; /* geometric */
+        case 2: b[i] = (uint8_t)(r % 3); break;                    /* few symbols */
+        default: b[i] = (uint8_t)(i ? (b[i - 1] + (r % 5 == 0)) : 0); break; /* order-1 */
+        }
+    }
+}
+
+static void test_edges(void) {
+    uint8_t *b = malloc(1 << 20);
+    uint64_t seed = 12345;
+    size_t n, i;
+    int order, kind;
+    CHECK(b);
+    for (order = -1; order <= 1; order++) {
+        char what[64];
+        snprintf(what, sizeof(what), "edge order %d", order);
+        CHECK(round_trip(b, 0, order, what) == 1);
+        b[0] = 77;
+        CHECK(round_trip(b, 1, order, what) == 2);
+        memset(b, 9, 100000);
+        CHECK(round_trip(b, 100000, order, what) == 2);
+        /* all 256 symbols, each once and in a skewed mix */
+        for (i = 0; i < 256; i++) b[i] = (uint8_t)i;
+        round_trip(b, 256, order, what);
+        for (i = 0; i < 65536; i++) b[i] = (uint8_t)(i % 7 ? 0 : i);
+        round_trip(b, 65536, order, what);
+        /* two symbols, extreme skew: one b among a million a */
+        memset(b, 'a', 1 << 20);
+        b[123457] = 'b';
+        CHECK(round_trip(b, 1 << 20, order, what) < 200);
+        b[0] = 'b';
+        round_trip(b, 1 << 20, order, what);
+        /* every size around the 8-state interleave and the 16-byte margin */
+        for (kind = 0; kind < 4; kind++)
+            for (n = 2; n < 140; n++) {
+                fill(b, n, &seed, (unsigned)kind);
+                round_trip(b, n, order, what);
+            }
+        for (kind = 0; kind < 4; kind++)
+            for (n = 4096 - 9; n < 4096 + 9; n++) {
+                fill(b, n, &seed, (unsigned)kind);
+                round_trip(b, n, order, what);
+            }
+        /* random data of every kind, big */
+        for (kind = 0; kind < 4; kind++) {
+            size_t len;
+            fill(b, 1 << 20, &seed, (unsigned)kind);
+            len = round_trip(b, 1 << 20, order, what);
+            if (kind == 0) CHECK(len == (1u << 20) + 1); /* uniform bytes are stored */
+            if (kind == 1) CHECK(len < (1u << 19));
+        }
+    }
+    free(b);
+}
+
+/* ---- hostile encodings -------------------------------------------------- */
+
+static ptwm_error dec(const uint8_t *src, size_t size, size_t n) {
+    uint8_t *out = malloc(n + 1);
+    ptwm_error rc = ptwm_rans_decode(src, size, out, n);
+    free(out);
+    return rc;
+}
+
+/* Parse a symbol set at enc[pos]; mark its gap bytes in `shift` (moving a run
+ * renames symbols without changing any frequency, which no entropy coder can
+ * notice: the container's CRC does). Returns the position after it and the
+ * number of symbols in *count. */
+static size_t parse_symset(const uint8_t *enc, size_t pos, uint8_t *shift, size_t *count) {
+    size_t r = enc[pos], j, c = 0;
+    if (r == 0) {
+        for (j = 0; j < 256; j++) c += (enc[pos + 1 + j / 8] >> (j % 8)) & 1;
+        *count = c;
+        return pos + 33;
+    }
+    for (j = 0; j < r; j++) {
+        shift[pos + 1 + 2 * j] = 1;
+        c += (size_t)enc[pos + 2 + 2 * j] + 1;
+    }
+    *count = c;
+    return pos + 1 + 2 * r;
+}
+
+static size_t parse_freqtab(const uint8_t *enc, size_t pos, uint8_t *shift) {
+    size_t syms, j;
+    pos = parse_symset(enc, pos, shift, &syms);
+    for (j = 0; j < syms; j++) pos += (enc[pos] & 0x80) ? 2 : 1;
+    return pos;
+}
+
+/* Truncation, extension and table damage must be rejected; damage to states
+ * and words must be rejected or decode in bounds to exactly n bytes. */
+static void mutate_all(const uint8_t *src, size_t n, int order, const char *what) {
+    size_t cap = ptwm_rans_bound(n), len = 0, i, tables_end, ctxs, c;
+    uint8_t *enc = malloc(cap + 8), *m = malloc(cap + 8), *shift = calloc(1, cap + 8);
+    CHECK(enc && m && shift);
+    CHECK(ptwm_rans_encode(src, n, order, enc, cap, &len) == PTWM_OK);
+    CHECK_MSG(enc[0] == 2 + (order == 1), "%s: mode %u", what, enc[0]);
+    if (enc[0] == 2) {
+        tables_end = parse_freqtab(enc, 2, shift);
+    } else {
+        tables_end = parse_symset(enc, 2, shift, &ctxs);
+        for (c = 0; c < ctxs; c++) tables_end = parse_freqtab(enc, tables_end, shift);
+    }
+    CHECK(tables_end + 32 <= len);
+    /* truncated: every prefix */
+    for (i = 0; i < len; i++) CHECK_MSG(dec(enc, i, n) == PTWM_ERR_CORRUPT, "%s: prefix %zu", what, i);
+    /* extended by a byte of any value */
+    for (i = 0; i < 256; i += 51) {
+        memcpy(m, enc, len);
+        m[len] = (uint8_t)i;
+        CHECK_MSG(dec(m, len + 1, n) == PTWM_ERR_CORRUPT, "%s: extended by %zu", what, i);
+    }
+    /* flipped bits in the tables and the states, and in the last words */
+    for (i = 0; i < len; i++) {
+        int bit;
+        if (i >= tables_end + 32 && i + 16 < len) continue;
+        for (bit = 0; bit < 8; bit += 3) {
+            ptwm_error rc;
+            memcpy(m, enc, len);
+            m[i] ^= (uint8_t)(1u << bit);
+            rc = dec(m, len, n);
+            /* A moved symbol run, or a changed state or word, can be another
+             * valid message: rANS maps (message, final states) one-to-one to
+             * (initial states, words). It must still decode in bounds. */
+            if (shift[i] || i >= tables_end)
+                CHECK_MSG(rc == PTWM_ERR_CORRUPT || rc == PTWM_OK, "%s: byte %zu", what, i);
+            else
+                CHECK_MSG(rc == PTWM_ERR_CORRUPT, "%s: flip byte %zu bit %d (tables end %zu)",
+                          what, i, bit, tables_end);
+        }
+    }
+    free(enc);
+    free(m);
+    free(shift);
+}
+
+static void test_hostile(void) {
+    uint8_t *b = malloc(70000), buf[600];
+    uint64_t seed = 99;
+    size_t i;
+    CHECK(b);
+    fill(b, 3000, &seed, 1);
+    mutate_all(b, 3000, 0, "o0 geometric");
+    fill(b, 3000, &seed, 3);
+    mutate_all(b, 3000, 1, "o1 runs");
+    fill(b, 70000, &seed, 2);
+    mutate_all(b, 70000, 0, "o0 three symbols");
+
+    /* empty input, unknown modes, bad precisions */
+    CHECK(dec(buf, 0, 0) == PTWM_ERR_CORRUPT);
+    for (i = 4; i < 256; i += 17) {
+        buf[0] = (uint8_t)i;
+        CHECK(dec(buf, 1, 0) == PTWM_ERR_CORRUPT);
+    }
+    /* RAW and SINGLE with the wrong sizes */
+    buf[0] = 0;
+    CHECK(dec(buf, 3, 1) == PTWM_ERR_CORRUPT);
+    CHECK(dec(buf, 1, 0) == PTWM_OK);
+    buf[0] = 1;
+    buf[1] = 5;
+    CHECK(dec(buf, 2, 0) == PTWM_ERR_CORRUPT);
+    CHECK(dec(buf, 3, 4) == PTWM_ERR_CORRUPT);
+    CHECK(dec(buf, 1, 4) == PTWM_ERR_CORRUPT);
+
+    /* Hand-made O0 stream: prec 8, symbols {0, 1} (one run), freqs, states. */
+    {
+        static const uint8_t head[] = {2, 8, 1, 0, 1};
+        static const uint8_t exact[] = {99, 0x80, 155};
+        size_t h = sizeof(head);
+        memcpy(buf, head, h);
+        /* freqs 100 (one byte: 99) and 156 (two bytes: 0x80, 155); states = L */
+        memcpy(buf + h, exact, 3);
+        for (i = 0; i < 32; i++) buf[h + 3 + i] = i % 4 == 2 ? 1 : 0;
+        CHECK(dec(buf, h + 35, 0) == PTWM_OK); /* zero symbols, states at L */
+        buf[h + 2] = 199; /* over-full: 100 + 200 */
+        CHECK(dec(buf, h + 35, 0) == PTWM_ERR_CORRUPT);
+        buf[h + 2] = 99; /* under-full: 100 + 100 */
+        CHECK(dec(buf, h + 35, 0) == PTWM_ERR_CORRUPT);
+        buf[h] = 0x80; /* 100 in a non-canonical two-byte form */
+        buf[h + 1] = 99;
+        buf[h + 2] = 155; /* and then 155 + 1 taken as one byte: misparse */
+        CHECK(dec(buf, h + 35, 0) == PTWM_ERR_CORRUPT);
+        memcpy(buf + h, exact, 3);
+        CHECK(dec(buf, h + 35, 0) == PTWM_OK);
+        h++; /* from here on the states start at buf + h + 2 */
+        /* a state below L, or above it with nothing to decode: bad final state */
+        buf[h + 2 + 2] = 0;
+        CHECK(dec(buf, h + 34, 0) == PTWM_ERR_CORRUPT);
+        buf[h + 2 + 2] = 1;
+        buf[h + 2 + 1] = 1;
+        CHECK(dec(buf, h + 34, 0) == PTWM_ERR_CORRUPT);
+        buf[h + 2 + 1] = 0;
+        /* precision out of range */
+        buf[1] = 7;
+        CHECK(dec(buf, h + 34, 0) == PTWM_ERR_CORRUPT);
+        buf[1] = 16;
+        CHECK(dec(buf, h + 34, 0) == PTWM_ERR_CORRUPT);
+        buf[1] = 8;
+        CHECK(dec(buf, h + 34, 0) == PTWM_OK);
+        /* symbol runs: gap 0 after a run (not canonical), run past 255, R > 128 */
+        {
+            static const uint8_t runs_bad[][5] = {{2, 0, 0, 0, 0}, {1, 250, 9, 0, 0}, {129, 0, 0, 0, 0}};
+            for (i = 0; i < 3; i++) {
+                memcpy(buf + 2, runs_bad[i], 5);
+                CHECK(dec(buf, 2 + 5 + 40, 0) == PTWM_ERR_CORRUPT);
+            }
+        }
+        /* an empty bitmap */
+        buf[2] = 0;
+        memset(buf + 3, 0, 32);
+        CHECK(dec(buf, 3 + 32 + 40, 0) == PTWM_ERR_CORRUPT);
+    }
+
+    /* O1 where a context met has no table: symbols {1, 2}, contexts {0, 1, 2};
+     * dropping context 2's table (and its bit) must be rejected. */
+    {
+        size_t n = 800, len = 0, t0, t1, t2, t3, k;
+        uint8_t *enc = malloc(ptwm_rans_bound(n)), *m = malloc(ptwm_rans_bound(n));
+        CHECK(enc && m);
+        for (k = 0; k < n; k++) b[k] = (uint8_t)(1 + ((k * 7919) % 13 < 4));
+        CHECK(ptwm_rans_encode(b, n, 1, enc, ptwm_rans_bound(n), &len) == PTWM_OK);
+        CHECK(enc[0] == 3 && enc[2] == 1 && enc[3] == 0 && enc[4] == 2);
+        /* each table: run set (1 + 2R bytes) then one or two bytes per frequency */
+        t0 = 5;
+        {
+            size_t *ts[3] = {&t1, &t2, &t3}, t = t0;
+            int c;
+            for (c = 0; c < 3; c++) {
+                size_t r = enc[t], syms = 0, j;
+                size_t q = t + 1 + 2 * r;
+                for (j = 0; j < r; j++) syms += (size_t)enc[t + 2 + 2 * j] + 1;
+                for (j = 0; j < syms; j++) q += (enc[q] & 0x80) ? 2 : 1;
+                *ts[c] = q;
+                t = q;
+            }
+        }
+        memcpy(m, enc, t2);
+        m[4] = 1; /* contexts {0, 1} */
+        memcpy(m + t2, enc + t3, len - t3);
+        CHECK(dec(m, len - (t3 - t2), n) == PTWM_ERR_CORRUPT);
+        free(enc);
+        free(m);
+    }
+    free(b);
+}
+
+int main(void) {
+    test_edges();
+    test_hostile();
+    test_corpus();
+    return tu_finish("rans");
+}
