@@ -101,7 +101,7 @@ static ptwm_error restore_file(ptwm_reader *r, const char *shard, const char *pa
         size_t local = 0;
         ptwm_reader_find(r, parsed.t[i].name, &local);
         rc = stream_tensor(r, local, parsed.t[i].end - parsed.t[i].begin, f.fd, path, buf, p, err);
-        if (rc) ptwm_err_prefix(err, "shard '%s': tensor '%s': ", shard, parsed.t[i].name);
+        if (rc) ptwm_err_prefix(err, "shard '%s': tensor '%s'", shard, parsed.t[i].name);
     }
     if (!rc) rc = ptwm_atomic_commit(&f, err);
     ptwm_atomic_abort(&f);
@@ -206,6 +206,8 @@ static ptwm_error write_hf_index(const char *path, const fresh_tensor *t, const 
     return rc;
 }
 
+static const uint8_t header_only = 0;
+
 static ptwm_error write_fresh_shard(const char *path, const fresh_tensor *t, size_t n,
                                     uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
     ptwm_tensor_desc *descs = (ptwm_tensor_desc *)ptwm_calloc(n + 1, sizeof *descs);
@@ -221,6 +223,9 @@ static ptwm_error write_fresh_shard(const char *path, const fresh_tensor *t, siz
         descs[i].ndim = t[i].info.ndim;
         descs[i].shape = t[i].info.shape;
         descs[i].nbytes = t[i].info.nbytes;
+        /* The header builder wants a data pointer but reads only the sizes;
+         * the bytes are streamed after it. */
+        descs[i].data = &header_only;
     }
     if (n) {
         nmeta = ptwm_reader_metadata_count(t[0].r);
@@ -235,7 +240,7 @@ static ptwm_error write_fresh_shard(const char *path, const fresh_tensor *t, siz
     free(descs);
     free(meta);
     if (rc) {
-        ptwm_err_prefix(err, "'%s': ", path);
+        ptwm_err_prefix(err, "'%s'", path);
         return rc;
     }
     rc = ptwm_atomic_open(path, &f, err);
@@ -243,7 +248,7 @@ static ptwm_error write_fresh_shard(const char *path, const fresh_tensor *t, siz
     free(hdr);
     for (i = 0; i < n && !rc; i++) {
         rc = stream_tensor(t[i].r, t[i].local, t[i].info.nbytes, f.fd, path, buf, p, err);
-        if (rc) ptwm_err_prefix(err, "tensor '%s': ", t[i].info.name);
+        if (rc) ptwm_err_prefix(err, "tensor '%s'", t[i].info.name);
     }
     if (!rc) rc = ptwm_atomic_commit(&f, err);
     ptwm_atomic_abort(&f);

@@ -142,7 +142,7 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const ck
         r.local = items[i].local;
         r.p = p;
         rc = ptwm_writer_add_stream(w, &desc, NULL, read_chunk, &r, err);
-        if (rc) ptwm_err_prefix(err, "'%s': ", ptwm_st_path(items[i].st));
+        if (rc) ptwm_err_prefix(err, "'%s'", ptwm_st_path(items[i].st));
     }
     if (rc) {
         ptwm_writer_free(w);

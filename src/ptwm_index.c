@@ -332,7 +332,7 @@ static ptwm_error parse_weight_map(ptwm_index *idx, json_t *map, const char *lab
                              "file name ending in .ptwm inside the directory",
                              label, tensor, json_string_value(v));
         if ((rc = ptwm_index_add(idx, tensor, json_string_value(v), err)) != PTWM_OK) {
-            ptwm_err_prefix(err, "index '%s': ", label);
+            ptwm_err_prefix(err, "index '%s'", label);
             return rc;
         }
     }

@@ -1,0 +1,58 @@
+/* ptwm decompress: a .ptwm file or directory back to safetensors. */
+#include <stdio.h>
+
+#include "cli.h"
+#include "options.h"
+#include "progress.h"
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: ptwm decompress SRC -o OUTDIR [options]\n\n"
+            "Decompress SRC, a .ptwm file or a directory made by 'ptwm compress', into\n"
+            "OUTDIR: the original safetensors files under their original names, the\n"
+            "original model.safetensors.index.json and every other file, byte for byte\n"
+            "(same SHA-256). Every CRC and payload hash is checked on the way. OUTDIR is\n"
+            "built under a temporary name and renamed when complete.\n\n"
+            "options:\n"
+            "  -o, --output OUTDIR     output directory (required)\n"
+            "  --max-shard-size SIZE   write fresh Hugging Face shards of at most SIZE\n"
+            "                          bytes (5GB, 500MiB, bytes) and a new index instead\n"
+            "                          of the original files\n"
+            "  --threads N             decoding threads (0 = all cores, the default)\n"
+            "  -f, --force             replace OUTDIR if it exists\n"
+            "  -q, --quiet             no progress bar and no summary\n"
+            "  -h, --help              this help\n\n"
+            "exit status: 0 done, 1 bad or damaged input or I/O error, 2 bad usage\n");
+}
+
+static int run(int argc, char **argv) {
+    ckpt_args a;
+    progress bar;
+    ptwm_err err;
+    double t0;
+    int rc = parse_ckpt_args("decompress", argc, argv, 0, &a);
+    if (rc != CLI_OK) return rc;
+    progress_init(&bar, "decompress", a.quiet);
+    a.opt.progress = progress_update;
+    a.opt.progress_ctx = &bar;
+    t0 = cli_now();
+    if (ptwm_decompress_checkpoint(a.src, a.outdir, &a.opt, &err) != PTWM_OK) {
+        progress_end(&bar);
+        cli_report(&err);
+        if (err.code == PTWM_ERR_EXISTS) fprintf(stderr, "(use --force to replace it)\n");
+        return CLI_BAD_INPUT;
+    }
+    progress_end(&bar);
+    if (!a.quiet) {
+        char r[32];
+        double secs = cli_now() - t0;
+        printf("%s -> %s: %s of tensors, %.2f s, %.1f MB/s\n", a.src, a.outdir,
+               cli_bytes(bar.total, r, sizeof r), secs,
+               secs > 0 ? (double)bar.total / secs / 1e6 : 0.0);
+    }
+    return CLI_OK;
+}
+
+const cli_command cli_cmd_decompress = {"decompress",
+                                        "restore the original safetensors files from .ptwm",
+                                        run, help};

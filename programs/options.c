@@ -1,0 +1,93 @@
+/* Option parsing shared by compress, decompress, verify and inspect. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "options.h"
+
+int opt_value(const char *cmd, int argc, char **argv, int *i, const char *name,
+              const char **value) {
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0) return 0;
+    if (arg[n] == '=') {
+        *value = arg + n + 1;
+        return 1;
+    }
+    if (arg[n] != 0) return 0;
+    if (*i + 1 >= argc) {
+        cli_usage_error(cmd, "option %s needs a value", name);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
+int opt_size(const char *cmd, const char *name, const char *text, uint64_t *out) {
+    ptwm_err err;
+    if (ptwm_parse_size(text, out, &err) != PTWM_OK)
+        return cli_usage_error(cmd, "%s: %s", name, err.message);
+    if (*out == 0) return cli_usage_error(cmd, "%s: must be more than 0 bytes", name);
+    return CLI_OK;
+}
+
+int opt_threads(const char *cmd, const char *text, int *out) {
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (!text[0] || *end || v < 0 || v > 1024)
+        return cli_usage_error(cmd, "--threads: '%s' is not a count from 0 (all cores) to 1024",
+                               text);
+    *out = (int)v;
+    return CLI_OK;
+}
+
+int opt_method(const char *cmd, const char *text, int *out) {
+    if (ptwm_method_from_name(text, out) != PTWM_OK)
+        return cli_usage_error(cmd, "--method: unknown method '%s' (huffman, zstd, microscale, "
+                               "rans, identity)", text);
+    return CLI_OK;
+}
+
+int opt_unexpected(const char *cmd, const char *arg) {
+    if (arg[0] == '-' && arg[1]) return cli_usage_error(cmd, "unknown option '%s'", arg);
+    return cli_usage_error(cmd, "unexpected argument '%s'", arg);
+}
+
+int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt_args *a) {
+    ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+    int i, rc = CLI_OK, positional_only = 0;
+    memset(a, 0, sizeof *a);
+    a->opt = defaults;
+    for (i = 1; i < argc && rc == CLI_OK; i++) {
+        const char *v = NULL;
+        int m;
+        if (positional_only || argv[i][0] != '-' || !argv[i][1]) {
+            if (a->src) return opt_unexpected(cmd, argv[i]);
+            a->src = argv[i];
+        } else if (!strcmp(argv[i], "--")) {
+            positional_only = 1;
+        } else if (!strcmp(argv[i], "--force") || !strcmp(argv[i], "-f")) {
+            a->opt.force = 1;
+        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+            a->quiet = 1;
+        } else if ((m = opt_value(cmd, argc, argv, &i, "-o", &v)) != 0 ||
+                   (m = opt_value(cmd, argc, argv, &i, "--output", &v)) != 0) {
+            if (m < 0) return CLI_USAGE;
+            a->outdir = v;
+        } else if ((m = opt_value(cmd, argc, argv, &i, "--max-shard-size", &v)) != 0) {
+            rc = m < 0 ? CLI_USAGE : opt_size(cmd, "--max-shard-size", v, &a->opt.max_shard_size);
+        } else if ((m = opt_value(cmd, argc, argv, &i, "--threads", &v)) != 0) {
+            rc = m < 0 ? CLI_USAGE : opt_threads(cmd, v, &a->opt.threads);
+        } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--method", &v)) != 0) {
+            rc = m < 0 ? CLI_USAGE : opt_method(cmd, v, &a->opt.method);
+        } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--chunk", &v)) != 0) {
+            rc = m < 0 ? CLI_USAGE : opt_size(cmd, "--chunk", v, &a->opt.chunk_size);
+        } else {
+            return opt_unexpected(cmd, argv[i]);
+        }
+    }
+    if (rc != CLI_OK) return rc;
+    if (!a->src) return cli_usage_error(cmd, "missing SRC");
+    if (!a->outdir) return cli_usage_error(cmd, "missing -o OUTDIR");
+    return CLI_OK;
+}
