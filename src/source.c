@@ -1,0 +1,235 @@
+/* One handle over every kind of weights file. Each kind's reader parses its
+ * header or index once at open; the source only forwards to it, so loads of
+ * many layouts from one source never parse anything again. */
+#include <stdlib.h>
+#include <unistd.h>
+#include "container_format.h"
+#include "fileio.h"
+
+struct ptwm_source {
+    ptwm_source_kind kind;
+    char *path;
+    ptwm_st *st;
+    ptwm_stdir *stdir;
+    ptwm_reader *rd;
+    ptwm_ptdir *ptdir;
+    /* RAW_F32: the open file and its one tensor */
+    int fd;
+    uint64_t raw_shape[1];
+    uint64_t raw_bytes;
+};
+
+const char *ptwm_source_kind_name(ptwm_source_kind kind) {
+    switch (kind) {
+    case PTWM_SOURCE_AUTO: return "auto";
+    case PTWM_SOURCE_SAFETENSORS: return "safetensors";
+    case PTWM_SOURCE_SAFETENSORS_DIR: return "safetensors-dir";
+    case PTWM_SOURCE_PTWM: return "ptwm";
+    case PTWM_SOURCE_PTWM_DIR: return "ptwm-dir";
+    case PTWM_SOURCE_RAW_F32: return "raw-f32";
+    }
+    return "unknown";
+}
+
+static int dir_has(const char *dir, const char *name) {
+    char *p = ptwm_path_join(dir, name);
+    int yes = p && ptwm_file_exists(p);
+    free(p);
+    return yes;
+}
+
+/* The kind of `path` when the caller left it to us. */
+static ptwm_error detect_kind(const char *path, ptwm_source_kind *kind, ptwm_err *err) {
+    uint8_t head[PTWM_FMT_MAGIC_LEN];
+    uint64_t size;
+    int fd;
+    ptwm_error rc;
+    if (ptwm_is_dir(path)) {
+        if (dir_has(path, "model.ptwm.index.json") || dir_has(path, "model.ptwm")) {
+            *kind = PTWM_SOURCE_PTWM_DIR;
+        } else if (dir_has(path, "model.safetensors.index.json") ||
+                   dir_has(path, "model.safetensors")) {
+            *kind = PTWM_SOURCE_SAFETENSORS_DIR;
+        } else {
+            return ptwm_fail(err, PTWM_ERR_NOT_FOUND,
+                             "directory '%s' holds none of model.ptwm.index.json, model.ptwm, "
+                             "model.safetensors.index.json, model.safetensors",
+                             path);
+        }
+        return PTWM_OK;
+    }
+    rc = ptwm_open_read(path, &fd, &size, err);
+    if (rc) return rc;
+    *kind = PTWM_SOURCE_SAFETENSORS;
+    if (size >= PTWM_FMT_MAGIC_LEN) {
+        rc = ptwm_pread_full(fd, head, sizeof(head), 0, path, err);
+        if (!rc && memcmp(head, PTWM_FMT_MAGIC, PTWM_FMT_MAGIC_LEN) == 0)
+            *kind = PTWM_SOURCE_PTWM;
+    }
+    close(fd);
+    return rc;
+}
+
+static ptwm_error open_raw(ptwm_source *s, ptwm_err *err) {
+    ptwm_error rc = ptwm_open_read(s->path, &s->fd, &s->raw_bytes, err);
+    if (rc) return rc;
+    if (s->raw_bytes % 4 != 0)
+        return ptwm_fail(err, PTWM_ERR_SHAPE,
+                         "file '%s' has %llu bytes, not a whole number of F32 values", s->path,
+                         (unsigned long long)s->raw_bytes);
+    s->raw_shape[0] = s->raw_bytes / 4;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source **out,
+                            ptwm_err *err) {
+    ptwm_source *s;
+    ptwm_error rc;
+    size_t plen;
+    if (!out || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "source: NULL path or output");
+    *out = NULL;
+    if (kind == PTWM_SOURCE_AUTO) {
+        rc = detect_kind(path, &kind, err);
+        if (rc) return rc;
+    }
+    s = (ptwm_source *)calloc(1, sizeof(*s));
+    plen = strlen(path);
+    if (s) s->path = (char *)malloc(plen + 1);
+    if (!s || !s->path) {
+        free(s);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "source '%s': out of memory", path);
+    }
+    memcpy(s->path, path, plen + 1);
+    s->kind = kind;
+    s->fd = -1;
+    switch (kind) {
+    case PTWM_SOURCE_SAFETENSORS: rc = ptwm_st_open(path, PTWM_OPEN_MMAP, &s->st, err); break;
+    case PTWM_SOURCE_SAFETENSORS_DIR:
+        rc = ptwm_stdir_open(path, PTWM_OPEN_MMAP, &s->stdir, err);
+        break;
+    case PTWM_SOURCE_PTWM: rc = ptwm_reader_open(path, &s->rd, err); break;
+    case PTWM_SOURCE_PTWM_DIR: rc = ptwm_ptdir_open(path, &s->ptdir, err); break;
+    case PTWM_SOURCE_RAW_F32: rc = open_raw(s, err); break;
+    default:
+        rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG, "source '%s': unknown kind %d", path, (int)kind);
+        break;
+    }
+    if (rc) {
+        ptwm_source_close(s);
+        return rc;
+    }
+    *out = s;
+    return PTWM_OK;
+}
+
+void ptwm_source_close(ptwm_source *s) {
+    if (!s) return;
+    ptwm_st_close(s->st);
+    ptwm_stdir_close(s->stdir);
+    ptwm_reader_close(s->rd);
+    ptwm_ptdir_close(s->ptdir);
+    if (s->fd >= 0) close(s->fd);
+    free(s->path);
+    free(s);
+}
+
+ptwm_source_kind ptwm_source_get_kind(const ptwm_source *s) { return s->kind; }
+
+const char *ptwm_source_path(const ptwm_source *s) { return s->path; }
+
+void ptwm_source_set_threads(ptwm_source *s, int threads) {
+    if (s->rd) ptwm_reader_set_threads(s->rd, threads);
+    if (s->ptdir) ptwm_ptdir_set_threads(s->ptdir, threads);
+}
+
+size_t ptwm_source_count(const ptwm_source *s) {
+    switch (s->kind) {
+    case PTWM_SOURCE_SAFETENSORS: return ptwm_st_count(s->st);
+    case PTWM_SOURCE_SAFETENSORS_DIR: return ptwm_stdir_count(s->stdir);
+    case PTWM_SOURCE_PTWM: return ptwm_reader_count(s->rd);
+    case PTWM_SOURCE_PTWM_DIR: return ptwm_ptdir_count(s->ptdir);
+    default: return 1;
+    }
+}
+
+ptwm_error ptwm_source_tensor(const ptwm_source *s, size_t index, ptwm_tensor_info *out) {
+    switch (s->kind) {
+    case PTWM_SOURCE_SAFETENSORS: return ptwm_st_tensor(s->st, index, out);
+    case PTWM_SOURCE_SAFETENSORS_DIR: return ptwm_stdir_tensor(s->stdir, index, out);
+    case PTWM_SOURCE_PTWM: return ptwm_reader_tensor(s->rd, index, out);
+    case PTWM_SOURCE_PTWM_DIR: return ptwm_ptdir_tensor(s->ptdir, index, out);
+    default:
+        if (index != 0) return PTWM_ERR_NOT_FOUND;
+        memset(out, 0, sizeof(*out));
+        out->name = "";
+        out->dtype = PTWM_DTYPE_F32;
+        out->ndim = 1;
+        out->shape = s->raw_shape;
+        out->nbytes = s->raw_bytes;
+        out->coded_bytes = s->raw_bytes;
+        return PTWM_OK;
+    }
+}
+
+ptwm_error ptwm_source_find(const ptwm_source *s, const char *name, size_t *index, ptwm_err *err) {
+    ptwm_error rc;
+    switch (s->kind) {
+    case PTWM_SOURCE_SAFETENSORS: rc = ptwm_st_find(s->st, name, index); break;
+    case PTWM_SOURCE_SAFETENSORS_DIR: rc = ptwm_stdir_find(s->stdir, name, index); break;
+    case PTWM_SOURCE_PTWM: rc = ptwm_reader_find(s->rd, name, index); break;
+    case PTWM_SOURCE_PTWM_DIR: rc = ptwm_ptdir_find(s->ptdir, name, index); break;
+    default:
+        rc = name[0] == 0 ? PTWM_OK : PTWM_ERR_NOT_FOUND;
+        *index = 0;
+        break;
+    }
+    if (rc)
+        return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "tensor '%s' not in %s '%s'", name,
+                         ptwm_source_kind_name(s->kind), s->path);
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_source_read(ptwm_source *s, size_t index, uint64_t offset, void *dst, size_t len,
+                            ptwm_err *err) {
+    switch (s->kind) {
+    case PTWM_SOURCE_SAFETENSORS: return ptwm_st_read(s->st, index, offset, dst, len, err);
+    case PTWM_SOURCE_SAFETENSORS_DIR:
+        return ptwm_stdir_read(s->stdir, index, offset, dst, len, err);
+    case PTWM_SOURCE_PTWM: return ptwm_reader_decode_range(s->rd, index, offset, dst, len, err);
+    case PTWM_SOURCE_PTWM_DIR:
+        return ptwm_ptdir_decode_range(s->ptdir, index, offset, dst, len, err);
+    default: {
+        uint64_t end;
+        if (index != 0 || ptwm_add_overflow(offset, len, &end) || end > s->raw_bytes)
+            return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                             "file '%s': bytes [%llu, +%zu) outside its %llu bytes", s->path,
+                             (unsigned long long)offset, len, (unsigned long long)s->raw_bytes);
+        return ptwm_pread_full(s->fd, dst, len, offset, s->path, err);
+    }
+    }
+}
+
+/* .ptwm metadata has no keyed lookup, so search it; it holds a handful of keys. */
+static const char *reader_meta(const ptwm_reader *r, const char *key) {
+    size_t i, n = r ? ptwm_reader_metadata_count(r) : 0;
+    for (i = 0; i < n; i++) {
+        ptwm_kv kv = ptwm_reader_metadata(r, i);
+        if (kv.key && strcmp(kv.key, key) == 0) return kv.value;
+    }
+    return NULL;
+}
+
+const char *ptwm_source_metadata_get(const ptwm_source *s, const char *key) {
+    switch (s->kind) {
+    case PTWM_SOURCE_SAFETENSORS: return ptwm_st_metadata_get(s->st, key);
+    case PTWM_SOURCE_SAFETENSORS_DIR:
+        return ptwm_stdir_shard_count(s->stdir)
+                   ? ptwm_st_metadata_get(ptwm_stdir_shard(s->stdir, 0), key)
+                   : NULL;
+    case PTWM_SOURCE_PTWM: return reader_meta(s->rd, key);
+    case PTWM_SOURCE_PTWM_DIR:
+        return ptwm_ptdir_shard_count(s->ptdir) ? reader_meta(ptwm_ptdir_shard(s->ptdir, 0), key)
+                                                : NULL;
+    default: return NULL;
+    }
+}
