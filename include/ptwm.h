@@ -513,37 +513,53 @@ PTWM_API ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outd
 
 /* One handle over any kind of weights: a safetensors file, a Hugging Face
  * checkpoint directory, a .ptwm file, a sharded .ptwm directory, or a raw
- * little-endian F32 file (one tensor named "" of shape [n]). */
+ * little-endian F32 file (one F32 tensor named "" of shape [size / 4]). The
+ * header or index is parsed once at open and reused by every load. */
 typedef enum ptwm_source_kind {
-    PTWM_SOURCE_AUTO = 0,
+    PTWM_SOURCE_AUTO = 0,             /* detect; never picks RAW_F32 */
     PTWM_SOURCE_SAFETENSORS = 1,
     PTWM_SOURCE_SAFETENSORS_DIR = 2,
     PTWM_SOURCE_PTWM = 3,
     PTWM_SOURCE_PTWM_DIR = 4,
-    PTWM_SOURCE_RAW_F32 = 5
+    PTWM_SOURCE_RAW_F32 = 5           /* only when asked: any file could look raw */
 } ptwm_source_kind;
 
 typedef struct ptwm_source ptwm_source;
 
+/* AUTO: a directory holding model.ptwm.index.json or model.ptwm is PTWM_DIR,
+ * one holding model.safetensors.index.json or model.safetensors is
+ * SAFETENSORS_DIR; a file starting with the .ptwm magic is PTWM, else it must
+ * be a valid safetensors file. Safetensors files are memory-mapped. */
 PTWM_API ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source **out,
                                      ptwm_err *err);
 PTWM_API void ptwm_source_close(ptwm_source *s);
 PTWM_API ptwm_source_kind ptwm_source_get_kind(const ptwm_source *s);
+/* "safetensors", "safetensors-dir", "ptwm", "ptwm-dir", "raw-f32"; "auto" for 0. */
+PTWM_API const char *ptwm_source_kind_name(ptwm_source_kind kind);
+PTWM_API const char *ptwm_source_path(const ptwm_source *s);
+/* Decoding threads for .ptwm kinds (0 = all cores); ignored by the others. */
 PTWM_API void ptwm_source_set_threads(ptwm_source *s, int threads);
 PTWM_API size_t ptwm_source_count(const ptwm_source *s);
+/* Tensors in the source's own order (file order; index order for directories). */
 PTWM_API ptwm_error ptwm_source_tensor(const ptwm_source *s, size_t index, ptwm_tensor_info *out);
-PTWM_API ptwm_error ptwm_source_find(const ptwm_source *s, const char *name, size_t *index);
+/* PTWM_ERR_NOT_FOUND (message names the tensor and the path) if absent. */
+PTWM_API ptwm_error ptwm_source_find(const ptwm_source *s, const char *name, size_t *index,
+                                     ptwm_err *err);
 /* Raw bytes [offset, offset+len) of a tensor (decoding only the chunks needed). */
 PTWM_API ptwm_error ptwm_source_read(ptwm_source *s, size_t index, uint64_t offset, void *dst,
                                      size_t len, ptwm_err *err);
+/* A metadata value (safetensors __metadata__, .ptwm metadata; for directories
+ * the first shard's), or NULL. Valid until the source closes. */
+PTWM_API const char *ptwm_source_metadata_get(const ptwm_source *s, const char *key);
 
-/* Conversions a layout load may apply. */
+/* Conversions a layout load may apply. Each level includes the ones above it. */
 typedef enum ptwm_convert {
     PTWM_CONVERT_FLOAT = 0,      /* F32 as is; BF16 and F16 widened exactly; others an error */
     PTWM_CONVERT_F64_ROUND = 1,  /* also F64 rounded to nearest F32 */
-    PTWM_CONVERT_INT = 2         /* also integer dtypes converted by value (round to nearest) */
+    PTWM_CONVERT_INT = 2         /* also BOOL and integer dtypes by value (round to nearest) */
 } ptwm_convert;
 
+/* One tensor a program expects: its name in the source and its shape. */
 typedef struct ptwm_layout_entry {
     const char *name;
     uint32_t ndim;
@@ -553,21 +569,58 @@ typedef struct ptwm_layout_entry {
 /* Number of F32 elements a layout fills (checked). */
 PTWM_API ptwm_error ptwm_layout_elements(const ptwm_layout_entry *entries, size_t n,
                                          uint64_t *count, ptwm_err *err);
-/* Fill dst (exactly dst_count floats) with the layout's tensors in order. */
+/* Fill dst (exactly dst_count floats) with the layout's tensors in order. All
+ * entries are checked before anything is read: PTWM_ERR_NOT_FOUND for a
+ * missing tensor, PTWM_ERR_MISMATCH for a shape or total that disagrees,
+ * PTWM_ERR_DTYPE for a dtype `conv` does not allow. Tensors are streamed in
+ * bounded pieces straight into dst; no copy of the whole layout is made, so a
+ * model loaded as a sequence of per-layer layouts never holds more than the
+ * layer being filled. */
 PTWM_API ptwm_error ptwm_load_layout(ptwm_source *s, const ptwm_layout_entry *entries, size_t n,
                                      ptwm_convert conv, float *dst, uint64_t dst_count,
                                      ptwm_err *err);
-/* Widening kernels: exact for every bit pattern. */
+/* Elements [first, first + count) of one entry's tensor as F32 (checked as
+ * ptwm_load_layout checks it): for streaming a tensor through a small buffer. */
+PTWM_API ptwm_error ptwm_load_tensor_part(ptwm_source *s, const ptwm_layout_entry *entry,
+                                          ptwm_convert conv, uint64_t first, float *dst,
+                                          uint64_t count, ptwm_err *err);
+
+/* An owned layout (entries and their strings live as long as it does). */
+typedef struct ptwm_layout ptwm_layout;
+/* Parse a JSON list of {"name": "...", "shape": [d0, d1, ...]}; label names
+ * the text in messages (may be NULL). */
+PTWM_API ptwm_error ptwm_layout_parse_json(const char *text, size_t len, const char *label,
+                                           ptwm_layout **out, ptwm_err *err);
+PTWM_API ptwm_error ptwm_layout_read_json(const char *path, ptwm_layout **out, ptwm_err *err);
+/* Every tensor of a source, in the source's order, with its own shape. */
+PTWM_API ptwm_error ptwm_layout_from_source(const ptwm_source *s, ptwm_layout **out,
+                                            ptwm_err *err);
+PTWM_API const ptwm_layout_entry *ptwm_layout_entries(const ptwm_layout *l, size_t *n);
+/* Stable sort by name, so entries sharing a prefix become adjacent. */
+PTWM_API void ptwm_layout_sort_by_name(ptwm_layout *l);
+PTWM_API void ptwm_layout_free(ptwm_layout *l);
+/* Layer iteration: the end (exclusive) of the run of entries from `start`
+ * whose names share entries[start]'s prefix up to its last '/' or '.' (the
+ * whole name when it has neither). Returns start for start >= n. */
+PTWM_API size_t ptwm_layout_group_end(const ptwm_layout_entry *entries, size_t n, size_t start);
+
+/* Widening kernels: exact for every bit pattern. BF16: bits << 16. F16: the
+ * value itself; a NaN keeps its payload shifted into place (as numpy does; a
+ * signalling NaN stays signalling). Inputs are host-order 16-bit values. */
 PTWM_API void ptwm_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
 PTWM_API void ptwm_f16_to_f32(const uint16_t *src, float *dst, size_t n);
-/* Round to nearest even (NaN stays NaN, quiet). */
+/* Round to nearest even; overflow becomes infinity; a NaN keeps its sign and
+ * top payload bits and gets the quiet bit (0x0040). */
 PTWM_API void ptwm_f32_to_bf16(const float *src, uint16_t *dst, size_t n);
 
-/* Raw little-endian F32 files. */
+/* Raw little-endian F32 files. Sizes and offsets are 64-bit throughout. */
+/* A whole file of exactly n floats (PTWM_ERR_MISMATCH "file has X bytes, expected Y"). */
 PTWM_API ptwm_error ptwm_raw_read_f32_file(const char *path, float *dst, uint64_t n,
                                            ptwm_err *err);
+/* n F32 values at byte `offset` of a file of any size (PTWM_ERR_TRUNCATED past its end). */
 PTWM_API ptwm_error ptwm_raw_read_f32_at(const char *path, uint64_t offset, float *dst,
                                          uint64_t n, ptwm_err *err);
+/* n BF16 values at byte `offset`, each widened exactly. */
 PTWM_API ptwm_error ptwm_raw_read_bf16_at(const char *path, uint64_t offset, float *dst,
                                           uint64_t n, ptwm_err *err);
 
