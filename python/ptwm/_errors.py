@@ -1,0 +1,118 @@
+"""Exceptions carrying libptwm's error code and message.
+
+Every failure the C library reports becomes a PtwmError (or a subclass that is
+also the matching built-in exception, so ``except FileNotFoundError`` and
+``except ValueError`` work as callers expect).
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+
+__all__ = ["PtwmError", "PtwmValueError", "PtwmFileNotFoundError", "PtwmFileExistsError",
+           "PtwmMemoryError",
+           "check", "raise_for"]
+
+# Wire values of ptwm_error (include/ptwm.h); never renumbered.
+ERR_IO = 1
+ERR_NOMEM = 2
+ERR_INVALID_ARG = 3
+ERR_DTYPE = 8
+ERR_SHAPE = 9
+ERR_DUPLICATE = 12
+ERR_NOT_FOUND = 13
+ERR_LIMIT = 14
+ERR_EXISTS = 24
+ERR_UNSUPPORTED = 25
+
+
+class PtwmError(Exception):
+    """An error reported by libptwm.
+
+    ``code`` is the ptwm_error number, ``name`` its constant name
+    ("PTWM_ERR_CRC"), ``message`` the library's message (also ``str(e)``)."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+
+    @property
+    def name(self) -> str:
+        from ._lib import lib
+        try:
+            return lib.ptwm_error_name(self.code).decode()
+        except Exception:   # a library without ptwm_error_name: still name the number
+            return f"PTWM_ERR_{self.code}"
+
+
+class PtwmValueError(PtwmError, ValueError):
+    """A ptwm error about an unusable argument or a duplicated name."""
+
+
+class PtwmFileNotFoundError(PtwmError, FileNotFoundError):
+    """A ptwm error about a file or directory that does not exist."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(code, message)
+        self.errno = _errno.ENOENT
+
+
+class PtwmFileExistsError(PtwmError, FileExistsError):
+    """A ptwm error about an output that exists already."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(code, message)
+        self.errno = _errno.EEXIST
+
+
+class PtwmMemoryError(PtwmError, MemoryError):
+    """libptwm could not allocate memory."""
+
+
+# The default translation; calls that know better pass their own `kinds`.
+_DEFAULT_KINDS = {
+    ERR_INVALID_ARG: PtwmValueError,
+    ERR_DUPLICATE: PtwmValueError,
+    ERR_NOMEM: PtwmMemoryError,
+}
+
+# Writers: a tensor whose shape, dtype or size is wrong is the caller's bad value.
+WRITE_KINDS = dict(_DEFAULT_KINDS)
+WRITE_KINDS.update({ERR_DTYPE: PtwmValueError, ERR_SHAPE: PtwmValueError,
+                    ERR_LIMIT: PtwmValueError})
+
+FILE_KINDS = dict(_DEFAULT_KINDS)
+FILE_KINDS[ERR_NOT_FOUND] = PtwmFileNotFoundError
+FILE_KINDS[ERR_EXISTS] = PtwmFileExistsError
+
+WRITE_FILE_KINDS = dict(WRITE_KINDS)
+WRITE_FILE_KINDS[ERR_NOT_FOUND] = PtwmFileNotFoundError
+WRITE_FILE_KINDS[ERR_EXISTS] = PtwmFileExistsError
+
+
+def _message(code: int, err) -> str:
+    msg = b""
+    if err is not None:
+        msg = bytes(err.message).split(b"\0", 1)[0]
+    if not msg:
+        from ._lib import lib
+        try:
+            msg = lib.ptwm_error_string(code) or b""
+        except Exception:
+            msg = b""
+        if not msg:
+            msg = b"libptwm error %d" % code
+    return msg.decode("utf-8", "replace")
+
+
+def raise_for(code: int, err=None, kinds=None):
+    """Raise the exception for a non-zero ptwm_error `code` (message from `err`)."""
+    cls = (kinds if kinds is not None else _DEFAULT_KINDS).get(code, PtwmError)
+    raise cls(code, _message(code, err))
+
+
+def check(code: int, err=None, kinds=None) -> None:
+    """Return if `code` is PTWM_OK, else raise as raise_for does."""
+    if code:
+        raise_for(code, err, kinds)

@@ -1,0 +1,160 @@
+"""Safetensors files: conversion to and from .ptwm, reading and writing (C library)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+from ._errors import WRITE_FILE_KINDS, check
+from ._lib import KV, CheckpointOptions, ErrStruct, ProgressFn, TensorInfo as _CInfo, lib
+from ._memory import filled_bytes
+from ._params import cparams
+from ._tensors import described
+from .reader import TensorInfo, info_from_c, open as open_ptwm, raise_open_error
+
+__all__ = ["compress_safetensors", "decompress_to_safetensors", "read_safetensors",
+           "safetensors_info", "write_safetensors", "compress_checkpoint",
+           "decompress_checkpoint"]
+
+_OPEN_PREAD = 1   # ptwm_open_mode: read the header, tensor bytes on demand
+
+PathLike = Union[str, Path]
+
+
+class _Progress:
+    """A C progress callback calling progress(done, total); an exception it raises
+    is kept and re-raised once the C call returns (it cannot cross C frames)."""
+
+    def __init__(self, progress: Optional[Callable[[int, int], Any]]):
+        self.error: Optional[BaseException] = None
+        self.fn = ProgressFn()
+        if progress is not None:
+            def call(_ctx, done, total):
+                if self.error is None:
+                    try:
+                        progress(int(done), int(total))
+                    except BaseException as e:   # noqa: B036 (re-raised after the call)
+                        self.error = e
+            self.fn = ProgressFn(call)
+
+    def run(self, fn, src: PathLike, dst: PathLike, options) -> None:
+        """fn(src, dst, options, err) -> ptwm_error, with errors raised afterwards."""
+        err = ErrStruct()
+        s = os.fsencode(src)
+        rc = fn(s, os.fsencode(dst), ctypes.byref(options), ctypes.byref(err))
+        if self.error is not None:
+            raise self.error
+        if rc:
+            raise_open_error(rc, err, s)
+
+
+def compress_safetensors(src: PathLike, dst: PathLike, method: Union[int, str] = 3,
+                         threads: int = 0,
+                         progress: Optional[Callable[[int, int], Any]] = None) -> None:
+    """Compress a safetensors file into a .ptwm, streaming (the source header is
+    recorded so decompression rebuilds the file byte for byte). progress, if
+    given, is called with (raw bytes done, total raw bytes)."""
+    params = cparams(method, threads=threads)
+    cb = _Progress(progress)
+    params.progress = cb.fn
+    cb.run(lib.ptwm_compress_safetensors, src, dst, params)
+
+
+def _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb):
+    p = cparams(method, threads=threads, chunk_size=chunk_size)
+    size = max_shard_size
+    if isinstance(size, str):
+        from .sharding import parse_size
+        size = parse_size(size)
+    return CheckpointOptions(int(size or 0), p.method, p.threads, p.chunk_size, int(bool(force)),
+                             cb.fn, None)
+
+
+def compress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union[int, str] = 0,
+                        method: Union[int, str] = 3, threads: int = 0,
+                        chunk_size: Optional[int] = None, force: bool = False,
+                        progress: Optional[Callable[[int, int], Any]] = None) -> None:
+    """A .safetensors file or Hugging Face directory -> a sharded .ptwm directory.
+
+    max_shard_size 0 keeps one output shard per input shard (byte-exact restore);
+    else shards are re-planned by raw bytes ("5GB" or an int)."""
+    cb = _Progress(progress)
+    opt = _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb)
+    cb.run(lib.ptwm_compress_checkpoint, src, outdir, opt)
+
+
+def decompress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union[int, str] = 0,
+                          threads: int = 0, force: bool = False,
+                          progress: Optional[Callable[[int, int], Any]] = None) -> None:
+    """A .ptwm file or directory -> the original safetensors files, byte for byte."""
+    cb = _Progress(progress)
+    opt = _checkpoint_options(max_shard_size, 3, threads, None, force, cb)
+    cb.run(lib.ptwm_decompress_checkpoint, src, outdir, opt)
+
+
+def decompress_to_safetensors(src: PathLike, dst: PathLike, threads: int = 0) -> None:
+    """Rebuild the safetensors file a .ptwm was made from."""
+    with open_ptwm(src, threads) as f:
+        f.to_safetensors(dst)
+
+
+class _St:
+    """Owns one ptwm_st* opened in pread mode."""
+
+    def __init__(self, path: PathLike):
+        self.ptr = ctypes.c_void_p(None)
+        err = ErrStruct()
+        p = os.fsencode(path)
+        rc = lib.ptwm_st_open(p, _OPEN_PREAD, ctypes.byref(self.ptr), ctypes.byref(err))
+        if rc:
+            raise_open_error(rc, err, p)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        lib.ptwm_st_close(self.ptr)
+
+    def infos(self):
+        ci = _CInfo()
+        for i in range(lib.ptwm_st_count(self.ptr)):
+            check(lib.ptwm_st_tensor(self.ptr, i, ctypes.byref(ci)))
+            yield i, info_from_c(ci)
+
+
+def safetensors_info(path: PathLike) -> Tuple[Dict[str, TensorInfo], Dict[str, str]]:
+    """(tensor infos in file order, __metadata__) of a safetensors file, validated by libptwm."""
+    with _St(path) as st:
+        infos = {info.name: info for _, info in st.infos()}
+        meta = {}
+        for i in range(lib.ptwm_st_metadata_count(st.ptr)):
+            kv = lib.ptwm_st_metadata(st.ptr, i)
+            meta[kv.key.decode()] = kv.value.decode()
+    return infos, meta
+
+
+def read_safetensors(path: PathLike) -> Dict[str, bytes]:
+    """All tensors of a safetensors file as name -> raw bytes, in file order."""
+    out: Dict[str, bytes] = {}
+    with _St(path) as st:
+        for i, info in st.infos():
+            err = ErrStruct()
+
+            def fill(addr, n, i=i, err=err):
+                check(lib.ptwm_st_read(st.ptr, i, 0, addr, n, ctypes.byref(err)), err)
+            out[info.name] = filled_bytes(info.nbytes, fill)
+    return out
+
+
+def write_safetensors(path: PathLike, tensors: Sequence[Tuple[str, Any, Any, Sequence[int]]],
+                      metadata: Optional[Mapping[str, str]] = None) -> None:
+    """Write (name, raw_bytes, dtype, shape) tensors as a safetensors file."""
+    meta = list((metadata or {}).items())
+    kvs = (KV * max(len(meta), 1))(*[KV(str(k).encode(), str(v).encode()) for k, v in meta])
+    err = ErrStruct()
+    with described(tensors) as (descs, n, _):
+        rc = lib.ptwm_st_write(os.fsencode(path), descs, n, kvs if meta else None, len(meta),
+                               ctypes.byref(err))
+    check(rc, err, WRITE_FILE_KINDS)

@@ -1,0 +1,66 @@
+"""PtwmIndex: model.ptwm.index.json, read and written by the C library (ptwm_index_*)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._errors import FILE_KINDS, check
+from .._lib import ErrStruct, lib
+
+__all__ = ["PtwmIndex"]
+
+
+class _Handle:
+    """Owns one ptwm_index*; frees it on exit."""
+
+    def __init__(self):
+        self.ptr = ctypes.c_void_p(None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        lib.ptwm_index_free(self.ptr)
+        self.ptr = ctypes.c_void_p(None)
+
+
+@dataclass
+class PtwmIndex:
+    """The index of a sharded ``.ptwm`` checkpoint.
+
+    ``total_size`` is the raw bytes of all tensors, ``compressed_total_size``
+    the coded bytes, ``weight_map`` maps each tensor name to its shard file.
+    """
+
+    total_size: int
+    compressed_total_size: int
+    weight_map: dict[str, str] = field(default_factory=dict)
+
+    def write(self, path: str | Path) -> None:
+        err = ErrStruct()
+        with _Handle() as h:
+            check(lib.ptwm_index_create(int(self.total_size), int(self.compressed_total_size),
+                                        ctypes.byref(h.ptr), ctypes.byref(err)), err)
+            for tensor, shard in self.weight_map.items():
+                check(lib.ptwm_index_add(h.ptr, str(tensor).encode(), str(shard).encode(),
+                                         ctypes.byref(err)), err)
+            check(lib.ptwm_index_write(h.ptr, os.fsencode(path), ctypes.byref(err)), err,
+                  FILE_KINDS)
+
+    @classmethod
+    def read(cls, path: str | Path) -> PtwmIndex:
+        err = ErrStruct()
+        with _Handle() as h:
+            check(lib.ptwm_index_read(os.fsencode(path), ctypes.byref(h.ptr), ctypes.byref(err)),
+                  err, FILE_KINDS)
+            weight_map: dict[str, str] = {}
+            tensor = ctypes.c_char_p(None)
+            shard = ctypes.c_char_p(None)
+            for i in range(lib.ptwm_index_count(h.ptr)):
+                check(lib.ptwm_index_entry(h.ptr, i, ctypes.byref(tensor), ctypes.byref(shard)))
+                weight_map[tensor.value.decode()] = shard.value.decode()
+            return cls(int(lib.ptwm_index_total_size(h.ptr)),
+                       int(lib.ptwm_index_compressed_total_size(h.ptr)), weight_map)
