@@ -162,6 +162,7 @@ static ptwm_error build_header(ptwm_reader *r, void **hdr, size_t *len, ptwm_err
         d[i].ndim = info.ndim;
         d[i].shape = info.shape;
         d[i].nbytes = info.nbytes;
+        d[i].data = d;   /* the header builder checks for data but never reads it */
     }
     for (i = 0; i < nmeta; i++) meta[i] = ptwm_reader_metadata(r, i);
     rc = ptwm_st_build_header(d, n, meta, nmeta, hdr, len, err);

@@ -506,6 +506,20 @@ const char *ptwm_reader_label(const ptwm_reader *r) {
     return r->label;
 }
 
+ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t chunk,
+                                  uint64_t *offset, uint32_t *coded, uint32_t *raw,
+                                  uint64_t *nchunks) {
+    const rtensor *t;
+    if (!r || index >= r->nt) return PTWM_ERR_NOT_FOUND;
+    t = &r->t[index];
+    if (nchunks) *nchunks = t->nchunks;
+    if (chunk >= t->nchunks) return PTWM_ERR_NOT_FOUND;
+    if (offset) *offset = t->chunks[chunk].offset;
+    if (coded) *coded = t->chunks[chunk].coded;
+    if (raw) *raw = t->chunks[chunk].raw;
+    return PTWM_OK;
+}
+
 uint64_t ptwm_reader_source_file_size(const ptwm_reader *r) {
     return r->src_file_size;
 }

@@ -14,6 +14,11 @@ ptwm_error ptwm_reader_stream_tensor(ptwm_reader *r, size_t index, ptwm_sink_fn 
                                      ptwm_err *err);
 /* Size of the source file recorded with the source header (0 if none). */
 uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
+/* Where chunk `chunk` of tensor `index` lies in the file (for tests and
+ * tools): PTWM_ERR_NOT_FOUND if there is no such chunk. */
+ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t chunk,
+                                  uint64_t *offset, uint32_t *coded, uint32_t *raw,
+                                  uint64_t *nchunks);
 /* Label for messages: the path, or the label given to open_memory. */
 const char *ptwm_reader_label(const ptwm_reader *r);
 

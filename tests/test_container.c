@@ -1,0 +1,331 @@
+/* .ptwm container: byte-exact round trips of every corpus file (through a
+ * file and through memory) for each method, identical output for any thread
+ * count, ranges at chunk edges, candidate chains, metadata, streaming input,
+ * and the writer's argument checks. */
+#include "testutil.h"
+#include "container_read.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Sanitizer builds run every method on a few files, every file with the
+ * default method; normal builds run everything (the 60 s budget). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TC_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TC_SANITIZED 1
+#endif
+#endif
+#ifndef TC_SANITIZED
+#define TC_SANITIZED 0
+#endif
+
+static int files_equal(const char *a, const char *b) {
+    size_t la, lb;
+    uint8_t *x = tu_read_file(a, &la), *y = tu_read_file(b, &lb);
+    int eq = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+/* safetensors -> .ptwm -> safetensors, byte for byte. */
+static void roundtrip_file(const char *name, int method, int threads) {
+    char ptwm_path[1024], out_path[1024];
+    const char *src = tu_corpus_path(name);
+    char src_copy[1024];
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    ptwm_error rc;
+    snprintf(src_copy, sizeof(src_copy), "%s", src);
+    snprintf(ptwm_path, sizeof(ptwm_path), "%s/%s.m%d.ptwm", tu_tmpdir(), name, method);
+    snprintf(out_path, sizeof(out_path), "%s/%s.m%d.out", tu_tmpdir(), name, method);
+    p.method = method;
+    p.threads = threads;
+    rc = ptwm_compress_safetensors(src_copy, ptwm_path, &p, &err);
+    CHECK_MSG(rc == PTWM_OK, "%s method %d: %s", name, method, err.message);
+    if (rc) return;
+    rc = ptwm_reader_open(ptwm_path, &r, &err);
+    CHECK_MSG(rc == PTWM_OK, "%s: %s", name, err.message);
+    if (rc) return;
+    ptwm_reader_set_threads(r, threads);
+    CHECK(ptwm_reader_source_name(r) && strcmp(ptwm_reader_source_name(r), name) == 0);
+    rc = ptwm_reader_verify(r, &err);
+    CHECK_MSG(rc == PTWM_OK, "%s verify: %s", name, err.message);
+    rc = ptwm_reader_write_safetensors(r, out_path, &err);
+    CHECK_MSG(rc == PTWM_OK, "%s rebuild: %s", name, err.message);
+    CHECK_MSG(files_equal(src_copy, out_path), "%s method %d: rebuilt file differs", name, method);
+    ptwm_reader_close(r);
+    remove(ptwm_path);
+    remove(out_path);
+}
+
+/* Every tensor of a safetensors file in memory -> blob -> each tensor equal. */
+static void roundtrip_blob(const char *name, int method, uint64_t chunk, void **blob_out,
+                           size_t *blob_len, int threads) {
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    ptwm_error rc;
+    ptwm_tensor_desc *d;
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    ptwm_reader *r = NULL;
+    void *blob = NULL;
+    size_t len = 0, i, n;
+    rc = ptwm_st_open(tu_corpus_path(name), PTWM_OPEN_MMAP, &st, &err);
+    CHECK_MSG(rc == PTWM_OK, "%s: %s", name, err.message);
+    if (rc) return;
+    n = ptwm_st_count(st);
+    d = (ptwm_tensor_desc *)calloc(n, sizeof(*d));
+    for (i = 0; i < n; i++) {
+        ptwm_tensor_info info;
+        ptwm_st_tensor(st, i, &info);
+        d[i].name = info.name;
+        d[i].dtype = info.dtype;
+        d[i].ndim = info.ndim;
+        d[i].shape = info.shape;
+        d[i].data = info.data;
+        d[i].nbytes = info.nbytes;
+    }
+    p.method = method;
+    p.chunk_size = chunk;
+    p.threads = threads;
+    rc = ptwm_compress_blob(d, n, NULL, &p, &blob, &len, &err);
+    CHECK_MSG(rc == PTWM_OK, "%s method %d: %s", name, method, err.message);
+    if (!rc) rc = ptwm_reader_open_memory(blob, len, name, &r, &err);
+    CHECK_MSG(rc == PTWM_OK, "%s open: %s", name, err.message);
+    if (!rc) {
+        ptwm_reader_set_threads(r, threads);
+        CHECK(ptwm_reader_count(r) == n);
+        for (i = 0; i < n; i++) {
+            ptwm_tensor_info info;
+            size_t idx = (size_t)-1;
+            uint8_t *out = (uint8_t *)malloc(d[i].nbytes ? d[i].nbytes : 1);
+            CHECK(ptwm_reader_find(r, d[i].name, &idx) == PTWM_OK && idx == i);
+            ptwm_reader_tensor(r, i, &info);
+            CHECK(info.nbytes == d[i].nbytes && info.dtype == d[i].dtype && info.ndim == d[i].ndim);
+            rc = ptwm_reader_decode(r, i, out, d[i].nbytes, &err);
+            CHECK_MSG(rc == PTWM_OK, "%s '%s': %s", name, d[i].name, err.message);
+            CHECK_MSG(rc || memcmp(out, d[i].data, d[i].nbytes) == 0, "%s '%s' method %d differs", name,
+                      d[i].name, method);
+            free(out);
+        }
+        ptwm_reader_close(r);
+    }
+    if (blob_out) {
+        *blob_out = blob;
+        *blob_len = len;
+    } else {
+        free(blob);
+    }
+    free(d);
+    ptwm_st_close(st);
+}
+
+static void test_corpus(void) {
+    const char *const *f;
+    int m;
+    for (f = tu_corpus_files(); *f; f++)
+        for (m = 1; m <= 5; m++) {
+            int small = strncmp(*f, "emotion", 7) == 0 || strncmp(*f, "handtrack", 9) == 0;
+            if (TC_SANITIZED && m != PTWM_METHOD_MICROSCALE && !small) continue;
+            roundtrip_file(*f, m, 2);
+            roundtrip_blob(*f, m, 0, NULL, NULL, 2);
+        }
+}
+
+static void test_threads_identical(void) {
+    void *b[3];
+    size_t len[3];
+    int t;
+    const char *name = TC_SANITIZED ? "emotion.bf16.safetensors" : "handskeleton.bf16.safetensors";
+    for (t = 0; t < 3; t++) roundtrip_blob(name, PTWM_METHOD_MICROSCALE, 16384, &b[t], &len[t], t + 1);
+    CHECK(b[0] && b[1] && b[2]);
+    if (b[0] && b[1] && b[2]) {
+        CHECK_MSG(len[0] == len[1] && memcmp(b[0], b[1], len[0]) == 0, "threads 1 and 2 differ");
+        CHECK_MSG(len[0] == len[2] && memcmp(b[0], b[2], len[0]) == 0, "threads 1 and 3 differ");
+    }
+    for (t = 0; t < 3; t++) free(b[t]);
+}
+
+/* Ranges at and around chunk edges of a 4096-byte-chunk tensor. */
+static void test_ranges(void) {
+    enum { N = 50000 };
+    static uint16_t v[N];
+    uint64_t shape[1] = {N}, state = 7;
+    ptwm_tensor_desc d = {"w", PTWM_DTYPE_BF16, 1, shape, v, sizeof(v)};
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    void *blob = NULL;
+    size_t len = 0, i;
+    uint8_t *out = (uint8_t *)malloc(sizeof(v));
+    const uint8_t *raw = (const uint8_t *)v;
+    static const uint64_t cases[][2] = {{0, 1},       {4095, 2},   {4096, 4096}, {4095, 4098},
+                                        {0, 4096},    {8191, 1},   {99996, 4},   {98304, 1696},
+                                        {0, 100000},  {12000, 40000}, {50000, 0}};
+    for (i = 0; i < N; i++) v[i] = (uint16_t)(0x3c00 + (tu_rand(&state) % 512) - 256);
+    p.chunk_size = 4096;
+    CHECK(ptwm_compress_blob(&d, 1, NULL, &p, &blob, &len, &err) == PTWM_OK);
+    CHECK(ptwm_reader_open_memory(blob, len, "ranges", &r, &err) == PTWM_OK);
+    if (!r) return;
+    for (i = 0; i < PTWM_ARRAY_LEN(cases); i++) {
+        int t;
+        for (t = 1; t <= 2; t++) {
+            ptwm_error rc;
+            ptwm_reader_set_threads(r, t);
+            memset(out, 0xee, sizeof(v));
+            rc = ptwm_reader_decode_range(r, 0, cases[i][0], out, (size_t)cases[i][1], &err);
+            CHECK_MSG(rc == PTWM_OK, "range %llu+%llu: %s", (unsigned long long)cases[i][0],
+                      (unsigned long long)cases[i][1], err.message);
+            CHECK_MSG(memcmp(out, raw + cases[i][0], (size_t)cases[i][1]) == 0, "range %llu+%llu differs",
+                      (unsigned long long)cases[i][0], (unsigned long long)cases[i][1]);
+        }
+    }
+    CHECK_ERR(ptwm_reader_decode_range(r, 0, 99999, out, 2, &err), &err, PTWM_ERR_INVALID_ARG, "past its 100000 bytes");
+    CHECK_ERR(ptwm_reader_decode_range(r, 1, 0, out, 2, &err), &err, PTWM_ERR_NOT_FOUND, "no tensor 1");
+    CHECK_ERR(ptwm_reader_decode(r, 0, out, 10, &err), &err, PTWM_ERR_DST_SIZE, "has 100000 bytes");
+    {
+        uint64_t nchunks = 0;
+        uint32_t raw_len = 0;
+        CHECK(ptwm_reader_chunk_info(r, 0, 24, NULL, NULL, &raw_len, &nchunks) == PTWM_OK);
+        CHECK(nchunks == 25 && raw_len == 100000 - 24 * 4096);
+    }
+    ptwm_reader_close(r);
+    free(blob);
+    free(out);
+}
+
+/* Candidate chains, metadata, streaming input, empty and constant tensors. */
+typedef struct mem_src {
+    const uint8_t *p;
+    int calls;
+} mem_src;
+
+static ptwm_error read_mem(void *ctx, uint64_t off, void *dst, size_t len, ptwm_err *err) {
+    mem_src *m = (mem_src *)ctx;
+    (void)err;
+    m->calls++;
+    memcpy(dst, m->p + off, len);
+    return PTWM_OK;
+}
+
+static ptwm_error read_fail(void *ctx, uint64_t off, void *dst, size_t len, ptwm_err *err) {
+    (void)ctx;
+    (void)dst;
+    (void)len;
+    return ptwm_fail(err, PTWM_ERR_IO, "disk on fire at %llu", (unsigned long long)off);
+}
+
+static void test_writer_features(void) {
+    enum { N = 30000 };
+    static float f[N];
+    static uint8_t zeros[8192];
+    uint64_t shape[2] = {100, 300}, zshape[1] = {2048}, eshape[2] = {0, 5};
+    uint8_t c1[PTWM_CHAIN_MAX_BYTES], c2[PTWM_CHAIN_MAX_BYTES];
+    size_t l1 = 0, l2 = 0, len = 0, i;
+    const uint8_t *cs[2] = {c1, c2};
+    size_t cl[2];
+    ptwm_chain_list list = {cs, cl, 2};
+    ptwm_kv meta[2] = {{"format", "pt"}, {"note", "hello"}};
+    ptwm_tensor_desc a = {"a/weight", PTWM_DTYPE_F32, 2, shape, f, sizeof(f)};
+    ptwm_tensor_desc z = {"zeros", PTWM_DTYPE_F32, 1, zshape, zeros, sizeof(zeros)};
+    ptwm_tensor_desc e = {"empty", PTWM_DTYPE_F16, 2, eshape, NULL, 0};
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    ptwm_writer *w = NULL;
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    void *blob = NULL;
+    mem_src ms;
+    char text[1024];
+    uint64_t state = 3;
+    float *out = (float *)malloc(sizeof(f));
+    for (i = 0; i < N; i++) f[i] = (float)((double)(tu_rand(&state) % 20001) / 10000.0 - 1.0);
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_F32, PTWM_METHOD_HUFFMAN, c1, sizeof(c1), &l1, &err) == PTWM_OK);
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_F32, PTWM_METHOD_IDENTITY, c2, sizeof(c2), &l2, &err) == PTWM_OK);
+    cl[0] = l1;
+    cl[1] = l2;
+    p.chunk_size = 8192;
+    CHECK(ptwm_writer_open_memory(&p, &w, &err) == PTWM_OK);
+    if (!w) return;
+    CHECK(ptwm_writer_set_metadata(w, meta, 2, &err) == PTWM_OK);
+    CHECK(ptwm_writer_add(w, &a, &list, &err) == PTWM_OK);
+    ms.p = (const uint8_t *)zeros;
+    ms.calls = 0;
+    CHECK(ptwm_writer_add_stream(w, &z, NULL, read_mem, &ms, &err) == PTWM_OK);
+    CHECK(ms.calls == 1);
+    CHECK(ptwm_writer_add(w, &e, NULL, &err) == PTWM_OK);
+    /* Rejected tensors leave the writer usable. */
+    {
+        ptwm_tensor_desc bad = a;
+        bad.nbytes = 7;
+        CHECK_ERR(ptwm_writer_add(w, &bad, NULL, &err), &err, PTWM_ERR_SHAPE, "'a/weight': 7 bytes given");
+        bad = a;
+        bad.dtype = (ptwm_dtype)99;
+        CHECK_ERR(ptwm_writer_add(w, &bad, NULL, &err), &err, PTWM_ERR_DTYPE, "unknown dtype 99");
+    }
+    CHECK(ptwm_writer_coded_bytes(w) > 0);
+    CHECK(ptwm_writer_finish_memory(w, &blob, &len, &err) == PTWM_OK);
+    CHECK(ptwm_reader_open_memory(blob, len, "features", &r, &err) == PTWM_OK);
+    if (r) {
+        ptwm_tensor_info info;
+        CHECK(ptwm_reader_count(r) == 3);
+        CHECK(ptwm_reader_metadata_count(r) == 2);
+        CHECK(strcmp(ptwm_reader_metadata(r, 1).key, "note") == 0 &&
+              strcmp(ptwm_reader_metadata(r, 1).value, "hello") == 0);
+        CHECK(ptwm_reader_source_header(r, NULL) == NULL);
+        CHECK(ptwm_reader_decode(r, 0, out, sizeof(f), &err) == PTWM_OK && memcmp(out, f, sizeof(f)) == 0);
+        CHECK(ptwm_reader_decode(r, 1, out, sizeof(zeros), &err) == PTWM_OK &&
+              memcmp(out, zeros, sizeof(zeros)) == 0);
+        CHECK(ptwm_reader_decode(r, 2, out, 0, &err) == PTWM_OK);
+        CHECK(ptwm_reader_tensor(r, 1, &info) == PTWM_OK && info.coded_bytes < 200);
+        CHECK(ptwm_reader_chain_text(r, 0, text, sizeof(text), &err) == PTWM_OK && strstr(text, " || "));
+        CHECK(ptwm_reader_verify(r, &err) == PTWM_OK);
+        /* Without a source header, write_safetensors writes a fresh file. */
+        {
+            char path[1024];
+            ptwm_st *st = NULL;
+            snprintf(path, sizeof(path), "%s/fresh.safetensors", tu_tmpdir());
+            CHECK_MSG(ptwm_reader_write_safetensors(r, path, &err) == PTWM_OK, "%s", err.message);
+            CHECK(ptwm_st_open(path, PTWM_OPEN_MMAP, &st, &err) == PTWM_OK);
+            if (st) {
+                CHECK(ptwm_st_count(st) == 3);
+                CHECK(ptwm_st_metadata_get(st, "format") && strcmp(ptwm_st_metadata_get(st, "format"), "pt") == 0);
+                CHECK(ptwm_st_read(st, 0, 0, out, sizeof(f), &err) == PTWM_OK && memcmp(out, f, sizeof(f)) == 0);
+                ptwm_st_close(st);
+            }
+        }
+        ptwm_reader_close(r);
+    }
+    free(blob);
+
+    /* Duplicate names, failing reads, bad parameters. */
+    CHECK(ptwm_writer_open_memory(&p, &w, &err) == PTWM_OK);
+    CHECK(ptwm_writer_add(w, &z, NULL, &err) == PTWM_OK);
+    CHECK(ptwm_writer_add(w, &z, NULL, &err) == PTWM_OK);
+    CHECK_ERR(ptwm_writer_finish_memory(w, &blob, &len, &err), &err, PTWM_ERR_DUPLICATE, "'zeros' added twice");
+    CHECK(ptwm_writer_open_memory(&p, &w, &err) == PTWM_OK);
+    CHECK_ERR(ptwm_writer_add_stream(w, &z, NULL, read_fail, NULL, &err), &err, PTWM_ERR_IO,
+              "tensor 'zeros': reading bytes 0..8192: disk on fire at 0");
+    CHECK_ERR(ptwm_writer_add(w, &a, NULL, &err), &err, PTWM_ERR_IO, "writer already failed");
+    ptwm_writer_free(w);
+    p.chunk_size = 100;
+    CHECK_ERR(ptwm_writer_open_memory(&p, &w, &err), &err, PTWM_ERR_INVALID_ARG, "chunk size 100 outside");
+    p.chunk_size = 0;
+    p.method = 9;
+    CHECK_ERR(ptwm_writer_open_memory(&p, &w, &err), &err, PTWM_ERR_UNKNOWN_ID, "unknown method 9");
+    free(out);
+}
+
+int main(void) {
+    if (!tu_corpus_dir()) {
+        fprintf(stderr, "corpus not found (set PTWM_CORPUS)\n");
+        return 1;
+    }
+    test_ranges();
+    test_writer_features();
+    test_threads_identical();
+    test_corpus();
+    return tu_finish("test_container");
+}
