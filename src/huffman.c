@@ -341,7 +341,7 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
 typedef uint16_t huf_entry;
 
 /* Parse and check the length description and build the table of 2^*tlog
- * entries (*tlog = the longest length used). *used = bytes consumed. */
+ * entries (*tlog = 11 or 13). *used = bytes consumed. */
 static ptwm_error huf_read_table(const uint8_t *src, size_t size, huf_entry table[HUF_TABLE_SIZE],
                                  unsigned *tlog, size_t *used) {
     uint8_t len[256];
@@ -366,16 +366,17 @@ static ptwm_error huf_read_table(const uint8_t *src, size_t size, huf_entry tabl
     PTWM_CHECK((count & 1) == 0 || (src[2 + nib - 1] >> 4) == 0);
     /* Complete prefix code: the Kraft sum is exactly 1. */
     PTWM_CHECK(kraft == HUF_TABLE_SIZE);
+    /* Two table sizes only, so the fast loops shift by constants. */
+    *tlog = maxlen <= HUF_FAST_LEN ? HUF_FAST_LEN : HUF_MAX_LEN;
     pos = 0;
     for (l = 1; l <= maxlen; l++)
         for (i = lo; i <= hi; i++)
             if (len[i] == l) {
-                unsigned k, span = 1u << (maxlen - l);
+                unsigned k, span = 1u << (*tlog - l);
                 huf_entry e = (huf_entry)(l | (i << 8));
                 for (k = 0; k < span; k++) table[pos + k] = e;
                 pos += span;
             }
-    *tlog = maxlen;
     *used = 2 + nib;
     return PTWM_OK;
 }
@@ -452,9 +453,9 @@ PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
 
 /* One fast loop per codes-per-refill count, so the inner body is unrolled;
  * the streams live in locals so the compiler can keep them in registers. */
-#define HUF_FAST_LOOP(NAME, PER, BODY)                                               \
-    static void NAME(huf_state *st, const huf_entry *restrict table, unsigned tlog) { \
-        const unsigned shift = 64 - tlog;                                            \
+#define HUF_FAST_LOOP(NAME, ATTR, PER, TLOG, BODY)                                   \
+    ATTR static void NAME(huf_state *st, const huf_entry *restrict table) {          \
+        const unsigned shift = 64 - TLOG;                                            \
         size_t iters;                                                                \
         while ((iters = huf_safe_iters(st, PER)) != 0) {                             \
             const uint8_t *ip0 = st->ip[0], *ip1 = st->ip[1], *ip2 = st->ip[2],      \
@@ -476,8 +477,19 @@ PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
             st->op[0] = op0, st->op[1] = op1, st->op[2] = op2, st->op[3] = op3;      \
         }                                                                            \
     }
-HUF_FAST_LOOP(huf_fast5, 5, HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3); HUF_DEC4(4))
-HUF_FAST_LOOP(huf_fast4, 4, HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3))
+#define HUF_BODY5 HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3); HUF_DEC4(4)
+#define HUF_BODY4 HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3)
+HUF_FAST_LOOP(huf_fast5, , 5, HUF_FAST_LEN, HUF_BODY5)
+HUF_FAST_LOOP(huf_fast4, , 4, HUF_MAX_LEN, HUF_BODY4)
+/* The same loops with BMI2's flag-free variable shifts (shlx/shrx), chosen at
+ * run time: the build does not assume the CPU has them. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HUF_HAVE_BMI2 1
+HUF_FAST_LOOP(huf_fast5_bmi2, __attribute__((target("bmi2"))), 5, HUF_FAST_LEN, HUF_BODY5)
+HUF_FAST_LOOP(huf_fast4_bmi2, __attribute__((target("bmi2"))), 4, HUF_MAX_LEN, HUF_BODY4)
+#endif
+#undef HUF_BODY4
+#undef HUF_BODY5
 #undef HUF_FAST_LOOP
 #undef HUF_REFILL
 #undef HUF_DEC4
@@ -506,8 +518,16 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
             st->ip[s] = st->start[s] + byte_end - 8;
             st->bits[s] = (ptwm_load_le64(st->ip[s]) | 1) << (8 * byte_end - bitpos[s]);
         }
-        if (tlog <= HUF_FAST_LEN) huf_fast5(st, table, tlog);
-        else huf_fast4(st, table, tlog);
+#ifdef HUF_HAVE_BMI2
+        if (__builtin_cpu_supports("bmi2")) {
+            if (tlog == HUF_FAST_LEN) huf_fast5_bmi2(st, table);
+            else huf_fast4_bmi2(st, table);
+        } else
+#endif
+        {
+            if (tlog == HUF_FAST_LEN) huf_fast5(st, table);
+            else huf_fast4(st, table);
+        }
         for (s = 0; s < HUF_STREAMS; s++)
             bitpos[s] = 8 * (uint64_t)(st->ip[s] - st->start[s]) + 64 -
                         (unsigned)__builtin_ctzll(st->bits[s]);
