@@ -81,7 +81,9 @@ ptwm_error ptwm_tensor_nbytes(ptwm_dtype dtype, const uint64_t *shape, uint32_t 
     if (ndim > PTWM_MAX_NDIM)
         return ptwm_fail(err, PTWM_ERR_LIMIT, "%u dimensions, at most %u accepted", (unsigned)ndim,
                          (unsigned)PTWM_MAX_NDIM);
-    /* The product of the non-zero dims must fit 64 bits whatever their order,
+    /* As in the reference, elements x bits must fit 64 bits (so a U8 tensor
+     * tops out at 2^61 bytes; no real file comes near).
+     * The product of the non-zero dims must fit 64 bits whatever their order,
      * even when a zero dim makes the element count 0: a shape like
      * [2^32, 2^32, 0] is nonsense, and rejecting it never depends on dim order. */
     for (i = 0; i < ndim; i++) {
