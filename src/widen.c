@@ -13,19 +13,22 @@
  */
 #include "common.h"
 
-/* F16 bits -> F32 bits. em = exponent and mantissa; the three cases are
- * computed unconditionally and selected so the compiler emits blends. */
+/* F16 bits -> F32 bits. The cases are combined with masks rather than
+ * branches or ternaries, which GCC would keep as control flow and not
+ * vectorise. em << 13 puts the exponent and mantissa in place; rebiasing adds
+ * (127 - 15) << 23, and an all-ones F16 exponent (infinity, NaN) needs the
+ * same again to reach 255. Subnormals are em * 2^-24, exact in F32. */
 PTWM_INLINE uint32_t f16_bits_to_f32_bits(uint32_t h) {
     uint32_t sign = (h & 0x8000u) << 16;
     uint32_t em = h & 0x7fffu;
-    uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
-    uint32_t infnan = (em << 13) | 0x7f800000u;
-    float sub_f = (float)(int32_t)em * 0x1p-24f;  /* only used when em < 0x400: exact */
+    uint32_t is_infnan = 0u - (uint32_t)(em >= 0x7c00u);
+    uint32_t is_sub = 0u - (uint32_t)(em < 0x400u);
+    uint32_t rebias = (uint32_t)(127 - 15) << 23;
+    uint32_t r = (em << 13) + rebias + (is_infnan & rebias);
+    float sub_f = (float)(int32_t)em * 0x1p-24f;
     uint32_t sub;
-    uint32_t r;
     memcpy(&sub, &sub_f, 4);
-    r = em >= 0x7c00u ? infnan : normal;
-    r = em < 0x400u ? sub : r;
+    r = (r & ~is_sub) | (sub & is_sub);
     return r | sign;
 }
 
@@ -34,7 +37,8 @@ PTWM_INLINE uint32_t f16_bits_to_f32_bits(uint32_t h) {
 PTWM_INLINE uint16_t f32_bits_to_bf16_bits(uint32_t x) {
     uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
     uint32_t nan = (x >> 16) | 0x40u;
-    return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+    uint32_t is_nan = 0u - (uint32_t)((x & 0x7fffffffu) > 0x7f800000u);
+    return (uint16_t)((nan & is_nan) | (rounded & ~is_nan));
 }
 
 /* The loops, written once and compiled for the baseline and for AVX2. Source
@@ -72,7 +76,32 @@ PTWM_WIDEN_LOOPS(generic, )
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__AVX2__)
 #define PTWM_WIDEN_DISPATCH 1
+#include <immintrin.h>
 PTWM_WIDEN_LOOPS(avx2, __attribute__((target("avx2"))))
+
+/* F16C converts 8 values per instruction, about three times the integer
+ * loop's rate, but quiets a signalling NaN; NaN lanes are therefore replaced
+ * by the payload-preserving integer result (sign | all-ones exponent |
+ * mantissa << 13). */
+__attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint16_t *restrict src,
+                                                                   float *restrict dst, size_t n) {
+    const __m256i m7fff = _mm256_set1_epi32(0x7fff), m7c00 = _mm256_set1_epi32(0x7c00);
+    const __m256i m8000 = _mm256_set1_epi32(0x8000), exp_ones = _mm256_set1_epi32(0x7f800000);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        __m256 f = _mm256_cvtph_ps(h);
+        __m256i h32 = _mm256_cvtepu16_epi32(h);
+        __m256i em = _mm256_and_si256(h32, m7fff);
+        __m256i is_nan = _mm256_cmpgt_epi32(em, m7c00);
+        __m256i nan = _mm256_or_si256(
+            _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(h32, m8000), 16), exp_ones),
+            _mm256_slli_epi32(em, 13));
+        __m256i r = _mm256_blendv_epi8(_mm256_castps_si256(f), nan, is_nan);
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), r);
+    }
+    f16_to_f32_avx2(src + i, dst + i, n - i);
+}
 
 typedef struct widen_impl {
     void (*bf16)(const uint16_t *restrict, float *restrict, size_t);
@@ -86,11 +115,14 @@ static const widen_impl *widen_choose(void) {
     static const widen_impl generic = {bf16_to_f32_generic, f16_to_f32_generic,
                                        f32_to_bf16_generic};
     static const widen_impl avx2 = {bf16_to_f32_avx2, f16_to_f32_avx2, f32_to_bf16_avx2};
+    static const widen_impl f16c = {bf16_to_f32_avx2, f16_to_f32_f16c, f32_to_bf16_avx2};
     static const widen_impl *volatile chosen;
     const widen_impl *c = chosen;
     if (!c) {
         __builtin_cpu_init();
-        c = __builtin_cpu_supports("avx2") ? &avx2 : &generic;
+        c = !__builtin_cpu_supports("avx2")  ? &generic
+            : __builtin_cpu_supports("f16c") ? &f16c
+                                             : &avx2;
         chosen = c;
     }
     return c;
