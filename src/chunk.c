@@ -3,6 +3,8 @@
  * Payload (docs/CHAINS.md, "Chunk payload"):
  *   u8 flags        bit 0: a CRC32 follows each plane entry
  *                   bit 1: MICROSCALE block-relative exponents in this chunk
+ *                   bit 2: transform bypassed: one plane, the raw bytes (used
+ *                          when the planes would not beat the raw chunk)
  *   u8 planes P
  *   P entries       u8 stage (0 CONST, 1 HUFFMAN, 2 ZSTD, 4 RANS, 5 IDENTITY),
  *                   varint raw length, varint coded length, [u32 LE CRC32 of
@@ -28,6 +30,7 @@
 #define STAGE_CONST 0
 #define FLAG_CRC 1u
 #define FLAG_MICRO 2u
+#define FLAG_RAW 4u
 #define MAX_PLANES (PTWM_MAX_BASE_PLANES + 2)
 #define ENTRY_MAX (1 + 10 + 10 + 4)
 #define HEADER_MAX (2 + MAX_PLANES * ENTRY_MAX)
@@ -109,6 +112,14 @@ typedef struct plane_layout {
 
 static void layout_make(const ptwm_chain_info *c, size_t raw_len, int micro, plane_layout *L) {
     unsigned k;
+    if (micro < 0) { /* bypassed: one plane of raw bytes */
+        L->n = L->tail = L->blocks = 0;
+        L->micro = 0;
+        L->count = 1;
+        L->len[0] = raw_len;
+        L->setting[0] = c->nplanes;
+        return;
+    }
     L->n = raw_len / c->width;
     L->tail = raw_len % c->width;
     L->micro = micro;
@@ -161,36 +172,66 @@ static int get_varint(const uint8_t *p, size_t avail, size_t *pos, uint64_t *out
 
 /* ---- stage choice ------------------------------------------------------- */
 
-static void histogram(const uint8_t *restrict src, size_t n, uint32_t *restrict hist) {
+static void histogram(const uint8_t *restrict src, size_t n, size_t step, uint32_t *restrict hist) {
     /* Four tables break the store-to-load chain on runs of one symbol. */
     uint32_t h[4][256];
     size_t i;
     int s;
     memset(h, 0, sizeof(h));
-    for (i = 0; i + 4 <= n; i += 4) {
+    for (i = 0; i + 4 * step <= n; i += 4 * step) {
         h[0][src[i]]++;
-        h[1][src[i + 1]]++;
-        h[2][src[i + 2]]++;
-        h[3][src[i + 3]]++;
+        h[1][src[i + step]]++;
+        h[2][src[i + 2 * step]]++;
+        h[3][src[i + 3 * step]]++;
     }
-    for (; i < n; i++) h[0][src[i]]++;
+    for (; i < n; i += step) h[0][src[i]]++;
     for (s = 0; s < 256; s++) hist[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
 }
 
-/* Bytes of an ideal order-0 code for a histogram (table not counted). */
-static double order0_bytes(const uint32_t *hist, size_t n) {
-    double bits = 0.0, dn = (double)n;
+/* Order-0 estimate of a plane: ideal code bytes plus a table cost. Counts
+ * come from every `step`-th byte and are scaled to the plane. */
+typedef struct plane_est {
+    double bytes;      /* estimated coded size with an order-0 stage */
+    double entropy;    /* ideal order-0 bytes, no table */
+    unsigned distinct; /* symbols seen */
+    int constant;      /* every byte equal (checked exactly) */
+} plane_est;
+
+static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
+    uint32_t hist[256];
+    plane_est e;
+    size_t seen;
     int s;
-    for (s = 0; s < 256; s++)
-        if (hist[s]) bits -= (double)hist[s] * log2((double)hist[s] / dn);
-    return bits / 8.0;
+    e.bytes = e.entropy = 0.0;
+    e.distinct = 0;
+    e.constant = 0;
+    if (n == 0) return e;
+    histogram(src, n, step, hist);
+    seen = (n + step - 1) / step;
+    for (s = 0; s < 256; s++) {
+        if (hist[s]) {
+            e.distinct++;
+            e.entropy -= (double)hist[s] * log2((double)hist[s] / (double)seen);
+        }
+    }
+    e.entropy = e.entropy / 8.0 * ((double)n / (double)seen);
+    if (e.distinct == 1) {
+        size_t i;
+        for (i = 1; i < n && src[i] == src[0]; i++) {
+        }
+        e.constant = i == n;
+    }
+    /* A frequency table costs roughly 1.5 bytes a symbol. */
+    e.bytes = e.entropy + 12.0 + 1.5 * e.distinct;
+    return e;
 }
 
-static unsigned distinct(const uint32_t *hist) {
-    unsigned d = 0;
-    int s;
-    for (s = 0; s < 256; s++) d += hist[s] != 0;
-    return d;
+/* Planes shorter than this are estimated from every byte; longer ones from
+ * every 4th (the estimate only picks a stage). */
+#define SAMPLE_ABOVE 65536
+
+static plane_est estimate_plane(const uint8_t *src, size_t n) {
+    return estimate(src, n, n > SAMPLE_ABOVE ? 4 : 1);
 }
 
 typedef struct stage_pick {
@@ -209,54 +250,42 @@ static uint8_t method_mask(int method, int8_t *order) {
     }
 }
 
-/* Pick a stage from an estimate: the order-0 cost from the histogram, with
- * rough table costs. Only the pick is encoded (and kept only if it beats
- * storing the plane raw). */
-static stage_pick pick_stage(const uint32_t *hist, size_t n, unsigned mask, int zlevel,
-                             int order) {
+/* A plane whose estimate saves less than this fraction is stored raw: coding
+ * it would cost time for nothing. */
+#define WORTH_CODING 0.997
+
+/* Pick a stage. A single candidate is used as is; among several, the
+ * estimate decides and only the pick is encoded (zstd is tried only when it
+ * is the sole candidate: on weight planes it never beats an order-0 stage). */
+static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zlevel, int order) {
     stage_pick p;
-    double e0, best;
-    unsigned d;
+    double best = (double)n * WORTH_CODING;
     p.stage = PTWM_METHOD_IDENTITY;
     p.level = 0;
-    if (mask == PTWM_EMASK(PTWM_METHOD_HUFFMAN) || mask == PTWM_EMASK(PTWM_METHOD_ZSTD) ||
-        mask == PTWM_EMASK(PTWM_METHOD_RANS) || mask == PTWM_EMASK(PTWM_METHOD_IDENTITY)) {
+    if ((mask & (mask - 1)) == 0 && mask) {
         for (p.stage = 1; !(mask & PTWM_EMASK(p.stage)); p.stage++) {
         }
         p.level = p.stage == PTWM_METHOD_ZSTD ? zlevel : p.stage == PTWM_METHOD_RANS ? order : 0;
         return p;
     }
-    d = distinct(hist);
-    e0 = order0_bytes(hist, n);
-    best = (double)n;
-    if (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) {
-        /* Huffman loses little unless one symbol dominates. */
-        double c = e0 * 1.01 + n / 400.0 + 8.0 + d;
-        if (c < best) {
-            best = c;
-            p.stage = PTWM_METHOD_HUFFMAN;
-        }
-    }
     if (mask & PTWM_EMASK(PTWM_METHOD_RANS)) {
-        double c = e0 + 16.0 + 2.0 * d;
-        /* Prefer Huffman (faster to decode) unless rANS saves over 1%. */
-        if (c < best * 0.99) {
-            best = c;
+        if (e->bytes < best || order != 0) {
+            best = e->bytes;
             p.stage = PTWM_METHOD_RANS;
             p.level = order;
         }
-    }
-    if (mask == PTWM_EMASK(PTWM_METHOD_ZSTD) && best >= (double)n) {
-        p.stage = PTWM_METHOD_ZSTD;
-        p.level = zlevel;
+    } else if (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) {
+        /* Huffman's integer code lengths lose a little over the entropy. */
+        double c = e->bytes * 1.02 + (double)n / 500.0;
+        if (c < best) p.stage = PTWM_METHOD_HUFFMAN;
     }
     return p;
 }
 
-/* Encode one plane into out (room for max(bound, len) bytes). */
-static ptwm_error encode_plane(const uint8_t *src, size_t len, unsigned mask, int zlevel,
-                               int order, uint8_t *out, size_t cap, int *stage, size_t *coded) {
-    uint32_t hist[256];
+/* Encode one plane into out (room for max(stage bound, len) bytes). */
+static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *est,
+                               unsigned mask, int zlevel, int order, uint8_t *out, size_t cap,
+                               int *stage, size_t *coded) {
     stage_pick p;
     ptwm_error e;
     if (len == 0) {
@@ -264,14 +293,13 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, unsigned mask, in
         *coded = 0;
         return PTWM_OK;
     }
-    histogram(src, len, hist);
-    if (hist[src[0]] == len) {
+    if (est->constant) {
         *stage = STAGE_CONST;
         out[0] = src[0];
         *coded = 1;
         return PTWM_OK;
     }
-    p = pick_stage(hist, len, mask, zlevel, order);
+    p = pick_stage(est, len, mask, zlevel, order);
     if (p.stage != PTWM_METHOD_IDENTITY) {
         e = ptwm_entropy_encode(p.stage, p.level, src, len, out, cap, coded);
         if (e == PTWM_OK && *coded < len) {
@@ -287,18 +315,47 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, unsigned mask, in
     return PTWM_OK;
 }
 
-size_t ptwm_chunk_bound(size_t raw_len) {
-    /* Every plane is at most its raw size (else stored raw); the planes hold
-     * raw_len bytes plus at most raw_len / 4 + 1 block scales. */
-    return HEADER_MAX + raw_len + raw_len / 4 + 1;
+/* The bypassed form: flags, count, one entry, the raw bytes. */
+static size_t raw_form_size(size_t raw_len, int crc) {
+    uint8_t tmp[10];
+    return 3 + 2 * put_varint(tmp, raw_len) + (crc ? 4 : 0) + raw_len;
 }
 
-/* Estimated order-0 bytes of a plane (for the plain vs block-relative choice). */
-static double plane_estimate(const uint8_t *src, size_t n) {
-    uint32_t hist[256];
-    if (n == 0) return 0.0;
-    histogram(src, n, hist);
-    return order0_bytes(hist, n) + 2.0 * distinct(hist);
+size_t ptwm_chunk_bound(size_t raw_len) {
+    /* The encoder falls back to the bypassed form whenever the planes are
+     * larger, so that form's size is the bound. */
+    return raw_form_size(raw_len, 1);
+}
+
+/* Write the header for `count` planes and the coded bytes `body` to dst. */
+static ptwm_error frame(unsigned flags, unsigned count, const int *stage, const size_t *len,
+                        const size_t *coded, const uint8_t *body, size_t body_len, uint8_t *dst,
+                        size_t cap, size_t *out_len, ptwm_err *err) {
+    uint8_t hdr[HEADER_MAX];
+    size_t h = 2, pos = 0, total;
+    unsigned k;
+    hdr[0] = (uint8_t)flags;
+    hdr[1] = (uint8_t)count;
+    for (k = 0; k < count; k++) {
+        hdr[h++] = (uint8_t)stage[k];
+        h += put_varint(hdr + h, len[k]);
+        h += put_varint(hdr + h, coded[k]);
+        if (flags & FLAG_CRC) {
+            ptwm_store_le32(hdr + h, libdeflate_crc32(0, body + pos, coded[k]));
+            h += 4;
+        }
+        pos += coded[k];
+    }
+    total = h + body_len;
+    if (total > cap)
+        return ptwm_fail(err, PTWM_ERR_DST_SIZE,
+                         "chunk_encode: payload of %zu bytes, buffer of %zu (ptwm_chunk_bound "
+                         "gives the worst case)",
+                         total, cap);
+    memcpy(dst, hdr, h);
+    if (body_len) memcpy(dst + h, body, body_len);
+    *out_len = total;
+    return PTWM_OK;
 }
 
 ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
@@ -306,14 +363,15 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
                              uint8_t *dst, size_t cap, size_t *out_len, ptwm_err *err) {
     ptwm_chain_info c;
     plane_layout L;
+    plane_est est[MAX_PLANES];
     scratch *s;
     uint8_t *pb, *cb;
     uint8_t *plane[MAX_PLANES];
-    size_t coded[MAX_PLANES], cb_need = 0, pos, off, total, k;
+    size_t coded[MAX_PLANES], cb_need = 0, off, k;
     int stage[MAX_PLANES];
     int method = prm ? prm->method : PTWM_METHOD_MICROSCALE;
-    int emit_crc = prm ? prm->emit_crc : 1;
-    int zdefault = prm && prm->zstd_level ? prm->zstd_level : 0;
+    unsigned crc_flag = !prm || prm->emit_crc ? FLAG_CRC : 0;
+    int zdefault = prm ? prm->zstd_level : 0;
     int micro = 0;
     ptwm_error e;
 
@@ -324,10 +382,10 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     s = scratch_get();
     if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: no scratch memory");
 
-    /* Transform: planes live back to back in scratch 0 (room for the
-     * transform's planes, the residuals and the block scales). */
+    /* Transform: planes live back to back in scratch 0, followed by room for
+     * the MICROSCALE residuals and block scales. */
     layout_make(&c, raw_len, 0, &L);
-    pb = scratch_need(s, 0, raw_len + 2 * L.n + 16);
+    pb = scratch_need(s, 0, L.n * (c.nplanes + 2) + 16);
     if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", raw_len);
     for (k = 0; k < c.nplanes; k++) plane[k] = pb + k * L.n;
     if (c.xform == PTWM_XFORM_SPLIT)
@@ -336,25 +394,34 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         ptwm_split_bytes(raw, L.n, c.width, plane);
     else
         plane[0] = (uint8_t *)(uintptr_t)raw; /* BYTES: the raw bytes are the plane */
+    for (k = 0; k < c.nplanes; k++) est[k] = estimate_plane(plane[k], L.n);
 
-    if (c.micro_block && L.n >= 2 * (size_t)c.micro_block) {
+    /* MICROSCALE: keep block-relative exponents when they estimate smaller. */
+    if (c.micro_block && L.n >= 2 * (size_t)c.micro_block && !est[0].constant) {
         uint8_t *r = pb + c.nplanes * L.n;
         size_t nb = ptwm_micro_blocks(L.n, c.micro_block);
         uint8_t *d = r + L.n;
-        double plain, rel;
+        plane_est er, ed;
         ptwm_micro_forward(plane[0], L.n, c.micro_block, r, d);
-        plain = plane_estimate(plane[0], L.n);
-        rel = plane_estimate(r, L.n) + plane_estimate(d, nb);
-        if (rel < plain) {
+        er = estimate_plane(r, L.n);
+        ed = estimate_plane(d, nb);
+        if (er.bytes + ed.bytes < est[0].bytes) {
             micro = 1;
             layout_make(&c, raw_len, 1, &L);
             plane[0] = r;
+            est[0] = er;
             plane[c.nplanes] = d;
+            est[c.nplanes] = ed;
         }
     }
-    if (L.tail) plane[L.count - 1] = (uint8_t *)(uintptr_t)(raw + raw_len - L.tail);
+    if (L.tail) {
+        plane[L.count - 1] = (uint8_t *)(uintptr_t)(raw + raw_len - L.tail);
+        est[L.count - 1] = estimate_plane(plane[L.count - 1], L.tail);
+    }
 
-    for (k = 0; k < L.count; k++) cb_need += ptwm_chunk_bound(L.len[k]) + 64;
+    for (k = 0; k < L.count; k++) cb_need += ptwm_entropy_bound(PTWM_METHOD_ZSTD, L.len[k]) +
+                                              ptwm_entropy_bound(PTWM_METHOD_RANS, L.len[k]) +
+                                              ptwm_entropy_bound(PTWM_METHOD_HUFFMAN, L.len[k]);
     cb = scratch_need(s, 1, cb_need);
     if (!cb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", cb_need);
 
@@ -363,16 +430,16 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         unsigned set = L.setting[k], mask;
         int8_t order = 0;
         int zl = zdefault;
-        size_t pcap = cb_need - off;
         if (set >= c.nplanes) {
-            mask = PTWM_EMASK(PTWM_METHOD_IDENTITY);
+            mask = PTWM_EMASK(PTWM_METHOD_IDENTITY); /* the tail */
         } else {
             mask = c.mask[set];
             order = c.rans_order[set];
             if (c.zstd_level[set]) zl = c.zstd_level[set];
             if (mask == 0) mask = method_mask(method, &order);
         }
-        e = encode_plane(plane[k], L.len[k], mask, zl, order, cb + off, pcap, &stage[k], &coded[k]);
+        e = encode_plane(plane[k], L.len[k], &est[k], mask, zl, order, cb + off, cb_need - off,
+                         &stage[k], &coded[k]);
         if (e) {
             scratch_trim(s);
             return ptwm_fail(err, e, "chunk_encode: plane %zu of %u (%zu bytes): %s", k, L.count,
@@ -381,37 +448,18 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         off += coded[k];
     }
 
-    /* Frame: header, then the coded planes. */
-    {
-        uint8_t hdr[HEADER_MAX];
-        size_t h = 2;
-        hdr[0] = (uint8_t)((emit_crc ? FLAG_CRC : 0) | (micro ? FLAG_MICRO : 0));
-        hdr[1] = (uint8_t)L.count;
-        pos = 0;
-        for (k = 0; k < L.count; k++) {
-            hdr[h++] = (uint8_t)stage[k];
-            h += put_varint(hdr + h, L.len[k]);
-            h += put_varint(hdr + h, coded[k]);
-            if (emit_crc) {
-                ptwm_store_le32(hdr + h, libdeflate_crc32(0, cb + pos, coded[k]));
-                h += 4;
-            }
-            pos += coded[k];
-        }
-        total = h + off;
-        if (total > cap) {
-            scratch_trim(s);
-            return ptwm_fail(err, PTWM_ERR_DST_SIZE,
-                             "chunk_encode: payload of %zu bytes, buffer of %zu (use "
-                             "ptwm_chunk_bound)",
-                             total, cap);
-        }
-        memcpy(dst, hdr, h);
-        if (off) memcpy(dst + h, cb, off);
+    if (HEADER_MAX + off < raw_form_size(raw_len, 0)) {
+        e = frame(crc_flag | (micro ? FLAG_MICRO : 0), L.count, stage, L.len, coded, cb, off, dst,
+                  cap, out_len, err);
+    } else {
+        /* Planes no smaller than the chunk (noise, or a chain that widens
+         * the data): keep the raw bytes. */
+        size_t rl = raw_len;
+        int st = PTWM_METHOD_IDENTITY;
+        e = frame(crc_flag | FLAG_RAW, 1, &st, &rl, &rl, raw, raw_len, dst, cap, out_len, err);
     }
     scratch_trim(s);
-    *out_len = total;
-    return PTWM_OK;
+    return e;
 }
 
 static const char *stage_label(int stage) {
@@ -431,6 +479,7 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     uint32_t crc[MAX_PLANES];
     int stage[MAX_PLANES];
     unsigned flags, count;
+    int bypass;
     ptwm_error e;
 
     if ((!src && src_len) || (!raw && raw_len))
@@ -441,13 +490,14 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload of %zu bytes (at least 2)", src_len);
     flags = src[0];
     count = src[1];
-    if (flags & ~(FLAG_CRC | FLAG_MICRO))
+    if (flags & ~(FLAG_CRC | FLAG_MICRO | FLAG_RAW) || (flags & FLAG_MICRO && flags & FLAG_RAW))
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload: unknown flags 0x%02x", flags);
     if ((flags & FLAG_MICRO) && !c.micro_block)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: block-relative exponents, but the chain has no "
                          "microscale");
-    layout_make(&c, raw_len, (flags & FLAG_MICRO) != 0, &L);
+    bypass = (flags & FLAG_RAW) != 0;
+    layout_make(&c, raw_len, bypass ? -1 : (flags & FLAG_MICRO) != 0, &L);
     if (count != L.count)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: %u planes, the chain makes %u for %zu raw bytes", count,
@@ -504,9 +554,14 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
 
     s = scratch_get();
     if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: no scratch memory");
-    /* Room for every plane that needs decoding (identity planes are used in place). */
-    pb = scratch_need(s, 0, raw_len + L.blocks + 16);
-    if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu scratch bytes", raw_len);
+    /* Room for every plane (identity planes are used in place; the planes
+     * of a split may hold more bytes than the chunk). */
+    {
+        size_t need = 16;
+        for (k = 0; k < count; k++) need += L.len[k];
+        pb = scratch_need(s, 0, need);
+        if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu scratch bytes", need);
+    }
 
     boff = 0;
     {
@@ -527,8 +582,8 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             if (stage[k] == PTWM_METHOD_IDENTITY) {
                 plane[k] = cp;
             } else {
-                /* BYTES: plane 0 is the raw bytes, decoded in place. */
-                uint8_t *out = c.xform == PTWM_XFORM_BYTES && k == 0 ? raw : pb + poff;
+                /* Bypassed or BYTES: plane 0 is the raw bytes, decoded in place. */
+                uint8_t *out = k == 0 && (bypass || c.xform == PTWM_XFORM_BYTES) ? raw : pb + poff;
                 if (stage[k] == STAGE_CONST) {
                     memset(out, cp[0], L.len[k]);
                 } else {
@@ -563,7 +618,9 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             ptwm_micro_inverse(plane[0], plane[c.nplanes], L.n, c.micro_block, xbuf);
             pl[0] = xbuf;
         }
-        if (c.xform == PTWM_XFORM_SPLIT)
+        if (bypass) {
+            if (raw_len && pl[0] != raw) memcpy(raw, pl[0], raw_len);
+        } else if (c.xform == PTWM_XFORM_SPLIT)
             ptwm_merge_float(pl, L.n, c.width, c.exp_bits, c.man_bits, raw);
         else if (c.xform == PTWM_XFORM_PLANES)
             ptwm_merge_bytes(pl, L.n, c.width, raw);
