@@ -546,17 +546,17 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
 
 /* One decode step of state X with table T/S; the renormalisation word is read
  * unconditionally (the caller guarantees 2 readable bytes) and used only if
- * the state fell below L. */
+ * the state fell below L, through a mask rather than a branch: on weight
+ * planes whether a state needs a word is close to a coin toss. */
 #define RANS_DEC_FAST(X, T, S, OUT)                                  \
     do {                                                             \
-        uint32_t slot_ = (X)&mask, e_ = (T)[slot_], w_;              \
+        uint32_t slot_ = (X)&mask, e_ = (T)[slot_], w_, m_;          \
         (OUT) = (S)[slot_];                                          \
         (X) = (e_ >> 16) * ((X) >> prec) + (e_ & 0xffff);            \
         w_ = ptwm_load_le16(p);                                      \
-        if ((X) < RANS_L) {                                          \
-            (X) = ((X) << 16) | w_;                                  \
-            p += 2;                                                  \
-        }                                                            \
+        m_ = (uint32_t)0 - (uint32_t)((X) < RANS_L);                 \
+        (X) = ((X) << (m_ & 16)) | (w_ & m_);                        \
+        p += m_ & 2;                                                 \
     } while (0)
 
 /* The checked form for the tail: a missing word is corruption. */
