@@ -1,0 +1,462 @@
+/* Damaged .ptwm files: every kind of damage gives its own error code and a
+ * message naming what is wrong (tensor, chunk, numbers), never a crash and
+ * never wrong bytes. Also the golden files of tests/golden/: old versions
+ * must keep decoding to the same bytes, damaged ones must keep failing. */
+#include "testutil.h"
+#include "container_format.h"
+#include "container_read.h"
+#include "hash.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct image {
+    uint8_t *p;
+    size_t len;
+} image;
+
+static uint16_t wv[3][20000];
+static const char *const wnames[3] = {"conv1/w", "conv2/w", "fc/bias"};
+
+/* Three BF16 tensors in 4 KiB chunks. */
+static image make_image(int plane_crc, int payload_hash) {
+    uint64_t shape[3][1] = {{20000}, {20000}, {20000}}, state = 11;
+    ptwm_tensor_desc d[3];
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    ptwm_err err;
+    image im = {NULL, 0};
+    void *blob = NULL;
+    size_t i, k;
+    for (k = 0; k < 3; k++) {
+        for (i = 0; i < 20000; i++) wv[k][i] = (uint16_t)(0x3c00 + (tu_rand(&state) % 700) - 350);
+        d[k].name = wnames[k];
+        d[k].dtype = PTWM_DTYPE_BF16;
+        d[k].ndim = 1;
+        d[k].shape = shape[k];
+        d[k].data = wv[k];
+        d[k].nbytes = sizeof(wv[k]);
+    }
+    p.chunk_size = 4096;
+    p.emit_plane_crc = plane_crc;
+    p.emit_payload_hash = payload_hash;
+    p.threads = 2;
+    CHECK(ptwm_compress_blob(d, 3, NULL, &p, &blob, &im.len, &err) == PTWM_OK);
+    im.p = (uint8_t *)blob;
+    return im;
+}
+
+static image copy(const image *a) {
+    image b;
+    b.p = (uint8_t *)malloc(a->len);
+    b.len = a->len;
+    memcpy(b.p, a->p, a->len);
+    return b;
+}
+
+static uint64_t table_offset(const image *im) {
+    return ptwm_load_le64(im->p + im->len - PTWM_FMT_FOOT_SIZE + PTWM_FOOT_TABLE_OFFSET);
+}
+
+/* After editing the table, make its CRC and the footer's CRC right again so
+ * the damage reaches the parser. */
+static void reseal(image *im) {
+    uint8_t *foot = im->p + im->len - PTWM_FMT_FOOT_SIZE;
+    uint64_t off = ptwm_load_le64(foot + PTWM_FOOT_TABLE_OFFSET);
+    uint64_t size = ptwm_load_le64(foot + PTWM_FOOT_TABLE_SIZE);
+    ptwm_store_le32(foot + PTWM_FOOT_TABLE_CRC, ptwm_crc32(0, im->p + off, (size_t)size));
+    ptwm_store_le32(foot + PTWM_FOOT_CRC, ptwm_crc32(0, foot, PTWM_FOOT_CRC));
+}
+
+/* Find `pat` inside the table; returns its file offset or 0. */
+static size_t find_in_table(const image *im, const void *pat, size_t n) {
+    size_t i, start = (size_t)table_offset(im);
+    for (i = start; i + n <= im->len; i++)
+        if (memcmp(im->p + i, pat, n) == 0) return i;
+    return 0;
+}
+
+/* Open, verify and decode tensor 1; return the first failure. */
+static ptwm_error try_all(const image *im, ptwm_err *err) {
+    ptwm_reader *r = NULL;
+    ptwm_error rc = ptwm_reader_open_memory(im->p, im->len, "damaged.ptwm", &r, err);
+    if (!rc) {
+        uint8_t *out = (uint8_t *)malloc(sizeof(wv[1]));
+        rc = ptwm_reader_decode(r, 1, out, sizeof(wv[1]), err);
+        if (!rc && memcmp(out, wv[1], sizeof(wv[1])) != 0)
+            rc = ptwm_fail(err, PTWM_ERR_CORRUPT, "test: wrong bytes handed back silently");
+        if (!rc) rc = ptwm_reader_verify(r, err);
+        free(out);
+        ptwm_reader_close(r);
+    }
+    return rc;
+}
+
+static void chunk_where(const image *im, size_t t, uint64_t k, uint64_t *off, uint32_t *coded) {
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    CHECK(ptwm_reader_open_memory(im->p, im->len, "x", &r, &err) == PTWM_OK);
+    CHECK(ptwm_reader_chunk_info(r, t, k, off, coded, NULL, NULL) == PTWM_OK);
+    ptwm_reader_close(r);
+}
+
+static void test_payload_damage(void) {
+    image good = make_image(1, 1), im;
+    ptwm_err err;
+    uint64_t off = 0;
+    uint32_t coded = 0;
+    CHECK(try_all(&good, &err) == PTWM_OK);
+    /* A flipped bit in the middle of chunk 3 of tensor 1. */
+    chunk_where(&good, 1, 3, &off, &coded);
+    im = copy(&good);
+    im.p[off + coded / 2] ^= 0x10;
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CRC, "file 'damaged.ptwm': tensor 'conv2/w' chunk 3 of 10: ");
+    free(im.p);
+    /* The first and last byte of a chunk (framing, not plane data). */
+    im = copy(&good);
+    im.p[off] ^= 0x01;
+    {
+        ptwm_error rc = try_all(&im, &err);
+        CHECK_MSG(rc == PTWM_ERR_CRC || rc == PTWM_ERR_CORRUPT || rc == PTWM_ERR_UNKNOWN_ID,
+                  "first byte: %s", err.message);
+        CHECK(strstr(err.message, "tensor 'conv2/w' chunk 3 of 10") != NULL);
+    }
+    free(im.p);
+    im = copy(&good);
+    im.p[off + coded - 1] ^= 0x80;
+    CHECK(try_all(&im, &err) != PTWM_OK);
+    CHECK(strstr(err.message, "tensor 'conv2/w' chunk 3 of 10") != NULL);
+    free(im.p);
+    free(good.p);
+}
+
+static void test_hash_damage(void) {
+    image good = make_image(0, 1), im;
+    uint8_t h[16];
+    size_t at;
+    ptwm_err err;
+    uint64_t off = 0;
+    uint32_t coded = 0;
+    ptwm_xxh128_oneshot(wv[1], sizeof(wv[1]), h);
+    at = find_in_table(&good, h, 16);
+    CHECK(at != 0);
+    im = copy(&good);
+    im.p[at + 5] ^= 0x04;
+    reseal(&im);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_HASH, "tensor 'conv2/w': payload XXH3-128 ");
+    free(im.p);
+    /* Without plane CRCs, payload damage is caught by the decoder or the hash. */
+    chunk_where(&good, 1, 5, &off, &coded);
+    im = copy(&good);
+    im.p[off + coded / 2] ^= 0x08;
+    {
+        ptwm_error rc = try_all(&im, &err);
+        CHECK_MSG(rc == PTWM_ERR_HASH || rc == PTWM_ERR_CORRUPT, "%s", err.message);
+        CHECK(strstr(err.message, "tensor 'conv2/w'") != NULL);
+    }
+    free(im.p);
+    free(good.p);
+}
+
+static void test_structure_damage(void) {
+    image good = make_image(1, 1), im;
+    ptwm_err err;
+    uint64_t toff = table_offset(&good);
+    size_t at, i;
+    static const size_t cuts[] = {0, 3, 8, 20, 63, 1000, 30000};
+    /* Bad magic, unknown version, unknown flags. */
+    im = copy(&good);
+    im.p[1] = 'Q';
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_BAD_MAGIC, "no .ptwm magic");
+    free(im.p);
+    im = copy(&good);
+    ptwm_store_le32(im.p + 8, 2);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_VERSION, "format version 2 (this library reads 1..1)");
+    free(im.p);
+    im = copy(&good);
+    im.p[12] = 1;
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_UNKNOWN_ID, "unknown file flags 0x00000001");
+    free(im.p);
+    /* A flipped bit in the table, in the footer, in the end magic. */
+    im = copy(&good);
+    im.p[toff + 7] ^= 0x20;
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CRC, "tensor table CRC 0x");
+    free(im.p);
+    im = copy(&good);
+    im.p[im.len - PTWM_FMT_FOOT_SIZE + 3] ^= 0x01;
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CRC, "footer CRC 0x");
+    free(im.p);
+    im = copy(&good);
+    im.p[im.len - 2] ^= 0x01;
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_TRUNCATED, "no footer at the end");
+    free(im.p);
+    /* Truncation at several points (and one byte extra). */
+    for (i = 0; i < PTWM_ARRAY_LEN(cuts); i++) {
+        image t = copy(&good);
+        ptwm_error rc;
+        t.len = cuts[i];
+        rc = try_all(&t, &err);
+        if (cuts[i] < PTWM_FMT_MAGIC_LEN) CHECK_ERR(rc, &err, PTWM_ERR_BAD_MAGIC, "not a .ptwm file");
+        else CHECK_ERR(rc, &err, PTWM_ERR_TRUNCATED, "damaged.ptwm");
+        free(t.p);
+    }
+    im = copy(&good);
+    im.len = good.len - 1;
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_TRUNCATED, "no footer");
+    im.len = (size_t)toff + 10;
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_TRUNCATED, "no footer");
+    free(im.p);
+    {
+        image ext = copy(&good);
+        ext.p = (uint8_t *)realloc(ext.p, good.len + 1);
+        memmove(ext.p + good.len - PTWM_FMT_FOOT_SIZE + 1, ext.p + good.len - PTWM_FMT_FOOT_SIZE,
+                PTWM_FMT_FOOT_SIZE);
+        ext.len++;
+        CHECK_ERR(try_all(&ext, &err), &err, PTWM_ERR_TRUNCATED, "its footer says");
+        free(ext.p);
+    }
+    /* A chunk entry pointing past the end: tensor 2, chunk 4. */
+    {
+        ptwm_reader *r = NULL;
+        uint64_t off = 0;
+        uint32_t coded = 0, raw = 0;
+        uint8_t pat[16];
+        CHECK(ptwm_reader_open_memory(good.p, good.len, "x", &r, &err) == PTWM_OK);
+        CHECK(ptwm_reader_chunk_info(r, 2, 4, &off, &coded, &raw, NULL) == PTWM_OK);
+        ptwm_reader_close(r);
+        ptwm_store_le64(pat, off);
+        ptwm_store_le32(pat + 8, coded);
+        ptwm_store_le32(pat + 12, raw);
+        at = find_in_table(&good, pat, 16);
+        CHECK(at != 0);
+        im = copy(&good);
+        ptwm_store_le64(im.p + at, good.len - 10);
+        reseal(&im);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT,
+                  "tensor 2 'fc/bias': chunk 4 of 10: bytes");
+        free(im.p);
+        im = copy(&good);
+        ptwm_store_le64(im.p + at, UINT64_MAX - 5);
+        reseal(&im);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "outside the data region");
+        free(im.p);
+        im = copy(&good);
+        ptwm_store_le32(im.p + at + 12, raw + 2);
+        reseal(&im);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "chunk 4 of 10: 4098 raw bytes, expected 4096");
+        free(im.p);
+        im = copy(&good);
+        im.p[at + 16] = 3;
+        reseal(&im);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "chunk 4 of 10: chain 3 of 1");
+        free(im.p);
+    }
+    /* Duplicate names: rename "conv2/w" to "conv1/w". */
+    {
+        uint8_t pat[11];
+        ptwm_store_le32(pat, 7);
+        memcpy(pat + 4, "conv2/w", 7);
+        at = find_in_table(&good, pat, sizeof(pat));
+        CHECK(at != 0);
+        im = copy(&good);
+        im.p[at + 8] = '1';
+        reseal(&im);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_DUPLICATE, "tensor name 'conv1/w' appears twice");
+        free(im.p);
+        /* A dtype out of range and unknown tensor flags. */
+        im = copy(&good);
+        im.p[at + 11] = 77;
+        reseal(&im);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_DTYPE, "tensor 1 'conv2/w': unknown dtype 77");
+        free(im.p);
+        im = copy(&good);
+        im.p[at + 13] |= 0x80;
+        reseal(&im);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_UNKNOWN_ID, "unknown tensor flags 0x83");
+        free(im.p);
+        /* A shape that disagrees with nbytes. */
+        im = copy(&good);
+        im.p[at + 15] ^= 1;
+        reseal(&im);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_SHAPE, "shape and BF16 need");
+        free(im.p);
+    }
+    /* Unknown section id; a huge tensor count. */
+    im = copy(&good);
+    im.p[toff] = 9;
+    reseal(&im);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_UNKNOWN_ID, "unknown table section id 9");
+    free(im.p);
+    im = copy(&good);
+    ptwm_store_le32(im.p + toff + 9, 0x7fffffff);
+    reseal(&im);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_TRUNCATED, "2147483647 tensors do not fit");
+    free(im.p);
+    /* A table offset that does not meet the footer. */
+    im = copy(&good);
+    ptwm_store_le64(im.p + im.len - PTWM_FMT_FOOT_SIZE, toff + 1);
+    reseal(&im);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "does not end at the footer");
+    free(im.p);
+    free(good.p);
+}
+
+/* The file reader sees the same damage through pread. */
+static void test_file_damage(void) {
+    image good = make_image(1, 1);
+    char path[1024];
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    uint64_t off = 0;
+    uint32_t coded = 0;
+    chunk_where(&good, 0, 9, &off, &coded);
+    good.p[off + coded / 2] ^= 0x40;
+    snprintf(path, sizeof(path), "%s/damaged.ptwm", tu_tmpdir());
+    CHECK(tu_write_file(path, good.p, good.len) == 0);
+    CHECK(ptwm_reader_open(path, &r, &err) == PTWM_OK);
+    if (r) {
+        CHECK_ERR(ptwm_reader_verify(r, &err), &err, PTWM_ERR_CRC, "tensor 'conv1/w' chunk 9 of 10");
+        snprintf(path, sizeof(path), "%s/out.safetensors", tu_tmpdir());
+        CHECK_ERR(ptwm_reader_write_safetensors(r, path, &err), &err, PTWM_ERR_CRC, "chunk 9 of 10");
+        {
+            FILE *f = fopen(path, "rb");   /* a failed rebuild leaves no file behind */
+            CHECK(f == NULL);
+            if (f) fclose(f);
+        }
+        ptwm_reader_close(r);
+    }
+    CHECK_ERR(ptwm_reader_open("/nonexistent/x.ptwm", &r, &err), &err, PTWM_ERR_NOT_FOUND, "x.ptwm");
+    free(good.p);
+}
+
+/* ---- golden files -------------------------------------------------------- */
+
+static const char *golden_dir(void) {
+    static char buf[1024];
+    const char *src = getenv("PTWM_SOURCE_DIR");
+    snprintf(buf, sizeof(buf), "%s/tests/golden", src ? src : "..");
+    return buf;
+}
+
+/* With PTWM_GOLDEN_WRITE=1 (once per format version, by hand): write the
+ * golden files of this version. They are committed and never rewritten. */
+static void golden_write(void) {
+    static const int methods[2] = {PTWM_METHOD_MICROSCALE, PTWM_METHOD_HUFFMAN};
+    char path[1200];
+    int i;
+    for (i = 0; i < 2; i++) {
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        ptwm_err err;
+        p.method = methods[i];
+        p.chunk_size = 65536;
+        snprintf(path, sizeof(path), "%s/emotion.bf16.%s.v1.ptwm", golden_dir(), ptwm_method_name(methods[i]));
+        CHECK_MSG(ptwm_compress_safetensors(tu_corpus_path("emotion.bf16.safetensors"), path, &p, &err) == PTWM_OK,
+                  "%s", err.message);
+    }
+    /* Damaged copies of the first: a flipped bit in the middle of the
+     * second chunk of the tensor with the most chunks, and a truncation. */
+    {
+        image im;
+        ptwm_reader *r = NULL;
+        ptwm_err err;
+        size_t t, best = 0;
+        uint64_t n, most = 0, off = 0;
+        uint32_t coded = 0;
+        ptwm_tensor_info info;
+        snprintf(path, sizeof(path), "%s/emotion.bf16.microscale.v1.ptwm", golden_dir());
+        im.p = tu_read_file(path, &im.len);
+        CHECK(im.p && ptwm_reader_open_memory(im.p, im.len, "g", &r, &err) == PTWM_OK);
+        if (!r) return;
+        for (t = 0; t < ptwm_reader_count(r); t++)
+            if (ptwm_reader_chunk_info(r, t, 0, NULL, NULL, NULL, &n) == PTWM_OK && n > most) {
+                most = n;
+                best = t;
+            }
+        CHECK(ptwm_reader_chunk_info(r, best, 1, &off, &coded, NULL, &n) == PTWM_OK);
+        ptwm_reader_tensor(r, best, &info);
+        printf("crcflip: tensor '%s' chunk 1 of %llu\n", info.name, (unsigned long long)n);
+        ptwm_reader_close(r);
+        im.p[off + coded / 2] ^= 0x04;
+        snprintf(path, sizeof(path), "%s/emotion.bf16.microscale.v1.crcflip.ptwm", golden_dir());
+        CHECK(tu_write_file(path, im.p, im.len) == 0);
+        snprintf(path, sizeof(path), "%s/emotion.bf16.microscale.v1.truncated.ptwm", golden_dir());
+        CHECK(tu_write_file(path, im.p, im.len / 2) == 0);
+        free(im.p);
+    }
+}
+
+static void golden_check_line(const char *file, const char *expect, const char *detail) {
+    char path[1200];
+    size_t len = 0;
+    uint8_t *img;
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    ptwm_error rc;
+    snprintf(path, sizeof(path), "%s/%s", golden_dir(), file);
+    img = tu_read_file(path, &len);
+    CHECK_MSG(img != NULL, "golden file %s missing", path);
+    if (!img) return;
+    rc = ptwm_reader_open_memory(img, len, file, &r, &err);
+    if (!rc) rc = ptwm_reader_verify(r, &err);
+    if (strcmp(expect, "ok") == 0) {
+        char out[1200];
+        size_t ol = 0, sl = 0;
+        uint8_t *a, *b;
+        CHECK_MSG(rc == PTWM_OK, "golden %s: %s", file, err.message);
+        snprintf(out, sizeof(out), "%s/golden.out", tu_tmpdir());
+        if (!rc) {
+            rc = ptwm_reader_write_safetensors(r, out, &err);
+            CHECK_MSG(rc == PTWM_OK, "golden %s: %s", file, err.message);
+        }
+        a = tu_read_file(out, &ol);
+        b = tu_read_file(tu_corpus_path(detail), &sl);
+        CHECK_MSG(a && b && ol == sl && memcmp(a, b, ol) == 0, "golden %s does not rebuild %s", file, detail);
+        free(a);
+        free(b);
+    } else {
+        CHECK_MSG(rc != PTWM_OK && strcmp(ptwm_error_name(rc), expect) == 0 && strstr(err.message, detail),
+                  "golden %s: expected %s \"%s\", got %s \"%s\"", file, expect, detail, ptwm_error_name(rc),
+                  rc ? err.message : "");
+    }
+    ptwm_reader_close(r);
+    free(img);
+}
+
+/* MANIFEST: one file a line, "name<TAB>ok<TAB>corpus file it rebuilds" or
+ * "name<TAB>PTWM_ERR_X<TAB>message substring"; '#' starts a comment. */
+static void test_golden(void) {
+    char path[1200];
+    size_t len = 0, lines = 0;
+    char *text, *line, *save = NULL;
+    snprintf(path, sizeof(path), "%s/MANIFEST", golden_dir());
+    text = (char *)tu_read_file(path, &len);
+    CHECK_MSG(text != NULL, "no %s", path);
+    if (!text) return;
+    text = (char *)realloc(text, len + 1);
+    text[len] = 0;
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f1, *f2, *f3, *s2 = NULL;
+        if (line[0] == '#' || !line[0]) continue;
+        f1 = strtok_r(line, "\t", &s2);
+        f2 = strtok_r(NULL, "\t", &s2);
+        f3 = strtok_r(NULL, "", &s2);
+        CHECK_MSG(f1 && f2 && f3, "bad MANIFEST line");
+        if (f1 && f2 && f3) golden_check_line(f1, f2, f3);
+        lines++;
+    }
+    CHECK(lines >= 3);
+    free(text);
+}
+
+int main(void) {
+    if (!tu_corpus_dir()) {
+        fprintf(stderr, "corpus not found (set PTWM_CORPUS)\n");
+        return 1;
+    }
+    if (getenv("PTWM_GOLDEN_WRITE")) golden_write();
+    test_payload_damage();
+    test_hash_damage();
+    test_structure_damage();
+    test_file_damage();
+    test_golden();
+    return tu_finish("test_container_damage");
+}
