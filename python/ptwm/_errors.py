@@ -8,9 +8,10 @@ also the matching built-in exception, so ``except FileNotFoundError`` and
 from __future__ import annotations
 
 import errno as _errno
+import os
 
 __all__ = ["PtwmError", "PtwmValueError", "PtwmFileNotFoundError", "PtwmFileExistsError",
-           "PtwmMemoryError",
+           "PtwmMemoryError", "PtwmOSError", "check_path",
            "check", "raise_for"]
 
 # Wire values of ptwm_error (include/ptwm.h); never renumbered.
@@ -58,6 +59,10 @@ class PtwmFileNotFoundError(PtwmError, FileNotFoundError):
         self.errno = _errno.ENOENT
 
 
+class PtwmOSError(PtwmError, OSError):
+    """A ptwm error about reading or writing a file (the system's reason in the message)."""
+
+
 class PtwmFileExistsError(PtwmError, FileExistsError):
     """A ptwm error about an output that exists already."""
 
@@ -85,10 +90,13 @@ WRITE_KINDS.update({ERR_DTYPE: PtwmValueError, ERR_SHAPE: PtwmValueError,
 FILE_KINDS = dict(_DEFAULT_KINDS)
 FILE_KINDS[ERR_NOT_FOUND] = PtwmFileNotFoundError
 FILE_KINDS[ERR_EXISTS] = PtwmFileExistsError
+FILE_KINDS[ERR_IO] = PtwmOSError
 
 WRITE_FILE_KINDS = dict(WRITE_KINDS)
 WRITE_FILE_KINDS[ERR_NOT_FOUND] = PtwmFileNotFoundError
 WRITE_FILE_KINDS[ERR_EXISTS] = PtwmFileExistsError
+WRITE_FILE_KINDS[ERR_IO] = PtwmOSError
+FILE_KINDS[ERR_IO] = PtwmOSError
 
 
 def _message(code: int, err) -> str:
@@ -116,3 +124,16 @@ def check(code: int, err=None, kinds=None) -> None:
     """Return if `code` is PTWM_OK, else raise as raise_for does."""
     if code:
         raise_for(code, err, kinds)
+
+
+def check_path(code: int, err, path, kinds=None, writing: bool = False) -> None:
+    """check() for a call about `path`: an I/O error on a path that does not
+    exist (for writing: whose directory does not exist) is FileNotFoundError."""
+    if not code:
+        return
+    if code == ERR_IO:
+        p = os.fsdecode(path)
+        probe = os.path.dirname(os.path.abspath(p)) if writing else p
+        if not os.path.exists(probe):
+            raise PtwmFileNotFoundError(code, _message(code, err))
+    raise_for(code, err, kinds if kinds is not None else FILE_KINDS)

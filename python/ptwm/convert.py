@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
-from ._errors import WRITE_FILE_KINDS, check
+from ._errors import WRITE_FILE_KINDS, check, check_path
 from ._lib import KV, CheckpointOptions, ErrStruct, ProgressFn, TensorInfo as _CInfo, lib
 from ._memory import filled_bytes
 from ._params import cparams
 from ._tensors import described
-from .reader import TensorInfo, info_from_c, open as open_ptwm, raise_open_error
+from .reader import TensorInfo, info_from_c, open as open_ptwm
 
 __all__ = ["compress_safetensors", "decompress_to_safetensors", "read_safetensors",
            "safetensors_info", "write_safetensors", "compress_checkpoint",
@@ -47,7 +47,7 @@ class _Progress:
         if self.error is not None:
             raise self.error
         if rc:
-            raise_open_error(rc, err, s)
+            check_path(rc, err, s)
 
 
 def compress_safetensors(src: PathLike, dst: PathLike, method: Union[int, str] = 3,
@@ -109,7 +109,7 @@ class _St:
         p = os.fsencode(path)
         rc = lib.ptwm_st_open(p, _OPEN_PREAD, ctypes.byref(self.ptr), ctypes.byref(err))
         if rc:
-            raise_open_error(rc, err, p)
+            check_path(rc, err, p)
 
     def __enter__(self):
         return self
@@ -157,4 +157,4 @@ def write_safetensors(path: PathLike, tensors: Sequence[Tuple[str, Any, Any, Seq
     with described(tensors) as (descs, n, _):
         rc = lib.ptwm_st_write(os.fsencode(path), descs, n, kvs if meta else None, len(meta),
                                ctypes.byref(err))
-    check(rc, err, WRITE_FILE_KINDS)
+    check_path(rc, err, path, WRITE_FILE_KINDS, writing=True)

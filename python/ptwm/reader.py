@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from ._dtype import dtype_name
-from ._errors import ERR_IO, FILE_KINDS, PtwmFileNotFoundError, check
+from ._errors import check, check_path
 from ._lib import ErrStruct, TensorInfo as _CInfo, lib
 from ._memory import filled_bytes, pinned
 
@@ -36,14 +36,6 @@ def info_from_c(ci: _CInfo) -> TensorInfo:
                       int(ci.coded_bytes))
 
 
-def raise_open_error(rc: int, err: ErrStruct, path) -> None:
-    """Like check(), but an I/O error on a path that does not exist is FileNotFoundError."""
-    if rc == ERR_IO and not os.path.exists(path):
-        raise PtwmFileNotFoundError(rc, err.message.decode("utf-8", "replace") or
-                                    f"'{os.fsdecode(path)}': no such file")
-    check(rc, err, FILE_KINDS)
-
-
 class PtwmFile:
     """An open .ptwm file. Use ptwm.open(path); close it (or use `with`).
 
@@ -58,7 +50,7 @@ class PtwmFile:
         p = os.fsencode(path)
         rc = lib.ptwm_reader_open(p, ctypes.byref(self._handle), ctypes.byref(err))
         if rc:
-            raise_open_error(rc, err, p)
+            check_path(rc, err, p)
         self._after_open(threads)
 
     @classmethod
@@ -203,8 +195,9 @@ class PtwmFile:
         """Write the tensors as safetensors (the original file, byte for byte, when recorded)."""
         err = ErrStruct()
         with self._lock:
-            check(lib.ptwm_reader_write_safetensors(self._h(), os.fsencode(path),
-                                                    ctypes.byref(err)), err, FILE_KINDS)
+            check_path(lib.ptwm_reader_write_safetensors(self._h(), os.fsencode(path),
+                                                         ctypes.byref(err)), err, path,
+                       writing=True)
 
     def __repr__(self) -> str:
         state = "open" if self._handle else "closed"

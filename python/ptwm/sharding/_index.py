@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._errors import FILE_KINDS, check
+from .._errors import check, check_path
 from .._lib import ErrStruct, lib
 
 __all__ = ["PtwmIndex"]
@@ -47,15 +47,15 @@ class PtwmIndex:
             for tensor, shard in self.weight_map.items():
                 check(lib.ptwm_index_add(h.ptr, str(tensor).encode(), str(shard).encode(),
                                          ctypes.byref(err)), err)
-            check(lib.ptwm_index_write(h.ptr, os.fsencode(path), ctypes.byref(err)), err,
-                  FILE_KINDS)
+            check_path(lib.ptwm_index_write(h.ptr, os.fsencode(path), ctypes.byref(err)), err,
+                       path, writing=True)
 
     @classmethod
     def read(cls, path: str | Path) -> PtwmIndex:
         err = ErrStruct()
         with _Handle() as h:
-            check(lib.ptwm_index_read(os.fsencode(path), ctypes.byref(h.ptr), ctypes.byref(err)),
-                  err, FILE_KINDS)
+            check_path(lib.ptwm_index_read(os.fsencode(path), ctypes.byref(h.ptr),
+                                           ctypes.byref(err)), err, path)
             weight_map: dict[str, str] = {}
             tensor = ctypes.c_char_p(None)
             shard = ctypes.c_char_p(None)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from .._errors import WRITE_FILE_KINDS, WRITE_KINDS, check
+from .._errors import WRITE_FILE_KINDS, WRITE_KINDS, check, check_path
 from .._lib import ErrStruct, lib
 from .._memory import take_malloced
 from .._params import cparams
@@ -65,4 +65,4 @@ def write_ptwm_shard(out_path: str | Path,
     with described(tensors, chains_per_tensor) as (descs, count, lists):
         rc = lib.ptwm_compress_file(path, descs, count, lists, ctypes.byref(params),
                                     ctypes.byref(err))
-    check(rc, err, WRITE_FILE_KINDS)
+    check_path(rc, err, out_path, WRITE_FILE_KINDS, writing=True)

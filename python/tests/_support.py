@@ -1,0 +1,107 @@
+"""Shared helpers for the ptwm Python tests (standard library unittest only).
+
+Where things are found:
+  corpus   PTWM_CORPUS, else ../shared/corpus beside the repository
+  CLI      PTWM_BIN, else `ptwm` beside the loaded libptwm, else build/ptwm
+  sources  PTWM_SOURCE_DIR, else the repository around python/tests
+A missing corpus or CLI fails the tests that need them (they are not skipped).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import ptwm
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.environ.get("PTWM_SOURCE_DIR") or os.path.dirname(os.path.dirname(TESTS))
+
+
+def corpus_dir() -> str:
+    d = os.environ.get("PTWM_CORPUS") or os.path.join(REPO, "..", "shared", "corpus")
+    d = os.path.abspath(d)
+    if not os.path.isdir(d):
+        raise AssertionError(f"corpus not found at '{d}' (set PTWM_CORPUS)")
+    return d
+
+
+def corpus_file(name: str) -> str:
+    path = os.path.join(corpus_dir(), name)
+    if not os.path.isfile(path):
+        raise AssertionError(f"corpus file '{path}' is missing")
+    return path
+
+
+def cli_path() -> str:
+    cands = []
+    if os.environ.get("PTWM_BIN"):
+        cands.append(os.environ["PTWM_BIN"])
+    cands.append(os.path.join(os.path.dirname(os.path.realpath(ptwm.library_path)), "ptwm"))
+    cands.append(os.path.join(REPO, "build", "ptwm"))
+    for c in cands:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    raise AssertionError("ptwm CLI not found; tried " + ", ".join(cands) + " (set PTWM_BIN)")
+
+
+def run_cli(*args, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([cli_path(), *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"ptwm {' '.join(map(str, args))} exited {proc.returncode}:\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def parse_safetensors(path: str) -> dict:
+    """An independent reading of a safetensors file (json + struct), to check the
+    C reader's results against: name -> (dtype, shape, bytes), in file order."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (hlen,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + hlen])
+    base = 8 + hlen
+    entries = sorted((t["data_offsets"], name, t) for name, t in header.items()
+                     if name != "__metadata__")
+    return {name: (t["dtype"], tuple(t["shape"]), data[base + b:base + e])
+            for (b, e), name, t in entries}
+
+
+def corpus_tensors(name: str, limit: int = 0) -> list:
+    """(name, bytes, dtype, shape) tuples of a corpus file in file order."""
+    parsed = parse_safetensors(corpus_file(name))
+    out = [(n, raw, dt, shape) for n, (dt, shape, raw) in parsed.items()]
+    return out[:limit] if limit else out
+
+
+def synthetic_tensors(seed: int = 1) -> list:
+    """A few small tensors of several dtypes with weight-like values."""
+    rng = random.Random(seed)
+    f32 = struct.pack("<2048f", *[rng.gauss(0.0, 0.05) for _ in range(2048)])
+    bf16 = b"".join(f32[i + 2:i + 4] for i in range(0, len(f32), 4))
+    f16 = struct.pack("<512e", *[rng.gauss(0.0, 0.5) for _ in range(512)])
+    u8 = bytes(rng.randrange(256) for _ in range(1000))
+    return [("layer.0.weight", f32, "F32", (32, 64)),
+            ("layer.0.bf16", bf16, "BF16", (2048,)),
+            ("layer.1.half", f16, "F16", (16, 32)),
+            ("quant.u8", u8, "U8", (10, 100)),
+            ("scalar", struct.pack("<f", 1.5), "F32", ()),
+            ("empty", b"", "F32", (0, 3))]
+
+
+class TempDirTest(unittest.TestCase):
+    """A test case with a fresh temporary directory in self.tmp."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ptwm-pytest-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def path(self, *parts) -> str:
+        return os.path.join(self.tmp, *parts)
