@@ -341,11 +341,13 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
 typedef uint16_t huf_entry;
 
 /* Parse and check the length description and build the table of 2^*tlog
- * entries (*tlog = 11 or 13). *used = bytes consumed. */
+ * entries (*tlog = 11 or 13). *used = bytes consumed; *mean_len = the mean
+ * code length the lengths imply (symbol i has probability 2^-len[i]), in
+ * units of 2^-13 bits. */
 static ptwm_error huf_read_table(const uint8_t *src, size_t size, huf_entry table[HUF_TABLE_SIZE],
-                                 unsigned *tlog, size_t *used) {
+                                 unsigned *tlog, size_t *used, uint32_t *mean_len) {
     uint8_t len[256];
-    uint32_t kraft = 0;
+    uint32_t kraft = 0, mean = 0;
     unsigned lo, hi, count, nib, i, l, pos, maxlen = 0;
     PTWM_CHECK(size >= 2);
     lo = src[0];
@@ -360,6 +362,7 @@ static ptwm_error huf_read_table(const uint8_t *src, size_t size, huf_entry tabl
         PTWM_CHECK(v <= HUF_MAX_LEN);
         len[lo + i] = (uint8_t)v;
         if (v) kraft += 1u << (HUF_MAX_LEN - v);
+        if (v) mean += v << (HUF_MAX_LEN - v);
         maxlen = PTWM_MAX(maxlen, v);
     }
     PTWM_CHECK(len[lo] && len[hi]);
@@ -378,6 +381,7 @@ static ptwm_error huf_read_table(const uint8_t *src, size_t size, huf_entry tabl
                 pos += span;
             }
     *used = 2 + nib;
+    *mean_len = mean;
     return PTWM_OK;
 }
 
@@ -432,6 +436,44 @@ PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
     return iters;
 }
 
+/* Multi-symbol table (zstd's HUF X2 idea, taken further): indexed by the next
+ * 11 bits, each entry holds every whole code those bits contain, up to 4:
+ *   bits 0..5   bits consumed (the shift count, used unmasked)
+ *   bit 7       HUF_M_LONG: the first code is longer than 11 bits; decode
+ *               one symbol from the 13-bit single table instead
+ *   bits 8..39  the symbols, first in the low byte
+ *   bits 40..42 how many symbols
+ * The decoder stores all 4 symbol bytes and advances by the count. Exponent
+ * planes (~3 bits a symbol) get ~3 symbols per lookup. */
+typedef uint64_t huf_mentry;
+#define HUF_M_LONG 0x80u
+#define HUF_M_SIZE (1u << HUF_FAST_LEN)
+#define HUF_MULTI_MIN_SIZE 16384
+#define HUF_MULTI_MAX_MEAN (11u << (HUF_MAX_LEN - 1)) /* 5.5 bits */
+
+static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *mt) {
+    const unsigned up = tlog - HUF_FAST_LEN, mask = HUF_M_SIZE - 1;
+    unsigned i;
+    for (i = 0; i < HUF_M_SIZE; i++) {
+        huf_entry e = table[i << up];
+        unsigned used = 0, count = 0;
+        uint64_t syms = 0;
+        if ((e & 63) > HUF_FAST_LEN) {
+            mt[i] = HUF_M_LONG;
+            continue;
+        }
+        do {
+            syms |= (uint64_t)(e >> 8) << (8 * count);
+            count++;
+            used += e & 63;
+            if (count == 4 || used == HUF_FAST_LEN) break;
+            /* the next code, if all of its bits are among the 11 */
+            e = table[((i << used) & mask) << up];
+        } while ((e & 63) <= HUF_FAST_LEN - used);
+        mt[i] = used | (syms << 8) | ((uint64_t)count << 40);
+    }
+}
+
 #define HUF_DEC(s, j)                                         \
     do {                                                      \
         huf_entry e_ = table[bits##s >> shift];               \
@@ -443,21 +485,42 @@ PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
     HUF_DEC(1, j);  \
     HUF_DEC(2, j);  \
     HUF_DEC(3, j)
-#define HUF_REFILL(s, PER)                                             \
+#define HUF_MDEC(s)                                                          \
+    do {                                                                     \
+        huf_mentry e_ = mt[bits##s >> (64 - HUF_FAST_LEN)];                  \
+        if (unlikely(e_ & HUF_M_LONG)) {                                     \
+            huf_entry l_ = table[bits##s >> (64 - HUF_MAX_LEN)];             \
+            *op##s++ = (uint8_t)(l_ >> 8);                                   \
+            bits##s <<= l_ & 63;                                             \
+        } else {                                                             \
+            ptwm_store_le32(op##s, (uint32_t)(e_ >> 8));                     \
+            op##s += (e_ >> 40) & 7;                                         \
+            bits##s <<= e_ & 63;                                             \
+        }                                                                    \
+    } while (0)
+#define HUF_MDEC4 \
+    HUF_MDEC(0);  \
+    HUF_MDEC(1);  \
+    HUF_MDEC(2);  \
+    HUF_MDEC(3)
+#define HUF_REFILL(s)                                                  \
     do {                                                               \
         unsigned used_ = (unsigned)__builtin_ctzll(bits##s);           \
-        op##s += PER;                                                  \
         ip##s -= used_ >> 3;                                           \
         bits##s = (ptwm_load_le64(ip##s) | 1) << (used_ & 7);          \
     } while (0)
 
-/* One fast loop per codes-per-refill count, so the inner body is unrolled;
- * the streams live in locals so the compiler can keep them in registers. */
-#define HUF_FAST_LOOP(NAME, ATTR, PER, TLOG, BODY)                                   \
-    ATTR static void NAME(huf_state *st, const huf_entry *restrict table) {          \
+/* One fast loop per table kind, so the inner body is unrolled; the streams
+ * live in locals so the compiler can keep them in registers. OMAX bounds the
+ * bytes one iteration may write past op (stores included). */
+#define HUF_FAST_LOOP(NAME, ATTR, OMAX, TLOG, BODY)                                  \
+    ATTR static void NAME(huf_state *st, const huf_entry *restrict table,            \
+                          const huf_mentry *restrict mt) {                           \
         const unsigned shift = 64 - TLOG;                                            \
         size_t iters;                                                                \
-        while ((iters = huf_safe_iters(st, PER)) != 0) {                             \
+        (void)shift;                                                                 \
+        (void)mt;                                                                    \
+        while ((iters = huf_safe_iters(st, OMAX)) != 0) {                            \
             const uint8_t *ip0 = st->ip[0], *ip1 = st->ip[1], *ip2 = st->ip[2],      \
                           *ip3 = st->ip[3];                                          \
             uint64_t bits0 = st->bits[0], bits1 = st->bits[1], bits2 = st->bits[2],  \
@@ -466,10 +529,10 @@ PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
                     *op3 = st->op[3];                                                \
             do {                                                                     \
                 BODY;                                                                \
-                HUF_REFILL(0, PER);                                                  \
-                HUF_REFILL(1, PER);                                                  \
-                HUF_REFILL(2, PER);                                                  \
-                HUF_REFILL(3, PER);                                                  \
+                HUF_REFILL(0);                                                       \
+                HUF_REFILL(1);                                                       \
+                HUF_REFILL(2);                                                       \
+                HUF_REFILL(3);                                                       \
             } while (--iters);                                                       \
             st->ip[0] = ip0, st->ip[1] = ip1, st->ip[2] = ip2, st->ip[3] = ip3;      \
             st->bits[0] = bits0, st->bits[1] = bits1, st->bits[2] = bits2;           \
@@ -477,26 +540,45 @@ PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
             st->op[0] = op0, st->op[1] = op1, st->op[2] = op2, st->op[3] = op3;      \
         }                                                                            \
     }
-#define HUF_BODY5 HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3); HUF_DEC4(4)
-#define HUF_BODY4 HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3)
+#define HUF_BODY5                                                                   \
+    HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3); HUF_DEC4(4);               \
+    op0 += 5, op1 += 5, op2 += 5, op3 += 5
+#define HUF_BODY4                                                                   \
+    HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3);                            \
+    op0 += 4, op1 += 4, op2 += 4, op3 += 4
+/* 4 lookups of at most 13 bits per refill (7 + 4 * 13 <= 63); each advances
+ * op by at most 4 and the last 4-byte store ends at most 16 past op. */
+#define HUF_BODYM HUF_MDEC4; HUF_MDEC4; HUF_MDEC4; HUF_MDEC4
 HUF_FAST_LOOP(huf_fast5, , 5, HUF_FAST_LEN, HUF_BODY5)
 HUF_FAST_LOOP(huf_fast4, , 4, HUF_MAX_LEN, HUF_BODY4)
+HUF_FAST_LOOP(huf_fastm, , 16, HUF_MAX_LEN, HUF_BODYM)
 /* The same loops with BMI2's flag-free variable shifts (shlx/shrx), chosen at
  * run time: the build does not assume the CPU has them. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HUF_HAVE_BMI2 1
-HUF_FAST_LOOP(huf_fast5_bmi2, __attribute__((target("bmi2"))), 5, HUF_FAST_LEN, HUF_BODY5)
-HUF_FAST_LOOP(huf_fast4_bmi2, __attribute__((target("bmi2"))), 4, HUF_MAX_LEN, HUF_BODY4)
+#define HUF_BMI2 __attribute__((target("bmi2")))
+HUF_FAST_LOOP(huf_fast5_bmi2, HUF_BMI2, 5, HUF_FAST_LEN, HUF_BODY5)
+HUF_FAST_LOOP(huf_fast4_bmi2, HUF_BMI2, 4, HUF_MAX_LEN, HUF_BODY4)
+HUF_FAST_LOOP(huf_fastm_bmi2, HUF_BMI2, 16, HUF_MAX_LEN, HUF_BODYM)
+#undef HUF_BMI2
 #endif
+#undef HUF_BODYM
 #undef HUF_BODY4
 #undef HUF_BODY5
 #undef HUF_FAST_LOOP
 #undef HUF_REFILL
+#undef HUF_MDEC4
+#undef HUF_MDEC
 #undef HUF_DEC4
 #undef HUF_DEC
 
+typedef void (*huf_fast_fn)(huf_state *, const huf_entry *restrict, const huf_mentry *restrict);
+
 static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREAMS],
-                                     const huf_entry *restrict table, unsigned tlog) {
+                                     const huf_entry *restrict table, unsigned tlog,
+                                     int multi) {
+    huf_mentry mtable[HUF_M_SIZE];
+    const huf_mentry *mt = NULL;
     uint64_t bitpos[HUF_STREAMS];
     int fast = 1;
     unsigned s;
@@ -513,21 +595,22 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
     }
 
     if (fast) {
+        huf_fast_fn fn;
         for (s = 0; s < HUF_STREAMS; s++) {
             uint64_t byte_end = (bitpos[s] + 7) >> 3;
             st->ip[s] = st->start[s] + byte_end - 8;
             st->bits[s] = (ptwm_load_le64(st->ip[s]) | 1) << (8 * byte_end - bitpos[s]);
         }
-#ifdef HUF_HAVE_BMI2
-        if (__builtin_cpu_supports("bmi2")) {
-            if (tlog == HUF_FAST_LEN) huf_fast5_bmi2(st, table);
-            else huf_fast4_bmi2(st, table);
-        } else
-#endif
-        {
-            if (tlog == HUF_FAST_LEN) huf_fast5(st, table);
-            else huf_fast4(st, table);
+        if (multi) {
+            huf_build_multi(table, tlog, mtable);
+            mt = mtable;
         }
+        fn = mt ? huf_fastm : tlog == HUF_FAST_LEN ? huf_fast5 : huf_fast4;
+#ifdef HUF_HAVE_BMI2
+        if (__builtin_cpu_supports("bmi2"))
+            fn = mt ? huf_fastm_bmi2 : tlog == HUF_FAST_LEN ? huf_fast5_bmi2 : huf_fast4_bmi2;
+#endif
+        fn(st, table, mt);
         for (s = 0; s < HUF_STREAMS; s++)
             bitpos[s] = 8 * (uint64_t)(st->ip[s] - st->start[s]) + 64 -
                         (unsigned)__builtin_ctzll(st->bits[s]);
@@ -546,6 +629,7 @@ ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, si
     size_t used, left;
     uint64_t sum;
     unsigned s, tlog;
+    uint32_t mean_len;
     ptwm_error rc;
 
     if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
@@ -564,7 +648,7 @@ ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, si
     default:
         return PTWM_ERR_CORRUPT;
     }
-    rc = huf_read_table(src + 1, src_size - 1, table, &tlog, &used);
+    rc = huf_read_table(src + 1, src_size - 1, table, &tlog, &used, &mean_len);
     if (rc) return rc;
     left = src_size - 1 - used;
     PTWM_CHECK(left >= HUF_JUMP_BYTES);
@@ -583,5 +667,8 @@ ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, si
         st.op[s] = dst + begin[s];
         st.oend[s] = dst + begin[s + 1];
     }
-    return huf_decode_streams(&st, ssize, table, tlog);
+    /* The multi-symbol table pays where several codes fit in 11 bits and the
+     * plane is long enough to repay building it (2048 entries). */
+    return huf_decode_streams(&st, ssize, table, tlog,
+                              dst_size >= HUF_MULTI_MIN_SIZE && mean_len <= HUF_MULTI_MAX_MEAN);
 }
