@@ -352,7 +352,7 @@ ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label, ptw
     if (!label) label = "<memory>";
     /* JSON_PRESERVE_ORDER is the default since jansson 2.8; object iteration is
      * insertion order, which keeps the weight_map's shard order. */
-    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!root) {
         if (json_error_code(&jerr) == json_error_duplicate_key)
             return ptwm_fail(err, PTWM_ERR_DUPLICATE, "index '%s': line %d: %s", label,
