@@ -1,0 +1,267 @@
+/* In-memory benchmark of the .ptwm codec beside libzstd, shared by
+ * `ptwm bench` (programs/cmd_bench.c) and bench/bench_container.c.
+ * Header-only (static functions) so that both programs, which build apart,
+ * use one implementation. Uses the public API plus libzstd. */
+#ifndef PTWM_BENCH_CORE_H
+#define PTWM_BENCH_CORE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zstd.h>
+
+#include "ptwm.h"
+
+/* The tensors of one file, grouped by dtype: one set per dtype present. */
+typedef struct bc_set {
+    ptwm_dtype dtype;
+    ptwm_tensor_desc *d;
+    size_t n;
+    uint64_t raw;
+} bc_set;
+
+typedef struct bc_file {
+    char *path;
+    ptwm_st *st;              /* safetensors source (mapped), or */
+    uint8_t **owned;          /* decoded .ptwm tensors */
+    size_t nowned;
+    ptwm_tensor_desc *all;
+    size_t n;
+    bc_set sets[PTWM_DTYPE_COUNT];
+    size_t nsets;
+} bc_file;
+
+/* Sizes and times (seconds, medians of runs) for one set of tensors. */
+typedef struct bc_result {
+    uint64_t raw, coded, zcoded;
+    double c_s, d_s, zc_s, zd_s;
+} bc_result;
+
+static ptwm_error bc_fail(ptwm_err *err, ptwm_error code, const char *what) {
+    if (err) {
+        err->code = code;
+        snprintf(err->message, sizeof(err->message), "%s", what);
+    }
+    return code;
+}
+
+static double bc_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int bc_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double bc_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(double), bc_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void bc_file_free(bc_file *f) {
+    size_t i;
+    for (i = 0; i < f->nowned; i++) free(f->owned[i]);
+    free(f->owned);
+    for (i = 0; i < f->nsets; i++) free(f->sets[i].d);
+    free(f->all);
+    free(f->path);
+    ptwm_st_close(f->st);
+    memset(f, 0, sizeof(*f));
+}
+
+static int bc_is_ptwm(const char *path) {
+    unsigned char m[8] = {0};
+    FILE *fp = fopen(path, "rb");
+    size_t got;
+    if (!fp) return 0;
+    got = fread(m, 1, 8, fp);
+    fclose(fp);
+    return got == 8 && memcmp(m, "\x89PTWM\r\n\x1a", 8) == 0;
+}
+
+/* Load a safetensors file (mapped) or a .ptwm (decoded into memory). */
+static ptwm_error bc_file_load(const char *path, bc_file *f, ptwm_err *err) {
+    size_t i, n;
+    ptwm_error rc = PTWM_OK;
+    ptwm_reader *r = NULL;
+    memset(f, 0, sizeof(*f));
+    f->path = (char *)malloc(strlen(path) + 1);
+    if (!f->path) return bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    strcpy(f->path, path);
+    if (bc_is_ptwm(path)) {
+        if ((rc = ptwm_reader_open(path, &r, err))) goto fail;
+        n = ptwm_reader_count(r);
+    } else {
+        if ((rc = ptwm_st_open(path, PTWM_OPEN_MMAP, &f->st, err))) goto fail;
+        n = ptwm_st_count(f->st);
+    }
+    f->all = (ptwm_tensor_desc *)calloc(n + 1, sizeof(ptwm_tensor_desc));
+    f->owned = (uint8_t **)calloc(n + 1, sizeof(uint8_t *));
+    if (!f->all || !f->owned) {
+        rc = bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (i = 0; i < n; i++) {
+        ptwm_tensor_info info;
+        ptwm_tensor_desc *d = &f->all[i];
+        if (r) ptwm_reader_tensor(r, i, &info);
+        else ptwm_st_tensor(f->st, i, &info);
+        d->dtype = info.dtype;
+        d->ndim = info.ndim;
+        d->nbytes = info.nbytes;
+        if (r) {
+            /* Names and shapes live in the reader: keep copies past its close. */
+            size_t extra = strlen(info.name) + 1 + info.ndim * sizeof(uint64_t);
+            uint8_t *buf = (uint8_t *)malloc((size_t)info.nbytes + extra + 8);
+            if (!buf) {
+                rc = bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+            f->owned[f->nowned++] = buf;
+            memcpy(buf, info.shape, info.ndim * sizeof(uint64_t));
+            d->shape = (const uint64_t *)(void *)buf;
+            d->name = (const char *)buf + info.ndim * sizeof(uint64_t);
+            strcpy((char *)d->name, info.name);
+            d->data = buf + extra;
+            if ((rc = ptwm_reader_decode(r, i, (void *)d->data, (size_t)info.nbytes, err))) goto fail;
+        } else {
+            d->name = info.name;
+            d->shape = info.shape;
+            d->data = info.data;
+        }
+    }
+    f->n = n;
+    for (i = 0; i < n; i++) {
+        size_t s;
+        for (s = 0; s < f->nsets && f->sets[s].dtype != f->all[i].dtype; s++) {}
+        if (s == f->nsets) {
+            f->sets[s].dtype = f->all[i].dtype;
+            f->sets[s].d = (ptwm_tensor_desc *)calloc(n, sizeof(ptwm_tensor_desc));
+            if (!f->sets[s].d) {
+                rc = bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+            f->nsets++;
+        }
+        f->sets[s].d[f->sets[s].n++] = f->all[i];
+        f->sets[s].raw += f->all[i].nbytes;
+    }
+    ptwm_reader_close(r);
+    return PTWM_OK;
+fail:
+    ptwm_reader_close(r);
+    bc_file_free(f);
+    return rc;
+}
+
+#define BC_MAX_RUNS 15
+
+/* Compress and decompress a set `runs` times with ptwm (params) and with
+ * zstd at `zlevel` (each tensor one frame, one thread), alternating; check
+ * every round trip on the first run. zlevel 0 skips zstd. */
+static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int runs, int zlevel,
+                             bc_result *out, ptwm_err *err) {
+    double tc[BC_MAX_RUNS], td[BC_MAX_RUNS], zc[BC_MAX_RUNS], zd[BC_MAX_RUNS];
+    size_t i, maxn = 1, zcap;
+    uint8_t *buf = NULL, *zbuf = NULL;
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    ptwm_error rc = PTWM_OK;
+    int r;
+    if (runs < 1) runs = 1;
+    if (runs > BC_MAX_RUNS) runs = BC_MAX_RUNS;
+    memset(out, 0, sizeof(*out));
+    out->raw = s->raw;
+    for (i = 0; i < s->n; i++)
+        if (s->d[i].nbytes > maxn) maxn = (size_t)s->d[i].nbytes;
+    zcap = ZSTD_compressBound(maxn);
+    buf = (uint8_t *)malloc(maxn);
+    zbuf = (uint8_t *)malloc(zcap);
+    if (!buf || !zbuf || !cctx || !dctx) {
+        rc = bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (r = 0; r < runs && !rc; r++) {
+        void *blob = NULL;
+        size_t len = 0;
+        ptwm_reader *rd = NULL;
+        double t0 = bc_now();
+        if ((rc = ptwm_compress_blob(s->d, s->n, NULL, params, &blob, &len, err))) break;
+        tc[r] = bc_now() - t0;
+        out->coded = len;
+        if (zlevel) {
+            uint64_t total = 0;
+            t0 = bc_now();
+            for (i = 0; i < s->n; i++) {
+                size_t z = ZSTD_compressCCtx(cctx, zbuf, zcap, s->d[i].data, (size_t)s->d[i].nbytes, zlevel);
+                if (ZSTD_isError(z)) {
+                    rc = bc_fail(err, PTWM_ERR_IO, "zstd compression failed");
+                    break;
+                }
+                total += z;
+            }
+            zc[r] = bc_now() - t0;
+            out->zcoded = total;
+        }
+        t0 = bc_now();
+        if (!rc) rc = ptwm_reader_open_memory(blob, len, "bench", &rd, err);
+        if (!rc) ptwm_reader_set_threads(rd, params->threads);
+        for (i = 0; i < s->n && !rc; i++) {
+            rc = ptwm_reader_decode(rd, i, buf, (size_t)s->d[i].nbytes, err);
+            if (!rc && r == 0 && memcmp(buf, s->d[i].data, (size_t)s->d[i].nbytes) != 0)
+                rc = bc_fail(err, PTWM_ERR_MISMATCH, "round trip: decoded bytes differ");
+        }
+        td[r] = bc_now() - t0;
+        ptwm_reader_close(rd);
+        free(blob);
+        if (zlevel && !rc) {
+            double zt = 0;
+            for (i = 0; i < s->n && !rc; i++) {
+                size_t z = ZSTD_compressCCtx(cctx, zbuf, zcap, s->d[i].data, (size_t)s->d[i].nbytes, zlevel), got;
+                t0 = bc_now();
+                got = ZSTD_decompressDCtx(dctx, buf, maxn, zbuf, z);
+                zt += bc_now() - t0;
+                if (got != s->d[i].nbytes) rc = bc_fail(err, PTWM_ERR_MISMATCH, "zstd round trip failed");
+            }
+            zd[r] = zt;
+        }
+    }
+    if (!rc) {
+        out->c_s = bc_median(tc, runs);
+        out->d_s = bc_median(td, runs);
+        if (zlevel) {
+            out->zc_s = bc_median(zc, runs);
+            out->zd_s = bc_median(zd, runs);
+        }
+    }
+out:
+    free(buf);
+    free(zbuf);
+    ZSTD_freeCCtx(cctx);
+    ZSTD_freeDCtx(dctx);
+    return rc;
+}
+
+static void bc_add(bc_result *a, const bc_result *b) {
+    a->raw += b->raw;
+    a->coded += b->coded;
+    a->zcoded += b->zcoded;
+    a->c_s += b->c_s;
+    a->d_s += b->d_s;
+    a->zc_s += b->zc_s;
+    a->zd_s += b->zd_s;
+}
+
+static double bc_mbs(uint64_t bytes, double s) {
+    return s > 0 ? (double)bytes / s / 1e6 : 0.0;
+}
+
+static double bc_pct(uint64_t a, uint64_t b) {
+    return b ? 100.0 * (double)a / (double)b : 0.0;
+}
+
+#endif
