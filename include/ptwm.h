@@ -166,7 +166,14 @@ typedef enum ptwm_open_mode {
 
 typedef struct ptwm_st ptwm_st;
 
-/* Open and fully validate a safetensors file. There is no separate validate call. */
+/* Open and fully validate a safetensors file. There is no separate validate call.
+ * Beyond the format's rules it rejects duplicate keys, keys other than
+ * dtype/shape/data_offsets in a tensor entry, integers of 2^63 or more,
+ * fractions and exponents, a tensor named __metadata__, non-string metadata
+ * values, names over PTWM_MAX_NAME bytes and shapes over PTWM_MAX_NDIM dims.
+ * The empty name is allowed. Codes: TRUNCATED (under 8 bytes, or data
+ * shorter than the header says), HEADER_SIZE, JSON, SCHEMA, DTYPE, SHAPE,
+ * OFFSETS, LAYOUT (hole, overlap, trailing bytes), DUPLICATE, LIMIT, IO. */
 PTWM_API ptwm_error ptwm_st_open(const char *path, ptwm_open_mode mode, ptwm_st **out, ptwm_err *err);
 /* Validate a safetensors image in memory. The buffer must outlive the handle;
  * `label` names it in error messages (may be NULL). */
@@ -175,10 +182,14 @@ PTWM_API ptwm_error ptwm_st_open_memory(const void *buf, size_t size, const char
 PTWM_API void ptwm_st_close(ptwm_st *st);
 
 PTWM_API size_t ptwm_st_count(const ptwm_st *st);
-/* Tensors in file order (ascending data offset). */
+/* Tensors in file order: ascending data offset; at one offset, zero-size
+ * tensors first, then header order. PTWM_ERR_INVALID_ARG past the end. */
 PTWM_API ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out);
+/* Index of a tensor by name, O(log n); PTWM_ERR_NOT_FOUND if absent. index may be NULL. */
 PTWM_API ptwm_error ptwm_st_find(const ptwm_st *st, const char *name, size_t *index);
-/* Copy `len` bytes starting `offset` bytes into tensor `index` (any mode). */
+/* Copy `len` bytes starting `offset` bytes into tensor `index` (any mode);
+ * PTWM_ERR_INVALID_ARG if the range leaves the tensor. Safe to call from
+ * several threads at once on one handle. */
 PTWM_API ptwm_error ptwm_st_read(const ptwm_st *st, size_t index, uint64_t offset, void *dst,
                                  size_t len, ptwm_err *err);
 /* Byte offset of tensor `index` from the start of the file. */
@@ -194,11 +205,15 @@ PTWM_API const char *ptwm_st_path(const ptwm_st *st);
 
 /* Write a safetensors file: header padded with spaces to a multiple of 8,
  * tensors in the given order, written to a temporary file in the same
- * directory and renamed over `path`. */
+ * directory and renamed over `path`. The input is checked first: a name
+ * given twice (PTWM_ERR_DUPLICATE), nbytes disagreeing with dtype and shape,
+ * NULL data, '__metadata__' or invalid UTF-8 as a name (PTWM_ERR_INVALID_ARG). */
 PTWM_API ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tensors, size_t n,
                                   const ptwm_kv *meta, size_t nmeta, ptwm_err *err);
 /* Build the header (8-byte length + padded JSON) that ptwm_st_write would
- * write. *out is malloc'd; free() it. */
+ * write: compact JSON, __metadata__ first, keys dtype, shape, data_offsets,
+ * as the reference writes it. Tensor data may be NULL here. *out is
+ * malloc'd; free() it. */
 PTWM_API ptwm_error ptwm_st_build_header(const ptwm_tensor_desc *tensors, size_t n,
                                          const ptwm_kv *meta, size_t nmeta, void **out,
                                          size_t *out_len, ptwm_err *err);
@@ -207,12 +222,18 @@ PTWM_API ptwm_error ptwm_st_build_header(const ptwm_tensor_desc *tensors, size_t
 /* Sharded safetensors checkpoints (Hugging Face layout)                     */
 /* ------------------------------------------------------------------------ */
 
-/* "5GB", "5GiB", "500MB", "500MiB", "1kB", "123" (bytes). PTWM_ERR_INVALID_ARG otherwise. */
+/* "5GB", "5GiB", "500MB", "500MiB", "1kB", "123B", "123" (bytes); units B, kB,
+ * MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024); unit
+ * letters in either case but the final B upper case ("5Gb" would be bits).
+ * A decimal fraction is exact and must give whole bytes ("1.5GB"). No sign,
+ * spaces or exponent. PTWM_ERR_INVALID_ARG, quoting the text, otherwise. */
 PTWM_API ptwm_error ptwm_parse_size(const char *text, uint64_t *out, ptwm_err *err);
 
 /* Greedy packing in input order: shard_of[i] receives the 0-based shard of
  * tensor i; a tensor larger than max_shard_size gets a shard of its own.
- * *nshards receives the number of shards (0 for n == 0). */
+ * Sizes count tensor bytes only, not headers (as Hugging Face does).
+ * *nshards receives the number of shards (0 for n == 0). max_shard_size 0
+ * is PTWM_ERR_INVALID_ARG. */
 PTWM_API ptwm_error ptwm_plan_shards(const uint64_t *sizes, size_t n, uint64_t max_shard_size,
                                      size_t *shard_of, size_t *nshards, ptwm_err *err);
 /* "model-00001-of-00003.<suffix>" into buf; returns PTWM_ERR_INVALID_ARG if
@@ -222,12 +243,18 @@ PTWM_API ptwm_error ptwm_shard_filename(size_t idx_one_based, size_t total, cons
 
 typedef struct ptwm_stdir ptwm_stdir;
 
-/* Open a directory with model.safetensors.index.json, or a lone model.safetensors. */
+/* Open a directory with model.safetensors.index.json, or a lone model.safetensors.
+ * The weight_map must agree with the shards exactly: shard names are plain
+ * file names (no '/', '\\', "..", not empty: PTWM_ERR_INDEX); a listed shard
+ * that is missing is PTWM_ERR_NOT_FOUND; a tensor absent from its mapped
+ * shard, a shard tensor the weight_map does not list, or metadata.total_size
+ * differing from the tensors' bytes is PTWM_ERR_INDEX; a tensor in two
+ * shards is PTWM_ERR_DUPLICATE. Other index keys are ignored. */
 PTWM_API ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **out,
                                     ptwm_err *err);
 PTWM_API void ptwm_stdir_close(ptwm_stdir *d);
 PTWM_API size_t ptwm_stdir_count(const ptwm_stdir *d);
-/* Tensors in index order: shard by shard, file order within each shard. */
+/* Tensors shard by shard (shards in name order), file order within each. */
 PTWM_API ptwm_error ptwm_stdir_tensor(const ptwm_stdir *d, size_t index, ptwm_tensor_info *out);
 PTWM_API ptwm_error ptwm_stdir_find(const ptwm_stdir *d, const char *name, size_t *index);
 PTWM_API ptwm_error ptwm_stdir_read(const ptwm_stdir *d, size_t index, uint64_t offset, void *dst,
@@ -238,8 +265,10 @@ PTWM_API const ptwm_st *ptwm_stdir_shard(const ptwm_stdir *d, size_t i);
 PTWM_API size_t ptwm_stdir_shard_of(const ptwm_stdir *d, size_t index);
 
 /* Write tensors as a sharded directory (created if missing): names
- * model-0000k-of-0000n.safetensors plus model.safetensors.index.json, or a
- * single model.safetensors with no index when everything fits one shard. */
+ * model-0000k-of-0000n.safetensors plus model.safetensors.index.json (indent
+ * 2, sorted keys, as transformers writes it), or a single model.safetensors
+ * with no index when everything fits one shard (a stale index is removed).
+ * Every shard carries `meta`. Packing as ptwm_plan_shards. */
 PTWM_API ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
                                      const ptwm_kv *meta, size_t nmeta, uint64_t max_shard_size,
                                      ptwm_err *err);
