@@ -162,8 +162,6 @@ static ptwm_error check_tensor(const ptwm_tensor_desc *t, size_t i, uint64_t *to
                          (unsigned long long)t->nbytes, sh, ptwm_dtype_name(t->dtype),
                          (unsigned long long)nbytes);
     }
-    if (nbytes && !t->data)
-        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s': data is NULL", t->name);
     if (ptwm_add_overflow(*total, nbytes, total) || *total > (uint64_t)INT64_MAX)
         return ptwm_fail(err, PTWM_ERR_LIMIT, "tensor '%s': data region passes 2^63 bytes",
                          t->name);
@@ -271,6 +269,12 @@ ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tensors, size
     size_t hlen = 0, i;
     ptwm_error rc;
     if (!path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_st_write: path is NULL");
+    /* build_header takes descriptions without data (a container rebuilding a
+     * file streams the bytes itself); writing needs them. */
+    for (i = 0; i < n && tensors; i++)
+        if (tensors[i].nbytes && !tensors[i].data && tensors[i].name)
+            return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "writing '%s': tensor '%s': data is NULL",
+                             path, tensors[i].name);
     rc = ptwm_st_build_header(tensors, n, meta, nmeta, &hdr, &hlen, err);
     if (rc) {
         ptwm_err_prefix(err, "writing '%s'", path);

@@ -229,6 +229,10 @@ static void writer_rejects(void) {
     t[1] = (ptwm_tensor_desc){"null", PTWM_DTYPE_U8, 1, s3, NULL, 3};
     CHECK_ERR(ptwm_st_write(path, t, 2, NULL, 0, &err), &err, PTWM_ERR_INVALID_ARG,
               "tensor 'null': data is NULL");
+    /* a header alone needs no data (containers stream the bytes themselves) */
+    CHECK_ERR(ptwm_st_build_header(t, 2, NULL, 0, &hdr, &hl, &err), &err, PTWM_OK, NULL);
+    free(hdr);
+    hdr = NULL;
     t[1] = (ptwm_tensor_desc){"dt", (ptwm_dtype)99, 1, s3, data, 3};
     CHECK_ERR(ptwm_st_write(path, t, 2, NULL, 0, &err), &err, PTWM_ERR_DTYPE, "tensor 'dt'");
     CHECK_ERR(ptwm_st_write(path, &ok, 1, meta, 2, &err), &err, PTWM_ERR_DUPLICATE,
