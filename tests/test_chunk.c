@@ -1,0 +1,326 @@
+/* Chunk codec: corpus round trips through every method, edge sizes, special
+ * values, constant planes, and damaged payloads each asserting its error. */
+#include <stdlib.h>
+#include <string.h>
+#include "chain.h"
+#include "chunk.h"
+#include "testutil.h"
+
+static const int methods[] = {PTWM_METHOD_HUFFMAN, PTWM_METHOD_ZSTD, PTWM_METHOD_MICROSCALE,
+                              PTWM_METHOD_RANS, PTWM_METHOD_IDENTITY};
+
+/* Encode and decode; checks the bound, the bytes, and returns the payload
+ * size (0 on failure, after a failed CHECK). out/out_len receive a copy of
+ * the payload when non-NULL (malloc'd). */
+static size_t round_trip_chain(const uint8_t *chain, size_t clen, ptwm_dtype d, int method,
+                               const uint8_t *raw, size_t n, uint8_t **out) {
+    size_t cap = ptwm_chunk_bound(n), len = 0;
+    uint8_t *enc = malloc(cap + 1), *dec = malloc(n + 1);
+    ptwm_chunk_params prm = {method, 0, 1};
+    ptwm_err err;
+    ptwm_error e;
+    e = ptwm_chunk_encode(chain, clen, d, &prm, raw, n, enc, cap, &len, &err);
+    CHECK_MSG(e == PTWM_OK, "encode %s method %d, %zu bytes: %s", ptwm_dtype_name(d), method, n,
+              err.message);
+    if (e == PTWM_OK) {
+        CHECK(len <= cap);
+        e = ptwm_chunk_decode(chain, clen, d, enc, len, dec, n, &err);
+        CHECK_MSG(e == PTWM_OK, "decode %s method %d, %zu bytes: %s", ptwm_dtype_name(d), method,
+                  n, err.message);
+        CHECK_MSG(e != PTWM_OK || n == 0 || memcmp(dec, raw, n) == 0,
+                  "%s method %d, %zu bytes: round trip differs", ptwm_dtype_name(d), method, n);
+    }
+    free(dec);
+    if (out && e == PTWM_OK) {
+        *out = enc;
+    } else {
+        free(enc);
+        if (out) *out = NULL;
+    }
+    return e == PTWM_OK ? len : 0;
+}
+
+static size_t round_trip(ptwm_dtype d, int method, const uint8_t *raw, size_t n, uint8_t **out) {
+    uint8_t chain[PTWM_CHAIN_MAX_BYTES];
+    size_t clen = 0;
+    ptwm_err err;
+    if (ptwm_chain_standard(d, method, chain, sizeof(chain), &clen, &err) != PTWM_OK) {
+        CHECK_MSG(0, "%s", err.message);
+        return 0;
+    }
+    return round_trip_chain(chain, clen, d, method, raw, n, out);
+}
+
+/* Every corpus tensor through every method (at most two 256 KiB chunks per
+ * tensor, so the sanitizer build stays quick). The default method must beat
+ * the raw size on every float file. */
+static void test_corpus(void) {
+    const char *const *files = tu_corpus_files();
+    size_t f;
+    CHECK_MSG(tu_corpus_dir() != NULL, "corpus not found (set PTWM_CORPUS)");
+    if (!tu_corpus_dir()) return;
+    for (f = 0; files[f]; f++) {
+        ptwm_st *st = NULL;
+        ptwm_err err;
+        size_t t, m;
+        double raw_total = 0, coded_total = 0;
+        if (ptwm_st_open(tu_corpus_path(files[f]), PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
+            CHECK_MSG(0, "%s: %s", files[f], err.message);
+            continue;
+        }
+        for (t = 0; t < ptwm_st_count(st); t++) {
+            ptwm_tensor_info ti;
+            CHECK(ptwm_st_tensor(st, t, &ti) == PTWM_OK);
+            for (m = 0; m < PTWM_ARRAY_LEN(methods); m++) {
+                size_t chunk = 256 * 1024, off;
+                for (off = 0; off < ti.nbytes && off < 2 * chunk; off += chunk) {
+                    size_t n = (size_t)PTWM_MIN((uint64_t)chunk, ti.nbytes - off);
+                    size_t c = round_trip(ti.dtype, methods[m], (const uint8_t *)ti.data + off, n,
+                                          NULL);
+                    if (methods[m] == PTWM_METHOD_MICROSCALE) {
+                        raw_total += (double)n;
+                        coded_total += (double)c;
+                    }
+                }
+            }
+        }
+        CHECK_MSG(coded_total < raw_total * 0.9, "%s: default method coded %.0f of %.0f bytes",
+                  files[f], coded_total, raw_total);
+        ptwm_st_close(st);
+    }
+}
+
+/* Edge sizes and special values, every dtype and method. */
+static void test_edges(void) {
+    static const size_t elems[] = {0, 1, 2, 31, 32, 33, 63, 64, 65, 1000};
+    uint64_t rng = 12345;
+    unsigned d;
+    size_t i, k, m;
+    for (d = 0; d < PTWM_DTYPE_COUNT; d++) {
+        unsigned bits = ptwm_dtype_bits((ptwm_dtype)d);
+        for (i = 0; i < PTWM_ARRAY_LEN(elems); i++) {
+            size_t n = bits < 8 ? elems[i] : elems[i] * (bits / 8);
+            uint8_t *buf = malloc(n + 1);
+            for (k = 0; k < n; k++) buf[k] = (uint8_t)tu_rand(&rng);
+            for (m = 0; m < PTWM_ARRAY_LEN(methods); m++) round_trip((ptwm_dtype)d, methods[m], buf, n, NULL);
+            /* Weight-like data: small exponents spread, as real planes are. */
+            for (k = 0; k < n; k++) buf[k] = (uint8_t)(k % 7 == 0 ? tu_rand(&rng) : 0x3c + (k % 3));
+            for (m = 0; m < PTWM_ARRAY_LEN(methods); m++) round_trip((ptwm_dtype)d, methods[m], buf, n, NULL);
+            free(buf);
+        }
+    }
+    /* Sub-byte dtypes: odd byte counts are plain bytes. */
+    for (i = 1; i < 9; i += 2) {
+        uint8_t buf[16];
+        for (k = 0; k < i; k++) buf[k] = (uint8_t)(k * 37);
+        round_trip(PTWM_DTYPE_F4, PTWM_METHOD_MICROSCALE, buf, i, NULL);
+        round_trip(PTWM_DTYPE_F6_E3M2, PTWM_METHOD_RANS, buf, i, NULL);
+    }
+}
+
+static void test_special_values(void) {
+    static const uint32_t f32[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
+                                   0x7fc00000u, 0x7fa00001u, 0xffffffffu, 0x00000001u,
+                                   0x807fffffu, 0x3f800000u, 0x00400000u, 0x7f7fffffu};
+    static const uint16_t h16[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xffff,
+                                   0x0001, 0x83ff, 0x3c00, 0x7f80, 0xff81, 0x0080, 0x8001};
+    static const uint64_t f64[] = {0, 0x8000000000000000ull, 0x7ff0000000000000ull,
+                                   0xfff8000000000001ull, 1, 0x000fffffffffffffull,
+                                   0x3ff0000000000000ull};
+    uint8_t buf[4096];
+    size_t i, m, n;
+    for (m = 0; m < PTWM_ARRAY_LEN(methods); m++) {
+        for (n = 0; n < 1000; n++) ptwm_store_le32(buf + 4 * n, f32[(n * 7) % PTWM_ARRAY_LEN(f32)]);
+        round_trip(PTWM_DTYPE_F32, methods[m], buf, 4000, NULL);
+        round_trip(PTWM_DTYPE_C64, methods[m], buf, 4000, NULL);
+        for (n = 0; n < 2000; n++) ptwm_store_le16(buf + 2 * n, h16[(n * 5) % PTWM_ARRAY_LEN(h16)]);
+        round_trip(PTWM_DTYPE_BF16, methods[m], buf, 4000, NULL);
+        round_trip(PTWM_DTYPE_F16, methods[m], buf, 4000, NULL);
+        for (n = 0; n < 500; n++) ptwm_store_le64(buf + 8 * n, f64[(n * 3) % PTWM_ARRAY_LEN(f64)]);
+        round_trip(PTWM_DTYPE_F64, methods[m], buf, 4000, NULL);
+        for (i = 0; i < 4000; i++) buf[i] = (uint8_t)(i * 13);
+        round_trip(PTWM_DTYPE_F8_E4M3, methods[m], buf, 4000, NULL);
+        round_trip(PTWM_DTYPE_F8_E8M0, methods[m], buf, 4000, NULL);
+    }
+}
+
+/* Custom chains: splits that widen the data (FP8 fields, F16 exponent |
+ * sign:mantissa) still round trip and stay within the bound. */
+static void test_custom_chains(void) {
+    static const char *const chains[] = {
+        "split(e4m3) > entropy(*:rans)", "split(e5m10) > microscale(32) > entropy(*:auto)",
+        "split(e5m10) > entropy(0:huffman) > entropy(1:rans/o1) > entropy(2:zstd/z19)",
+        "planes(8) > entropy(*:huffman|rans)", "split(e8m23) > microscale(2) > entropy(*:rans)",
+        "split(e11m52) > entropy(*:open)"};
+    static const ptwm_dtype dts[] = {PTWM_DTYPE_F8_E4M3, PTWM_DTYPE_F16, PTWM_DTYPE_F16,
+                                     PTWM_DTYPE_I64, PTWM_DTYPE_F32, PTWM_DTYPE_F64};
+    uint8_t buf[8192];
+    uint64_t rng = 99;
+    size_t i, k;
+    for (k = 0; k < sizeof(buf); k++) buf[k] = (uint8_t)(k & 1 ? 0x3c + (tu_rand(&rng) & 3) : tu_rand(&rng));
+    for (i = 0; i < PTWM_ARRAY_LEN(chains); i++) {
+        uint8_t chain[PTWM_CHAIN_MAX_BYTES];
+        size_t clen, n;
+        ptwm_err err;
+        CHECK_MSG(ptwm_chain_parse(chains[i], chain, sizeof(chain), &clen, &err) == PTWM_OK, "%s",
+                  err.message);
+        for (n = 0; n <= sizeof(buf); n += 8 * 97)
+            round_trip_chain(chain, clen, dts[i], PTWM_METHOD_MICROSCALE, buf, n, NULL);
+    }
+}
+
+/* Constant planes cost a few bytes: a zero tensor, and F32 widened from BF16
+ * (the two low mantissa bytes all zero). */
+static void test_constant_planes(void) {
+    size_t n = 1 << 16, k, c_zero, c_wide, c_bf16;
+    uint8_t *buf = calloc(n, 4), *bf = malloc(n * 2);
+    uint64_t rng = 7;
+    c_zero = round_trip(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, buf, n * 4, NULL);
+    CHECK_MSG(c_zero > 0 && c_zero < 64, "zero tensor of %zu bytes coded to %zu", n * 4, c_zero);
+    c_zero = round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_HUFFMAN, buf, n * 2, NULL);
+    CHECK_MSG(c_zero > 0 && c_zero < 64, "zero BF16 coded to %zu", c_zero);
+    for (k = 0; k < n; k++) {
+        /* Gaussian-ish BF16 weights: exponent 118..124, random sign:mantissa. */
+        uint16_t v = (uint16_t)(((118 + tu_rand(&rng) % 4 + tu_rand(&rng) % 4) << 7) |
+                                (tu_rand(&rng) & 0x807f));
+        ptwm_store_le16(bf + 2 * k, v);
+        ptwm_store_le32(buf + 4 * k, (uint32_t)v << 16);
+    }
+    c_bf16 = round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, bf, n * 2, NULL);
+    c_wide = round_trip(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, buf, n * 4, NULL);
+    CHECK_MSG(c_wide > 0 && c_wide < c_bf16 + 64, "F32 widened from BF16: %zu bytes, BF16 %zu",
+              c_wide, c_bf16);
+    free(buf);
+    free(bf);
+}
+
+/* Damaged payloads, each with its error code and message. */
+static void test_damage(void) {
+    size_t n = 4096 * 2, len, k;
+    uint8_t *raw = malloc(n), *enc = NULL, *bad = malloc(ptwm_chunk_bound(n) + 16),
+            *dec = malloc(n);
+    uint8_t chain[PTWM_CHAIN_MAX_BYTES];
+    size_t clen;
+    uint64_t rng = 5;
+    ptwm_err err;
+    for (k = 0; k < n / 2; k++)
+        ptwm_store_le16(raw + 2 * k, (uint16_t)(((120 + tu_rand(&rng) % 5) << 7) |
+                                                (tu_rand(&rng) & 0x807f)));
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain),
+                              &clen, &err) == PTWM_OK);
+    len = round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, raw, n, &enc);
+    CHECK(enc != NULL && len > 16);
+    if (!enc) return;
+    /* Layout of this payload: flags, count 2, entry 0 (stage, varint 4096 =
+     * 2 bytes, varint coded, CRC), entry 1, then the planes. */
+    CHECK(enc[0] == 1 && enc[1] == 2);
+
+    /* A flipped bit in the last byte (plane 1's coded bytes). */
+    memcpy(bad, enc, len);
+    bad[len - 1] ^= 0x10;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+              PTWM_ERR_CRC, "plane 1");
+    CHECK(strstr(err.message, "stored CRC32") && strstr(err.message, "computed"));
+
+    /* Truncated: every shorter length fails (never a crash). */
+    for (k = 0; k < len; k++) {
+        ptwm_error e = ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, enc, k, dec, n, &err);
+        CHECK_MSG(e == PTWM_ERR_CORRUPT, "truncated to %zu of %zu: %s", k, len,
+                  ptwm_error_name(e));
+    }
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, enc, len - 1, dec, n, &err), &err,
+              PTWM_ERR_CORRUPT, "coded bytes");
+    /* Extended by one byte. */
+    memcpy(bad, enc, len);
+    bad[len] = 0;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len + 1, dec, n, &err), &err,
+              PTWM_ERR_CORRUPT, "follow the");
+    /* Unknown stage id in plane 0's entry, and the MICROSCALE id 3. */
+    memcpy(bad, enc, len);
+    bad[2] = 9;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+              PTWM_ERR_UNKNOWN_ID, "unknown stage id 9");
+    bad[2] = 3;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+              PTWM_ERR_UNKNOWN_ID, "not an entropy stage");
+    /* Wrong raw length for plane 0 (4096 as 0x80 0x20 -> 0x81 0x20). */
+    memcpy(bad, enc, len);
+    CHECK(bad[3] == 0x80 && bad[4] == 0x20);
+    bad[3] = 0x81;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+              PTWM_ERR_CORRUPT, "raw length 4097, expected 4096");
+    /* Coded length past the end of the payload. */
+    memcpy(bad, enc, len);
+    bad[5] = 0xff;
+    bad[6] = 0x7f;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+              PTWM_ERR_CORRUPT, "exceeds the payload");
+    /* Non-minimal varint. */
+    memcpy(bad, enc, len);
+    bad[3] = 0x80;
+    bad[4] = 0x00;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+              PTWM_ERR_CORRUPT, "lengths malformed");
+    /* Unknown flags, wrong plane count, MICROSCALE flag on a chain without it. */
+    memcpy(bad, enc, len);
+    bad[0] = 0x81;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+              PTWM_ERR_CORRUPT, "unknown flags 0x81");
+    bad[0] = enc[0];
+    bad[1] = 3;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+              PTWM_ERR_CORRUPT, "3 planes, the chain makes 2");
+    {
+        uint8_t plain[PTWM_CHAIN_MAX_BYTES];
+        size_t plen;
+        CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_RANS, plain, sizeof(plain), &plen,
+                                  &err) == PTWM_OK);
+        memcpy(bad, enc, len);
+        bad[0] |= 2;
+        CHECK_ERR(ptwm_chunk_decode(plain, plen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+                  PTWM_ERR_CORRUPT, "no microscale");
+    }
+    /* Wrong raw size asked of the decoder. */
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, enc, len, dec, n - 2, &err), &err,
+              PTWM_ERR_CORRUPT, "expected 4095");
+    /* Without CRCs, damage inside a plane is caught by its stage. */
+    {
+        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0};
+        size_t l2;
+        ptwm_error e;
+        CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_BF16, &prm, raw, n, bad,
+                                ptwm_chunk_bound(n), &l2, &err) == PTWM_OK);
+        CHECK(bad[0] == 0 && l2 == len - 8);
+        e = ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, l2 - 3, dec, n, &err);
+        CHECK(e == PTWM_ERR_CORRUPT);
+    }
+    /* An encode buffer below the bound. */
+    CHECK_ERR(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_BF16, NULL, raw, n, bad, 10, &len, &err),
+              &err, PTWM_ERR_DST_SIZE, "buffer of 10");
+    free(raw);
+    free(enc);
+    free(bad);
+    free(dec);
+}
+
+/* Random noise takes the bypassed form and stays within the bound. */
+static void test_bypass(void) {
+    size_t n = 10000, k, c;
+    uint8_t *buf = malloc(n);
+    uint64_t rng = 3;
+    for (k = 0; k < n; k++) buf[k] = (uint8_t)tu_rand(&rng);
+    c = round_trip(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, buf, n, NULL);
+    CHECK(c > n && c <= ptwm_chunk_bound(n));
+    free(buf);
+}
+
+int main(void) {
+    test_edges();
+    test_special_values();
+    test_custom_chains();
+    test_constant_planes();
+    test_damage();
+    test_bypass();
+    test_corpus();
+    return tu_finish("test_chunk");
+}
