@@ -443,12 +443,18 @@ PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
  *               one symbol from the 13-bit single table instead
  *   bits 8..39  the symbols, first in the low byte
  *   bits 40..42 how many symbols
- * The decoder stores all 4 symbol bytes and advances by the count. Exponent
+ * The decoder stores all 4 symbol bytes with one host-order store (so this
+ * path is for little-endian hosts only) and advances by the count. Exponent
  * planes (~3 bits a symbol) get ~3 symbols per lookup. */
 typedef uint64_t huf_mentry;
 #define HUF_M_LONG 0x80u
 #define HUF_M_SIZE (1u << HUF_FAST_LEN)
 #define HUF_MULTI_MIN_SIZE 16384
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HUF_LITTLE_ENDIAN 1
+#else
+#define HUF_LITTLE_ENDIAN 0
+#endif
 #define HUF_MULTI_MAX_MEAN (11u << (HUF_MAX_LEN - 1)) /* 5.5 bits */
 
 static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *mt) {
@@ -493,7 +499,8 @@ static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *m
             *op##s++ = (uint8_t)(l_ >> 8);                                   \
             bits##s <<= l_ & 63;                                             \
         } else {                                                             \
-            ptwm_store_le32(op##s, (uint32_t)(e_ >> 8));                     \
+            uint32_t sy_ = (uint32_t)(e_ >> 8);                              \
+            memcpy(op##s, &sy_, 4);                                          \
             op##s += (e_ >> 40) & 7;                                         \
             bits##s <<= e_ & 63;                                             \
         }                                                                    \
@@ -540,6 +547,31 @@ static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *m
             st->op[0] = op0, st->op[1] = op1, st->op[2] = op2, st->op[3] = op3;      \
         }                                                                            \
     }
+/* The same for one stream, for what is left when the first stream of the
+ * four runs out of margin (segments code to different bit counts). */
+#define HUF_FAST_ONE(NAME, ATTR, OMAX, TLOG, BODY)                                   \
+    ATTR static void NAME(huf_state *st, unsigned s, const huf_entry *restrict table, \
+                          const huf_mentry *restrict mt) {                           \
+        const unsigned shift = 64 - TLOG;                                            \
+        const uint8_t *ip0 = st->ip[s];                                              \
+        uint64_t bits0 = st->bits[s];                                                \
+        uint8_t *op0 = st->op[s];                                                    \
+        size_t iters;                                                                \
+        (void)shift;                                                                 \
+        (void)mt;                                                                    \
+        for (;;) {                                                                   \
+            iters = PTWM_MIN((size_t)(ip0 - st->start[s]) / 7,                       \
+                             (size_t)(st->oend[s] - op0) / OMAX);                    \
+            if (!iters) break;                                                       \
+            do {                                                                     \
+                BODY;                                                                \
+                HUF_REFILL(0);                                                       \
+            } while (--iters);                                                       \
+        }                                                                            \
+        st->ip[s] = ip0;                                                             \
+        st->bits[s] = bits0;                                                         \
+        st->op[s] = op0;                                                             \
+    }
 #define HUF_BODY5                                                                   \
     HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3); HUF_DEC4(4);               \
     op0 += 5, op1 += 5, op2 += 5, op3 += 5
@@ -549,9 +581,16 @@ static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *m
 /* 4 lookups of at most 13 bits per refill (7 + 4 * 13 <= 63); each advances
  * op by at most 4 and the last 4-byte store ends at most 16 past op. */
 #define HUF_BODYM HUF_MDEC4; HUF_MDEC4; HUF_MDEC4; HUF_MDEC4
+#define HUF_BODY1_5 \
+    HUF_DEC(0, 0); HUF_DEC(0, 1); HUF_DEC(0, 2); HUF_DEC(0, 3); HUF_DEC(0, 4); op0 += 5
+#define HUF_BODY1_4 HUF_DEC(0, 0); HUF_DEC(0, 1); HUF_DEC(0, 2); HUF_DEC(0, 3); op0 += 4
+#define HUF_BODY1_M HUF_MDEC(0); HUF_MDEC(0); HUF_MDEC(0); HUF_MDEC(0)
 HUF_FAST_LOOP(huf_fast5, , 5, HUF_FAST_LEN, HUF_BODY5)
 HUF_FAST_LOOP(huf_fast4, , 4, HUF_MAX_LEN, HUF_BODY4)
 HUF_FAST_LOOP(huf_fastm, , 16, HUF_MAX_LEN, HUF_BODYM)
+HUF_FAST_ONE(huf_one5, , 5, HUF_FAST_LEN, HUF_BODY1_5)
+HUF_FAST_ONE(huf_one4, , 4, HUF_MAX_LEN, HUF_BODY1_4)
+HUF_FAST_ONE(huf_onem, , 16, HUF_MAX_LEN, HUF_BODY1_M)
 /* The same loops with BMI2's flag-free variable shifts (shlx/shrx), chosen at
  * run time: the build does not assume the CPU has them. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -560,9 +599,16 @@ HUF_FAST_LOOP(huf_fastm, , 16, HUF_MAX_LEN, HUF_BODYM)
 HUF_FAST_LOOP(huf_fast5_bmi2, HUF_BMI2, 5, HUF_FAST_LEN, HUF_BODY5)
 HUF_FAST_LOOP(huf_fast4_bmi2, HUF_BMI2, 4, HUF_MAX_LEN, HUF_BODY4)
 HUF_FAST_LOOP(huf_fastm_bmi2, HUF_BMI2, 16, HUF_MAX_LEN, HUF_BODYM)
+HUF_FAST_ONE(huf_one5_bmi2, HUF_BMI2, 5, HUF_FAST_LEN, HUF_BODY1_5)
+HUF_FAST_ONE(huf_one4_bmi2, HUF_BMI2, 4, HUF_MAX_LEN, HUF_BODY1_4)
+HUF_FAST_ONE(huf_onem_bmi2, HUF_BMI2, 16, HUF_MAX_LEN, HUF_BODY1_M)
 #undef HUF_BMI2
 #endif
 #undef HUF_BODYM
+#undef HUF_BODY1_5
+#undef HUF_BODY1_4
+#undef HUF_BODY1_M
+#undef HUF_FAST_ONE
 #undef HUF_BODY4
 #undef HUF_BODY5
 #undef HUF_FAST_LOOP
@@ -573,6 +619,8 @@ HUF_FAST_LOOP(huf_fastm_bmi2, HUF_BMI2, 16, HUF_MAX_LEN, HUF_BODYM)
 #undef HUF_DEC
 
 typedef void (*huf_fast_fn)(huf_state *, const huf_entry *restrict, const huf_mentry *restrict);
+typedef void (*huf_one_fn)(huf_state *, unsigned, const huf_entry *restrict,
+                           const huf_mentry *restrict);
 
 static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREAMS],
                                      const huf_entry *restrict table, unsigned tlog,
@@ -596,6 +644,7 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
 
     if (fast) {
         huf_fast_fn fn;
+        huf_one_fn one;
         for (s = 0; s < HUF_STREAMS; s++) {
             uint64_t byte_end = (bitpos[s] + 7) >> 3;
             st->ip[s] = st->start[s] + byte_end - 8;
@@ -606,11 +655,15 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
             mt = mtable;
         }
         fn = mt ? huf_fastm : tlog == HUF_FAST_LEN ? huf_fast5 : huf_fast4;
+        one = mt ? huf_onem : tlog == HUF_FAST_LEN ? huf_one5 : huf_one4;
 #ifdef HUF_HAVE_BMI2
-        if (__builtin_cpu_supports("bmi2"))
+        if (__builtin_cpu_supports("bmi2")) {
             fn = mt ? huf_fastm_bmi2 : tlog == HUF_FAST_LEN ? huf_fast5_bmi2 : huf_fast4_bmi2;
+            one = mt ? huf_onem_bmi2 : tlog == HUF_FAST_LEN ? huf_one5_bmi2 : huf_one4_bmi2;
+        }
 #endif
         fn(st, table, mt);
+        for (s = 0; s < HUF_STREAMS; s++) one(st, s, table, mt);
         for (s = 0; s < HUF_STREAMS; s++)
             bitpos[s] = 8 * (uint64_t)(st->ip[s] - st->start[s]) + 64 -
                         (unsigned)__builtin_ctzll(st->bits[s]);
@@ -670,5 +723,6 @@ ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, si
     /* The multi-symbol table pays where several codes fit in 11 bits and the
      * plane is long enough to repay building it (2048 entries). */
     return huf_decode_streams(&st, ssize, table, tlog,
-                              dst_size >= HUF_MULTI_MIN_SIZE && mean_len <= HUF_MULTI_MAX_MEAN);
+                              HUF_LITTLE_ENDIAN && dst_size >= HUF_MULTI_MIN_SIZE &&
+                                  mean_len <= HUF_MULTI_MAX_MEAN);
 }
