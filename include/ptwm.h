@@ -683,12 +683,31 @@ typedef enum ptwm_ckpt_format {
     PTWM_CKPT_RAW = 2           /* headerless raw layout */
 } ptwm_ckpt_format;
 
-/* Save: layout names the parameters (used by self-describing formats). */
+/* Self-describing checkpoints hold tensors "param/<name>", "momentum/<name>",
+ * "adam.m/<name>", "adam.v/<name>" (BF16 for ADAMW_BF16) per layout entry and
+ * metadata ptwm.optimizer ("sgd", "momentum", "adam", "adamw", "adamw_bf16"),
+ * ptwm.step, ptwm.lr, ptwm.beta1, ptwm.beta2, ptwm.eps, ptwm.weight_decay,
+ * ptwm.momentum, ptwm.bc1, ptwm.bc2 (floats as 9-digit decimals: exact).
+ * The raw layout is the buffers back to back, little-endian: params F32, then
+ * momentum F32 | m F32, v F32 | m BF16, v BF16, then bc1, bc2 F32 for the Adam
+ * kinds; it has no names, step or hyper-parameters (see docs/LOADING.md). */
+
+/* Bytes of a raw checkpoint: SGD 4N, MOMENTUM 8N, ADAM/ADAMW 12N + 8,
+ * ADAMW_BF16 8N + 8. */
+PTWM_API ptwm_error ptwm_ckpt_raw_size(ptwm_optimizer kind, uint64_t n_params, uint64_t *bytes,
+                                       ptwm_err *err);
+/* Save the state `st` (its kind decides the buffers) through a temporary file
+ * renamed over `path`. layout names the parameters in order and must add up to
+ * st->n_params; the raw format may pass NULL. */
 PTWM_API ptwm_error ptwm_ckpt_save(const char *path, ptwm_ckpt_format fmt,
                                    const ptwm_layout_entry *layout, size_t n,
                                    const ptwm_optim_state *st, ptwm_err *err);
-/* Resume into caller-allocated buffers of `st` (kind and n_params set by the
- * caller); the file must match them. */
+/* Resume into the caller-allocated buffers of `st` (kind, n_params and the
+ * kind's buffers set by the caller). Self-describing formats also set step,
+ * hyper-parameters, bc1 and bc2; raw sets bc1 and bc2 only. A file that does
+ * not match (size, optimizer, tensor names, shapes, dtypes, tensor count) is
+ * PTWM_ERR_MISMATCH with the expected and actual figures; the scalars are left
+ * unchanged on any error. */
 PTWM_API ptwm_error ptwm_ckpt_load(const char *path, ptwm_ckpt_format fmt,
                                    const ptwm_layout_entry *layout, size_t n,
                                    ptwm_optim_state *st, ptwm_err *err);
