@@ -1,0 +1,308 @@
+/* The container's targets (issue "The .ptwm container"), each printed with
+ * PASS or FAIL:
+ *   size, each dtype's corpus files together, single thread:
+ *     BF16 <= 67.4%, F32 <= 83.5%, F16 <= 78.5%, handtrack.u8 <= zstd -19;
+ *   speed, single thread, all corpus files: compress >= 2x and decompress
+ *     >= 1.5x libzstd level 3 in the same run;
+ *   threads: 2 threads >= 1.7x one thread on the larger files (>= 5 MB);
+ *   memory: compressing and decompressing a 2 GB safetensors file (corpus
+ *     tensors repeated, written to $TMPDIR or /tmp and removed afterwards)
+ *     peaks below 256 MB resident (each run in a child; wait4 ru_maxrss).
+ *
+ * usage: bench_container [--corpus DIR] [--runs N] [--skip-memory] [--memory-only]
+ *                        [--chunk SIZE] [--big-mb N]
+ * Exit status 0 when every target passes. Timing is noisy on a shared
+ * machine: ratios against zstd are measured in the same run. */
+
+#include <stdint.h>
+#include <stdarg.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../programs/bench_core.h"
+
+static const char *const corpus_files[] = {
+    "emotion.bf16", "emotion.f32", "faceres-deep.bf16", "faceres-deep.f32",
+    "handlandmark-full.f16", "handskeleton.bf16", "handskeleton.f32", "handtrack.u8",
+    "movenet-thunder.f16", "posenet.bf16", "posenet.f32"};
+#define NFILES (sizeof(corpus_files) / sizeof(corpus_files[0]))
+
+static int failures;
+
+static void verdict(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void verdict(int ok, const char *fmt, ...) {
+    va_list ap;
+    printf("%s  ", ok ? "PASS" : "FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    if (!ok) failures++;
+}
+
+static const char *corpus_path(const char *dir, const char *name, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%s.safetensors", dir, name);
+    return buf;
+}
+
+/* zstd -19 on the whole file, as the command line tool would. */
+static uint64_t zstd19_file(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    uint8_t *src, *dst;
+    long n;
+    size_t z, cap;
+    if (!fp) return 0;
+    fseek(fp, 0, SEEK_END);
+    n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    src = (uint8_t *)malloc((size_t)n);
+    cap = ZSTD_compressBound((size_t)n);
+    dst = (uint8_t *)malloc(cap);
+    if (!src || !dst || fread(src, 1, (size_t)n, fp) != (size_t)n) z = 0;
+    else z = ZSTD_compress(dst, cap, src, (size_t)n, 19);
+    fclose(fp);
+    free(src);
+    free(dst);
+    return ZSTD_isError(z) ? 0 : z;
+}
+
+static int bench_corpus(const char *dir, int runs, uint64_t chunk) {
+    static const struct {
+        ptwm_dtype dtype;
+        double max_pct;
+    } limits[] = {{PTWM_DTYPE_BF16, 67.4}, {PTWM_DTYPE_F32, 83.5}, {PTWM_DTYPE_F16, 78.5}};
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT, p2;
+    bc_result groups[PTWM_DTYPE_COUNT], total, t1 = {0}, t2 = {0};
+    uint64_t hand_coded = 0, hand_z19 = 0;
+    size_t i, k;
+    char path[2048];
+    memset(groups, 0, sizeof(groups));
+    memset(&total, 0, sizeof(total));
+    p.threads = 1;
+    p.chunk_size = chunk;
+    p2 = p;
+    p2.threads = 2;
+    printf("corpus %s, method %s, chunk %llu, median of %d runs, zstd level 3 one thread\n", dir,
+           ptwm_method_name(p.method), (unsigned long long)(chunk ? chunk : PTWM_DEFAULT_CHUNK), runs);
+    printf("%-24s %-5s %11s %7s %8s %8s | %7s %8s %8s | %7s %7s\n", "file", "dtype", "raw", "ratio",
+           "comp", "dec", "zstd-3", "comp", "dec", "2thr c", "2thr d");
+    for (i = 0; i < NFILES; i++) {
+        bc_file f;
+        ptwm_err err;
+        if (bc_file_load(corpus_path(dir, corpus_files[i], path, sizeof(path)), &f, &err)) {
+            fprintf(stderr, "%s: %s\n", path, err.message);
+            return 1;
+        }
+        for (k = 0; k < f.nsets; k++) {
+            bc_result r, r2;
+            int big = f.sets[k].raw >= 5000000;
+            if (bc_measure(&f.sets[k], &p, runs, 3, &r, &err) ||
+                (big && bc_measure(&f.sets[k], &p2, runs, 0, &r2, &err))) {
+                fprintf(stderr, "%s: %s\n", path, err.message);
+                bc_file_free(&f);
+                return 1;
+            }
+            printf("%-24s %-5s %11llu %6.2f%% %8.1f %8.1f | %6.2f%% %8.1f %8.1f", corpus_files[i],
+                   ptwm_dtype_name(f.sets[k].dtype), (unsigned long long)r.raw, bc_pct(r.coded, r.raw),
+                   bc_mbs(r.raw, r.c_s), bc_mbs(r.raw, r.d_s), bc_pct(r.zcoded, r.raw),
+                   bc_mbs(r.raw, r.zc_s), bc_mbs(r.raw, r.zd_s));
+            if (big) {
+                printf(" | %6.2fx %6.2fx", r.c_s / r2.c_s, r.d_s / r2.d_s);
+                bc_add(&t1, &r);
+                bc_add(&t2, &r2);
+            }
+            printf("\n");
+            bc_add(&groups[f.sets[k].dtype], &r);
+            bc_add(&total, &r);
+            if (strcmp(corpus_files[i], "handtrack.u8") == 0) hand_coded += r.coded;
+        }
+        bc_file_free(&f);
+    }
+    hand_z19 = zstd19_file(corpus_path(dir, "handtrack.u8", path, sizeof(path)));
+    printf("\ntargets\n");
+    for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        const bc_result *g = &groups[limits[i].dtype];
+        verdict(bc_pct(g->coded, g->raw) <= limits[i].max_pct, "size %-5s %6.2f%% of raw (target <= %.1f%%; zstd-3 %.2f%%)",
+                ptwm_dtype_name(limits[i].dtype), bc_pct(g->coded, g->raw), limits[i].max_pct,
+                bc_pct(g->zcoded, g->raw));
+    }
+    verdict(hand_coded <= hand_z19, "size handtrack.u8 %llu bytes (target <= zstd -19 on the file: %llu)",
+            (unsigned long long)hand_coded, (unsigned long long)hand_z19);
+    verdict(total.c_s * 2.0 <= total.zc_s, "compress   %.1f MB/s = %.2fx zstd-3 %.1f MB/s (target >= 2x)",
+            bc_mbs(total.raw, total.c_s), total.zc_s / total.c_s, bc_mbs(total.raw, total.zc_s));
+    verdict(total.d_s * 1.5 <= total.zd_s, "decompress %.1f MB/s = %.2fx zstd-3 %.1f MB/s (target >= 1.5x)",
+            bc_mbs(total.raw, total.d_s), total.zd_s / total.d_s, bc_mbs(total.raw, total.zd_s));
+    verdict(t2.c_s * 1.7 <= t1.c_s, "2 threads compress   %.2fx one thread on files >= 5 MB (target >= 1.7x)",
+            t1.c_s / t2.c_s);
+    verdict(t2.d_s * 1.7 <= t1.d_s, "2 threads decompress %.2fx one thread on files >= 5 MB (target >= 1.7x)",
+            t1.d_s / t2.d_s);
+    return 0;
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+/* A safetensors file of about `target` bytes: the tensors of the given corpus
+ * files repeated under prefixed names, written tensor by tensor. */
+static int make_big(const char *dir, const char *out, uint64_t target) {
+    static const char *const src[] = {"faceres-deep.f32", "faceres-deep.bf16", "posenet.bf16"};
+    bc_file f[3];
+    ptwm_tensor_desc *d;
+    char (*names)[600];
+    size_t per = 0, n, i, j, k, copies;
+    uint64_t per_bytes = 0;
+    void *hdr = NULL;
+    size_t hl = 0;
+    ptwm_err err;
+    FILE *fp;
+    char path[2048];
+    int rc = 1;
+    for (i = 0; i < 3; i++) {
+        if (bc_file_load(corpus_path(dir, src[i], path, sizeof(path)), &f[i], &err)) {
+            fprintf(stderr, "%s: %s\n", path, err.message);
+            return 1;
+        }
+        per += f[i].n;
+        for (j = 0; j < f[i].n; j++) per_bytes += f[i].all[j].nbytes;
+    }
+    copies = (size_t)((target + per_bytes - 1) / per_bytes);
+    n = copies * per;
+    d = (ptwm_tensor_desc *)calloc(n, sizeof(*d));
+    names = (char (*)[600])calloc(n, sizeof(*names));
+    if (!d || !names) goto out;
+    for (k = 0, n = 0; k < copies; k++)
+        for (i = 0; i < 3; i++)
+            for (j = 0; j < f[i].n; j++, n++) {
+                d[n] = f[i].all[j];
+                snprintf(names[n], sizeof(names[n]), "copy%zu/%s/%.500s", k, src[i], f[i].all[j].name);
+                d[n].name = names[n];
+            }
+    if (ptwm_st_build_header(d, n, NULL, 0, &hdr, &hl, &err)) {
+        fprintf(stderr, "header: %s\n", err.message);
+        goto out;
+    }
+    fp = fopen(out, "wb");
+    if (!fp) goto out;
+    rc = fwrite(hdr, 1, hl, fp) != hl;
+    for (i = 0; i < n && !rc; i++) rc = fwrite(d[i].data, 1, (size_t)d[i].nbytes, fp) != d[i].nbytes;
+    if (fclose(fp) != 0) rc = 1;
+    printf("made %s: %zu tensors, %.2f GB\n", out, n, (double)(hl + copies * per_bytes) / 1e9);
+out:
+    free(hdr);
+    free(d);
+    free(names);
+    for (i = 0; i < 3; i++) bc_file_free(&f[i]);
+    return rc;
+}
+
+/* Run job(kind) in a child; its peak RSS in MB into *mb and its seconds into *secs. */
+static int in_child(int kind, const char *a, const char *b, double *mb, double *secs) {
+    struct rusage ru;
+    int status = 0;
+    double t0 = bc_now();
+    pid_t pid = fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+        ptwm_err err;
+        ptwm_error rc;
+        if (kind == 0) {
+            ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+            p.threads = 2;
+            rc = ptwm_compress_safetensors(a, b, &p, &err);
+        } else {
+            ptwm_reader *r = NULL;
+            rc = ptwm_reader_open(a, &r, &err);
+            if (!rc) {
+                ptwm_reader_set_threads(r, 2);
+                rc = ptwm_reader_write_safetensors(r, b, &err);
+            }
+            ptwm_reader_close(r);
+        }
+        if (rc) fprintf(stderr, "%s\n", err.message);
+        _exit(rc ? 1 : 0);
+    }
+    if (wait4(pid, &status, 0, &ru) != pid) return 1;
+    *secs = bc_now() - t0;
+    *mb = (double)ru.ru_maxrss / 1024.0;
+    return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static int same_files(const char *a, const char *b) {
+    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
+    static uint8_t p[1 << 20], q[1 << 20];
+    int same = x && y;
+    while (same) {
+        size_t n = fread(p, 1, sizeof(p), x), m = fread(q, 1, sizeof(q), y);
+        if (n != m || memcmp(p, q, n) != 0) same = 0;
+        if (n < sizeof(p)) break;
+    }
+    if (x) fclose(x);
+    if (y) fclose(y);
+    return same;
+}
+
+static int bench_memory(const char *dir, uint64_t big_mb) {
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char big[1024], packed[1024], back[1024];
+    struct statvfs sv;
+    double mb_c = 0, mb_d = 0, s_c = 0, s_d = 0;
+    uint64_t target = big_mb << 20;
+    int bad;
+    if (statvfs(tmp, &sv) != 0 || (uint64_t)sv.f_bavail * sv.f_frsize < 3 * target) {
+        verdict(0, "memory: %s lacks %llu MB free for the test files", tmp, (unsigned long long)(3 * target >> 20));
+        return 0;
+    }
+    snprintf(big, sizeof(big), "%s/ptwm-bench-%d.safetensors", tmp, (int)getpid());
+    snprintf(packed, sizeof(packed), "%s/ptwm-bench-%d.ptwm", tmp, (int)getpid());
+    snprintf(back, sizeof(back), "%s/ptwm-bench-%d.out.safetensors", tmp, (int)getpid());
+    if (make_big(dir, big, target)) {
+        verdict(0, "memory: could not write %s", big);
+        remove(big);
+        return 0;
+    }
+    bad = in_child(0, big, packed, &mb_c, &s_c);
+    if (!bad) bad = in_child(1, packed, back, &mb_d, &s_d);
+    if (!bad) {
+        struct stat st1, st2;
+        stat(big, &st1);
+        stat(packed, &st2);
+        printf("2 threads: compress %.1f s (%.0f MB/s) to %.2f%%, peak RSS %.1f MB; decompress %.1f s (%.0f MB/s), peak RSS %.1f MB\n",
+               s_c, (double)st1.st_size / s_c / 1e6, 100.0 * (double)st2.st_size / (double)st1.st_size, mb_c,
+               s_d, (double)st1.st_size / s_d / 1e6, mb_d);
+        verdict(same_files(big, back), "memory: %.2f GB file rebuilt byte for byte", (double)st1.st_size / 1e9);
+    } else {
+        verdict(0, "memory: compress or decompress of %s failed", big);
+    }
+    verdict(!bad && mb_c < 256, "memory: compress peak RSS %.1f MB (target < 256 MB)", mb_c);
+    verdict(!bad && mb_d < 256, "memory: decompress peak RSS %.1f MB (target < 256 MB)", mb_d);
+    remove(big);
+    remove(packed);
+    remove(back);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *dir = getenv("PTWM_CORPUS") ? getenv("PTWM_CORPUS") : "../shared/corpus";
+    int runs = 5, skip_memory = 0, memory_only = 0, i;
+    uint64_t chunk = 0, big_mb = 2048;
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--corpus") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--big-mb") && i + 1 < argc) big_mb = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--skip-memory")) skip_memory = 1;
+        else if (!strcmp(argv[i], "--memory-only")) memory_only = 1;
+        else {
+            fprintf(stderr, "usage: bench_container [--corpus DIR] [--runs N] [--chunk BYTES] "
+                            "[--big-mb N] [--skip-memory] [--memory-only]\n");
+            return 2;
+        }
+    }
+    if (!memory_only && bench_corpus(dir, runs, chunk)) return 1;
+    if (!skip_memory && bench_memory(dir, big_mb)) return 1;
+    printf("%s: %d target%s failed\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
+    return failures ? 1 : 0;
+}
