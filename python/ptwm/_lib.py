@@ -18,7 +18,8 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_size_t, c_uin
                     c_uint32, c_uint64, c_void_p)
 
 __all__ = ["lib", "library_path", "find_library", "ErrStruct", "TensorInfo", "TensorDesc",
-           "CParams", "CheckpointOptions", "ProgressFn", "ChainList", "KV", "CHAIN_MAX_BYTES", "ERR_MESSAGE_MAX", "MISSING"]
+           "CParams", "CheckpointOptions", "ProgressFn", "ChainList", "KV", "CHAIN_MAX_BYTES",
+           "ERR_MESSAGE_MAX", "MISSING"]
 
 ERR_MESSAGE_MAX = 512
 CHAIN_MAX_BYTES = 256

@@ -54,7 +54,7 @@ def _u8(addr: int):
 class Chain:
     """An immutable codec chain.
 
-    Chain("split(exp8|sm8) > microscale(32) > [huffman|rans]") parses text,
+    Chain("split(e8m7) > microscale(32) > entropy(*:auto/o-1)") parses text,
     Chain(b"...") takes wire bytes (validated), Chain(["stage", "stage"]) joins
     stages. str(chain) prints it, chain.to_bytes() gives the wire blob that
     ptwm.sharding.compress_ptwm_blob takes in chains_per_tensor."""
@@ -99,7 +99,8 @@ class Chain:
 
     @classmethod
     def from_stages(cls, stages: Iterable[str]) -> "Chain":
-        """Build from stage texts in order, e.g. ["split(exp8|sm8)", "microscale(32)", "huffman"]."""
+        """Build from stage texts in order, e.g.
+        ["split(e8m7)", "microscale(32)", "entropy(*:auto/o-1)"]."""
         parts = list(stages)
         if not parts or not all(isinstance(p, str) and p.strip() for p in parts):
             raise PtwmValueError(ERR_INVALID_ARG, f"a chain needs one or more non-empty stage "

@@ -4,6 +4,7 @@ Where things are found:
   corpus   PTWM_CORPUS, else ../shared/corpus beside the repository
   CLI      PTWM_BIN, else `ptwm` beside the loaded libptwm, else build/ptwm
   sources  PTWM_SOURCE_DIR, else the repository around python/tests
+  package  the installed ptwm, else the one in python/ beside these tests
 A missing corpus or CLI fails the tests that need them (they are not skipped).
 """
 
@@ -16,11 +17,16 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import sys
 import unittest
 
-import ptwm
-
 TESTS = os.path.dirname(os.path.abspath(__file__))
+try:
+    import ptwm   # the installed package, when there is one
+except ImportError:   # a checkout: the package beside these tests
+    sys.path.insert(0, os.path.dirname(TESTS))
+    import ptwm
+
 REPO = os.environ.get("PTWM_SOURCE_DIR") or os.path.dirname(os.path.dirname(TESTS))
 
 

@@ -2,6 +2,7 @@
 
 import unittest
 
+import _support  # noqa: F401 (first: it finds the package in a checkout)
 import ptwm
 from ptwm import Chain, PtwmError
 

@@ -3,6 +3,7 @@
 import importlib.util
 import unittest
 
+import _support  # noqa: F401 (first: it finds the package in a checkout)
 import ptwm
 from ptwm import PtwmError
 

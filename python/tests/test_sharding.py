@@ -6,12 +6,14 @@ import json
 import os
 import unittest
 
+import _support  # noqa: F401 (first: it finds the package in a checkout)
 import ptwm
 from ptwm import Chain, PtwmError
 from ptwm.sharding import (PtwmIndex, compress_ptwm_blob, plan_shards, read_sharded_ptwm,
                            shard_filename, write_ptwm_shard)
 
 from _support import TempDirTest, synthetic_tensors
+
 
 
 def decoded(blob: bytes) -> dict:
