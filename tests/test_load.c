@@ -1,0 +1,413 @@
+/* Layout loads: values equal to the file's bytes (F32 copied, BF16/F16
+ * widened), identical arrays from every source kind, layer-by-layer loads
+ * equal to the whole load, JSON layouts, and each layout error with its
+ * message. */
+#include <stdlib.h>
+#include <string.h>
+#include "testutil.h"
+
+static float *load_all(ptwm_source *s, ptwm_layout *l, uint64_t *count) {
+    size_t n;
+    const ptwm_layout_entry *e = ptwm_layout_entries(l, &n);
+    ptwm_err err;
+    float *a;
+    ptwm_error rc = ptwm_layout_elements(e, n, count, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    a = (float *)malloc(*count * 4 + 4);
+    if (!a) return NULL;
+    rc = ptwm_load_layout(s, e, n, PTWM_CONVERT_FLOAT, a, *count, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    return a;
+}
+
+/* Every element of a loaded array against the source's raw bytes, converted
+ * here one value at a time. */
+static void check_values(ptwm_source *s, ptwm_layout *l, const float *a) {
+    size_t n, i, bad = 0;
+    uint64_t pos = 0, k;
+    const ptwm_layout_entry *e = ptwm_layout_entries(l, &n);
+    for (i = 0; i < n; i++) {
+        size_t idx;
+        ptwm_tensor_info ti;
+        ptwm_err err;
+        uint8_t *raw;
+        ptwm_error rc = ptwm_source_find(s, e[i].name, &idx, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        ptwm_source_tensor(s, idx, &ti);
+        raw = (uint8_t *)malloc(ti.nbytes + 1);
+        rc = ptwm_source_read(s, idx, 0, raw, (size_t)ti.nbytes, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        for (k = 0; k < ti.nbytes / (ptwm_dtype_bits(ti.dtype) / 8); k++) {
+            uint32_t got, want;
+            memcpy(&got, &a[pos + k], 4);
+            if (ti.dtype == PTWM_DTYPE_F32) {
+                memcpy(&want, raw + 4 * k, 4);
+            } else {
+                uint16_t h;
+                float f;
+                memcpy(&h, raw + 2 * k, 2);
+                if (ti.dtype == PTWM_DTYPE_BF16) ptwm_bf16_to_f32(&h, &f, 1);
+                else ptwm_f16_to_f32(&h, &f, 1);
+                memcpy(&want, &f, 4);
+            }
+            if (got != want) bad++;
+        }
+        pos += ti.nbytes / (ptwm_dtype_bits(ti.dtype) / 8);
+        free(raw);
+    }
+    CHECK_MSG(bad == 0, "%zu values differ from the file's bytes in %s", bad, ptwm_source_path(s));
+}
+
+static float *load_path(const char *path, ptwm_source_kind kind, ptwm_layout *l,
+                        ptwm_source_kind expect, uint64_t *count) {
+    ptwm_source *s = NULL;
+    ptwm_err err;
+    float *a;
+    ptwm_error rc = ptwm_source_open(path, kind, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (rc) return NULL;
+    CHECK_MSG(ptwm_source_get_kind(s) == expect, "%s opened as %s", path,
+              ptwm_source_kind_name(ptwm_source_get_kind(s)));
+    ptwm_source_set_threads(s, 2);
+    a = load_all(s, l, count);
+    ptwm_source_close(s);
+    return a;
+}
+
+/* The same corpus file through every source kind: identical arrays. */
+static void test_kinds(const char *name) {
+    char stdir[600], ptfile[600], ptdir[600];
+    ptwm_source *s = NULL;
+    ptwm_layout *l = NULL;
+    ptwm_err err;
+    ptwm_error rc;
+    uint64_t n0 = 0, n1 = 0;
+    float *ref, *got;
+    const char *path = tu_corpus_path(name);
+
+    rc = ptwm_source_open(path, PTWM_SOURCE_AUTO, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (rc) return;
+    CHECK(ptwm_source_get_kind(s) == PTWM_SOURCE_SAFETENSORS);
+    rc = ptwm_layout_from_source(s, &l, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    /* load in name order, not file order, so order really comes from the layout */
+    ptwm_layout_sort_by_name(l);
+    ref = load_all(s, l, &n0);
+    check_values(s, l, ref);
+    ptwm_source_close(s);
+
+    /* Hugging Face directory, several shards */
+    snprintf(stdir, sizeof(stdir), "%s/%s.hf", tu_tmpdir(), name);
+    {
+        ptwm_st *st = NULL;
+        ptwm_tensor_desc *d;
+        size_t i, cnt;
+        rc = ptwm_st_open(path, PTWM_OPEN_MMAP, &st, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        cnt = ptwm_st_count(st);
+        d = (ptwm_tensor_desc *)calloc(cnt, sizeof(*d));
+        for (i = 0; i < cnt; i++) {
+            ptwm_tensor_info ti;
+            ptwm_st_tensor(st, i, &ti);
+            d[i].name = ti.name;
+            d[i].dtype = ti.dtype;
+            d[i].ndim = ti.ndim;
+            d[i].shape = ti.shape;
+            d[i].data = ti.data;
+            d[i].nbytes = ti.nbytes;
+        }
+        rc = ptwm_stdir_write(stdir, d, cnt, NULL, 0, ptwm_st_file_size(st) / 3, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        free(d);
+        ptwm_st_close(st);
+    }
+    got = load_path(stdir, PTWM_SOURCE_AUTO, l, PTWM_SOURCE_SAFETENSORS_DIR, &n1);
+    CHECK(got && n1 == n0 && memcmp(got, ref, n0 * 4) == 0);
+    free(got);
+
+    /* one .ptwm file */
+    snprintf(ptfile, sizeof(ptfile), "%s/%s.ptwm", tu_tmpdir(), name);
+    {
+        ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
+        cp.threads = 2;
+        cp.chunk_size = 64 << 10;  /* many chunks per tensor: loads cross chunk edges */
+        rc = ptwm_compress_safetensors(path, ptfile, &cp, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    }
+    got = load_path(ptfile, PTWM_SOURCE_AUTO, l, PTWM_SOURCE_PTWM, &n1);
+    CHECK(got && n1 == n0 && memcmp(got, ref, n0 * 4) == 0);
+    free(got);
+
+    /* a sharded .ptwm directory */
+    snprintf(ptdir, sizeof(ptdir), "%s/%s.ptdir", tu_tmpdir(), name);
+    {
+        ptwm_checkpoint_options opt = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+        opt.threads = 2;
+        opt.max_shard_size = n0;  /* about 4 shards for F32, 2 for 16-bit dtypes */
+        rc = ptwm_compress_checkpoint(stdir, ptdir, &opt, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    }
+    got = load_path(ptdir, PTWM_SOURCE_AUTO, l, PTWM_SOURCE_PTWM_DIR, &n1);
+    CHECK(got && n1 == n0 && memcmp(got, ref, n0 * 4) == 0);
+    free(got);
+
+    free(ref);
+    ptwm_layout_free(l);
+}
+
+/* Per-layer loads (groups of a name-sorted layout) equal slices of the whole. */
+static void test_layers(const char *name) {
+    ptwm_source *s = NULL;
+    ptwm_layout *l = NULL;
+    ptwm_err err;
+    ptwm_error rc;
+    uint64_t total = 0, pos = 0;
+    size_t n, start, end, layers = 0;
+    const ptwm_layout_entry *e;
+    float *whole;
+
+    rc = ptwm_source_open(tu_corpus_path(name), PTWM_SOURCE_AUTO, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (rc) return;
+    ptwm_layout_from_source(s, &l, &err);
+    ptwm_layout_sort_by_name(l);
+    e = ptwm_layout_entries(l, &n);
+    whole = load_all(s, l, &total);
+    for (start = 0; start < n; start = end) {
+        uint64_t cnt;
+        float *part;
+        end = ptwm_layout_group_end(e, n, start);
+        CHECK(end > start);
+        if (end <= start) break;
+        ptwm_layout_elements(e + start, end - start, &cnt, &err);
+        part = (float *)malloc(cnt * 4 + 4);
+        rc = ptwm_load_layout(s, e + start, end - start, PTWM_CONVERT_FLOAT, part, cnt, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        CHECK(memcmp(part, whole + pos, cnt * 4) == 0);
+        pos += cnt;
+        layers++;
+        free(part);
+    }
+    CHECK(pos == total);
+    CHECK_MSG(layers > 1 && layers < n, "%zu layers from %zu tensors", layers, n);
+    /* a piece of one tensor, across a 16 MiB-piece-free boundary */
+    if (n) {
+        uint64_t cnt = 1;
+        uint32_t d;
+        float *buf;
+        for (d = 0; d < e[n - 1].ndim; d++) cnt *= e[n - 1].shape[d];
+        buf = (float *)malloc(cnt * 4 + 4);
+        rc = ptwm_load_tensor_part(s, &e[n - 1], PTWM_CONVERT_FLOAT, cnt / 3, buf, cnt - cnt / 3,
+                                   &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        CHECK(memcmp(buf, whole + total - (cnt - cnt / 3), (cnt - cnt / 3) * 4) == 0);
+        rc = ptwm_load_tensor_part(s, &e[n - 1], PTWM_CONVERT_FLOAT, cnt / 3, buf, cnt, &err);
+        CHECK_ERR(rc, &err, PTWM_ERR_INVALID_ARG, "outside its");
+        free(buf);
+    }
+    free(whole);
+    ptwm_layout_free(l);
+    ptwm_source_close(s);
+}
+
+static void test_errors(void) {
+    ptwm_source *s = NULL;
+    ptwm_err err;
+    ptwm_error rc;
+    float buf[64];
+    static const uint64_t sh_ok[] = {3, 3, 1, 32}, sh_bad[] = {32, 1, 3, 3}, sh_bias[] = {32};
+    ptwm_layout_entry e[2];
+    const char *w = "StatefulPartitionedCall/model_1/conv2d_1/Conv2D_weights";
+    const char *b = "StatefulPartitionedCall/model_1/conv2d_1/Conv2D_bn_offset";
+    float *big = (float *)malloc(400 * 4);
+
+    rc = ptwm_source_open(tu_corpus_path("emotion.f32.safetensors"), PTWM_SOURCE_AUTO, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (rc) return;
+    e[0].name = w;
+    e[0].ndim = 4;
+    e[0].shape = sh_ok;
+    e[1].name = b;
+    e[1].ndim = 1;
+    e[1].shape = sh_bias;
+    rc = ptwm_load_layout(s, e, 2, PTWM_CONVERT_FLOAT, big, 320, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    rc = ptwm_load_layout(s, e, 2, PTWM_CONVERT_FLOAT, big, 319, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_MISMATCH, "layout needs 320 floats, array has 319");
+    rc = ptwm_load_layout(s, e, 2, PTWM_CONVERT_FLOAT, big, 321, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_MISMATCH, "layout needs 320 floats, array has 321");
+    e[0].shape = sh_bad;
+    rc = ptwm_load_layout(s, e, 2, PTWM_CONVERT_FLOAT, big, 320, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_MISMATCH,
+              "tensor 'StatefulPartitionedCall/model_1/conv2d_1/Conv2D_weights': shape [3, 3, 1, 32] in");
+    CHECK_ERR(rc, &err, PTWM_ERR_MISMATCH, "layout expects [32, 1, 3, 3]");
+    e[0].ndim = 3;
+    e[0].shape = sh_ok;
+    rc = ptwm_load_layout(s, e, 1, PTWM_CONVERT_FLOAT, big, 9, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_MISMATCH, "shape [3, 3, 1, 32] in");
+    CHECK_ERR(rc, &err, PTWM_ERR_MISMATCH, "layout expects [3, 3, 1]");
+    e[0].ndim = 4;
+    e[1].name = "fc.w";
+    rc = ptwm_load_layout(s, e, 2, PTWM_CONVERT_FLOAT, big, 320, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_NOT_FOUND, "tensor 'fc.w' not in safetensors '");
+    ptwm_source_close(s);
+
+    /* dtypes: U8 needs PTWM_CONVERT_INT; F64 needs F64_ROUND */
+    rc = ptwm_source_open(tu_corpus_path("handtrack.u8.safetensors"), PTWM_SOURCE_AUTO, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (!rc) {
+        ptwm_tensor_info ti;
+        ptwm_layout_entry one;
+        uint8_t raw[64];
+        size_t i, idx = 0;
+        for (i = 0; i < ptwm_source_count(s); i++) {
+            ptwm_source_tensor(s, i, &ti);
+            if (ti.dtype == PTWM_DTYPE_U8 && ti.nbytes <= 64 && ti.nbytes > 0) break;
+        }
+        CHECK(i < ptwm_source_count(s));
+        if (i < ptwm_source_count(s)) {
+            idx = i;
+            one.name = ti.name;
+            one.ndim = ti.ndim;
+            one.shape = ti.shape;
+            rc = ptwm_load_layout(s, &one, 1, PTWM_CONVERT_FLOAT, buf, ti.nbytes, &err);
+            CHECK_ERR(rc, &err, PTWM_ERR_DTYPE, "dtype U8 in");
+            CHECK_ERR(rc, &err, PTWM_ERR_DTYPE, "without PTWM_CONVERT_INT");
+            rc = ptwm_load_layout(s, &one, 1, PTWM_CONVERT_F64_ROUND, buf, ti.nbytes, &err);
+            CHECK_ERR(rc, &err, PTWM_ERR_DTYPE, "without PTWM_CONVERT_INT");
+            rc = ptwm_load_layout(s, &one, 1, PTWM_CONVERT_INT, buf, ti.nbytes, &err);
+            CHECK_ERR(rc, &err, PTWM_OK, NULL);
+            ptwm_source_read(s, idx, 0, raw, (size_t)ti.nbytes, &err);
+            for (i = 0; i < ti.nbytes; i++)
+                if (buf[i] != (float)raw[i]) break;
+            CHECK(i == ti.nbytes);
+        }
+        ptwm_source_close(s);
+    }
+    {
+        char path[600];
+        static const uint64_t sh4[] = {4};
+        static const double dv[4] = {1.0, -2.5, 1e300, 0.1};
+        static const int32_t iv[4] = {-7, 0, 16777217, 2147483647};
+        static const uint16_t hv[4] = {0x3c00, 0x0001, 0x7c00, 0xfe01};
+        ptwm_tensor_desc d[3] = {{"d", PTWM_DTYPE_F64, 1, sh4, dv, 32},
+                                 {"i", PTWM_DTYPE_I32, 1, sh4, iv, 16},
+                                 {"h", PTWM_DTYPE_F16, 1, sh4, hv, 8}};
+        ptwm_layout_entry le[3] = {{"d", 1, sh4}, {"i", 1, sh4}, {"h", 1, sh4}};
+        uint32_t bits;
+        snprintf(path, sizeof(path), "%s/dtypes.safetensors", tu_tmpdir());
+        rc = ptwm_st_write(path, d, 3, NULL, 0, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        rc = ptwm_source_open(path, PTWM_SOURCE_AUTO, &s, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        if (!rc) {
+            rc = ptwm_load_layout(s, le, 1, PTWM_CONVERT_FLOAT, buf, 4, &err);
+            CHECK_ERR(rc, &err, PTWM_ERR_DTYPE, "tensor 'd': dtype F64 in");
+            CHECK_ERR(rc, &err, PTWM_ERR_DTYPE, "without PTWM_CONVERT_F64_ROUND");
+            rc = ptwm_load_layout(s, le, 2, PTWM_CONVERT_F64_ROUND, buf, 8, &err);
+            CHECK_ERR(rc, &err, PTWM_ERR_DTYPE, "tensor 'i': dtype I32");
+            rc = ptwm_load_layout(s, le, 3, PTWM_CONVERT_INT, buf, 12, &err);
+            CHECK_ERR(rc, &err, PTWM_OK, NULL);
+            CHECK(buf[0] == 1.0f && buf[1] == -2.5f && buf[2] == (float)1e300 && buf[3] == 0.1f);
+            CHECK(buf[4] == -7.0f && buf[5] == 0.0f && buf[6] == 16777216.0f &&
+                  buf[7] == 2147483648.0f);
+            CHECK(buf[8] == 1.0f && buf[9] == 0x1p-24f && buf[10] == (float)1e300);
+            memcpy(&bits, &buf[11], 4);
+            CHECK(bits == 0xffc02000u);  /* F16 NaN: sign, quiet bit and payload kept */
+            ptwm_source_close(s);
+        }
+    }
+    free(big);
+}
+
+static ptwm_error parse_json(const char *text, const char *label, ptwm_layout **out,
+                             ptwm_err *err) {
+    return ptwm_layout_parse_json(text, strlen(text), label, out, err);
+}
+
+static void test_raw_and_json(void) {
+    char path[600], dir[600];
+    float vals[100], got[100];
+    ptwm_source *s = NULL;
+    ptwm_layout *l = NULL;
+    ptwm_err err;
+    ptwm_error rc;
+    size_t i, n;
+    const ptwm_layout_entry *e;
+    static const char good[] = "[{\"name\": \"a\", \"shape\": [6, 10]}, "
+                               "{\"name\": \"b\", \"shape\": [4, 10]}]";
+
+    for (i = 0; i < 100; i++) vals[i] = (float)i / 7.0f;
+    snprintf(path, sizeof(path), "%s/params.f32", tu_tmpdir());
+    CHECK(tu_write_file(path, vals, sizeof(vals)) == 0);
+    /* auto never takes a raw file for one: it is not valid safetensors */
+    rc = ptwm_source_open(path, PTWM_SOURCE_AUTO, &s, &err);
+    CHECK(rc != PTWM_OK);
+    rc = ptwm_source_open(path, PTWM_SOURCE_RAW_F32, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (!rc) {
+        rc = ptwm_layout_parse_json(good, strlen(good), "good", &l, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        e = ptwm_layout_entries(l, &n);
+        CHECK(n == 2 && e[0].ndim == 2 && e[0].shape[0] == 6 && e[1].shape[1] == 10);
+        /* a raw file is the layout's tensors back to back; names are not in it */
+        rc = ptwm_load_layout(s, e, n, PTWM_CONVERT_FLOAT, got, 100, &err);
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        CHECK(memcmp(got, vals, sizeof(vals)) == 0);
+        rc = ptwm_load_layout(s, e, 1, PTWM_CONVERT_FLOAT, got, 60, &err);
+        CHECK_ERR(rc, &err, PTWM_ERR_MISMATCH, "has 400 bytes, layout needs 240 (60 floats)");
+        {
+            /* the one tensor "" takes any shape of as many values */
+            static const uint64_t sh[] = {25, 4};
+            ptwm_layout_entry whole = {"", 2, sh};
+            memset(got, 0, sizeof(got));
+            rc = ptwm_load_tensor_part(s, &whole, PTWM_CONVERT_FLOAT, 10, got, 90, &err);
+            CHECK_ERR(rc, &err, PTWM_OK, NULL);
+            CHECK(memcmp(got, vals + 10, 90 * 4) == 0);
+        }
+        ptwm_layout_free(l);
+        ptwm_source_close(s);
+    }
+    tu_write_file(path, vals, 399);
+    rc = ptwm_source_open(path, PTWM_SOURCE_RAW_F32, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_SHAPE, "has 399 bytes, not a whole number of F32 values");
+
+    rc = parse_json("[{\"name\": \"a\"}]", "x.json", &l, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_SCHEMA, "layout 'x.json': entry 0 needs");
+    rc = parse_json("[{\"name\": \"a\", \"shape\": [2, -1]}]", "x.json", &l, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_SCHEMA, "tensor 'a': dimension 1 is not a non-negative integer");
+    rc = parse_json("[{\"name\": \"a\", \"shape\": [], \"dtype\": \"F32\"}]",
+                                "x.json", &l, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_SCHEMA, "unknown key 'dtype'");
+    rc = parse_json("{\"name\": 1}", "x.json", &l, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_SCHEMA, "not a JSON list");
+    rc = parse_json("[{", "x.json", &l, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_JSON, "layout 'x.json'");
+    rc = parse_json("[{\"name\": \"a\", \"shape\": [4294967296, 4294967296]}]", "x.json", &l, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_SHAPE, "overflows");
+
+    snprintf(dir, sizeof(dir), "%s/emptydir", tu_tmpdir());
+    CHECK(system("true") == 0);
+    {
+        char cmd[700];
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+        CHECK(system(cmd) == 0);
+    }
+    rc = ptwm_source_open(dir, PTWM_SOURCE_AUTO, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_NOT_FOUND, "holds none of model.ptwm.index.json");
+}
+
+int main(void) {
+    static const char *const kinds[] = {"emotion.f32.safetensors", "emotion.bf16.safetensors",
+                                        "handlandmark-full.f16.safetensors"};
+    size_t i;
+    CHECK(tu_corpus_dir() != NULL);
+    if (!tu_corpus_dir()) return tu_finish("test_load");
+    test_errors();
+    test_raw_and_json();
+    test_layers("emotion.f32.safetensors");
+    test_layers("handlandmark-full.f16.safetensors");
+    for (i = 0; i < 3; i++) test_kinds(kinds[i]);
+    return tu_finish("test_load");
+}
