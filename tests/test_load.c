@@ -398,6 +398,56 @@ static void test_raw_and_json(void) {
     CHECK_ERR(rc, &err, PTWM_ERR_NOT_FOUND, "holds none of model.ptwm.index.json");
 }
 
+/* ptwm export: a BF16 file's tensors in a chosen order as raw F32 equal the
+ * layout load; --dtype bf16 gives back the file's own BF16 bytes. */
+static void test_export(void) {
+    const char *bin = getenv("PTWM_BIN");
+    char layout_path[600], out[600], out16[600], cmd[3000];
+    static const char layout_json[] =
+        "[{\"name\": \"StatefulPartitionedCall/model_1/conv2d_2/Conv2D_weights\", "
+        "\"shape\": [3, 3, 32, 64]},\n"
+        " {\"name\": \"StatefulPartitionedCall/model_1/conv2d_1/Conv2D_bn_offset\", \"shape\": [32]}]";
+    const char *src = tu_corpus_path("emotion.bf16.safetensors");
+    ptwm_source *s = NULL;
+    ptwm_layout *l = NULL;
+    ptwm_err err;
+    size_t n, len = 0, len16 = 0;
+    const ptwm_layout_entry *e;
+    float want[18464];
+    uint16_t want16[18464];
+    uint8_t *got, *got16;
+    CHECK_MSG(bin != NULL, "PTWM_BIN is not set (run through ctest)");
+    if (!bin) return;
+    snprintf(layout_path, sizeof(layout_path), "%s/export.json", tu_tmpdir());
+    snprintf(out, sizeof(out), "%s/export.f32", tu_tmpdir());
+    snprintf(out16, sizeof(out16), "%s/export.bf16", tu_tmpdir());
+    CHECK(tu_write_file(layout_path, layout_json, strlen(layout_json)) == 0);
+    snprintf(cmd, sizeof(cmd), "'%s' export '%s' --layout '%s' -o '%s' > /dev/null", bin, src,
+             layout_path, out);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof(cmd), "'%s' export '%s' --layout '%s' -o '%s' --dtype bf16 > /dev/null",
+             bin, src, layout_path, out16);
+    CHECK(system(cmd) == 0);
+    /* an existing output is kept unless --force */
+    snprintf(cmd, sizeof(cmd), "'%s' export '%s' --layout '%s' -o '%s' 2> /dev/null", bin, src,
+             layout_path, out);
+    CHECK(system(cmd) != 0);
+    CHECK(ptwm_source_open(src, PTWM_SOURCE_AUTO, &s, &err) == PTWM_OK);
+    CHECK(ptwm_layout_parse_json(layout_json, strlen(layout_json), "export", &l, &err) == PTWM_OK);
+    if (!s || !l) return;
+    e = ptwm_layout_entries(l, &n);
+    CHECK_ERR(ptwm_load_layout(s, e, n, PTWM_CONVERT_FLOAT, want, 18464, &err), &err, PTWM_OK, NULL);
+    ptwm_f32_to_bf16(want, want16, 18464);
+    got = tu_read_file(out, &len);
+    got16 = tu_read_file(out16, &len16);
+    CHECK(got && len == sizeof(want) && memcmp(got, want, len) == 0);
+    CHECK(got16 && len16 == sizeof(want16) && memcmp(got16, want16, len16) == 0);
+    free(got);
+    free(got16);
+    ptwm_layout_free(l);
+    ptwm_source_close(s);
+}
+
 int main(void) {
     static const char *const kinds[] = {"emotion.f32.safetensors", "emotion.bf16.safetensors",
                                         "handlandmark-full.f16.safetensors"};
@@ -408,6 +458,7 @@ int main(void) {
     test_raw_and_json();
     test_layers("emotion.f32.safetensors");
     test_layers("handlandmark-full.f16.safetensors");
+    test_export();
     for (i = 0; i < 3; i++) test_kinds(kinds[i]);
     return tu_finish("test_load");
 }
