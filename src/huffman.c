@@ -56,11 +56,14 @@
  *    any size the container uses. Storing all four sizes (4 bytes more than
  *    zstd's 3 x u16) makes every truncation or extension of a HUFFMAN encoding
  *    a certain error instead of a likely one.
- *  - Encode chooses the smallest of the modes, so the worst case is RAW:
- *    ptwm_huf_bound(n) = n + 1.
+ *  - Encode chooses the smallest of the modes, except that HUFFMAN must save
+ *    at least n/128 bytes over RAW (RAW decodes at copy speed) and planes of
+ *    64 KiB or more whose sample shows >= 7.9 bits a symbol are stored RAW
+ *    without a full histogram. The worst case is RAW: ptwm_huf_bound(n) = n + 1.
  */
 #include "entropy.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #define HUF_MODE_RAW 0
@@ -255,6 +258,28 @@ static void huf_encode_stream(const uint8_t *seg, size_t count, const uint32_t c
     huf_flush(&w);
 }
 
+/* Planes that will not shrink (sign+mantissa planes carry ~7.97 bits) are
+ * recognised from a sample of 32 windows of 256 bytes, as zstd does for
+ * incompressible blocks, so storing them costs little more than a copy. The
+ * sample's entropy underestimates the plane's by ~0.02 bits (finite sample);
+ * at 7.9 bits Huffman could save well under the 1/128 it has to. */
+#define HUF_SAMPLE_WINDOWS 32
+#define HUF_SAMPLE_WINDOW 256
+#define HUF_SAMPLE_MIN 65536
+static int huf_looks_incompressible(const uint8_t *src, size_t n) {
+    uint32_t h[256];
+    size_t w, k, step = n / HUF_SAMPLE_WINDOWS;
+    const double total = HUF_SAMPLE_WINDOWS * HUF_SAMPLE_WINDOW;
+    double bits = 0;
+    if (n < HUF_SAMPLE_MIN) return 0;
+    memset(h, 0, sizeof(h));
+    for (w = 0; w < HUF_SAMPLE_WINDOWS; w++)
+        for (k = 0; k < HUF_SAMPLE_WINDOW; k++) h[src[w * step + k]]++;
+    for (k = 0; k < 256; k++)
+        if (h[k]) bits -= h[k] * log2(h[k] / total);
+    return bits >= 7.9 * total;
+}
+
 size_t ptwm_huf_bound(size_t n) { return n < SIZE_MAX ? n + 1 : 0; }
 
 static ptwm_error huf_store(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
@@ -282,6 +307,7 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
     *out_len = 0;
     if (n < 2) return huf_store(src, n, dst, cap, out_len);
 
+    if (huf_looks_incompressible(src, n)) return huf_store(src, n, dst, cap, out_len);
     huf_segments(n, begin);
     huf_histograms(src, begin, hist);
     for (i = 0; i < 256; i++) {
@@ -310,8 +336,10 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
         total += ssize[s];
         big |= ssize[s] > UINT32_MAX;
     }
-    /* Stream sizes must fit the u32 jump table; RAW is never worse otherwise. */
-    if (total >= n + 1 || big) return huf_store(src, n, dst, cap, out_len);
+    /* Stream sizes must fit the u32 jump table. A gain under 1/128 is not
+     * worth a Huffman decode (RAW decodes at copy speed); RAW then stays
+     * within ~0.8% plus the code's own excess of the order-0 floor. */
+    if (total >= n - n / 128 || big) return huf_store(src, n, dst, cap, out_len);
     if (cap < total) return PTWM_ERR_DST_SIZE;
 
     huf_canonical(len, code);

@@ -197,6 +197,33 @@ static void test_edges(void) {
         }
         round_trip(b, pos, "fibonacci");
     }
+    /* Many rare symbols next to a few common ones: lengths of 12-13 bits pay,
+     * and the decoder's multi-symbol table meets codes longer than its
+     * 11-bit index. Sizes straddle the multi-symbol threshold. */
+    {
+        static const size_t rare_sizes[] = {3000, 16383, 16384, 16385, 40000, 100003};
+        for (i = 0; i < PTWM_ARRAY_LEN(rare_sizes); i++) {
+            size_t n = rare_sizes[i], j, len13;
+            uint8_t *e13 = malloc(n + 1);
+            for (j = 0; j < n; j++) {
+                uint64_t r = tu_rand(&seed);
+                unsigned z = (unsigned)__builtin_ctzll(r | (1ull << 40)) % 10;
+                b[j] = (r >> 58) == 0 ? (uint8_t)(140 + (r >> 8) % 110) : (uint8_t)(120 - z);
+            }
+            len13 = round_trip(b, n, "rare symbols");
+            CHECK(ptwm_huf_encode(b, n, e13, n + 1, &len) == PTWM_OK && len == len13);
+            if (n >= 40000) { /* the encoder chose 13-bit codes */
+                unsigned k, maxlen = 0;
+                CHECK(e13[0] == 2);
+                for (k = 0; k <= (unsigned)(e13[2] - e13[1]); k++) {
+                    unsigned v = (e13[3 + k / 2] >> (4 * (k & 1))) & 15;
+                    maxlen = v > maxlen ? v : maxlen;
+                }
+                CHECK_MSG(maxlen > 11, "n=%zu longest code %u", n, maxlen);
+            }
+            free(e13);
+        }
+    }
     /* random data of many kinds and sizes */
     for (i = 0; i < 300; i++) {
         size_t n = (size_t)(tu_rand(&seed) % 20000), j;
