@@ -659,8 +659,14 @@ static void run_free(rrun *run, unsigned n) {
     free(run->jobs);
 }
 
-static ptwm_error run_init(rrun *run, ptwm_reader *r, const rtensor *t, size_t njobs, ptwm_err *err) {
+/* Scratch sizes come from what the chunks to decode need (raw bytes of a
+ * chunk, coded bytes actually stored in the file), not from the recorded
+ * chunk size, so a hostile header cannot make us allocate more than the
+ * file and the tensor justify. */
+static ptwm_error run_init(rrun *run, ptwm_reader *r, const rtensor *t, uint64_t first, uint64_t last,
+                           size_t njobs, ptwm_err *err) {
     unsigned i, n = ptwm_pool_size(r->pool);
+    uint64_t k, raw_cap = 1;
     memset(run, 0, sizeof(*run));
     run->r = r;
     run->t = t;
@@ -668,10 +674,14 @@ static ptwm_error run_init(rrun *run, ptwm_reader *r, const rtensor *t, size_t n
     run->coded = (uint8_t **)calloc(n, sizeof(uint8_t *));
     run->raw = (uint8_t **)calloc(n, sizeof(uint8_t *));
     if (!run->jobs || !run->coded || !run->raw) goto nomem;
-    run->coded_cap = ptwm_chunk_bound((size_t)t->chunk_size);
+    run->coded_cap = 1;
+    for (k = first; k <= last && k < t->nchunks; k++) {
+        run->coded_cap = PTWM_MAX(run->coded_cap, (size_t)t->chunks[k].coded);
+        raw_cap = PTWM_MAX(raw_cap, t->chunks[k].raw);
+    }
     for (i = 0; i < n; i++) {
         if (!r->mem && !(run->coded[i] = (uint8_t *)ptwm_malloc(run->coded_cap))) goto nomem;
-        if (!(run->raw[i] = (uint8_t *)ptwm_malloc(t->chunk_size))) goto nomem;
+        if (!(run->raw[i] = (uint8_t *)ptwm_malloc(raw_cap))) goto nomem;
     }
     return PTWM_OK;
 nomem:
@@ -717,7 +727,7 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
     if ((rc = get_pool(r, err))) return rc;
     first = offset / t->chunk_size;
     last = (end - 1) / t->chunk_size;
-    if ((rc = run_init(&run, r, t, (size_t)(last - first + 1), err))) return rc;
+    if ((rc = run_init(&run, r, t, first, last, (size_t)(last - first + 1), err))) return rc;
     for (k = first; k <= last; k++) {
         rjob *j = &run.jobs[k - first];
         const rchunk *c = &t->chunks[k];
@@ -768,8 +778,8 @@ ptwm_error ptwm_reader_stream_tensor(ptwm_reader *r, size_t index, ptwm_sink_fn 
     if ((rc = get_pool(r, err))) return rc;
     window = 2 * (size_t)ptwm_pool_size(r->pool) + 2;
     if (window > t->nchunks) window = (size_t)t->nchunks;
-    if ((rc = run_init(&run, r, t, window, err))) return rc;
-    buf = (uint8_t *)ptwm_malloc((uint64_t)(window ? window : 1) * t->chunk_size);
+    if ((rc = run_init(&run, r, t, 0, t->nchunks ? t->nchunks - 1 : 0, window, err))) return rc;
+    buf = (uint8_t *)ptwm_malloc((uint64_t)(window ? window : 1) * PTWM_MIN(t->chunk_size, t->nbytes + 1));
     if (!buf) {
         run_free(&run, ptwm_pool_size(r->pool));
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu chunks", window);
