@@ -115,6 +115,13 @@ static void empty_dir_write(void) {
     CHECK_ERR(ptwm_stdir_open(dir, PTWM_OPEN_MMAP, &d, &err), &err, PTWM_OK, NULL);
     CHECK(ptwm_stdir_count(d) == 0 && ptwm_stdir_shard_count(d) == 1);
     ptwm_stdir_close(d);
+    d = NULL;
+    /* an index with an empty weight_map: no shards, no tensors */
+    dir = make_dir("empty-index");
+    put(dir, "model.safetensors.index.json", "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {}}\n");
+    CHECK_ERR(ptwm_stdir_open(dir, PTWM_OPEN_PREAD, &d, &err), &err, PTWM_OK, NULL);
+    CHECK(ptwm_stdir_count(d) == 0 && ptwm_stdir_shard_count(d) == 0);
+    ptwm_stdir_close(d);
 }
 
 /* A directory with shards a.safetensors (tensor x) and b.safetensors
