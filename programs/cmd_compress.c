@@ -3,7 +3,6 @@
 
 #include "cli.h"
 #include "options.h"
-#include "progress.h"
 
 static void help(FILE *out) {
     fprintf(out,
@@ -33,37 +32,23 @@ static void help(FILE *out) {
 
 static int run(int argc, char **argv) {
     ckpt_args a;
-    progress bar;
     ptwm_err err;
-    double t0;
-    int rc = parse_ckpt_args("compress", argc, argv, 1, &a);
-    if (rc != CLI_OK) return rc;
-    progress_init(&bar, "compress", a.quiet);
-    a.opt.progress = progress_update;
-    a.opt.progress_ctx = &bar;
-    t0 = cli_now();
-    if (ptwm_compress_checkpoint(a.src, a.outdir, &a.opt, &err) != PTWM_OK) {
-        progress_end(&bar);
-        cli_report(&err);
-        if (err.code == PTWM_ERR_EXISTS) fprintf(stderr, "(use --force to replace it)\n");
-        return CLI_BAD_INPUT;
-    }
-    progress_end(&bar);
-    if (!a.quiet) {
-        ptwm_ptdir *d;
-        char r[32], c[32];
-        double secs = cli_now() - t0;
-        if (ptwm_ptdir_open(a.outdir, &d, &err) != PTWM_OK) return cli_report(&err);
-        {
-            uint64_t raw = ptwm_ptdir_total_size(d), coded = ptwm_ptdir_compressed_total_size(d);
-            printf("%s -> %s: %zu tensors in %zu shard%s, %s -> %s (%.2f%%), %.2f s, %.1f MB/s\n",
-                   a.src, a.outdir, ptwm_ptdir_count(d), ptwm_ptdir_shard_count(d),
-                   ptwm_ptdir_shard_count(d) == 1 ? "" : "s", cli_bytes(raw, r, sizeof r),
-                   cli_bytes(coded, c, sizeof c), raw ? 100.0 * (double)coded / (double)raw : 0.0,
-                   secs, secs > 0 ? (double)raw / secs / 1e6 : 0.0);
-        }
-        ptwm_ptdir_close(d);
-    }
+    ptwm_ptdir *d;
+    char r[32], c[32];
+    double secs;
+    uint64_t raw, coded;
+    int rc = run_ckpt_command("compress", argc, argv, 1, ptwm_compress_checkpoint, &a, &secs, &raw);
+    if (rc != CLI_OK || a.quiet) return rc;
+    /* Reopening checks the result and gives the sizes on disk. */
+    if (ptwm_ptdir_open(a.outdir, &d, &err) != PTWM_OK) return cli_report(&err);
+    raw = ptwm_ptdir_total_size(d);
+    coded = ptwm_ptdir_compressed_total_size(d);
+    printf("%s -> %s: %zu tensors in %zu shard%s, %s -> %s (%.2f%%), %.2f s, %.1f MB/s\n", a.src,
+           a.outdir, ptwm_ptdir_count(d), ptwm_ptdir_shard_count(d),
+           ptwm_ptdir_shard_count(d) == 1 ? "" : "s", cli_bytes(raw, r, sizeof r),
+           cli_bytes(coded, c, sizeof c), raw ? 100.0 * (double)coded / (double)raw : 0.0, secs,
+           secs > 0 ? (double)raw / secs / 1e6 : 0.0);
+    ptwm_ptdir_close(d);
     return CLI_OK;
 }
 

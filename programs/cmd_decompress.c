@@ -3,7 +3,6 @@
 
 #include "cli.h"
 #include "options.h"
-#include "progress.h"
 
 static void help(FILE *out) {
     fprintf(out,
@@ -27,29 +26,14 @@ static void help(FILE *out) {
 
 static int run(int argc, char **argv) {
     ckpt_args a;
-    progress bar;
-    ptwm_err err;
-    double t0;
-    int rc = parse_ckpt_args("decompress", argc, argv, 0, &a);
-    if (rc != CLI_OK) return rc;
-    progress_init(&bar, "decompress", a.quiet);
-    a.opt.progress = progress_update;
-    a.opt.progress_ctx = &bar;
-    t0 = cli_now();
-    if (ptwm_decompress_checkpoint(a.src, a.outdir, &a.opt, &err) != PTWM_OK) {
-        progress_end(&bar);
-        cli_report(&err);
-        if (err.code == PTWM_ERR_EXISTS) fprintf(stderr, "(use --force to replace it)\n");
-        return CLI_BAD_INPUT;
-    }
-    progress_end(&bar);
-    if (!a.quiet) {
-        char r[32];
-        double secs = cli_now() - t0;
-        printf("%s -> %s: %s of tensors, %.2f s, %.1f MB/s\n", a.src, a.outdir,
-               cli_bytes(bar.total, r, sizeof r), secs,
-               secs > 0 ? (double)bar.total / secs / 1e6 : 0.0);
-    }
+    char r[32];
+    double secs;
+    uint64_t raw;
+    int rc = run_ckpt_command("decompress", argc, argv, 0, ptwm_decompress_checkpoint, &a, &secs,
+                              &raw);
+    if (rc != CLI_OK || a.quiet) return rc;
+    printf("%s -> %s: %s of tensors, %.2f s, %.1f MB/s\n", a.src, a.outdir,
+           cli_bytes(raw, r, sizeof r), secs, secs > 0 ? (double)raw / secs / 1e6 : 0.0);
     return CLI_OK;
 }
 

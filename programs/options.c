@@ -1,9 +1,11 @@
 /* Option parsing shared by compress, decompress, verify and inspect. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "options.h"
+#include "progress.h"
 
 int opt_value(const char *cmd, int argc, char **argv, int *i, const char *name,
               const char **value) {
@@ -90,4 +92,26 @@ int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt
     if (!a->src) return cli_usage_error(cmd, "missing SRC");
     if (!a->outdir) return cli_usage_error(cmd, "missing -o OUTDIR");
     return CLI_OK;
+}
+
+int run_ckpt_command(const char *cmd, int argc, char **argv, int with_codec, ckpt_fn fn,
+                     ckpt_args *a, double *seconds, uint64_t *raw_bytes) {
+    progress bar;
+    ptwm_err err;
+    double t0;
+    int rc = parse_ckpt_args(cmd, argc, argv, with_codec, a);
+    if (rc != CLI_OK) return rc;
+    progress_init(&bar, cmd, a->quiet);
+    a->opt.progress = progress_update;
+    a->opt.progress_ctx = &bar;
+    t0 = cli_now();
+    rc = fn(a->src, a->outdir, &a->opt, &err) == PTWM_OK ? CLI_OK : CLI_BAD_INPUT;
+    progress_end(&bar);
+    *seconds = cli_now() - t0;
+    *raw_bytes = bar.total;
+    if (rc != CLI_OK) {
+        cli_report(&err);
+        if (err.code == PTWM_ERR_EXISTS) fprintf(stderr, "(use --force to replace it)\n");
+    }
+    return rc;
 }

@@ -26,4 +26,11 @@ typedef struct ckpt_args {
 } ckpt_args;
 int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt_args *a);
 
+/* Parse, then run ptwm_compress_checkpoint or ptwm_decompress_checkpoint with a
+ * progress bar. On CLI_OK *seconds and *raw_bytes describe the work done. */
+typedef ptwm_error (*ckpt_fn)(const char *src, const char *outdir,
+                              const ptwm_checkpoint_options *opt, ptwm_err *err);
+int run_ckpt_command(const char *cmd, int argc, char **argv, int with_codec, ckpt_fn fn,
+                     ckpt_args *a, double *seconds, uint64_t *raw_bytes);
+
 #endif
