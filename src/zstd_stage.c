@@ -87,6 +87,9 @@ ptwm_error ptwm_zstd_decode(const uint8_t *src, size_t src_size, uint8_t *dst, s
     unsigned long long content;
     size_t r;
     if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
+    /* A zstd frame proper: libzstd would also take a skippable frame as an
+     * empty plane. */
+    PTWM_CHECK(src_size >= 4 && ptwm_load_le32(src) == ZSTD_MAGICNUMBER);
     content = ZSTD_getFrameContentSize(src, src_size);
     /* Unknown, error, or a different size: not a frame of this plane. */
     PTWM_CHECK(content != ZSTD_CONTENTSIZE_UNKNOWN && content != ZSTD_CONTENTSIZE_ERROR);
