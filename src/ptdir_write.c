@@ -32,8 +32,19 @@ typedef struct ck_item {
 typedef struct ck_read {
     const ptwm_st *st;
     size_t local;
-    ptwm_ck_progress *p;
 } ck_read;
+
+/* The writer reports raw bytes coded within its own file; add the shards before. */
+typedef struct shard_progress {
+    ptwm_ck_progress *p;
+    uint64_t base;
+} shard_progress;
+
+static void on_shard_progress(void *ctx, uint64_t done, uint64_t total) {
+    shard_progress *sp = (shard_progress *)ctx;
+    (void)total;
+    if (sp->base + done > sp->p->done) ptwm_ck_progress_add(sp->p, sp->base + done - sp->p->done);
+}
 
 static size_t src_nshards(const ck_src *s) { return s->single ? 1 : ptwm_stdir_shard_count(s->dir); }
 static const ptwm_st *src_shard(const ck_src *s, size_t i) {
@@ -83,9 +94,7 @@ static ptwm_error src_open(ck_src *s, const char *path, ptwm_err *err) {
 
 static ptwm_error read_chunk(void *ctx, uint64_t offset, void *dst, size_t len, ptwm_err *err) {
     ck_read *r = (ck_read *)ctx;
-    ptwm_error rc = ptwm_st_read(r->st, r->local, offset, dst, len, err);
-    if (rc == PTWM_OK) ptwm_ck_progress_add(r->p, len);
-    return rc;
+    return ptwm_st_read(r->st, r->local, offset, dst, len, err);
 }
 
 /* The safetensors header as the file holds it: 8-byte length, then the JSON. */
@@ -123,8 +132,15 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const ck
     ptwm_writer *w = NULL;
     struct stat sb;
     size_t i;
-    ptwm_error rc = ptwm_writer_open_file(path, cp, &w, err);
-    if (rc) return rc;
+    uint64_t raw = 0;
+    ptwm_cparams params = *cp;
+    shard_progress sp;
+    ptwm_error rc;
+    sp.p = p;
+    sp.base = p->done;
+    params.progress = p->fn ? on_shard_progress : NULL;
+    params.progress_ctx = &sp;
+    if ((rc = ptwm_writer_open_file(path, &params, &w, err))) return rc;
     if (source) rc = record_source(w, source, err);
     if (!rc && n) rc = record_metadata(w, source ? source : items[0].st, err);
     for (i = 0; i < n && !rc; i++) {
@@ -140,7 +156,7 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const ck
         desc.nbytes = info.nbytes;
         r.st = items[i].st;
         r.local = items[i].local;
-        r.p = p;
+        raw += info.nbytes;
         rc = ptwm_writer_add_stream(w, &desc, NULL, read_chunk, &r, err);
         if (rc) ptwm_err_prefix(err, "'%s'", ptwm_st_path(items[i].st));
     }
@@ -149,6 +165,7 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const ck
         return rc;
     }
     if ((rc = ptwm_writer_finish(w, err)) != PTWM_OK) return rc;
+    if (sp.base + raw > p->done) ptwm_ck_progress_add(p, sp.base + raw - p->done);
     if (stat(path, &sb) != 0) return ptwm_fail(err, PTWM_ERR_IO, "'%s': stat failed", path);
     *file_size = (uint64_t)sb.st_size;
     return PTWM_OK;
