@@ -11,7 +11,7 @@
  * is a select, so the loops vectorise with plain SSE2; an AVX2 copy of the same
  * loops is chosen at run time where the CPU has it.
  */
-#include "common.h"
+#include "widen.h"
 
 /* F16 bits -> F32 bits. The cases are combined with masks rather than
  * branches or ternaries, which GCC would keep as control flow and not
@@ -102,53 +102,53 @@ __attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint16_t 
     }
     f16_to_f32_avx2(src + i, dst + i, n - i);
 }
+#endif
 
-typedef struct widen_impl {
-    void (*bf16)(const uint16_t *restrict, float *restrict, size_t);
-    void (*f16)(const uint16_t *restrict, float *restrict, size_t);
-    void (*to_bf16)(const float *restrict, uint16_t *restrict, size_t);
-} widen_impl;
+static const ptwm_widen_impl impl_generic = {"generic", bf16_to_f32_generic, f16_to_f32_generic,
+                                             f32_to_bf16_generic};
 
-/* Chosen on first use. Two threads racing here both store the same pointers,
- * each store a single aligned word, so the race is harmless. */
-static const widen_impl *widen_choose(void) {
-    static const widen_impl generic = {bf16_to_f32_generic, f16_to_f32_generic,
-                                       f32_to_bf16_generic};
-    static const widen_impl avx2 = {bf16_to_f32_avx2, f16_to_f32_avx2, f32_to_bf16_avx2};
-    static const widen_impl f16c = {bf16_to_f32_avx2, f16_to_f32_f16c, f32_to_bf16_avx2};
-    static const widen_impl *volatile chosen;
-    const widen_impl *c = chosen;
+#ifdef PTWM_WIDEN_DISPATCH
+static const ptwm_widen_impl impl_avx2 = {"avx2", bf16_to_f32_avx2, f16_to_f32_avx2,
+                                          f32_to_bf16_avx2};
+static const ptwm_widen_impl impl_f16c = {"avx2+f16c", bf16_to_f32_avx2, f16_to_f32_f16c,
+                                          f32_to_bf16_avx2};
+#endif
+
+size_t ptwm_widen_variants(const ptwm_widen_impl *const **out) {
+    static const ptwm_widen_impl *list[3];
+    size_t n = 0;
+    list[n++] = &impl_generic;
+#ifdef PTWM_WIDEN_DISPATCH
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) list[n++] = &impl_avx2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) list[n++] = &impl_f16c;
+#endif
+    *out = list;
+    return n;
+}
+
+/* The fastest variant, chosen on first use. Threads racing here all store the
+ * same pointer. */
+static const ptwm_widen_impl *widen_choose(void) {
+    static const ptwm_widen_impl *chosen;
+    const ptwm_widen_impl *c = __atomic_load_n(&chosen, __ATOMIC_ACQUIRE);
     if (!c) {
-        __builtin_cpu_init();
-        c = !__builtin_cpu_supports("avx2")  ? &generic
-            : __builtin_cpu_supports("f16c") ? &f16c
-                                             : &avx2;
-        chosen = c;
+        const ptwm_widen_impl *const *list;
+        size_t n = ptwm_widen_variants(&list);
+        c = list[n - 1];
+        __atomic_store_n(&chosen, c, __ATOMIC_RELEASE);
     }
     return c;
 }
-#endif
 
 void ptwm_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
-#ifdef PTWM_WIDEN_DISPATCH
-    widen_choose()->bf16(src, dst, n);
-#else
-    bf16_to_f32_generic(src, dst, n);
-#endif
+    widen_choose()->bf16_to_f32(src, dst, n);
 }
 
 void ptwm_f16_to_f32(const uint16_t *src, float *dst, size_t n) {
-#ifdef PTWM_WIDEN_DISPATCH
-    widen_choose()->f16(src, dst, n);
-#else
-    f16_to_f32_generic(src, dst, n);
-#endif
+    widen_choose()->f16_to_f32(src, dst, n);
 }
 
 void ptwm_f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
-#ifdef PTWM_WIDEN_DISPATCH
-    widen_choose()->to_bf16(src, dst, n);
-#else
-    f32_to_bf16_generic(src, dst, n);
-#endif
+    widen_choose()->f32_to_bf16(src, dst, n);
 }
