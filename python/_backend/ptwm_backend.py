@@ -183,6 +183,26 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     return name
 
 
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
+    return prepare_metadata_for_build_wheel(metadata_directory, config_settings)
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    """`pip install -e ./python`: a .pth pointing at python/. Nothing is built; the
+    package then loads $PTWM_LIBRARY or the checkout's build/libptwm.so."""
+    tag = "py3-none-any"
+    name = f"{NAME}-{_version()}-{tag}.whl"
+    whl = _Wheel(os.path.join(wheel_directory, name))
+    whl.add(f"__editable__.{NAME}.pth", (HERE + "\n").encode())
+    _write_dist_info(whl.add, tag)
+    whl.close(_dist_info())
+    return name
+
+
 def build_sdist(sdist_directory, config_settings=None):
     """The Python sources only: building a wheel from it needs PTWM_SOURCE_DIR
     (a checkout with the C library) or PTWM_LIBRARY."""
