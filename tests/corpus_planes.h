@@ -104,4 +104,21 @@ fail:
     return 0;
 }
 
+/* Call fn on every plane of every corpus file; a missing corpus or an
+ * unreadable file is a failed check, never a skip. */
+typedef void (*cp_visit_fn)(const char *file, const char *label, const uint8_t *plane, size_t n);
+
+static inline void cp_for_each(cp_visit_fn fn) {
+    const char *const *f;
+    CHECK_MSG(tu_corpus_dir() != NULL, "corpus not found (set PTWM_CORPUS)");
+    if (!tu_corpus_dir()) return;
+    for (f = tu_corpus_files(); *f; f++) {
+        cp_planes p;
+        int k;
+        CHECK_MSG(cp_cut(tu_corpus_path(*f), &p), "%s: cannot cut planes", *f);
+        for (k = 0; k < p.count; k++) fn(*f, p.label[k], p.plane[k], p.n);
+        cp_free(&p);
+    }
+}
+
 #endif

@@ -34,27 +34,16 @@ static size_t dispatch_trip(int stage, int level, const uint8_t *src, size_t n, 
     return len;
 }
 
-static void test_corpus(void) {
-    const char *const *f;
-    CHECK_MSG(tu_corpus_dir() != NULL, "corpus not found (set PTWM_CORPUS)");
-    if (!tu_corpus_dir()) return;
-    for (f = tu_corpus_files(); *f; f++) {
-        cp_planes p;
-        int k;
-        size_t i;
-        CHECK_MSG(cp_cut(tu_corpus_path(*f), &p), "%s: cannot cut planes", *f);
-        for (k = 0; k < p.count; k++) {
-            /* A 1 MiB window keeps the sanitizer build quick; test_rans and
-             * test_huffman take the whole planes. */
-            size_t n = p.n < (1u << 20) ? p.n : (1u << 20);
-            char what[200];
-            snprintf(what, sizeof(what), "%s %s", *f, p.label[k]);
-            for (i = 0; i < PTWM_ARRAY_LEN(stages); i++) {
-                size_t len = dispatch_trip(stages[i], 0, p.plane[k], n, what);
-                if (stages[i] == PTWM_METHOD_IDENTITY) CHECK(len == n);
-            }
-        }
-        cp_free(&p);
+static void dispatch_plane(const char *file, const char *label, const uint8_t *plane, size_t n) {
+    char what[200];
+    size_t i;
+    /* A 1 MiB window keeps the sanitizer build quick; test_rans and
+     * test_huffman take the whole planes. */
+    if (n > (1u << 20)) n = 1u << 20;
+    snprintf(what, sizeof(what), "%s %s", file, label);
+    for (i = 0; i < PTWM_ARRAY_LEN(stages); i++) {
+        size_t len = dispatch_trip(stages[i], 0, plane, n, what);
+        if (stages[i] == PTWM_METHOD_IDENTITY) CHECK(len == n);
     }
 }
 
@@ -220,6 +209,6 @@ int main(void) {
     test_refusals();
     test_edges();
     test_threads();
-    test_corpus();
+    cp_for_each(dispatch_plane);
     return tu_finish("entropy");
 }

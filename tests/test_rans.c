@@ -49,37 +49,25 @@ static size_t round_trip(const uint8_t *src, size_t n, int order, const char *wh
 
 /* ---- corpus planes ------------------------------------------------------ */
 
-static void test_corpus(void) {
-    const char *const *f;
-    CHECK_MSG(tu_corpus_dir() != NULL, "corpus not found (set PTWM_CORPUS)");
-    if (!tu_corpus_dir()) return;
-    for (f = tu_corpus_files(); *f; f++) {
-        cp_planes p;
-        int k;
-        CHECK_MSG(cp_cut(tu_corpus_path(*f), &p), "%s: cannot cut planes", *f);
-        for (k = 0; k < p.count; k++) {
-            char what[200];
-            double h = ptwm_entropy_order0(p.plane[k], p.n), floor_bytes = h * (double)p.n / 8;
-            size_t l0, l1, lb;
-            snprintf(what, sizeof(what), "%s %s", *f, p.label[k]);
-            l0 = round_trip(p.plane[k], p.n, 0, what);
-            l1 = round_trip(p.plane[k], p.n, 1, what);
-            lb = round_trip(p.plane[k], p.n, -1, what);
-            printf("%-36s %-14s n=%8zu H0=%.3f o0=%.3f o1=%.3f best=%.3f bits/sym\n", *f,
-                   p.label[k], p.n, h, 8.0 * (double)l0 / (double)p.n,
-                   8.0 * (double)l1 / (double)p.n, 8.0 * (double)lb / (double)p.n);
-            /* Order 0 within 0.5% of the entropy, table and states included. */
-            if (p.n >= (1u << 18))
-                CHECK_MSG((double)l0 <= floor_bytes * 1.005, "%s: order 0 %zu bytes vs floor %.0f",
-                          what, l0, floor_bytes);
-            CHECK_MSG(lb <= (l0 < l1 ? l0 : l1) + (l0 < l1 ? l0 : l1) / 200,
-                      "%s: order -1 chose %zu, o0 %zu, o1 %zu", what, lb, l0, l1);
-            if (strstr(*f, ".u8."))
-                CHECK_MSG(l1 < l0 && lb == l1, "%s: order 1 %zu should beat order 0 %zu", what,
-                          l1, l0);
-        }
-        cp_free(&p);
-    }
+static void rans_plane(const char *file, const char *label, const uint8_t *plane, size_t n) {
+    char what[200];
+    double h = ptwm_entropy_order0(plane, n), floor_bytes = h * (double)n / 8;
+    size_t l0, l1, lb;
+    snprintf(what, sizeof(what), "%s %s", file, label);
+    l0 = round_trip(plane, n, 0, what);
+    l1 = round_trip(plane, n, 1, what);
+    lb = round_trip(plane, n, -1, what);
+    printf("%-36s %-14s n=%8zu H0=%.3f o0=%.3f o1=%.3f best=%.3f bits/sym\n", file, label, n, h,
+           8.0 * (double)l0 / (double)n, 8.0 * (double)l1 / (double)n,
+           8.0 * (double)lb / (double)n);
+    /* Order 0 within 0.5% of the entropy, table and states included. */
+    if (n >= (1u << 18))
+        CHECK_MSG((double)l0 <= floor_bytes * 1.005, "%s: order 0 %zu bytes vs floor %.0f", what,
+                  l0, floor_bytes);
+    CHECK_MSG(lb <= (l0 < l1 ? l0 : l1) + (l0 < l1 ? l0 : l1) / 200,
+              "%s: order -1 chose %zu, o0 %zu, o1 %zu", what, lb, l0, l1);
+    if (strstr(file, ".u8."))
+        CHECK_MSG(l1 < l0 && lb == l1, "%s: order 1 %zu should beat order 0 %zu", what, l1, l0);
 }
 
 /* ---- edge cases and random data ---------------------------------------- */
@@ -340,6 +328,6 @@ static void test_hostile(void) {
 int main(void) {
     test_edges();
     test_hostile();
-    test_corpus();
+    cp_for_each(rans_plane);
     return tu_finish("rans");
 }
