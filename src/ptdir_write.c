@@ -62,6 +62,17 @@ static void src_close(ck_src *s) {
     free(s->hf_index);
 }
 
+/* A source that fails as safetensors but opens as .ptwm: say what it is. */
+static int already_ptwm(const char *path) {
+    ptwm_ptdir *d = NULL;
+    ptwm_reader *r = NULL;
+    int yes = ptwm_is_dir(path) ? ptwm_ptdir_open(path, &d, NULL) == PTWM_OK
+                                : ptwm_reader_open(path, &r, NULL) == PTWM_OK;
+    ptwm_ptdir_close(d);
+    ptwm_reader_close(r);
+    return yes;
+}
+
 static ptwm_error src_open(ck_src *s, const char *path, ptwm_err *err) {
     ptwm_error rc;
     size_t i, n;
@@ -78,7 +89,10 @@ static ptwm_error src_open(ck_src *s, const char *path, ptwm_err *err) {
     } else {
         rc = ptwm_st_open(path, PTWM_OPEN_PREAD, &s->single, err);
     }
-    if (rc) return rc;
+    if (rc) return already_ptwm(path) ? ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                                                  "'%s' is already a .ptwm checkpoint "
+                                                  "(decompress it instead)", path)
+                                      : rc;
     n = src_nshards(s);
     for (i = 0; i < n; i++) {
         const ptwm_st *st = src_shard(s, i);

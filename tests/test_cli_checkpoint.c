@@ -111,6 +111,7 @@ static void test_usage_errors(const char *file, const char *tmp) {
     CHECK(run("compress '%s/missing.safetensors' -o '%s/u'", tmp, tmp) == 1 &&
           err_has("missing.safetensors"));
     CHECK(run("verify '%s/missing.ptwm'", tmp) == 1 && err_has("missing.ptwm"));
+    CHECK(run("decompress '%s' -o '%s/u'", file, tmp) == 1 && err_has("not a .ptwm file"));
     CHECK(sh("test ! -e '%s/u'", tmp) == 0);
 }
 
@@ -146,6 +147,10 @@ static void test_roundtrip(const char *tmp) {
     CHECK(sh("ls -d '%s'/*.tmp-* 2>/dev/null | grep -q .", tmp) != 0);   /* nothing left behind */
     /* verify: clean, then damaged. */
     CHECK(run("verify '%s/pt'", tmp) == 0 && out_has("10 shards verified"));
+    CHECK(run("compress '%s/pt' -o '%s/twice'", tmp, tmp) == 1 &&
+          err_has("is already a .ptwm checkpoint"));
+    CHECK(run("compress '%s/one/model.ptwm' -o '%s/twice'", tmp, tmp) == 1 &&
+          err_has("is already a .ptwm checkpoint"));
     CHECK(run("verify '%s/one/model.ptwm' -q", tmp) == 0);
     CHECK(sh("cp -r '%s/pt' '%s/bad' && printf '\\377\\377\\377\\377' | dd "
              "of='%s/bad/model-00004-of-00010.ptwm' bs=1 seek=3000 conv=notrunc 2>/dev/null",
