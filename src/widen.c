@@ -76,6 +76,7 @@ PTWM_WIDEN_LOOPS(generic, )
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__AVX2__)
 #define PTWM_WIDEN_DISPATCH 1
+#include <cpuid.h>
 #include <immintrin.h>
 PTWM_WIDEN_LOOPS(avx2, __attribute__((target("avx2"))))
 
@@ -114,6 +115,15 @@ static const ptwm_widen_impl impl_f16c = {"avx2+f16c", bf16_to_f32_avx2, f16_to_
                                           f32_to_bf16_avx2};
 #endif
 
+#ifdef PTWM_WIDEN_DISPATCH
+/* CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c";
+ * the AVX2 check before it already covers the OS saving YMM state). */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
 size_t ptwm_widen_variants(const ptwm_widen_impl *const **out) {
     static const ptwm_widen_impl *list[3];
     size_t n = 0;
@@ -121,7 +131,7 @@ size_t ptwm_widen_variants(const ptwm_widen_impl *const **out) {
 #ifdef PTWM_WIDEN_DISPATCH
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2")) list[n++] = &impl_avx2;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) list[n++] = &impl_f16c;
+    if (__builtin_cpu_supports("avx2") && cpu_has_f16c()) list[n++] = &impl_f16c;
 #endif
     *out = list;
     return n;
