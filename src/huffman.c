@@ -538,6 +538,20 @@ static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *m
     HUF_MDEC(1);  \
     HUF_MDEC(2);  \
     HUF_MDEC(3)
+/* With codes of at most 11 bits no entry is HUF_M_LONG. */
+#define HUF_MDEC_SHORT(s)                                                    \
+    do {                                                                     \
+        huf_mentry e_ = mt[bits##s >> (64 - HUF_FAST_LEN)];                  \
+        uint32_t sy_ = (uint32_t)(e_ >> 8);                                  \
+        memcpy(op##s, &sy_, 4);                                              \
+        op##s += (e_ >> 40) & 7;                                             \
+        bits##s <<= e_ & 63;                                                 \
+    } while (0)
+#define HUF_MDEC4_SHORT  \
+    HUF_MDEC_SHORT(0);   \
+    HUF_MDEC_SHORT(1);   \
+    HUF_MDEC_SHORT(2);   \
+    HUF_MDEC_SHORT(3)
 #define HUF_REFILL(s)                                                  \
     do {                                                               \
         unsigned used_ = (unsigned)__builtin_ctzll(bits##s);           \
@@ -554,6 +568,7 @@ static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *m
         const unsigned shift = 64 - TLOG;                                            \
         size_t iters;                                                                \
         (void)shift;                                                                 \
+        (void)table;                                                                 \
         (void)mt;                                                                    \
         while ((iters = huf_safe_iters(st, OMAX)) != 0) {                            \
             const uint8_t *ip0 = st->ip[0], *ip1 = st->ip[1], *ip2 = st->ip[2],      \
@@ -586,6 +601,7 @@ static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *m
         uint8_t *op0 = st->op[s];                                                    \
         size_t iters;                                                                \
         (void)shift;                                                                 \
+        (void)table;                                                                 \
         (void)mt;                                                                    \
         for (;;) {                                                                   \
             iters = PTWM_MIN((size_t)(ip0 - st->start[s]) / 7,                       \
@@ -609,6 +625,11 @@ static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *m
 /* 4 lookups of at most 13 bits per refill (7 + 4 * 13 <= 63); each advances
  * op by at most 4 and the last 4-byte store ends at most 16 past op. */
 #define HUF_BODYM HUF_MDEC4; HUF_MDEC4; HUF_MDEC4; HUF_MDEC4
+/* 11-bit codes: 5 lookups per refill (7 + 5 * 11 <= 63), at most 20 bytes. */
+#define HUF_BODYM5 \
+    HUF_MDEC4_SHORT; HUF_MDEC4_SHORT; HUF_MDEC4_SHORT; HUF_MDEC4_SHORT; HUF_MDEC4_SHORT
+#define HUF_BODY1_M5 \
+    HUF_MDEC_SHORT(0); HUF_MDEC_SHORT(0); HUF_MDEC_SHORT(0); HUF_MDEC_SHORT(0); HUF_MDEC_SHORT(0)
 #define HUF_BODY1_5 \
     HUF_DEC(0, 0); HUF_DEC(0, 1); HUF_DEC(0, 2); HUF_DEC(0, 3); HUF_DEC(0, 4); op0 += 5
 #define HUF_BODY1_4 HUF_DEC(0, 0); HUF_DEC(0, 1); HUF_DEC(0, 2); HUF_DEC(0, 3); op0 += 4
@@ -619,6 +640,8 @@ HUF_FAST_LOOP(huf_fastm, , 16, HUF_MAX_LEN, HUF_BODYM)
 HUF_FAST_ONE(huf_one5, , 5, HUF_FAST_LEN, HUF_BODY1_5)
 HUF_FAST_ONE(huf_one4, , 4, HUF_MAX_LEN, HUF_BODY1_4)
 HUF_FAST_ONE(huf_onem, , 16, HUF_MAX_LEN, HUF_BODY1_M)
+HUF_FAST_LOOP(huf_fastm5, , 20, HUF_FAST_LEN, HUF_BODYM5)
+HUF_FAST_ONE(huf_onem5, , 20, HUF_FAST_LEN, HUF_BODY1_M5)
 /* The same loops with BMI2's flag-free variable shifts (shlx/shrx), chosen at
  * run time: the build does not assume the CPU has them. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -630,9 +653,15 @@ HUF_FAST_LOOP(huf_fastm_bmi2, HUF_BMI2, 16, HUF_MAX_LEN, HUF_BODYM)
 HUF_FAST_ONE(huf_one5_bmi2, HUF_BMI2, 5, HUF_FAST_LEN, HUF_BODY1_5)
 HUF_FAST_ONE(huf_one4_bmi2, HUF_BMI2, 4, HUF_MAX_LEN, HUF_BODY1_4)
 HUF_FAST_ONE(huf_onem_bmi2, HUF_BMI2, 16, HUF_MAX_LEN, HUF_BODY1_M)
+HUF_FAST_LOOP(huf_fastm5_bmi2, HUF_BMI2, 20, HUF_FAST_LEN, HUF_BODYM5)
+HUF_FAST_ONE(huf_onem5_bmi2, HUF_BMI2, 20, HUF_FAST_LEN, HUF_BODY1_M5)
 #undef HUF_BMI2
 #endif
 #undef HUF_BODYM
+#undef HUF_BODYM5
+#undef HUF_BODY1_M5
+#undef HUF_MDEC4_SHORT
+#undef HUF_MDEC_SHORT
 #undef HUF_BODY1_5
 #undef HUF_BODY1_4
 #undef HUF_BODY1_M
@@ -682,14 +711,31 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
             huf_build_multi(table, tlog, mtable);
             mt = mtable;
         }
-        fn = mt ? huf_fastm : tlog == HUF_FAST_LEN ? huf_fast5 : huf_fast4;
-        one = mt ? huf_onem : tlog == HUF_FAST_LEN ? huf_one5 : huf_one4;
+        {
+            /* [multi][11-bit]: a plain and a BMI2 build of each loop */
+            static const huf_fast_fn fns[2][2][2] = {
+                {{huf_fast4, huf_fast5}, {huf_fastm, huf_fastm5}},
 #ifdef HUF_HAVE_BMI2
-        if (__builtin_cpu_supports("bmi2")) {
-            fn = mt ? huf_fastm_bmi2 : tlog == HUF_FAST_LEN ? huf_fast5_bmi2 : huf_fast4_bmi2;
-            one = mt ? huf_onem_bmi2 : tlog == HUF_FAST_LEN ? huf_one5_bmi2 : huf_one4_bmi2;
-        }
+                {{huf_fast4_bmi2, huf_fast5_bmi2}, {huf_fastm_bmi2, huf_fastm5_bmi2}},
+#else
+                {{huf_fast4, huf_fast5}, {huf_fastm, huf_fastm5}},
 #endif
+            };
+            static const huf_one_fn ones[2][2][2] = {
+                {{huf_one4, huf_one5}, {huf_onem, huf_onem5}},
+#ifdef HUF_HAVE_BMI2
+                {{huf_one4_bmi2, huf_one5_bmi2}, {huf_onem_bmi2, huf_onem5_bmi2}},
+#else
+                {{huf_one4, huf_one5}, {huf_onem, huf_onem5}},
+#endif
+            };
+            int bmi2 = 0, m = mt != NULL, t11 = tlog == HUF_FAST_LEN;
+#ifdef HUF_HAVE_BMI2
+            bmi2 = __builtin_cpu_supports("bmi2") != 0;
+#endif
+            fn = fns[bmi2][m][t11];
+            one = ones[bmi2][m][t11];
+        }
         fn(st, table, mt);
         for (s = 0; s < HUF_STREAMS; s++) one(st, s, table, mt);
         for (s = 0; s < HUF_STREAMS; s++)
