@@ -87,16 +87,10 @@ WRITE_KINDS = dict(_DEFAULT_KINDS)
 WRITE_KINDS.update({ERR_DTYPE: PtwmValueError, ERR_SHAPE: PtwmValueError,
                     ERR_LIMIT: PtwmValueError})
 
-FILE_KINDS = dict(_DEFAULT_KINDS)
-FILE_KINDS[ERR_NOT_FOUND] = PtwmFileNotFoundError
-FILE_KINDS[ERR_EXISTS] = PtwmFileExistsError
-FILE_KINDS[ERR_IO] = PtwmOSError
-
-WRITE_FILE_KINDS = dict(WRITE_KINDS)
-WRITE_FILE_KINDS[ERR_NOT_FOUND] = PtwmFileNotFoundError
-WRITE_FILE_KINDS[ERR_EXISTS] = PtwmFileExistsError
-WRITE_FILE_KINDS[ERR_IO] = PtwmOSError
-FILE_KINDS[ERR_IO] = PtwmOSError
+_FILE_KINDS = {ERR_NOT_FOUND: PtwmFileNotFoundError, ERR_EXISTS: PtwmFileExistsError,
+               ERR_IO: PtwmOSError}
+FILE_KINDS = {**_DEFAULT_KINDS, **_FILE_KINDS}
+WRITE_FILE_KINDS = {**WRITE_KINDS, **_FILE_KINDS}
 
 
 def _message(code: int, err) -> str:

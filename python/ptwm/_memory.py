@@ -18,7 +18,7 @@ __all__ = ["pinned", "new_bytes", "take_malloced"]
 
 class _PyBuffer(ctypes.Structure):
     # Py_buffer from Include/pybuffer.h (stable since Python 3.3).
-    _fields_ = [("buf", c_void_p), ("obj", py_object), ("len", c_ssize_t),
+    _fields_ = [("buf", c_void_p), ("obj", c_void_p), ("len", c_ssize_t),
                 ("itemsize", c_ssize_t), ("readonly", c_int), ("ndim", c_int),
                 ("format", c_char_p), ("shape", POINTER(c_ssize_t)),
                 ("strides", POINTER(c_ssize_t)), ("suboffsets", POINTER(c_ssize_t)),

@@ -14,15 +14,15 @@ from ._dtype import dtype_code
 from ._errors import ERR_INVALID_ARG, PtwmValueError
 from ._lib import ChainList, TensorDesc
 from ._memory import pinned
+from .chain import Chain
 
 __all__ = ["described", "chain_blob"]
 
 
 def chain_blob(chain) -> bytes:
     """Wire bytes of a chain given as bytes-like or as a ptwm.Chain."""
-    to_bytes = getattr(chain, "to_bytes", None)
-    if to_bytes is not None and not isinstance(chain, (bytes, bytearray)):
-        return bytes(to_bytes())
+    if isinstance(chain, Chain):
+        return chain.to_bytes()
     if isinstance(chain, (bytes, bytearray, memoryview)):
         return bytes(chain)
     raise TypeError(f"a chain must be bytes (Chain.to_bytes()) or a ptwm.Chain, "
