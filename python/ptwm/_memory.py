@@ -50,8 +50,12 @@ def _as_buffer(obj):
     try:
         mv = memoryview(obj)
     except TypeError:
+        hint = ""
+        if (type(obj).__module__ or "").startswith("torch"):
+            hint = (" (for a torch.Tensor t pass "
+                    "t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())")
         raise TypeError(f"tensor data must be bytes, bytearray, memoryview or another "
-                        f"buffer, not {type(obj).__name__}") from None
+                        f"buffer, not {type(obj).__name__}{hint}") from None
     return mv
 
 
