@@ -5,6 +5,8 @@
  *                   bit 1: MICROSCALE block-relative exponents in this chunk
  *                   bit 2: transform bypassed: one plane, the raw bytes (used
  *                          when the planes would not beat the raw chunk)
+ *                   bit 3: sparse: only nonzero elements are in the planes; a
+ *                          bitmap plane marks them
  *   u8 planes P
  *   P entries       u8 stage (0 CONST, 1 HUFFMAN, 2 ZSTD, 4 RANS, 5 IDENTITY),
  *                   varint raw length, varint coded length, [u32 LE CRC32 of
@@ -31,6 +33,7 @@
 #define FLAG_CRC 1u
 #define FLAG_MICRO 2u
 #define FLAG_RAW 4u
+#define FLAG_SPARSE 8u
 #define MAX_PLANES (PTWM_MAX_BASE_PLANES + 2)
 #define ENTRY_MAX (1 + 10 + 10 + 4)
 #define HEADER_MAX (2 + MAX_PLANES * ENTRY_MAX)
@@ -106,34 +109,48 @@ typedef struct plane_layout {
     unsigned count;
     size_t len[MAX_PLANES];
     unsigned setting[MAX_PLANES]; /* index into the chain's per-plane entropy settings */
-    size_t n, tail, blocks;
-    int micro;
+    size_t n;      /* elements the transform codes (the nonzero ones when sparse) */
+    size_t total;  /* elements in the chunk */
+    size_t tail, blocks;
+    int micro, sparse;
+    unsigned scale_plane, bitmap_plane, tail_plane;
 } plane_layout;
 
-static void layout_make(const ptwm_chain_info *c, size_t raw_len, int micro, plane_layout *L) {
+/* Planes, in order: the transform's (n bytes each), the block scales
+ * (MICROSCALE), the nonzero bitmap (sparse), the tail. mode < 0: bypassed,
+ * one plane of raw bytes. */
+static void layout_make(const ptwm_chain_info *c, size_t raw_len, size_t n, int mode, int micro,
+                        int sparse, plane_layout *L) {
     unsigned k;
-    if (micro < 0) { /* bypassed: one plane of raw bytes */
-        L->n = L->tail = L->blocks = 0;
-        L->micro = 0;
+    memset(L, 0, sizeof(*L));
+    if (mode < 0) {
         L->count = 1;
         L->len[0] = raw_len;
         L->setting[0] = c->nplanes;
         return;
     }
-    L->n = raw_len / c->width;
+    L->total = raw_len / c->width;
     L->tail = raw_len % c->width;
+    L->n = sparse ? n : L->total;
     L->micro = micro;
-    L->count = 0;
+    L->sparse = sparse;
     for (k = 0; k < c->nplanes; k++) {
         L->len[L->count] = L->n;
         L->setting[L->count++] = k;
     }
-    L->blocks = micro ? ptwm_micro_blocks(L->n, c->micro_block) : 0;
     if (micro) {
+        L->blocks = ptwm_micro_blocks(L->n, c->micro_block);
+        L->scale_plane = L->count;
         L->len[L->count] = L->blocks;
         L->setting[L->count++] = 0;
     }
+    if (sparse) {
+        L->bitmap_plane = L->count;
+        L->len[L->count] = L->total / 8 + (L->total % 8 != 0);
+        L->setting[L->count++] = 0;
+    }
     if (L->tail) {
+        L->tail_plane = L->count;
         L->len[L->count] = L->tail;
         L->setting[L->count++] = c->nplanes; /* marks the tail: stored as is */
     }
@@ -372,7 +389,9 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     int method = prm ? prm->method : PTWM_METHOD_MICROSCALE;
     unsigned crc_flag = !prm || prm->emit_crc ? FLAG_CRC : 0;
     int zdefault = prm ? prm->zstd_level : 0;
-    int micro = 0;
+    int micro = 0, sparse = 0, use_planes;
+    uint8_t *scale = NULL;
+    plane_est scale_est;
     ptwm_error e;
 
     if (!out_len || (!raw && raw_len) || (!dst && cap))
@@ -382,41 +401,65 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     s = scratch_get();
     if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: no scratch memory");
 
-    /* Transform: planes live back to back in scratch 0, followed by room for
-     * the MICROSCALE residuals and block scales. */
-    layout_make(&c, raw_len, 0, &L);
-    pb = scratch_need(s, 0, L.n * (c.nplanes + 2) + 16);
-    if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", raw_len);
-    for (k = 0; k < c.nplanes; k++) plane[k] = pb + k * L.n;
-    if (c.xform == PTWM_XFORM_SPLIT)
-        ptwm_split_float(raw, L.n, c.width, c.exp_bits, c.man_bits, plane);
-    else if (c.xform == PTWM_XFORM_PLANES)
-        ptwm_split_bytes(raw, L.n, c.width, plane);
-    else
-        plane[0] = (uint8_t *)(uintptr_t)raw; /* BYTES: the raw bytes are the plane */
-    for (k = 0; k < c.nplanes; k++) est[k] = estimate_plane(plane[k], L.n);
-
-    /* MICROSCALE: keep block-relative exponents when they estimate smaller. */
-    if (c.micro_block && L.n >= 2 * (size_t)c.micro_block && !est[0].constant) {
-        uint8_t *r = pb + c.nplanes * L.n;
-        size_t nb = ptwm_micro_blocks(L.n, c.micro_block);
-        uint8_t *d = r + L.n;
-        plane_est er, ed;
-        ptwm_micro_forward(plane[0], L.n, c.micro_block, r, d);
-        er = estimate_plane(r, L.n);
-        ed = estimate_plane(d, nb);
-        if (er.bytes + ed.bytes < est[0].bytes) {
-            micro = 1;
-            layout_make(&c, raw_len, 1, &L);
-            plane[0] = r;
-            est[0] = er;
-            plane[c.nplanes] = d;
-            est[c.nplanes] = ed;
+    /* Sparse: with at least 1/16 zero elements, code a bitmap and only the
+     * nonzero elements (pruned or padded weights; 36% of one corpus file). */
+    {
+        size_t total = raw_len / c.width, need;
+        const uint8_t *el = raw;
+        uint8_t *bitmap = NULL;
+        size_t n = total;
+        if (c.xform != PTWM_XFORM_BYTES && c.width >= 2 && total >= 64 &&
+            ptwm_count_zero_elems(raw, total, c.width) * 16 >= total)
+            sparse = 1;
+        /* Scratch 0: the transform's planes, residuals and block scales, then
+         * (sparse) the nonzero elements and the bitmap. */
+        need = total * (c.nplanes + 2) + 16 + (sparse ? raw_len + total / 8 + 16 : 0);
+        pb = scratch_need(s, 0, need);
+        if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", need);
+        if (sparse) {
+            uint8_t *compact = pb + total * (c.nplanes + 2) + 16;
+            bitmap = compact + raw_len + 8;
+            n = ptwm_sparse_compact(raw, total, c.width, bitmap, compact);
+            el = compact;
         }
-    }
-    if (L.tail) {
-        plane[L.count - 1] = (uint8_t *)(uintptr_t)(raw + raw_len - L.tail);
-        est[L.count - 1] = estimate_plane(plane[L.count - 1], L.tail);
+        for (k = 0; k < c.nplanes; k++) plane[k] = pb + k * n;
+        if (c.xform == PTWM_XFORM_SPLIT)
+            ptwm_split_float(el, n, c.width, c.exp_bits, c.man_bits, plane);
+        else if (c.xform == PTWM_XFORM_PLANES)
+            ptwm_split_bytes(el, n, c.width, plane);
+        else
+            plane[0] = (uint8_t *)(uintptr_t)raw; /* BYTES: the raw bytes are the plane */
+        for (k = 0; k < c.nplanes; k++) est[k] = estimate_plane(plane[k], n);
+
+        /* MICROSCALE: keep block-relative exponents when they estimate smaller. */
+        if (c.micro_block && n >= 2 * (size_t)c.micro_block && !est[0].constant) {
+            uint8_t *r = pb + c.nplanes * n;
+            uint8_t *d = r + n;
+            plane_est er, ed;
+            ptwm_micro_forward(plane[0], n, c.micro_block, r, d);
+            er = estimate_plane(r, n);
+            ed = estimate_plane(d, ptwm_micro_blocks(n, c.micro_block));
+            if (er.bytes + ed.bytes < est[0].bytes) {
+                micro = 1;
+                plane[0] = r;
+                est[0] = er;
+                scale = d;
+                scale_est = ed;
+            }
+        }
+        layout_make(&c, raw_len, n, 0, micro, sparse, &L);
+        if (micro) {
+            plane[L.scale_plane] = scale;
+            est[L.scale_plane] = scale_est;
+        }
+        if (sparse) {
+            plane[L.bitmap_plane] = bitmap;
+            est[L.bitmap_plane] = estimate_plane(bitmap, L.len[L.bitmap_plane]);
+        }
+        if (L.tail) {
+            plane[L.tail_plane] = (uint8_t *)(uintptr_t)(raw + raw_len - L.tail);
+            est[L.tail_plane] = estimate_plane(plane[L.tail_plane], L.tail);
+        }
     }
 
     for (k = 0; k < L.count; k++) cb_need += ptwm_entropy_bound(PTWM_METHOD_ZSTD, L.len[k]) +
@@ -448,8 +491,15 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         off += coded[k];
     }
 
-    if (HEADER_MAX + off < raw_form_size(raw_len, 0)) {
-        e = frame(crc_flag | (micro ? FLAG_MICRO : 0), L.count, stage, L.len, coded, cb, off, dst,
+    {
+        size_t hsize = 2;
+        uint8_t tmp[10];
+        for (k = 0; k < L.count; k++)
+            hsize += 1 + put_varint(tmp, L.len[k]) + put_varint(tmp, coded[k]) + (crc_flag ? 4 : 0);
+        use_planes = hsize + off < raw_form_size(raw_len, crc_flag != 0);
+    }
+    if (use_planes) {
+        e = frame(crc_flag | (micro ? FLAG_MICRO : 0) | (sparse ? FLAG_SPARSE : 0), L.count, stage, L.len, coded, cb, off, dst,
                   cap, out_len, err);
     } else {
         /* Planes no smaller than the chunk (noise, or a chain that widens
@@ -476,10 +526,12 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     const uint8_t *plane[MAX_PLANES];
     const uint8_t *body;
     size_t coded[MAX_PLANES], pos, k, body_len, boff;
+    uint64_t rawl[MAX_PLANES];
     uint32_t crc[MAX_PLANES];
     int stage[MAX_PLANES];
     unsigned flags, count;
-    int bypass;
+    int bypass, sparse, micro;
+    size_t n;
     ptwm_error e;
 
     if ((!src && src_len) || (!raw && raw_len))
@@ -490,60 +542,85 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload of %zu bytes (at least 2)", src_len);
     flags = src[0];
     count = src[1];
-    if (flags & ~(FLAG_CRC | FLAG_MICRO | FLAG_RAW) || (flags & FLAG_MICRO && flags & FLAG_RAW))
+    bypass = (flags & FLAG_RAW) != 0;
+    sparse = (flags & FLAG_SPARSE) != 0;
+    micro = (flags & FLAG_MICRO) != 0;
+    if (flags & ~(FLAG_CRC | FLAG_MICRO | FLAG_RAW | FLAG_SPARSE) ||
+        (bypass && (micro || sparse)))
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload: unknown flags 0x%02x", flags);
-    if ((flags & FLAG_MICRO) && !c.micro_block)
+    if (micro && !c.micro_block)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: block-relative exponents, but the chain has no "
                          "microscale");
-    bypass = (flags & FLAG_RAW) != 0;
-    layout_make(&c, raw_len, bypass ? -1 : (flags & FLAG_MICRO) != 0, &L);
-    if (count != L.count)
+    if (sparse && c.xform == PTWM_XFORM_BYTES)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                         "chunk payload: %u planes, the chain makes %u for %zu raw bytes", count,
-                         L.count, raw_len);
+                         "chunk payload: sparse elements, but the chain has no transform");
+    if (count > MAX_PLANES)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload: %u planes (at most %d)", count,
+                         MAX_PLANES);
+
+    /* The entries. */
     pos = 2;
     body_len = 0;
     for (k = 0; k < count; k++) {
-        uint64_t rl, cl;
+        uint64_t cl;
         if (pos >= src_len)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload: plane %zu entry past the end "
-                             "(%zu bytes)", k, src_len);
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk payload: plane %zu entry past the end (%zu bytes)", k, src_len);
         stage[k] = src[pos++];
         if (stage[k] != STAGE_CONST && !ptwm_method_name(stage[k]))
-            return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "chunk payload: plane %zu: unknown stage id %d",
-                             k, stage[k]);
+            return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID,
+                             "chunk payload: plane %zu: unknown stage id %d", k, stage[k]);
         if (stage[k] == PTWM_METHOD_MICROSCALE)
             return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID,
                              "chunk payload: plane %zu: stage id 3 is not an entropy stage", k);
-        if (!get_varint(src, src_len, &pos, &rl) || !get_varint(src, src_len, &pos, &cl))
+        if (!get_varint(src, src_len, &pos, &rawl[k]) || !get_varint(src, src_len, &pos, &cl))
             return ptwm_fail(err, PTWM_ERR_CORRUPT,
                              "chunk payload: plane %zu: lengths malformed or past the end", k);
-        if (rl != L.len[k])
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chunk payload: plane %zu: raw length %llu, expected %zu for a chunk "
-                             "of %zu bytes",
-                             k, (unsigned long long)rl, L.len[k], raw_len);
         if (cl > src_len)
             return ptwm_fail(err, PTWM_ERR_CORRUPT,
                              "chunk payload: plane %zu: coded length %llu exceeds the payload of "
                              "%zu bytes",
                              k, (unsigned long long)cl, src_len);
-        if ((stage[k] == STAGE_CONST && cl != 1) || (stage[k] == PTWM_METHOD_IDENTITY && cl != rl))
+        if ((stage[k] == STAGE_CONST && cl != 1) ||
+            (stage[k] == PTWM_METHOD_IDENTITY && cl != rawl[k]))
             return ptwm_fail(err, PTWM_ERR_CORRUPT,
                              "chunk payload: plane %zu: %s stage with coded length %llu for %llu "
                              "bytes",
                              k, stage_label(stage[k]), (unsigned long long)cl,
-                             (unsigned long long)rl);
+                             (unsigned long long)rawl[k]);
         coded[k] = (size_t)cl;
         body_len += coded[k]; /* no overflow: each <= src_len, at most MAX_PLANES */
         if (flags & FLAG_CRC) {
             if (src_len - pos < 4)
-                return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload: plane %zu CRC past the end",
-                                 k);
+                return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                                 "chunk payload: plane %zu CRC past the end", k);
             crc[k] = ptwm_load_le32(src + pos);
             pos += 4;
         }
+    }
+
+    /* The layout the chain makes for this chunk; sparse chunks give their
+     * element count as plane 0's length (at most the chunk's). */
+    n = raw_len / c.width;
+    if (sparse) {
+        if (count == 0 || rawl[0] > n)
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk payload: %llu nonzero elements in a chunk of %zu",
+                             count ? (unsigned long long)rawl[0] : 0ull, n);
+        n = (size_t)rawl[0];
+    }
+    layout_make(&c, raw_len, n, bypass ? -1 : 0, micro, sparse, &L);
+    if (count != L.count)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chunk payload: %u planes, the chain makes %u for %zu raw bytes", count,
+                         L.count, raw_len);
+    for (k = 0; k < count; k++) {
+        if (rawl[k] != L.len[k])
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk payload: plane %zu: raw length %llu, expected %zu for a chunk "
+                             "of %zu bytes",
+                             k, (unsigned long long)rawl[k], L.len[k], raw_len);
     }
     if (body_len != src_len - pos)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
@@ -603,30 +680,51 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             boff += coded[k];
         }
     }
+    if (sparse) {
+        size_t marked = ptwm_bitmap_count(plane[L.bitmap_plane], L.total);
+        if (marked != L.n) {
+            scratch_trim(s);
+            if (marked == SIZE_MAX)
+                return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                                 "chunk payload: bitmap plane %u marks elements past %zu",
+                                 L.bitmap_plane, L.total);
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk payload: bitmap plane %u marks %zu nonzero elements, the "
+                             "planes hold %zu",
+                             L.bitmap_plane, marked, L.n);
+        }
+    }
 
-    /* Inverse transform. */
+    /* Inverse transform: block scales, then fields or bytes into elements
+     * (into scratch first when sparse), then zeros back in place. */
     {
         const uint8_t *pl[MAX_PLANES];
-        uint8_t *xbuf = NULL;
+        uint8_t *xbuf = NULL, *el = raw;
+        size_t need = (L.micro ? L.n : 0) + (sparse ? L.n * c.width : 0) + 16;
         for (k = 0; k < count; k++) pl[k] = plane[k];
-        if (L.micro) {
-            xbuf = scratch_need(s, 1, L.n + 16);
+        if (L.micro || sparse) {
+            xbuf = scratch_need(s, 1, need);
             if (!xbuf) {
                 scratch_trim(s);
-                return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu scratch bytes", L.n);
+                return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu scratch bytes", need);
             }
-            ptwm_micro_inverse(plane[0], plane[c.nplanes], L.n, c.micro_block, xbuf);
+        }
+        if (L.micro) {
+            ptwm_micro_inverse(plane[0], plane[L.scale_plane], L.n, c.micro_block, xbuf);
             pl[0] = xbuf;
         }
+        if (sparse) el = xbuf + (L.micro ? L.n : 0) + 8;
         if (bypass) {
             if (raw_len && pl[0] != raw) memcpy(raw, pl[0], raw_len);
-        } else if (c.xform == PTWM_XFORM_SPLIT)
-            ptwm_merge_float(pl, L.n, c.width, c.exp_bits, c.man_bits, raw);
-        else if (c.xform == PTWM_XFORM_PLANES)
-            ptwm_merge_bytes(pl, L.n, c.width, raw);
-        else if (L.n && pl[0] != raw)
+        } else if (c.xform == PTWM_XFORM_SPLIT) {
+            ptwm_merge_float(pl, L.n, c.width, c.exp_bits, c.man_bits, el);
+        } else if (c.xform == PTWM_XFORM_PLANES) {
+            ptwm_merge_bytes(pl, L.n, c.width, el);
+        } else if (L.n && pl[0] != raw) {
             memcpy(raw, pl[0], L.n);
-        if (L.tail) memcpy(raw + raw_len - L.tail, pl[count - 1], L.tail);
+        }
+        if (sparse) ptwm_sparse_expand(el, plane[L.bitmap_plane], L.total, c.width, raw);
+        if (L.tail) memcpy(raw + raw_len - L.tail, pl[L.tail_plane], L.tail);
     }
     scratch_trim(s);
     return PTWM_OK;

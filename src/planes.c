@@ -156,3 +156,60 @@ void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, ui
         for (i = 0; i < n; i++) d[i * width] = p[i];
     }
 }
+
+static int elem_is_zero(const uint8_t *p, unsigned width) {
+    unsigned k;
+    uint8_t acc = 0;
+    for (k = 0; k < width; k++) acc |= p[k];
+    return acc == 0;
+}
+
+size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width) {
+    size_t i, z = 0;
+    if (width == 2) {
+        for (i = 0; i < n; i++) z += (src[2 * i] | src[2 * i + 1]) == 0;
+    } else {
+        for (i = 0; i < n; i++) z += elem_is_zero(src + i * width, width);
+    }
+    return z;
+}
+
+size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t *bitmap,
+                           uint8_t *dst) {
+    size_t i, j = 0;
+    memset(bitmap, 0, n / 8 + (n % 8 != 0));
+    for (i = 0; i < n; i++) {
+        const uint8_t *p = src + i * width;
+        if (!elem_is_zero(p, width)) {
+            bitmap[i >> 3] |= (uint8_t)(1u << (i & 7));
+            memcpy(dst + j * width, p, width);
+            j++;
+        }
+    }
+    return j;
+}
+
+size_t ptwm_bitmap_count(const uint8_t *bitmap, size_t n) {
+    size_t i, full = n / 8, c = 0;
+    for (i = 0; i < full; i++) c += (size_t)__builtin_popcount(bitmap[i]);
+    if (n % 8) {
+        unsigned last = bitmap[full];
+        if (last >> (n % 8)) return SIZE_MAX;
+        c += (size_t)__builtin_popcount(last);
+    }
+    return c;
+}
+
+void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, unsigned width,
+                        uint8_t *dst) {
+    size_t i, j = 0;
+    for (i = 0; i < n; i++) {
+        uint8_t *p = dst + i * width;
+        if (bitmap[i >> 3] >> (i & 7) & 1) {
+            memcpy(p, src + j * width, width);
+            j++;
+        } else {
+            memset(p, 0, width);
+        }
+    }
+}

@@ -24,4 +24,18 @@ void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, un
 void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes);
 void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst);
 
+/* Sparse elements (pruned weights, zero padding): an element is zero when
+ * all its `width` bytes are. The bitmap has bit i (LSB first in byte i / 8)
+ * set when element i is nonzero; it takes ceil(n / 8) bytes. */
+size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width);
+/* Nonzero elements to dst in order, bitmap filled; returns their count. */
+size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t *bitmap,
+                           uint8_t *dst);
+/* Set bits of an n-bit bitmap; SIZE_MAX if a padding bit (>= n) is set. */
+size_t ptwm_bitmap_count(const uint8_t *bitmap, size_t n);
+/* Inverse of compact; the caller has checked ptwm_bitmap_count(bitmap, n)
+ * equals the number of elements in src. */
+void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, unsigned width,
+                        uint8_t *dst);
+
 #endif

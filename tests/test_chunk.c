@@ -267,9 +267,12 @@ static void test_damage(void) {
     CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "unknown flags 0x81");
     bad[0] = enc[0];
-    bad[1] = 3;
+    bad[1] = 1;
     CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
-              PTWM_ERR_CORRUPT, "3 planes, the chain makes 2");
+              PTWM_ERR_CORRUPT, "1 planes, the chain makes 2");
+    bad[1] = 12;
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+              PTWM_ERR_CORRUPT, "12 planes (at most 11)");
     {
         uint8_t plain[PTWM_CHAIN_MAX_BYTES];
         size_t plen;
@@ -303,6 +306,55 @@ static void test_damage(void) {
     free(dec);
 }
 
+/* Zero-heavy chunks take the sparse form (bitmap + nonzero elements). */
+static void test_sparse(void) {
+    static const ptwm_dtype dts[] = {PTWM_DTYPE_BF16, PTWM_DTYPE_F16, PTWM_DTYPE_F32,
+                                     PTWM_DTYPE_F64, PTWM_DTYPE_I32, PTWM_DTYPE_C64};
+    uint8_t buf[8192], *enc = NULL, dec[512];
+    uint8_t chain[PTWM_CHAIN_MAX_BYTES];
+    size_t i, m, k, len, clen;
+    uint64_t rng = 11;
+    ptwm_err err;
+    for (i = 0; i < PTWM_ARRAY_LEN(dts); i++) {
+        size_t w = ptwm_dtype_bits(dts[i]) / 8, dense, sparse;
+        for (k = 0; k < sizeof(buf); k++) buf[k] = (uint8_t)tu_rand(&rng);
+        dense = round_trip(dts[i], PTWM_METHOD_MICROSCALE, buf, sizeof(buf), NULL);
+        for (k = 0; k < sizeof(buf) / w; k++)
+            if (tu_rand(&rng) % 3) memset(buf + k * w, 0, w);
+        for (m = 0; m < PTWM_ARRAY_LEN(methods); m++)
+            round_trip(dts[i], methods[m], buf, sizeof(buf), NULL);
+        sparse = round_trip(dts[i], PTWM_METHOD_MICROSCALE, buf, sizeof(buf), NULL);
+        CHECK_MSG(sparse < dense / 2, "%s: 2/3 zeros coded to %zu, dense %zu",
+                  ptwm_dtype_name(dts[i]), sparse, dense);
+    }
+    /* All zero but one element; all zero. */
+    memset(buf, 0, sizeof(buf));
+    buf[77] = 1;
+    CHECK(round_trip(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, buf, sizeof(buf), NULL) < 96);
+    buf[77] = 0;
+    CHECK(round_trip(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, buf, sizeof(buf), NULL) < 64);
+
+    /* A bitmap that disagrees with the planes: 64 F32, every even one zero,
+     * so the bitmap plane is the constant 0xAA (the payload's last byte). */
+    for (k = 0; k < 64; k++) ptwm_store_le32(buf + 4 * k, k & 1 ? 0x3f800000u + (uint32_t)k : 0);
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen,
+                              &err) == PTWM_OK);
+    {
+        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0};
+        uint8_t out[1024];
+        CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_F32, &prm, buf, 256, out, sizeof(out), &len,
+                                &err) == PTWM_OK);
+        CHECK(out[0] == 8 && out[len - 1] == 0xAA);
+        out[len - 1] = 0xAB;
+        CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
+                  PTWM_ERR_CORRUPT, "marks 40 nonzero elements, the planes hold 32");
+        out[len - 1] = 0xAA;
+        CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
+        CHECK(memcmp(dec, buf, 256) == 0);
+    }
+    free(enc);
+}
+
 /* Random noise takes the bypassed form and stays within the bound. */
 static void test_bypass(void) {
     size_t n = 10000, k, c;
@@ -321,6 +373,7 @@ int main(void) {
     test_constant_planes();
     test_damage();
     test_bypass();
+    test_sparse();
     test_corpus();
     return tu_finish("test_chunk");
 }
