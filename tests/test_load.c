@@ -74,6 +74,8 @@ static float *load_path(const char *path, ptwm_source_kind kind, ptwm_layout *l,
     return a;
 }
 
+static void test_layers(const char *path);
+
 /* The same corpus file through every source kind: identical arrays. */
 static void test_kinds(const char *name) {
     char stdir[600], ptfile[600], ptdir[600];
@@ -138,6 +140,7 @@ static void test_kinds(const char *name) {
     got = load_path(ptfile, PTWM_SOURCE_AUTO, l, PTWM_SOURCE_PTWM, &n1);
     CHECK(got && n1 == n0 && memcmp(got, ref, n0 * 4) == 0);
     free(got);
+    test_layers(ptfile);  /* per-layer loads decode only their own chunks */
 
     /* a sharded .ptwm directory */
     snprintf(ptdir, sizeof(ptdir), "%s/%s.ptdir", tu_tmpdir(), name);
@@ -157,7 +160,7 @@ static void test_kinds(const char *name) {
 }
 
 /* Per-layer loads (groups of a name-sorted layout) equal slices of the whole. */
-static void test_layers(const char *name) {
+static void test_layers(const char *path) {
     ptwm_source *s = NULL;
     ptwm_layout *l = NULL;
     ptwm_err err;
@@ -167,7 +170,7 @@ static void test_layers(const char *name) {
     const ptwm_layout_entry *e;
     float *whole;
 
-    rc = ptwm_source_open(tu_corpus_path(name), PTWM_SOURCE_AUTO, &s, &err);
+    rc = ptwm_source_open(path, PTWM_SOURCE_AUTO, &s, &err);
     CHECK_ERR(rc, &err, PTWM_OK, NULL);
     if (rc) return;
     ptwm_layout_from_source(s, &l, &err);
@@ -456,8 +459,8 @@ int main(void) {
     if (!tu_corpus_dir()) return tu_finish("test_load");
     test_errors();
     test_raw_and_json();
-    test_layers("emotion.f32.safetensors");
-    test_layers("handlandmark-full.f16.safetensors");
+    test_layers(tu_corpus_path("emotion.f32.safetensors"));
+    test_layers(tu_corpus_path("handlandmark-full.f16.safetensors"));
     test_export();
     for (i = 0; i < 3; i++) test_kinds(kinds[i]);
     return tu_finish("test_load");
