@@ -83,6 +83,11 @@ static ptwm_error open_raw(ptwm_source *s, ptwm_err *err) {
 
 ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source **out,
                             ptwm_err *err) {
+    return ptwm_source_open_mode(path, kind, PTWM_OPEN_MMAP, out, err);
+}
+
+ptwm_error ptwm_source_open_mode(const char *path, ptwm_source_kind kind, ptwm_open_mode mode,
+                                 ptwm_source **out, ptwm_err *err) {
     ptwm_source *s;
     ptwm_error rc;
     size_t plen;
@@ -103,9 +108,9 @@ ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source
     s->kind = kind;
     s->fd = -1;
     switch (kind) {
-    case PTWM_SOURCE_SAFETENSORS: rc = ptwm_st_open(path, PTWM_OPEN_MMAP, &s->st, err); break;
+    case PTWM_SOURCE_SAFETENSORS: rc = ptwm_st_open(path, mode, &s->st, err); break;
     case PTWM_SOURCE_SAFETENSORS_DIR:
-        rc = ptwm_stdir_open(path, PTWM_OPEN_MMAP, &s->stdir, err);
+        rc = ptwm_stdir_open(path, mode, &s->stdir, err);
         break;
     case PTWM_SOURCE_PTWM: rc = ptwm_reader_open(path, &s->rd, err); break;
     case PTWM_SOURCE_PTWM_DIR: rc = ptwm_ptdir_open(path, &s->ptdir, err); break;

@@ -324,9 +324,70 @@ static void test_errors(void) {
     free(big);
 }
 
+static void put_le64(uint8_t *p, uint64_t v) {
+    int i;
+    for (i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
 static ptwm_error parse_json(const char *text, const char *label, ptwm_layout **out,
                              ptwm_err *err) {
     return ptwm_layout_parse_json(text, strlen(text), label, out, err);
+}
+
+/* PREAD-mode sources load the same values as mapped ones, and a 16-bit
+ * tensor at an odd file offset (an unpadded header) loads through the
+ * staging path with the same values. */
+static void test_pread_and_misaligned(void) {
+    const char *name = tu_corpus_path("handlandmark-full.f16.safetensors");
+    ptwm_source *s = NULL;
+    ptwm_layout *l = NULL;
+    ptwm_err err;
+    ptwm_error rc;
+    uint64_t n0 = 0, n1 = 0;
+    float *a, *b;
+    char path[600];
+    uint8_t file[256];
+    static const char hdr[] = "{\"x\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,6]},"
+                              "\"y\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[6,10]}}";
+    static const uint16_t vals[5] = {0x3c00, 0x7c01, 0x0001, 0x3f80, 0xc000};
+    size_t hl = strlen(hdr);
+    float got[5];
+    uint32_t bits[5];
+    static const uint64_t sh3[] = {3}, sh2[] = {2};
+    ptwm_layout_entry le[2] = {{"x", 1, sh3}, {"y", 1, sh2}};
+
+    rc = ptwm_source_open(name, PTWM_SOURCE_AUTO, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (rc) return;
+    ptwm_layout_from_source(s, &l, &err);
+    a = load_all(s, l, &n0);
+    ptwm_source_close(s);
+    rc = ptwm_source_open_mode(name, PTWM_SOURCE_AUTO, PTWM_OPEN_PREAD, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (!rc) {
+        b = load_all(s, l, &n1);
+        CHECK(a && b && n0 == n1 && memcmp(a, b, n0 * 4) == 0);
+        free(b);
+        ptwm_source_close(s);
+    }
+    free(a);
+    ptwm_layout_free(l);
+
+    CHECK(hl % 2 == 1);  /* 8 + odd length: the data starts at an odd offset */
+    put_le64(file, hl);
+    memcpy(file + 8, hdr, hl);
+    memcpy(file + 8 + hl, vals, sizeof(vals));
+    snprintf(path, sizeof(path), "%s/odd.safetensors", tu_tmpdir());
+    CHECK(tu_write_file(path, file, 8 + hl + sizeof(vals)) == 0);
+    rc = ptwm_source_open(path, PTWM_SOURCE_AUTO, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (rc) return;
+    rc = ptwm_load_layout(s, le, 2, PTWM_CONVERT_FLOAT, got, 5, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    memcpy(bits, got, sizeof(bits));
+    CHECK(bits[0] == 0x3f800000u && bits[1] == 0x7f802000u && bits[2] == 0x33800000u);
+    CHECK(bits[3] == 0x3f800000u && bits[4] == 0xc0000000u);
+    ptwm_source_close(s);
 }
 
 static void test_raw_and_json(void) {
@@ -461,6 +522,7 @@ int main(void) {
     test_raw_and_json();
     test_layers(tu_corpus_path("emotion.f32.safetensors"));
     test_layers(tu_corpus_path("handlandmark-full.f16.safetensors"));
+    test_pread_and_misaligned();
     test_export();
     for (i = 0; i < 3; i++) test_kinds(kinds[i]);
     return tu_finish("test_load");
