@@ -558,9 +558,17 @@ typedef struct ptwm_source ptwm_source;
 /* AUTO: a directory holding model.ptwm.index.json or model.ptwm is PTWM_DIR,
  * one holding model.safetensors.index.json or model.safetensors is
  * SAFETENSORS_DIR; a file starting with the .ptwm magic is PTWM, else it must
- * be a valid safetensors file. Safetensors files are memory-mapped. */
+ * be a valid safetensors file. Safetensors kinds are memory-mapped (see
+ * ptwm_source_open_mode). */
 PTWM_API ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source **out,
                                      ptwm_err *err);
+/* As ptwm_source_open, choosing how safetensors kinds read tensor bytes:
+ * PTWM_OPEN_MMAP (the default: zero-copy widening from the mapping) or
+ * PTWM_OPEN_PREAD (bounded reads; resident memory never grows with the file,
+ * for layer-by-layer loads of models larger than RAM). Other kinds ignore it. */
+PTWM_API ptwm_error ptwm_source_open_mode(const char *path, ptwm_source_kind kind,
+                                          ptwm_open_mode mode, ptwm_source **out,
+                                          ptwm_err *err);
 PTWM_API void ptwm_source_close(ptwm_source *s);
 PTWM_API ptwm_source_kind ptwm_source_get_kind(const ptwm_source *s);
 /* "safetensors", "safetensors-dir", "ptwm", "ptwm-dir", "raw-f32"; "auto" for 0. */
