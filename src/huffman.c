@@ -312,7 +312,9 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
 
     if ((!src && n) || !dst || !out_len || n == SIZE_MAX) return PTWM_ERR_INVALID_ARG;
     *out_len = 0;
-    if (n < 2) return huf_store(src, n, dst, cap, out_len);
+    /* (histograms count in u32: planes past 4 GiB, far beyond any chunk, are
+     * stored) */
+    if (n < 2 || n > UINT32_MAX) return huf_store(src, n, dst, cap, out_len);
 
     if (huf_looks_incompressible(src, n)) return huf_store(src, n, dst, cap, out_len);
     huf_segments(n, begin);
@@ -703,7 +705,9 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
         bitpos[s] = 8 * (uint64_t)(ssize[s] - 1) + hibit;
         /* every code has at least one bit */
         PTWM_CHECK((size_t)(st->oend[s] - st->op[s]) <= bitpos[s]);
-        if (ssize[s] < 8) fast = 0;
+        /* the first 8-byte load ends at the byte holding the last code bit,
+         * ceil(bitpos / 8), and must start inside the stream */
+        if (bitpos[s] < 64) fast = 0;
     }
 
     if (fast) {

@@ -384,6 +384,57 @@ static void test_hostile_handmade(void) {
     }
 }
 
+/* Streams of exactly 8 bytes whose last byte holds only the sentinel (56 code
+ * bits): the fast loop's first 8-byte load must start inside the stream (an
+ * earlier bound started it one byte before, reading the previous stream's or
+ * the header's last byte). Two 1-bit codes, 56 symbols per stream. */
+static void test_eight_byte_streams(void) {
+    uint64_t seed = 3;
+    uint8_t x[4 + 16 + 32], out[224], *p;
+    size_t k = 0, s, j;
+    x[k++] = 2;
+    x[k++] = 0;
+    x[k++] = 1;
+    x[k++] = 0x11;
+    for (s = 0; s < 4; s++, k += 4) ptwm_store_le32(x + k, 8);
+    p = x + k;
+    for (s = 0; s < 4; s++) {
+        for (j = 0; j < 7; j++) p[8 * s + j] = (uint8_t)tu_rand(&seed);
+        p[8 * s + 7] = 0x01;
+    }
+    k += 32;
+    CHECK(dec(x, k, 224) == PTWM_OK);
+    CHECK(ptwm_huf_decode(x, k, out, 224) == PTWM_OK);
+    for (s = 0; s < 4; s++) {
+        int same = 1;
+        for (j = 0; j < 56; j++) /* first symbol = highest code bit */
+            same &= out[56 * s + j] == ((p[8 * s + (55 - j) / 8] >> ((55 - j) % 8)) & 1);
+        CHECK_MSG(same, "stream %zu", s);
+    }
+    EXPECT_CORRUPT(x, k, 223, "one symbol fewer");
+    EXPECT_CORRUPT(x, k, 225, "one symbol more");
+    /* The same shape with 13-bit codes (lengths 1, 2, .., 12, 13, 13; all
+     * ones is the last 13-bit code): 56 bits cannot hold 56 codes. */
+    {
+        uint8_t y[1 + 2 + 7 + 16 + 32];
+        size_t m = 0;
+        y[m++] = 2;
+        y[m++] = 0;
+        y[m++] = 13;
+        for (j = 0; j < 14; j += 2) y[m++] = (uint8_t)((j + 1) | ((j + 2 < 14 ? j + 2 : 13) << 4));
+        for (s = 0; s < 4; s++, m += 4) ptwm_store_le32(y + m, 8);
+        for (s = 0; s < 4; s++) {
+            memset(y + m, 0xff, 7);
+            y[m + 7] = 0x01;
+            m += 8;
+        }
+        CHECK(m == sizeof(y));
+        EXPECT_CORRUPT(y, m, 224, "8-byte streams of 13-bit codes run out");
+        EXPECT_CORRUPT(y, m, 16, "bits left over");
+        CHECK(dec(y, m, 4 * 4) == PTWM_ERR_CORRUPT);
+    }
+}
+
 /* Corrupt real encodings. Truncation, extension, length nibbles and the jump
  * table are always detected; payload bits may decode to other bytes. */
 static void test_hostile_real(void) {
@@ -459,6 +510,7 @@ int main(void) {
     test_edges();
     test_cap();
     test_hostile_handmade();
+    test_eight_byte_streams();
     test_hostile_real();
     test_corpus();
     return tu_finish("test_huffman");
