@@ -239,7 +239,7 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
         e.constant = i == n;
     }
     /* A frequency table costs roughly 1.5 bytes a symbol. */
-    e.bytes = e.entropy + 12.0 + 1.5 * e.distinct;
+    e.bytes = e.entropy + 12.0 + 1.0 * e.distinct;
     return e;
 }
 
@@ -269,7 +269,7 @@ static uint8_t method_mask(int method, int8_t *order) {
 
 /* A plane whose estimate saves less than this fraction is stored raw: coding
  * it would cost time for nothing. */
-#define WORTH_CODING 0.997
+#define WORTH_CODING 0.9995
 
 /* Pick a stage. A single candidate is used as is; among several, the
  * estimate decides and only the pick is encoded (zstd is tried only when it
@@ -408,8 +408,9 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         const uint8_t *el = raw;
         uint8_t *bitmap = NULL;
         size_t n = total;
+        /* Decided from every 8th element: the choice only affects size. */
         if (c.xform != PTWM_XFORM_BYTES && c.width >= 2 && total >= 64 &&
-            ptwm_count_zero_elems(raw, total, c.width) * 16 >= total)
+            ptwm_count_zero_elems(raw, total, c.width, 8) * 16 >= (total + 7) / 8)
             sparse = 1;
         /* Scratch 0: the transform's planes, residuals and block scales, then
          * (sparse) the nonzero elements and the bitmap. */

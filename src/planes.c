@@ -164,12 +164,21 @@ static int elem_is_zero(const uint8_t *p, unsigned width) {
     return acc == 0;
 }
 
-size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width) {
+size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_t step) {
     size_t i, z = 0;
-    if (width == 2) {
-        for (i = 0; i < n; i++) z += (src[2 * i] | src[2 * i + 1]) == 0;
-    } else {
-        for (i = 0; i < n; i++) z += elem_is_zero(src + i * width, width);
+    switch (width) {
+    case 2:
+        for (i = 0; i < n; i += step) z += ptwm_load_le16(src + 2 * i) == 0;
+        break;
+    case 4:
+        for (i = 0; i < n; i += step) z += ptwm_load_le32(src + 4 * i) == 0;
+        break;
+    case 8:
+        for (i = 0; i < n; i += step) z += ptwm_load_le64(src + 8 * i) == 0;
+        break;
+    default:
+        for (i = 0; i < n; i += step) z += elem_is_zero(src + i * width, width);
+        break;
     }
     return z;
 }

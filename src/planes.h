@@ -27,7 +27,8 @@ void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, ui
 /* Sparse elements (pruned weights, zero padding): an element is zero when
  * all its `width` bytes are. The bitmap has bit i (LSB first in byte i / 8)
  * set when element i is nonzero; it takes ceil(n / 8) bytes. */
-size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width);
+/* Zero elements among elements 0, step, 2 step, ... below n. */
+size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_t step);
 /* Nonzero elements to dst in order, bitmap filled; returns their count. */
 size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t *bitmap,
                            uint8_t *dst);
