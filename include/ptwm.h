@@ -292,18 +292,18 @@ PTWM_API const char *ptwm_method_name(int method);
 /* Case-insensitive name or decimal id. */
 PTWM_API ptwm_error ptwm_method_from_name(const char *name, int *method);
 
-/* A chain is data: its stable wire encoding (docs/FORMAT.md) is what callers
+/* A chain is data: its stable wire encoding (docs/CHAINS.md) is what callers
  * pass and what .ptwm files record. */
 #define PTWM_CHAIN_MAX_BYTES 256
 
 /* The standard production chain for a dtype and method (the table is
- * documented in docs/FORMAT.md). Writes at most PTWM_CHAIN_MAX_BYTES. */
+ * documented in docs/CHAINS.md). Writes at most PTWM_CHAIN_MAX_BYTES. */
 PTWM_API ptwm_error ptwm_chain_standard(ptwm_dtype dtype, int method, uint8_t *buf, size_t cap,
                                         size_t *len, ptwm_err *err);
 /* Validate a chain blob against a dtype. */
 PTWM_API ptwm_error ptwm_chain_validate(const uint8_t *chain, size_t len, ptwm_dtype dtype,
                                         ptwm_err *err);
-/* Human-readable form, e.g. "split(exp8|sm8) > microscale(32) > [huffman|rans]". */
+/* Human-readable form, e.g. "split(e8m7) > microscale(32) > entropy(*:auto)". */
 PTWM_API ptwm_error ptwm_chain_describe(const uint8_t *chain, size_t len, char *buf, size_t cap,
                                         ptwm_err *err);
 /* Parse the human-readable form back into a blob (the inverse of describe). */
