@@ -65,7 +65,7 @@ def _name_of(dtype) -> str:
 def dtype_code(dtype) -> int:
     """The ptwm_dtype wire value for a dtype in any accepted spelling."""
     if isinstance(dtype, int) and not isinstance(dtype, bool):
-        if lib.ptwm_dtype_name(dtype) is None:
+        if not 0 <= dtype < 1 << 31 or lib.ptwm_dtype_name(dtype) is None:
             raise PtwmValueError(ERR_DTYPE, f"dtype number {dtype} is not a ptwm dtype")
         return dtype
     text = _name_of(dtype)

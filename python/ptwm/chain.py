@@ -28,7 +28,7 @@ def method_code(method: Union[int, str]) -> int:
     if isinstance(method, bool):
         raise PtwmValueError(ERR_INVALID_ARG, f"method must be an int or a name, not {method!r}")
     if isinstance(method, int):
-        if lib.ptwm_method_name(method) is None:
+        if not 0 <= method < 1 << 31 or lib.ptwm_method_name(method) is None:
             raise PtwmValueError(ERR_INVALID_ARG, f"unknown method {method}: expected 1 HUFFMAN, "
                                  f"2 ZSTD, 3 MICROSCALE, 4 RANS or 5 IDENTITY")
         return method

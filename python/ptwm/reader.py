@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from ._dtype import dtype_name
-from ._errors import check, check_path
+from ._errors import ERR_INVALID_ARG, PtwmValueError, check, check_path
 from ._lib import ErrStruct, TensorInfo as _CInfo, lib
 from ._memory import filled_bytes, pinned
 
@@ -174,6 +174,9 @@ class PtwmFile:
     def read_range(self, name: str, offset: int, length: int) -> bytes:
         """Bytes [offset, offset+length) of a tensor, decoding only the chunks that hold them."""
         i = self._at(name)
+        if offset < 0 or length < 0:
+            raise PtwmValueError(ERR_INVALID_ARG, f"{self._label}: tensor '{name}': range "
+                                 f"offset {offset} length {length} is negative")
         err = ErrStruct()
 
         def fill(addr, n):

@@ -102,7 +102,7 @@ class ChainTest(unittest.TestCase):
             self.assertEqual(ptwm.method_code(name), code)
             self.assertEqual(ptwm.method_code(name.upper()), code)
             self.assertEqual(ptwm.method_name(code), name)
-        for bad in [0, 6, "lzma", True, 1.5]:
+        for bad in [0, 6, -1, 1 << 40, "lzma", True, 1.5]:
             with self.subTest(bad=bad):
                 with self.assertRaises(ValueError):
                     ptwm.method_code(bad)

@@ -47,7 +47,7 @@ class DtypeTest(unittest.TestCase):
         self.assertEqual(ptwm.dtype_bits("U8"), 8)
 
     def test_unknown_dtype_is_value_error(self):
-        for bad in ["F33", "bf16x", "", 99, -1, 3.5, object()]:
+        for bad in ["F33", "bf16x", "", 99, -1, 1 << 40, 3.5, object()]:
             with self.subTest(bad=repr(bad)):
                 with self.assertRaises(ValueError) as cm:
                     ptwm.dtype_code(bad)

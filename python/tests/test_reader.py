@@ -52,6 +52,10 @@ class ReaderTest(TempDirTest):
                 f.read("nope")
             with self.assertRaises(PtwmError):
                 f.read_range("layer.0.weight", 8190, 4)
+            with self.assertRaises(ValueError):
+                f.read_range("layer.0.weight", -1, 4)
+            with self.assertRaises(ValueError):
+                f.read_range("layer.0.weight", 0, -4)
 
     def test_open_bytes_matches_file(self):
         blob = compress_ptwm_blob(self.tensors, streaming_chunk=4096)
