@@ -688,13 +688,38 @@ typedef void (*huf_fast_fn)(huf_state *, const huf_entry *restrict, const huf_me
 typedef void (*huf_one_fn)(huf_state *, unsigned, const huf_entry *restrict,
                            const huf_mentry *restrict);
 
+/* Pick the fast loops for this table and CPU: [bmi2][multi][11-bit]. */
+static void huf_pick_loops(int multi, unsigned tlog, huf_fast_fn *fn, huf_one_fn *one) {
+    static const huf_fast_fn fns[2][2][2] = {
+        {{huf_fast4, huf_fast5}, {huf_fastm, huf_fastm5}},
+#ifdef HUF_HAVE_BMI2
+        {{huf_fast4_bmi2, huf_fast5_bmi2}, {huf_fastm_bmi2, huf_fastm5_bmi2}},
+#else
+        {{huf_fast4, huf_fast5}, {huf_fastm, huf_fastm5}},
+#endif
+    };
+    static const huf_one_fn ones[2][2][2] = {
+        {{huf_one4, huf_one5}, {huf_onem, huf_onem5}},
+#ifdef HUF_HAVE_BMI2
+        {{huf_one4_bmi2, huf_one5_bmi2}, {huf_onem_bmi2, huf_onem5_bmi2}},
+#else
+        {{huf_one4, huf_one5}, {huf_onem, huf_onem5}},
+#endif
+    };
+    int bmi2 = 0, t11 = tlog == HUF_FAST_LEN;
+#ifdef HUF_HAVE_BMI2
+    bmi2 = __builtin_cpu_supports("bmi2") != 0;
+#endif
+    *fn = fns[bmi2][multi != 0][t11];
+    *one = ones[bmi2][multi != 0][t11];
+}
+
 static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREAMS],
                                      const huf_entry *restrict table, unsigned tlog,
                                      int multi) {
     huf_mentry mtable[HUF_M_SIZE];
-    const huf_mentry *mt = NULL;
     uint64_t bitpos[HUF_STREAMS];
-    int fast = 1;
+    int fast[HUF_STREAMS], nfast = 0;
     unsigned s;
 
     for (s = 0; s < HUF_STREAMS; s++) {
@@ -707,51 +732,28 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
         PTWM_CHECK((size_t)(st->oend[s] - st->op[s]) <= bitpos[s]);
         /* the first 8-byte load ends at the byte holding the last code bit,
          * ceil(bitpos / 8), and must start inside the stream */
-        if (bitpos[s] < 64) fast = 0;
+        fast[s] = bitpos[s] >= 64;
+        nfast += fast[s];
     }
 
-    if (fast) {
+    if (nfast) {
         huf_fast_fn fn;
         huf_one_fn one;
         for (s = 0; s < HUF_STREAMS; s++) {
             uint64_t byte_end = (bitpos[s] + 7) >> 3;
+            if (!fast[s]) continue;
             st->ip[s] = st->start[s] + byte_end - 8;
             st->bits[s] = (ptwm_load_le64(st->ip[s]) | 1) << (8 * byte_end - bitpos[s]);
         }
-        if (multi) {
-            huf_build_multi(table, tlog, mtable);
-            mt = mtable;
-        }
-        {
-            /* [multi][11-bit]: a plain and a BMI2 build of each loop */
-            static const huf_fast_fn fns[2][2][2] = {
-                {{huf_fast4, huf_fast5}, {huf_fastm, huf_fastm5}},
-#ifdef HUF_HAVE_BMI2
-                {{huf_fast4_bmi2, huf_fast5_bmi2}, {huf_fastm_bmi2, huf_fastm5_bmi2}},
-#else
-                {{huf_fast4, huf_fast5}, {huf_fastm, huf_fastm5}},
-#endif
-            };
-            static const huf_one_fn ones[2][2][2] = {
-                {{huf_one4, huf_one5}, {huf_onem, huf_onem5}},
-#ifdef HUF_HAVE_BMI2
-                {{huf_one4_bmi2, huf_one5_bmi2}, {huf_onem_bmi2, huf_onem5_bmi2}},
-#else
-                {{huf_one4, huf_one5}, {huf_onem, huf_onem5}},
-#endif
-            };
-            int bmi2 = 0, m = mt != NULL, t11 = tlog == HUF_FAST_LEN;
-#ifdef HUF_HAVE_BMI2
-            bmi2 = __builtin_cpu_supports("bmi2") != 0;
-#endif
-            fn = fns[bmi2][m][t11];
-            one = ones[bmi2][m][t11];
-        }
-        fn(st, table, mt);
-        for (s = 0; s < HUF_STREAMS; s++) one(st, s, table, mt);
-        for (s = 0; s < HUF_STREAMS; s++)
+        if (multi) huf_build_multi(table, tlog, mtable);
+        huf_pick_loops(multi, tlog, &fn, &one);
+        if (nfast == HUF_STREAMS) fn(st, table, mtable);
+        for (s = 0; s < HUF_STREAMS; s++) {
+            if (!fast[s]) continue;
+            one(st, s, table, mtable);
             bitpos[s] = 8 * (uint64_t)(st->ip[s] - st->start[s]) + 64 -
                         (unsigned)__builtin_ctzll(st->bits[s]);
+        }
     }
     for (s = 0; s < HUF_STREAMS; s++) {
         ptwm_error rc = huf_decode_tail(st->start[s], bitpos[s], table, tlog, st->op[s], st->oend[s]);

@@ -224,6 +224,14 @@ static void test_edges(void) {
             free(e13);
         }
     }
+    /* one stream under 64 bits next to longer ones: the short one goes
+     * through the checked tail alone */
+    for (i = 0; i < 8; i++) {
+        size_t j, n = 240 + i;
+        for (j = 0; j < n; j++)
+            b[j] = (j < 60 || (tu_rand(&seed) & 1)) ? 7 : (uint8_t)(tu_rand(&seed) & 63);
+        CHECK(round_trip(b, n, "short stream 0") < n);
+    }
     /* random data of many kinds and sizes */
     for (i = 0; i < 300; i++) {
         size_t n = (size_t)(tu_rand(&seed) % 20000), j;
