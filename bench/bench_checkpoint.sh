@@ -5,7 +5,7 @@
 # same run. Reports wall time, throughput and peak resident memory (from
 # /usr/bin/time -v) and checks every restored file byte for byte.
 #
-# usage: bench/bench_checkpoint.sh [PTWM_BIN] [SIZE_MB...]
+# usage: [SHARD_MB=100] [TENSOR_MB=8] bench/bench_checkpoint.sh [PTWM_BIN] [SIZE_MB...]
 #   default: build/ptwm, sizes 250 and 1100 (memory must stay flat between them)
 # needs: /usr/bin/time (Debian package "time"), zstd, python3, cmp
 set -eu
@@ -16,6 +16,7 @@ bin=${1:-$here/build/ptwm}
 sizes=${*:-250 1100}
 corpus=${PTWM_CORPUS:-$here/../shared/corpus}
 shard_mb=${SHARD_MB:-100}
+tensor_mb=${TENSOR_MB:-8}
 
 for tool in /usr/bin/time zstd python3 cmp; do
     command -v "$tool" >/dev/null 2>&1 || { echo "missing: $tool (apt-get install -y time zstd python3)" >&2; exit 2; }
@@ -28,11 +29,12 @@ trap 'rm -rf "$work"' EXIT INT TERM
 
 # A checkpoint of about SIZE_MB: the tensors of four corpus files (BF16, F16,
 # F32, U8) repeated under new names, packed into SHARD_MB shards with an index,
-# plus a config.json.
+# plus a config.json. Prints "shards raw_bytes tensors".
 make_checkpoint() {
-    python3 - "$corpus" "$1" "$2" "$shard_mb" <<'EOF'
+    python3 - "$corpus" "$1" "$2" "$shard_mb" "$tensor_mb" <<'EOF'
 import json, os, struct, sys
 corpus, out, size_mb, shard_mb = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+tensor_mb = int(sys.argv[5])
 files = ["faceres-deep.bf16.safetensors", "movenet-thunder.f16.safetensors",
          "posenet.f32.safetensors", "handtrack.u8.safetensors"]
 tensors = []  # (name, dtype, shape, bytes)
@@ -44,6 +46,24 @@ for f in files:
     for name, t in sorted(hdr.items(), key=lambda kv: kv[1]["data_offsets"][0]):
         b, e = t["data_offsets"]
         tensors.append((f.split(".")[0] + "." + name, t["dtype"], t["shape"], raw[8 + n + b:8 + n + e]))
+# Real checkpoints hold tensors of megabytes; the corpus networks are small, so
+# consecutive tensors of one dtype are joined into 1-D tensors of at least
+# TENSOR_MB (the bytes stay real weights). TENSOR_MB=0 keeps the corpus tensors.
+if tensor_mb > 0:
+    width = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1}
+    merged, pending = [], {}
+    for name, dt, shape, data in tensors:
+        buf = pending.setdefault(dt, [])
+        buf.append(data)
+        if sum(map(len, buf)) >= tensor_mb << 20:
+            blob = b"".join(buf)
+            merged.append(("%s.block%d" % (dt.lower(), len(merged)), dt, [len(blob) // width[dt]], blob))
+            pending[dt] = []
+    for dt, buf in pending.items():
+        if buf:
+            blob = b"".join(buf)
+            merged.append(("%s.block%d" % (dt.lower(), len(merged)), dt, [len(blob) // width[dt]], blob))
+    tensors = merged
 target, limit = size_mb << 20, shard_mb << 20
 os.makedirs(out)
 shards, cur, cur_size, total, rep = [], [], 0, 0, 0
@@ -74,7 +94,7 @@ with open(os.path.join(out, "model.safetensors.index.json"), "w") as fh:
     fh.write("\n")
 with open(os.path.join(out, "config.json"), "w") as fh:
     fh.write('{"architectures": ["Bench"], "shards": %d}\n' % len(shards))
-print(len(shards), total)
+print(len(shards), total, len(weight_map))
 EOF
 }
 
@@ -96,7 +116,7 @@ row() {  # tool op wall rss_kib cpu raw_bytes out_bytes
                tool, op, wall, cpu, raw / 1e6 / (wall > 0 ? wall : 1e-9), rss / 1024, 100 * out / raw }'
 }
 
-echo "ptwm checkpoint benchmark: $(nproc) cores, shards of ${shard_mb} MiB, $("$bin" --version)"
+echo "ptwm checkpoint benchmark: $(nproc) cores, shards of ${shard_mb} MiB, tensors of >= ${tensor_mb} MiB (TENSOR_MB), $("$bin" --version)"
 echo
 echo "| MB raw  | tool         | op         | wall s  | cpu s   | MB/s     | peak MiB | output  |"
 echo "|---------|--------------|------------|---------|---------|----------|----------|---------|"
@@ -117,7 +137,7 @@ for mb in $sizes; do
     set -- $(timed zstd -d -q "$work/z"/*.zst --output-dir-flat "$work/zback")
     row "zstd -d" "decompress" "$1" "$2" "$3" "$raw" "$(du_bytes "$work/zback")"
     rm -rf "$work/z" "$work/zback" "$src"
-    echo "|         | $(echo $info | cut -d' ' -f1) shards; every file restored byte for byte | | | | | | |"
+    echo "|         | $(echo $info | cut -d' ' -f1) shards, $(echo $info | cut -d' ' -f3) tensors; every file restored byte for byte | | | | | | |"
 done
 echo
 echo "output = bytes of the whole output directory / bytes of the source shard files;"

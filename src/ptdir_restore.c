@@ -22,6 +22,12 @@ typedef struct dsrc {
     ptwm_ptdir *dir;
     ptwm_reader *single;
     uint64_t total;
+    /* Decoding goes through one reader opened for the shard at hand and closed
+     * after it: a reader keeps its thread pool until closed, and the directory's
+     * readers (all open for the index checks) would otherwise each hold one. */
+    ptwm_reader *dec;
+    size_t dec_shard;
+    int threads;
 } dsrc;
 
 static size_t d_nshards(const dsrc *s) { return s->single ? 1 : ptwm_ptdir_shard_count(s->dir); }
@@ -29,19 +35,48 @@ static ptwm_reader *d_shard(const dsrc *s, size_t i) {
     return s->single ? s->single : ptwm_ptdir_shard(s->dir, i);
 }
 
-static ptwm_error stream_tensor(ptwm_reader *r, size_t local, uint64_t nbytes, int fd,
+static ptwm_error decoder(dsrc *s, size_t shard, ptwm_reader **out, ptwm_err *err) {
+    char *path;
+    ptwm_error rc;
+    if (s->single) {
+        *out = s->single;
+        return PTWM_OK;
+    }
+    if (s->dec && s->dec_shard == shard) {
+        *out = s->dec;
+        return PTWM_OK;
+    }
+    ptwm_reader_close(s->dec);
+    s->dec = NULL;
+    if (!(path = ptwm_path_join(s->path, ptwm_ptdir_shard_name(s->dir, shard))))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    rc = ptwm_reader_open(path, &s->dec, err);
+    free(path);
+    if (rc) return rc;
+    /* The same file the directory checked: the same tensors in the same order. */
+    if (ptwm_reader_count(s->dec) != ptwm_reader_count(ptwm_ptdir_shard(s->dir, shard)))
+        return ptwm_fail(err, PTWM_ERR_MISMATCH, "shard '%s' changed while being read",
+                         ptwm_ptdir_shard_name(s->dir, shard));
+    ptwm_reader_set_threads(s->dec, s->threads);
+    s->dec_shard = shard;
+    *out = s->dec;
+    return PTWM_OK;
+}
+
+static ptwm_error stream_tensor(dsrc *s, size_t shard, size_t local, uint64_t nbytes, int fd,
                                 const char *path, uint8_t *buf, ptwm_ck_progress *p,
                                 ptwm_err *err) {
     uint64_t off = 0;
-    while (off < nbytes) {
+    ptwm_reader *r = NULL;
+    ptwm_error rc = decoder(s, shard, &r, err);
+    while (rc == PTWM_OK && off < nbytes) {
         size_t len = (size_t)PTWM_MIN(nbytes - off, (uint64_t)PIECE);
-        ptwm_error rc = ptwm_reader_decode_range(r, local, off, buf, len, err);
+        rc = ptwm_reader_decode_range(r, local, off, buf, len, err);
         if (rc == PTWM_OK) rc = ptwm_write_full(fd, buf, len, path, err);
-        if (rc) return rc;
         off += len;
-        ptwm_ck_progress_add(p, len);
+        if (rc == PTWM_OK) ptwm_ck_progress_add(p, len);
     }
-    return PTWM_OK;
+    return rc;
 }
 
 static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
@@ -53,8 +88,9 @@ static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
 }
 
 /* Rebuild the recorded source file of shard reader `r` at `path`. */
-static ptwm_error restore_file(ptwm_reader *r, const char *shard, const char *path, uint8_t *buf,
-                               ptwm_ck_progress *p, ptwm_err *err) {
+static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *shard,
+                               const char *path, uint8_t *buf, ptwm_ck_progress *p,
+                               ptwm_err *err) {
     size_t hlen = 0, i;
     const uint8_t *hdr = (const uint8_t *)ptwm_reader_source_header(r, &hlen);
     ptwm_st_parsed parsed;
@@ -100,7 +136,8 @@ static ptwm_error restore_file(ptwm_reader *r, const char *shard, const char *pa
     for (i = 0; i < parsed.n && !rc; i++) {
         size_t local = 0;
         ptwm_reader_find(r, parsed.t[i].name, &local);
-        rc = stream_tensor(r, local, parsed.t[i].end - parsed.t[i].begin, f.fd, path, buf, p, err);
+        rc = stream_tensor(s, si, local, parsed.t[i].end - parsed.t[i].begin, f.fd, path, buf, p,
+                           err);
         if (rc) ptwm_err_prefix(err, "shard '%s': tensor '%s'", shard, parsed.t[i].name);
     }
     if (!rc) rc = ptwm_atomic_commit(&f, err);
@@ -135,7 +172,7 @@ static const char *shard_label(const dsrc *s, size_t i) {
     return s->single ? s->path : ptwm_ptdir_shard_name(s->dir, i);
 }
 
-static ptwm_error restore_all(const dsrc *s, const ptwm_stage *stage, uint8_t *buf,
+static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, uint8_t *buf,
                               ptwm_ck_progress *p, ptwm_err *err) {
     size_t i, n = d_nshards(s);
     const ptwm_index *idx = s->dir ? ptwm_ptdir_index(s->dir) : NULL;
@@ -144,7 +181,7 @@ static ptwm_error restore_all(const dsrc *s, const ptwm_stage *stage, uint8_t *b
     for (i = 0; i < n && !rc; i++) {
         ptwm_reader *r = d_shard(s, i);
         char *path = ptwm_stage_path(stage, ptwm_reader_source_name(r));
-        rc = path ? restore_file(r, shard_label(s, i), path, buf, p, err)
+        rc = path ? restore_file(s, i, r, shard_label(s, i), path, buf, p, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         free(path);
     }
@@ -165,7 +202,8 @@ static ptwm_error restore_all(const dsrc *s, const ptwm_stage *stage, uint8_t *b
 }
 
 typedef struct fresh_tensor {
-    ptwm_reader *r;
+    ptwm_reader *r;         /* the directory's reader: metadata and tensor info */
+    size_t shard;
     size_t local;
     ptwm_tensor_info info;
 } fresh_tensor;
@@ -208,7 +246,7 @@ static ptwm_error write_hf_index(const char *path, const fresh_tensor *t, const 
 
 static const uint8_t header_only = 0;
 
-static ptwm_error write_fresh_shard(const char *path, const fresh_tensor *t, size_t n,
+static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tensor *t, size_t n,
                                     uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
     ptwm_tensor_desc *descs = (ptwm_tensor_desc *)ptwm_calloc(n + 1, sizeof *descs);
     ptwm_kv *meta = NULL;
@@ -247,7 +285,7 @@ static ptwm_error write_fresh_shard(const char *path, const fresh_tensor *t, siz
     if (!rc) rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
     free(hdr);
     for (i = 0; i < n && !rc; i++) {
-        rc = stream_tensor(t[i].r, t[i].local, t[i].info.nbytes, f.fd, path, buf, p, err);
+        rc = stream_tensor(s, t[i].shard, t[i].local, t[i].info.nbytes, f.fd, path, buf, p, err);
         if (rc) ptwm_err_prefix(err, "tensor '%s'", t[i].info.name);
     }
     if (!rc) rc = ptwm_atomic_commit(&f, err);
@@ -256,7 +294,7 @@ static ptwm_error write_fresh_shard(const char *path, const fresh_tensor *t, siz
 }
 
 /* Fresh Hugging Face shards: the .ptwm shards' grouping, or a new plan. */
-static ptwm_error reshard_all(const dsrc *s, const ptwm_stage *stage, uint64_t max_shard_size,
+static ptwm_error reshard_all(dsrc *s, const ptwm_stage *stage, uint64_t max_shard_size,
                               uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
     size_t ns = d_nshards(s), n = 0, i, j, k = 0, nshards = 0;
     fresh_tensor *t;
@@ -275,6 +313,7 @@ static ptwm_error reshard_all(const dsrc *s, const ptwm_stage *stage, uint64_t m
         ptwm_reader *r = d_shard(s, i);
         for (j = 0; j < ptwm_reader_count(r); j++, k++) {
             t[k].r = r;
+            t[k].shard = i;
             t[k].local = j;
             ptwm_reader_tensor(r, j, &t[k].info);
             sizes[k] = t[k].info.nbytes;
@@ -299,7 +338,7 @@ static ptwm_error reshard_all(const dsrc *s, const ptwm_stage *stage, uint64_t m
             rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
             break;
         }
-        rc = write_fresh_shard(path, t + first, i - first, buf, p, err);
+        rc = write_fresh_shard(s, path, t + first, i - first, buf, p, err);
         free(path);
     }
     if (!rc && nshards > 1) {
@@ -329,9 +368,9 @@ static ptwm_error dsrc_open(dsrc *s, const char *path, int threads, ptwm_err *er
     ptwm_error rc;
     memset(s, 0, sizeof *s);
     s->path = path;
+    s->threads = threads;
     if (ptwm_is_dir(path)) {
         rc = ptwm_ptdir_open(path, &s->dir, err);
-        if (!rc) ptwm_ptdir_set_threads(s->dir, threads);
     } else {
         rc = ptwm_reader_open(path, &s->single, err);
         if (!rc) ptwm_reader_set_threads(s->single, threads);
@@ -378,6 +417,7 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     if (!rc) rc = ptwm_stage_commit(&stage, err);
     ptwm_stage_abort(&stage);
     free(buf);
+    ptwm_reader_close(s.dec);
     ptwm_ptdir_close(s.dir);
     ptwm_reader_close(s.single);
     return rc;
