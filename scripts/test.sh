@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every test: install what is missing, build (release and ASan+UBSan), run
 # the unit, round-trip and hostile-input tests in both builds, run each fuzz
-# harness for a bounded time, and run the Python package's tests.
+# harness for a bounded time (the Python package's tests are one of the ctest tests).
 #   PTWM_FUZZ_SECONDS  seconds per fuzz harness (default 20; 0 skips fuzzing)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,10 +46,8 @@ if [[ "$fuzz_seconds" != 0 ]]; then
   done
 fi
 
-if [[ -d python/tests ]]; then
-  step "python tests" env PTWM_LIBRARY="$here/build/libptwm.so" PYTHONPATH="$here/python" \
-    python3 -m unittest discover -s python/tests
-fi
+# The Python package's tests run inside ctest (python_tests) against the release build.
+
 
 echo
 if [[ $failed -gt 0 ]]; then
