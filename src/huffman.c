@@ -228,42 +228,92 @@ PTWM_INLINE void huf_flush(huf_writer *w) {
         for (k = 0; k < nbytes; k++) w->out[k] = (uint8_t)(w->bits >> (8 * k));
     }
     w->out += nbytes;
-    w->bits = nbytes == 8 ? 0 : w->bits >> (8 * nbytes);
+    w->bits = w->bits >> (8 * nbytes); /* nbytes <= 7: count <= 7 + 4 * 13 */
     w->count &= 7;
 }
 
-/* Encode one segment into [out, end) whose exact size the caller computed. */
-static void huf_encode_stream(const uint8_t *seg, size_t count, const uint32_t ce[256],
-                              uint8_t *out, uint8_t *end) {
-    huf_writer w;
-    size_t i = count;
-    w.bits = 0;
-    w.count = 0;
-    w.out = out;
-    w.end = end;
-#define HUF_PUT(s)                                          \
+/* All four segments at once, in lockstep, so the CPU has four independent
+ * chains (as the decoder does). Each stream is written only inside its own
+ * exact region [out[s], end[s]): the byte-wise flush near a region's end keeps
+ * an 8-byte store from clobbering the next stream's first bytes. */
+PTWM_INLINE void huf_encode_4streams(const uint8_t *src, const size_t begin[HUF_STREAMS + 1],
+                                     const uint32_t ce[256], uint8_t *const out[HUF_STREAMS],
+                                     uint8_t *const end[HUF_STREAMS]) {
+    huf_writer w0, w1, w2, w3;
+    const uint8_t *s0 = src + begin[0], *s1 = src + begin[1], *s2 = src + begin[2],
+                  *s3 = src + begin[3];
+    size_t q = begin[1], extra = begin[4] - begin[3] - q, i;
+    w0.bits = w1.bits = w2.bits = w3.bits = 0;
+    w0.count = w1.count = w2.count = w3.count = 0;
+    w0.out = out[0], w1.out = out[1], w2.out = out[2], w3.out = out[3];
+    w0.end = end[0], w1.end = end[1], w2.end = end[2], w3.end = end[3];
+#define HUF_PUT(w, s)                                       \
     do {                                                    \
         uint32_t e_ = ce[(s)];                              \
         w.bits |= (uint64_t)(e_ & 0xffff) << w.count;       \
         w.count += e_ >> 16;                                \
     } while (0)
+    /* segment 3's extra last symbols, so the rest runs in lockstep */
+    for (i = q + extra; i > q; i--) {
+        HUF_PUT(w3, s3[i - 1]);
+        huf_flush(&w3);
+    }
+    i = q;
     while (i % HUF_PER_REFILL_13) {
-        HUF_PUT(seg[--i]);
-        huf_flush(&w);
+        i--;
+        HUF_PUT(w0, s0[i]);
+        HUF_PUT(w1, s1[i]);
+        HUF_PUT(w2, s2[i]);
+        HUF_PUT(w3, s3[i]);
+        huf_flush(&w0);
+        huf_flush(&w1);
+        huf_flush(&w2);
+        huf_flush(&w3);
     }
     while (i) {
-        HUF_PUT(seg[i - 1]);
-        HUF_PUT(seg[i - 2]);
-        HUF_PUT(seg[i - 3]);
-        HUF_PUT(seg[i - 4]);
+        size_t k;
+        for (k = 1; k <= 4; k++) {
+            HUF_PUT(w0, s0[i - k]);
+            HUF_PUT(w1, s1[i - k]);
+            HUF_PUT(w2, s2[i - k]);
+            HUF_PUT(w3, s3[i - k]);
+        }
         i -= 4;
-        huf_flush(&w);
+        huf_flush(&w0);
+        huf_flush(&w1);
+        huf_flush(&w2);
+        huf_flush(&w3);
     }
 #undef HUF_PUT
-    w.bits |= (uint64_t)1 << w.count; /* sentinel */
-    w.count += 1 + 7;                 /* the sentinel, then round up to a byte */
-    huf_flush(&w);
+#define HUF_FINISH(w)                                                          \
+    do {                                                                       \
+        w.bits |= (uint64_t)1 << w.count; /* sentinel */                       \
+        w.count += 1 + 7;                 /* then round up to a byte */        \
+        huf_flush(&w);                                                         \
+    } while (0)
+    HUF_FINISH(w0);
+    HUF_FINISH(w1);
+    HUF_FINISH(w2);
+    HUF_FINISH(w3);
+#undef HUF_FINISH
 }
+
+typedef void (*huf_enc_fn)(const uint8_t *, const size_t *, const uint32_t *, uint8_t *const *,
+                           uint8_t *const *);
+static void huf_encode_plain(const uint8_t *src, const size_t *begin, const uint32_t *ce,
+                             uint8_t *const *out, uint8_t *const *end) {
+    huf_encode_4streams(src, begin, ce, out, end);
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HUF_ENC_BMI2 1
+__attribute__((target("bmi2"))) static void huf_encode_bmi2(const uint8_t *src,
+                                                            const size_t *begin,
+                                                            const uint32_t *ce,
+                                                            uint8_t *const *out,
+                                                            uint8_t *const *end) {
+    huf_encode_4streams(src, begin, ce, out, end);
+}
+#endif
 
 /* Planes that will not shrink (sign+mantissa planes carry ~7.97 bits) are
  * recognised from a sample of 32 windows of 256 bytes, as zstd does for
@@ -362,9 +412,20 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
     p += nib;
     for (s = 0; s < HUF_STREAMS; s++) ptwm_store_le32(p + 4 * s, (uint32_t)ssize[s]);
     p += HUF_JUMP_BYTES;
-    for (s = 0; s < HUF_STREAMS; s++) {
-        huf_encode_stream(src + begin[s], begin[s + 1] - begin[s], ce, p, dst + cap);
-        p += ssize[s];
+    {
+        uint8_t *out[HUF_STREAMS], *end[HUF_STREAMS];
+        for (s = 0; s < HUF_STREAMS; s++) {
+            out[s] = p;
+            p += ssize[s];
+            end[s] = p;
+        }
+        {
+            huf_enc_fn enc = huf_encode_plain;
+#ifdef HUF_ENC_BMI2
+            if (__builtin_cpu_supports("bmi2")) enc = huf_encode_bmi2;
+#endif
+            enc(src, begin, ce, out, end);
+        }
     }
     *out_len = total;
     return PTWM_OK;
