@@ -2,7 +2,11 @@
  * layer. Only one layer's floats are in memory at a time: each layer gets its
  * own array, filled by one ptwm_load_layout call and freed before the next.
  *
- *   example_load_layers SRC
+ *   example_load_layers SRC [DEPTH]
+ *
+ * DEPTH groups tensors by their first DEPTH name components (3 for
+ * "model.layers.7.*" in a Hugging Face transformer); 0, the default, by the
+ * name up to its last '/' or '.'.
  *
  * SRC is a safetensors file, a Hugging Face directory, a .ptwm file or a
  * .ptwm directory; the loads and the checksums are the same for all of them. */
@@ -11,11 +15,16 @@
 #include <string.h>
 #include "ptwm.h"
 
-/* The layer's name: the first tensor's name up to its last '/' or '.'. */
-static int prefix_len(const char *name) {
-    const char *a = strrchr(name, '/'), *b = strrchr(name, '.');
-    const char *cut = a > b ? a : b;
-    return (int)(cut ? (size_t)(cut - name) : strlen(name));
+/* The layer's name: the part of a name ptwm_layout_group_end groups by. */
+static int key_len(const char *name, unsigned depth) {
+    const char *p, *cut = NULL;
+    unsigned seen = 0;
+    for (p = name; *p; p++) {
+        if (*p != '/' && *p != '.') continue;
+        if (depth == 0) cut = p;
+        else if (++seen == depth) return (int)(p - name);
+    }
+    return (int)(cut && depth == 0 ? (size_t)(cut - name) : strlen(name));
 }
 
 /* FNV-1a over the floats' bytes: any changed bit changes it. */
@@ -34,11 +43,13 @@ int main(int argc, char **argv) {
     const ptwm_layout_entry *e;
     size_t n, start, end, layers = 0;
     uint64_t total = 0;
+    unsigned depth;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SRC\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s SRC [DEPTH]\n", argv[0]);
         return 2;
     }
+    depth = argc == 3 ? (unsigned)strtoul(argv[2], NULL, 10) : 0;
     /* A real program writes its own layout (its parameters' names and shapes,
      * in its order); here the file's tensors, sorted so a layer's tensors
      * (names sharing the prefix before the last '/' or '.') are adjacent. */
@@ -55,7 +66,7 @@ int main(int argc, char **argv) {
         uint64_t count, i;
         double sum = 0;
         float *w;
-        end = ptwm_layout_group_end(e, n, start);
+        end = ptwm_layout_group_end(e, n, start, depth);
         if (ptwm_layout_elements(e + start, end - start, &count, &err) != PTWM_OK) break;
         w = (float *)malloc(count ? count * sizeof(float) : 1);
         if (!w) {
@@ -70,7 +81,7 @@ int main(int argc, char **argv) {
         }
         for (i = 0; i < count; i++) sum += w[i];
         printf("%-48.*s %3zu tensors %9llu floats  sum %+.6e  fnv %08x\n",
-               prefix_len(e[start].name), e[start].name, end - start, (unsigned long long)count, sum, fnv1a(w, count));
+               key_len(e[start].name, depth), e[start].name, end - start, (unsigned long long)count, sum, fnv1a(w, count));
         free(w);  /* this layer's memory is gone before the next is read */
         total += count;
         layers++;

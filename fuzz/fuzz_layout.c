@@ -50,8 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             __builtin_trap();
     }
     /* grouping and sorting stay in bounds and keep every entry */
-    for (i = 0; i < n; i = ptwm_layout_group_end(e, n, i))
-        if (ptwm_layout_group_end(e, n, i) <= i) __builtin_trap();
+    for (i = 0; i < n; i = ptwm_layout_group_end(e, n, i, 0))
+        if (ptwm_layout_group_end(e, n, i, 0) <= i) __builtin_trap();
     ptwm_layout_sort_by_name(l2);
     e2 = ptwm_layout_entries(l2, &n2);
     for (i = 1; i < n2; i++)

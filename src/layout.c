@@ -200,21 +200,29 @@ void ptwm_layout_sort_by_name(ptwm_layout *l) {
     free(items);
 }
 
-/* Length of a name's layer prefix: up to its last '/' or '.'. */
-static size_t prefix_len(const char *name) {
+/* Length of a name's layer key: with depth 0, up to its last '/' or '.';
+ * else its first `depth` components (the whole name if it has fewer). */
+static size_t key_len(const char *name, unsigned depth) {
     size_t i, cut = strlen(name);
+    unsigned seen = 0;
+    if (depth == 0) {
+        for (i = 0; name[i]; i++)
+            if (name[i] == '/' || name[i] == '.') cut = i;
+        return cut;
+    }
     for (i = 0; name[i]; i++)
-        if (name[i] == '/' || name[i] == '.') cut = i;
+        if ((name[i] == '/' || name[i] == '.') && ++seen == depth) return i;
     return cut;
 }
 
-size_t ptwm_layout_group_end(const ptwm_layout_entry *entries, size_t n, size_t start) {
-    size_t plen, end;
+size_t ptwm_layout_group_end(const ptwm_layout_entry *entries, size_t n, size_t start,
+                             unsigned depth) {
+    size_t klen, end;
     if (start >= n) return start;
-    plen = prefix_len(entries[start].name);
+    klen = key_len(entries[start].name, depth);
     for (end = start + 1; end < n; end++) {
         const char *nm = entries[end].name;
-        if (prefix_len(nm) != plen || memcmp(nm, entries[start].name, plen) != 0) break;
+        if (key_len(nm, depth) != klen || memcmp(nm, entries[start].name, klen) != 0) break;
     }
     return end;
 }

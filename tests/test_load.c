@@ -180,7 +180,7 @@ static void test_layers(const char *path) {
     for (start = 0; start < n; start = end) {
         uint64_t cnt;
         float *part;
-        end = ptwm_layout_group_end(e, n, start);
+        end = ptwm_layout_group_end(e, n, start, 0);
         CHECK(end > start);
         if (end <= start) break;
         ptwm_layout_elements(e + start, end - start, &cnt, &err);
@@ -390,6 +390,27 @@ static void test_pread_and_misaligned(void) {
     ptwm_source_close(s);
 }
 
+/* Layer keys: depth 0 is the name up to its last separator, depth k its first
+ * k components. */
+static void test_groups(void) {
+    static const uint64_t one[] = {1};
+    static const ptwm_layout_entry e[] = {
+        {"model.embed_tokens.weight", 1, one},      {"model.layers.0.mlp.down_proj.weight", 1, one},
+        {"model.layers.0.mlp.up_proj.weight", 1, one}, {"model.layers.0.self_attn.q_proj.weight", 1, one},
+        {"model.layers.1.mlp.down_proj.weight", 1, one}, {"model.layers.10.mlp.up_proj.weight", 1, one},
+        {"model.norm.weight", 1, one},              {"lm_head", 1, one}};
+    size_t n = sizeof(e) / sizeof(e[0]);
+    CHECK(ptwm_layout_group_end(e, n, 0, 3) == 1);
+    CHECK(ptwm_layout_group_end(e, n, 1, 3) == 4);   /* model.layers.0 */
+    CHECK(ptwm_layout_group_end(e, n, 4, 3) == 5);   /* model.layers.1, not .10 */
+    CHECK(ptwm_layout_group_end(e, n, 5, 3) == 6);
+    CHECK(ptwm_layout_group_end(e, n, 1, 4) == 3);   /* model.layers.0.mlp */
+    CHECK(ptwm_layout_group_end(e, n, 1, 0) == 2);   /* up to the last '.': one tensor each */
+    CHECK(ptwm_layout_group_end(e, n, 6, 3) == 7);   /* fewer components: the whole name */
+    CHECK(ptwm_layout_group_end(e, n, 7, 0) == 8);
+    CHECK(ptwm_layout_group_end(e, n, 8, 0) == 8);
+}
+
 static void test_raw_and_json(void) {
     char path[600], dir[600];
     float vals[100], got[100];
@@ -522,6 +543,7 @@ int main(void) {
     test_raw_and_json();
     test_layers(tu_corpus_path("emotion.f32.safetensors"));
     test_layers(tu_corpus_path("handlandmark-full.f16.safetensors"));
+    test_groups();
     test_pread_and_misaligned();
     test_export();
     for (i = 0; i < 3; i++) test_kinds(kinds[i]);
