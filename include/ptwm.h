@@ -637,9 +637,14 @@ PTWM_API const ptwm_layout_entry *ptwm_layout_entries(const ptwm_layout *l, size
 PTWM_API void ptwm_layout_sort_by_name(ptwm_layout *l);
 PTWM_API void ptwm_layout_free(ptwm_layout *l);
 /* Layer iteration: the end (exclusive) of the run of entries from `start`
- * whose names share entries[start]'s prefix up to its last '/' or '.' (the
- * whole name when it has neither). Returns start for start >= n. */
-PTWM_API size_t ptwm_layout_group_end(const ptwm_layout_entry *entries, size_t n, size_t start);
+ * whose names share entries[start]'s layer key. Names split into components
+ * at '/' and '.'; with depth 0 the key is the name up to its last separator
+ * ("conv2d_1/kernel" and "conv2d_1/bias" share "conv2d_1"), else its first
+ * `depth` components (depth 3: "model.layers.7" for every tensor of that
+ * transformer block); a name with fewer components is its own key. Returns
+ * start for start >= n. */
+PTWM_API size_t ptwm_layout_group_end(const ptwm_layout_entry *entries, size_t n, size_t start,
+                                      unsigned depth);
 
 /* Widening kernels: exact for every bit pattern. BF16: bits << 16. F16: the
  * value itself; a NaN keeps its payload shifted into place (as numpy does; a
