@@ -14,11 +14,11 @@
  *   tables      O0: one frequency table.
  *               O1: a symbol set naming the contexts that have a table, then
  *                   one frequency table per such context, ascending.
- *   states      8 x u32, the final encoder states = initial decoder states,
- *               each in [L, 2^32) with L = 2^16.
+ *   states      S x u32 (S = 32 for O0, 8 for O1): the final encoder states =
+ *               the initial decoder states, each in [L, 2^32) with L = 2^16.
  *   words       u16 renormalisation words, in the order the decoder reads them.
  *   Nothing follows: the decoder must consume exactly every word and end with
- *   all 8 states equal to L (the encoder's initial value).
+ *   all S states equal to L (the encoder's initial value).
  *
  *   symbol set: byte R.
  *     R == 0:     32 bytes of bitmap follow; symbol s is present if bit (s & 7)
@@ -32,12 +32,12 @@
  *     bytes 0x80 | (v >> 8), v & 0xff (and then v >= 128). The frequencies
  *     must sum to exactly M = 2^prec.
  *
- *   Coding. 8 states x[0..7], L = 2^16, 16-bit renormalisation. A symbol s
+ *   Coding. S states x[0..S-1], L = 2^16, 16-bit renormalisation. A symbol s
  *   with frequency f and cumulative frequency c (sum of the frequencies of the
  *   symbols below s in the same table) is decoded from state x as
  *       slot = x mod M  (c <= slot < c + f),  x = f * (x >> prec) + slot - c,
  *       then if x < L: x = (x << 16) | next u16 word.
- *   O0: symbol i (0 <= i < n) is decoded with state i mod 8 and the one table.
+ *   O0: symbol i (0 <= i < n) is decoded with state i mod 32 and the one table.
  *   O1: the plane is cut into 8 segments: segment k < 7 is [k*q, (k+1)*q) with
  *     q = floor(n / 8), segment 7 is [7q, n). Segment k is decoded by state k;
  *     the context of its first symbol is 0, of every other symbol the previous
@@ -46,19 +46,24 @@
  *     symbols 8q..n-1 of segment 7 alone. Each context met must have a table.
  *
  * Why this shape: 16-bit renormalisation with L = 2^16 needs at most one read
- * per symbol, so the decoder renormalises without a branch; eight independent
- * states keep eight multiply chains in flight. The encoder picks prec (and with
- * order -1 the order) from an exact table cost plus an entropy estimate. */
+ * per symbol, so the decoder renormalises without a branch (a mask; whether a
+ * state needs a word is close to a coin toss on weight planes). Order 0 has
+ * 32 states so that an AVX2 decoder keeps four vectors of 8 in flight (one
+ * vector alone waits on its gathers); the scalar decoder runs them 8 at a time
+ * in registers. Order 1 keeps 8 segments: its state chains already wait on
+ * the previous symbol. The encoder picks prec (and with order -1 the order)
+ * from an exact table cost plus an entropy estimate; tables are normalised
+ * exactly (largest remainder, every present symbol at least 1). */
 #include <math.h>
 #include <stdlib.h>
 #include "entropy.h"
 
-#define RANS_STATES 8
+#define RANS_STATES 8     /* order 1: one state per segment */
+#define RANS_O0_STATES 32 /* order 0: four vectors of eight */
 #define RANS_L (1u << 16)
 #define RANS_PREC_MIN 8
 #define RANS_PREC_MAX0 15
 #define RANS_PREC_MAX1 12
-#define RANS_HEAD_STATES (4 * RANS_STATES)
 
 enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3 };
 
@@ -309,24 +314,24 @@ PTWM_INLINE uint32_t enc_put(uint32_t x, const enc_sym *e, unsigned prec, ewrite
 
 /* Start a stream whose words go down from `end` and whose states will go in
  * front of them, no lower than `at`; 0 if there is no room even for those. */
-static int enc_start(ewriter *w, uint32_t x[RANS_STATES], uint8_t *at, uint8_t *end) {
+static int enc_start(ewriter *w, uint32_t *x, int states, uint8_t *at, uint8_t *end) {
     int k;
-    for (k = 0; k < RANS_STATES; k++) x[k] = RANS_L;
-    if (end - at < RANS_HEAD_STATES) return 0;
+    for (k = 0; k < states; k++) x[k] = RANS_L;
+    if (end - at < 4 * states) return 0;
     w->p = end;
-    w->lim = at + RANS_HEAD_STATES;
+    w->lim = at + 4 * states;
     w->full = 0;
     return 1;
 }
 
 /* Finish a stream: states go in front of the words; move the whole stream to
  * `at` and return its length, or 0 if it did not fit. */
-static size_t enc_finish(ewriter *w, const uint32_t x[RANS_STATES], uint8_t *at, uint8_t *end) {
+static size_t enc_finish(ewriter *w, const uint32_t *x, int states, uint8_t *at, uint8_t *end) {
     int k;
     size_t len;
-    if (w->full || w->p - at < RANS_HEAD_STATES) return 0;
-    w->p -= RANS_HEAD_STATES;
-    for (k = 0; k < RANS_STATES; k++) ptwm_store_le32(w->p + 4 * k, x[k]);
+    if (w->full || w->p - at < 4 * states) return 0;
+    w->p -= 4 * states;
+    for (k = 0; k < states; k++) ptwm_store_le32(w->p + 4 * k, x[k]);
     len = (size_t)(end - w->p);
     memmove(at, w->p, len);
     return len;
@@ -334,16 +339,16 @@ static size_t enc_finish(ewriter *w, const uint32_t x[RANS_STATES], uint8_t *at,
 
 static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t, unsigned prec,
                                uint8_t *at, uint8_t *end) {
-    uint32_t x[RANS_STATES];
+    uint32_t x[RANS_O0_STATES];
     ewriter w;
     size_t i;
-    if (!enc_start(&w, x, at, end)) return 0;
+    if (!enc_start(&w, x, RANS_O0_STATES, at, end)) return 0;
     for (i = n; i-- > 0;) {
-        uint32_t *xs = &x[i % RANS_STATES];
+        uint32_t *xs = &x[i % RANS_O0_STATES];
         *xs = enc_put(*xs, &t[src[i]], prec, &w);
         if (unlikely(w.full)) return 0;
     }
-    return enc_finish(&w, x, at, end);
+    return enc_finish(&w, x, RANS_O0_STATES, at, end);
 }
 
 /* Segment k of the order-1 layout: start and length. */
@@ -359,7 +364,7 @@ static size_t encode_o1_stream(const uint8_t *src, size_t n, const enc_sym *t /*
     size_t q = n / RANS_STATES, start7, len7, j;
     ewriter w;
     int k;
-    if (!enc_start(&w, x, at, end)) return 0;
+    if (!enc_start(&w, x, RANS_STATES, at, end)) return 0;
     o1_segment(n, RANS_STATES - 1, &start7, &len7);
     /* Reverse of the decoder's order: segment 7's own tail first. */
     for (j = len7; j-- > q;) {
@@ -375,7 +380,7 @@ static size_t encode_o1_stream(const uint8_t *src, size_t n, const enc_sym *t /*
         }
         if (unlikely(w.full)) return 0;
     }
-    return enc_finish(&w, x, at, end);
+    return enc_finish(&w, x, RANS_STATES, at, end);
 }
 
 /* Order-1 model: counts per context, as the decoder meets them. */
@@ -414,7 +419,7 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     uint32_t freq[256];
     unsigned prec;
     for (prec = 10; prec <= RANS_PREC_MAX0; prec++) {
-        double e = 2 + RANS_HEAD_STATES + est_table(cnt, n, prec, freq);
+        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
         /* A higher precision must earn its bigger (slower) decode table. */
         if (!best.prec || e < best.est * 0.9995) {
             best.prec = prec;
@@ -431,7 +436,7 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256]) {
     int c;
     for (c = 0; c < 256; c++) used[c] = ctx_total[c] != 0;
     for (prec = 9; prec <= RANS_PREC_MAX1; prec++) {
-        double e = 2 + RANS_HEAD_STATES + (double)symset_write(used, NULL);
+        double e = 2 + 4 * RANS_STATES + (double)symset_write(used, NULL);
         for (c = 0; c < 256; c++)
             if (ctx_total[c]) e += est_table(cnt + 256 * c, ctx_total[c], prec, freq);
         if (!best.prec || e < best.est * 0.9995) {
@@ -572,62 +577,173 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
         }                                                            \
     } while (0)
 
-static ptwm_error read_states(rcur *c, uint32_t x[RANS_STATES]) {
+static ptwm_error read_states(rcur *c, uint32_t *x, int states) {
     int k;
-    PTWM_CHECK(c->end - c->p >= RANS_HEAD_STATES);
-    for (k = 0; k < RANS_STATES; k++) {
+    PTWM_CHECK(c->end - c->p >= 4 * states);
+    for (k = 0; k < states; k++) {
         x[k] = ptwm_load_le32(c->p + 4 * k);
         /* Below L the one-read renormalisation would not restore the range. */
         PTWM_CHECK(x[k] >= RANS_L);
     }
-    c->p += RANS_HEAD_STATES;
+    c->p += 4 * states;
     return PTWM_OK;
 }
 
-static ptwm_error check_end(const uint8_t *p, const uint8_t *end, const uint32_t x[RANS_STATES]) {
+static ptwm_error check_end(const uint8_t *p, const uint8_t *end, const uint32_t *x, int states) {
     int k;
     PTWM_CHECK(p == end);
-    for (k = 0; k < RANS_STATES; k++) PTWM_CHECK(x[k] == RANS_L);
+    for (k = 0; k < states; k++) PTWM_CHECK(x[k] == RANS_L);
     return PTWM_OK;
 }
 
 /* The tables of one order-0 stream: slot -> (freq, bias) and slot -> symbol. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#define RANS_AVX2 1
+#include <immintrin.h>
+#include <pthread.h>
+
+/* rans_lanes[m][k]: for a set m of lanes that need a word, which of the next
+ * words lane k takes (the words go to the needing lanes in lane order, as the
+ * scalar decoder reads them). */
+static uint32_t rans_lanes[256][RANS_STATES];
+static pthread_once_t rans_lanes_once = PTHREAD_ONCE_INIT;
+
+static void rans_lanes_init(void) {
+    int m, k;
+    for (m = 0; m < 256; m++) {
+        uint32_t next = 0;
+        for (k = 0; k < RANS_STATES; k++) rans_lanes[m][k] = (m >> k) & 1 ? next++ : 0;
+    }
+}
+
+/* Checked once; the table is built before any vector loop can use it. */
+static int rans_have_avx2(void) {
+    static int have = -1;
+    int h = __atomic_load_n(&have, __ATOMIC_ACQUIRE);
+    if (h < 0) {
+        h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+        if (h) pthread_once(&rans_lanes_once, rans_lanes_init);
+        __atomic_store_n(&have, h, __ATOMIC_RELEASE);
+    }
+    return h;
+}
+
+/* One vector step: 8 states X (lanes k = state 8v + k) decode 8 symbols to
+ * dst and take their renormalisation words from p. */
+#define RANS_AVX2_STEP(X, OUT)                                                                  \
+    do {                                                                                        \
+        __m256i slot_ = _mm256_and_si256(X, slot_mask);                                        \
+        __m256i e_ = _mm256_i32gather_epi32((const int *)tab, slot_, 4);                       \
+        __m256i s_ = _mm256_i32gather_epi32((const int *)sym, slot_, 1);                       \
+        __m256i need_, w_;                                                                      \
+        unsigned m_;                                                                            \
+        uint32_t lo_, hi_;                                                                      \
+        X = _mm256_add_epi32(                                                                   \
+            _mm256_mullo_epi32(_mm256_srli_epi32(e_, 16), _mm256_srl_epi32(X, shift)),          \
+            _mm256_and_si256(e_, low16));                                                       \
+        need_ = _mm256_cmpeq_epi32(_mm256_srli_epi32(X, 16), zero);                             \
+        m_ = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need_));                          \
+        w_ = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));                        \
+        w_ = _mm256_permutevar8x32_epi32(w_,                                                    \
+                                         _mm256_loadu_si256((const __m256i *)rans_lanes[m_]));  \
+        X = _mm256_blendv_epi8(X, _mm256_or_si256(_mm256_slli_epi32(X, 16), w_), need_);        \
+        p += 2 * (unsigned)__builtin_popcount(m_);                                              \
+        s_ = _mm256_shuffle_epi8(s_, pick);                                                     \
+        lo_ = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(s_));                          \
+        hi_ = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(s_, 1));                     \
+        memcpy((OUT), &lo_, 4);                                                                 \
+        memcpy((OUT) + 4, &hi_, 4);                                                             \
+    } while (0)
+
+/* The order-0 fast loop with the 32 states in four vectors: two gathers
+ * (entry and symbol, same index) per 8 symbols, renormalisation by a lane
+ * permutation of the next 8 words. Four independent vectors keep the gather
+ * latency hidden. Same margin as the scalar loop; returns how many symbols it
+ * decoded (a multiple of 32) and advances *pp. The symbol gather reads 4
+ * bytes at sym + slot, so sym has 3 bytes of slack. */
+__attribute__((target("avx2,popcnt"))) static size_t
+decode_o0_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec, const uint8_t **pp,
+               const uint8_t *end, uint32_t x[RANS_O0_STATES], uint8_t *dst, size_t n) {
+    const uint8_t *p = *pp;
+    const __m256i slot_mask = _mm256_set1_epi32((int)((1u << prec) - 1));
+    const __m256i low16 = _mm256_set1_epi32(0xffff), zero = _mm256_setzero_si256();
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, -1, -1);
+    const __m128i shift = _mm_cvtsi32_si128((int)prec);
+    __m256i X0 = _mm256_loadu_si256((const __m256i *)x);
+    __m256i X1 = _mm256_loadu_si256((const __m256i *)(x + 8));
+    __m256i X2 = _mm256_loadu_si256((const __m256i *)(x + 16));
+    __m256i X3 = _mm256_loadu_si256((const __m256i *)(x + 24));
+    size_t i = 0;
+    /* A round reads at most 32 words; each step's 16-byte load stays inside. */
+    while (n - i >= RANS_O0_STATES && end - p >= 2 * RANS_O0_STATES) {
+        RANS_AVX2_STEP(X0, dst + i);
+        RANS_AVX2_STEP(X1, dst + i + 8);
+        RANS_AVX2_STEP(X2, dst + i + 16);
+        RANS_AVX2_STEP(X3, dst + i + 24);
+        i += RANS_O0_STATES;
+    }
+    _mm256_storeu_si256((__m256i *)x, X0);
+    _mm256_storeu_si256((__m256i *)(x + 8), X1);
+    _mm256_storeu_si256((__m256i *)(x + 16), X2);
+    _mm256_storeu_si256((__m256i *)(x + 24), X3);
+    *pp = p;
+    return i;
+}
+#endif
+
 static ptwm_error decode_o0_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
                                 unsigned prec, const uint8_t *p, const uint8_t *end,
-                                uint32_t x[RANS_STATES], uint8_t *restrict dst, size_t n) {
+                                uint32_t x[RANS_O0_STATES], uint8_t *restrict dst, size_t n) {
     uint32_t mask = (1u << prec) - 1;
-    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3], x4 = x[4], x5 = x[5], x6 = x[6],
-             x7 = x[7];
     size_t i = 0;
-    /* One round reads at most 8 words. */
-    while (n - i >= RANS_STATES && end - p >= 2 * RANS_STATES) {
-        RANS_DEC_FAST(x0, tab, sym, dst[i + 0]);
-        RANS_DEC_FAST(x1, tab, sym, dst[i + 1]);
-        RANS_DEC_FAST(x2, tab, sym, dst[i + 2]);
-        RANS_DEC_FAST(x3, tab, sym, dst[i + 3]);
-        RANS_DEC_FAST(x4, tab, sym, dst[i + 4]);
-        RANS_DEC_FAST(x5, tab, sym, dst[i + 5]);
-        RANS_DEC_FAST(x6, tab, sym, dst[i + 6]);
-        RANS_DEC_FAST(x7, tab, sym, dst[i + 7]);
-        i += RANS_STATES;
+    int g;
+    /* One round reads at most 32 words; eight states at a time in registers. */
+    while (n - i >= RANS_O0_STATES && end - p >= 2 * RANS_O0_STATES) {
+        for (g = 0; g < RANS_O0_STATES; g += 8) {
+            uint32_t x0 = x[g], x1 = x[g + 1], x2 = x[g + 2], x3 = x[g + 3], x4 = x[g + 4],
+                     x5 = x[g + 5], x6 = x[g + 6], x7 = x[g + 7];
+            uint8_t *o = dst + i + g;
+            RANS_DEC_FAST(x0, tab, sym, o[0]);
+            RANS_DEC_FAST(x1, tab, sym, o[1]);
+            RANS_DEC_FAST(x2, tab, sym, o[2]);
+            RANS_DEC_FAST(x3, tab, sym, o[3]);
+            RANS_DEC_FAST(x4, tab, sym, o[4]);
+            RANS_DEC_FAST(x5, tab, sym, o[5]);
+            RANS_DEC_FAST(x6, tab, sym, o[6]);
+            RANS_DEC_FAST(x7, tab, sym, o[7]);
+            x[g] = x0, x[g + 1] = x1, x[g + 2] = x2, x[g + 3] = x3, x[g + 4] = x4,
+            x[g + 5] = x5, x[g + 6] = x6, x[g + 7] = x7;
+        }
+        i += RANS_O0_STATES;
     }
-    x[0] = x0, x[1] = x1, x[2] = x2, x[3] = x3, x[4] = x4, x[5] = x5, x[6] = x6, x[7] = x7;
-    for (; i < n; i++) RANS_DEC_SAFE(x[i % RANS_STATES], tab, sym, dst[i]);
-    return check_end(p, end, x);
+    for (; i < n; i++) RANS_DEC_SAFE(x[i % RANS_O0_STATES], tab, sym, dst[i]);
+    return check_end(p, end, x, RANS_O0_STATES);
 }
 
 static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
-    uint32_t freq[256], x[RANS_STATES];
+    uint32_t freq[256], x[RANS_O0_STATES];
     uint32_t *tab;
+    uint8_t *sym;
     ptwm_error e = freqtab_read(c, prec, freq);
     if (e) return e;
-    e = read_states(c, x);
+    e = read_states(c, x, RANS_O0_STATES);
     if (e) return e;
-    tab = (uint32_t *)ptwm_malloc((sizeof(uint32_t) + 1) << prec);
+    /* 3 bytes of slack after the symbols for the vector loop's gather */
+    tab = (uint32_t *)ptwm_malloc(((sizeof(uint32_t) + 1) << prec) + 4);
     if (!tab) return PTWM_ERR_NOMEM;
-    build_dtab(freq, prec, tab, (uint8_t *)(tab + ((size_t)1 << prec)));
-    e = decode_o0_run(tab, (const uint8_t *)(tab + ((size_t)1 << prec)), prec, c->p, c->end, x,
-                      dst, n);
+    sym = (uint8_t *)(tab + ((size_t)1 << prec));
+    memset(sym + ((size_t)1 << prec), 0, 4);
+    build_dtab(freq, prec, tab, sym);
+#ifdef RANS_AVX2
+    if (rans_have_avx2()) {
+        size_t done = decode_o0_avx2(tab, sym, prec, &c->p, c->end, x, dst, n);
+        dst += done;
+        n -= done;
+    }
+#endif
+    e = decode_o0_run(tab, sym, prec, c->p, c->end, x, dst, n);
     free(tab);
     return e;
 }
@@ -685,7 +801,7 @@ static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *res
         dst[j] = s;
         ctx[7] = s;
     }
-    return check_end(p, end, x);
+    return check_end(p, end, x, RANS_STATES);
 }
 
 /* Every context the plane used must have had a table. */
@@ -718,7 +834,7 @@ static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
         if (e) goto out_freq;
         ntab++;
     }
-    e = read_states(c, x);
+    e = read_states(c, x, RANS_STATES);
     if (e) goto out_freq;
     /* ntab + 1 tables of at most 2^12 slots: at most 5.3 MB, and each table
      * was paid for by at least 3 input bytes. */

@@ -171,7 +171,7 @@ static size_t parse_freqtab(const uint8_t *enc, size_t pos, uint8_t *shift) {
 /* Truncation, extension and table damage must be rejected; damage to states
  * and words must be rejected or decode in bounds to exactly n bytes. */
 static void mutate_all(const uint8_t *src, size_t n, int order, const char *what) {
-    size_t cap = ptwm_rans_bound(n), len = 0, i, tables_end, ctxs, c;
+    size_t cap = ptwm_rans_bound(n), len = 0, i, tables_end, ctxs, c, state_bytes;
     uint8_t *enc = malloc(cap + 8), *m = malloc(cap + 8), *shift = calloc(1, cap + 8);
     CHECK(enc && m && shift);
     CHECK(ptwm_rans_encode(src, n, order, enc, cap, &len) == PTWM_OK);
@@ -182,7 +182,9 @@ static void mutate_all(const uint8_t *src, size_t n, int order, const char *what
         tables_end = parse_symset(enc, 2, shift, &ctxs);
         for (c = 0; c < ctxs; c++) tables_end = parse_freqtab(enc, tables_end, shift);
     }
-    CHECK(tables_end + 32 <= len);
+    /* order 0 has 32 states, order 1 has 8 */
+    state_bytes = enc[0] == 2 ? 128 : 32;
+    CHECK(tables_end + state_bytes <= len);
     /* truncated: every prefix */
     for (i = 0; i < len; i++) CHECK_MSG(dec(enc, i, n) == PTWM_ERR_CORRUPT, "%s: prefix %zu", what, i);
     /* extended by a byte of any value */
@@ -194,7 +196,7 @@ static void mutate_all(const uint8_t *src, size_t n, int order, const char *what
     /* flipped bits in the tables and the states, and in the last words */
     for (i = 0; i < len; i++) {
         int bit;
-        if (i >= tables_end + 32 && i + 16 < len) continue;
+        if (i >= tables_end + state_bytes && i + 16 < len) continue;
         for (bit = 0; bit < 8; bit += 3) {
             ptwm_error rc;
             memcpy(m, enc, len);
@@ -216,7 +218,7 @@ static void mutate_all(const uint8_t *src, size_t n, int order, const char *what
 }
 
 static void test_hostile(void) {
-    uint8_t *b = malloc(70000), buf[600];
+    uint8_t *b = malloc(70000), buf[600] = {0};
     uint64_t seed = 99;
     size_t i;
     CHECK(b);
@@ -243,47 +245,48 @@ static void test_hostile(void) {
     CHECK(dec(buf, 3, 4) == PTWM_ERR_CORRUPT);
     CHECK(dec(buf, 1, 4) == PTWM_ERR_CORRUPT);
 
-    /* Hand-made O0 stream: prec 8, symbols {0, 1} (one run), freqs, states. */
+    /* Hand-made O0 stream: prec 8, symbols {0, 1} (one run), freqs 100 (one
+     * byte: 99) and 156 (two bytes: 0x80, 155), then the 32 states (SB bytes),
+     * all L = 0x00010000. */
     {
-        static const uint8_t head[] = {2, 8, 1, 0, 1};
-        static const uint8_t exact[] = {99, 0x80, 155};
-        size_t h = sizeof(head);
+        enum { SB = 4 * 32 };
+        static const uint8_t head[] = {2, 8, 1, 0, 1, 99, 0x80, 155};
+        const size_t h = sizeof(head), size = h + SB;
+        uint8_t *st = buf + h;
         memcpy(buf, head, h);
-        /* freqs 100 (one byte: 99) and 156 (two bytes: 0x80, 155); states = L */
-        memcpy(buf + h, exact, 3);
-        for (i = 0; i < 32; i++) buf[h + 3 + i] = i % 4 == 2 ? 1 : 0;
-        CHECK(dec(buf, h + 35, 0) == PTWM_OK); /* zero symbols, states at L */
-        buf[h + 2] = 199; /* over-full: 100 + 200 */
-        CHECK(dec(buf, h + 35, 0) == PTWM_ERR_CORRUPT);
-        buf[h + 2] = 99; /* under-full: 100 + 100 */
-        CHECK(dec(buf, h + 35, 0) == PTWM_ERR_CORRUPT);
-        buf[h] = 0x80; /* 100 in a non-canonical two-byte form */
-        buf[h + 1] = 99;
-        buf[h + 2] = 155; /* and then 155 + 1 taken as one byte: misparse */
-        CHECK(dec(buf, h + 35, 0) == PTWM_ERR_CORRUPT);
-        memcpy(buf + h, exact, 3);
-        CHECK(dec(buf, h + 35, 0) == PTWM_OK);
-        h++; /* from here on the states start at buf + h + 2 */
+        for (i = 0; i < SB; i++) st[i] = i % 4 == 2 ? 1 : 0;
+        CHECK(dec(buf, size, 0) == PTWM_OK); /* zero symbols, states at L */
+        CHECK(dec(buf, size - 1, 0) == PTWM_ERR_CORRUPT);
+        buf[7] = 199; /* over-full: 100 + 200 */
+        CHECK(dec(buf, size, 0) == PTWM_ERR_CORRUPT);
+        buf[7] = 99; /* under-full: 100 + 100 */
+        CHECK(dec(buf, size, 0) == PTWM_ERR_CORRUPT);
+        buf[5] = 0x80; /* 100 in a non-canonical two-byte form, then 155 + 1 */
+        buf[6] = 99;
+        buf[7] = 155;
+        CHECK(dec(buf, size, 0) == PTWM_ERR_CORRUPT);
+        memcpy(buf, head, h);
+        CHECK(dec(buf, size, 0) == PTWM_OK);
         /* a state below L, or above it with nothing to decode: bad final state */
-        buf[h + 2 + 2] = 0;
-        CHECK(dec(buf, h + 34, 0) == PTWM_ERR_CORRUPT);
-        buf[h + 2 + 2] = 1;
-        buf[h + 2 + 1] = 1;
-        CHECK(dec(buf, h + 34, 0) == PTWM_ERR_CORRUPT);
-        buf[h + 2 + 1] = 0;
+        st[4 * 5 + 2] = 0;
+        CHECK(dec(buf, size, 0) == PTWM_ERR_CORRUPT);
+        st[4 * 5 + 2] = 1;
+        st[4 * 31 + 1] = 1;
+        CHECK(dec(buf, size, 0) == PTWM_ERR_CORRUPT);
+        st[4 * 31 + 1] = 0;
         /* precision out of range */
         buf[1] = 7;
-        CHECK(dec(buf, h + 34, 0) == PTWM_ERR_CORRUPT);
+        CHECK(dec(buf, size, 0) == PTWM_ERR_CORRUPT);
         buf[1] = 16;
-        CHECK(dec(buf, h + 34, 0) == PTWM_ERR_CORRUPT);
+        CHECK(dec(buf, size, 0) == PTWM_ERR_CORRUPT);
         buf[1] = 8;
-        CHECK(dec(buf, h + 34, 0) == PTWM_OK);
+        CHECK(dec(buf, size, 0) == PTWM_OK);
         /* symbol runs: gap 0 after a run (not canonical), run past 255, R > 128 */
         {
             static const uint8_t runs_bad[][5] = {{2, 0, 0, 0, 0}, {1, 250, 9, 0, 0}, {129, 0, 0, 0, 0}};
             for (i = 0; i < 3; i++) {
                 memcpy(buf + 2, runs_bad[i], 5);
-                CHECK(dec(buf, 2 + 5 + 40, 0) == PTWM_ERR_CORRUPT);
+                CHECK(dec(buf, 2 + 5 + 140, 0) == PTWM_ERR_CORRUPT);
             }
         }
         /* an empty bitmap */
