@@ -2,6 +2,7 @@
  * internal boundary, and hostile encodings (guaranteed errors asserted; for
  * payload corruption a prefix code cannot always notice, the decoder must still
  * stay in bounds and return either an error or exactly dst_size bytes). */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -514,11 +515,58 @@ static void test_hostile_real(void) {
     free(out);
 }
 
+/* Files kept in tests/corrupt/huffman: good-N.huf must decode to good-N.raw
+ * (the format stays readable), bad-N-why.huf must be rejected as corrupt for
+ * dst_size N. */
+static void test_golden_files(void) {
+    const char *src = getenv("PTWM_SOURCE_DIR");
+    char dir[1024], path[1400];
+    DIR *d;
+    struct dirent *ent;
+    int good = 0, bad = 0;
+    snprintf(dir, sizeof(dir), "%s/tests/corrupt/huffman", src ? src : "..");
+    d = opendir(dir);
+    CHECK_MSG(d != NULL, "cannot open %s (set PTWM_SOURCE_DIR)", dir);
+    if (!d) return;
+    while ((ent = readdir(d)) != NULL) {
+        size_t n, len = 0, rlen = 0;
+        uint8_t *enc, *raw, *out;
+        const char *name = ent->d_name;
+        size_t nl = strlen(name);
+        if (nl < 5 || strcmp(name + nl - 4, ".huf") != 0) continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        enc = tu_read_file(path, &len);
+        CHECK_MSG(enc != NULL, "cannot read %s", path);
+        if (!enc) continue;
+        if (strncmp(name, "good-", 5) == 0) {
+            n = (size_t)strtoul(name + 5, NULL, 10);
+            snprintf(path, sizeof(path), "%s/%.*s.raw", dir, (int)(nl - 4), name);
+            raw = tu_read_file(path, &rlen);
+            out = malloc(n ? n : 1);
+            CHECK_MSG(raw && rlen == n, "%s: raw file missing or not %zu bytes", name, n);
+            CHECK_MSG(ptwm_huf_decode(enc, len, out, n) == PTWM_OK && raw && rlen == n &&
+                          memcmp(out, raw, n) == 0,
+                      "%s does not decode to its .raw", name);
+            free(raw);
+            free(out);
+            good++;
+        } else if (strncmp(name, "bad-", 4) == 0) {
+            n = (size_t)strtoul(name + 4, NULL, 10);
+            CHECK_MSG(dec(enc, len, n) == PTWM_ERR_CORRUPT, "%s accepted", name);
+            bad++;
+        }
+        free(enc);
+    }
+    closedir(d);
+    CHECK_MSG(good >= 1 && bad >= 9, "%d good and %d bad files in %s", good, bad, dir);
+}
+
 int main(void) {
     test_edges();
     test_cap();
     test_hostile_handmade();
     test_eight_byte_streams();
+    test_golden_files();
     test_hostile_real();
     test_corpus();
     return tu_finish("test_huffman");
