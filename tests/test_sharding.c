@@ -415,6 +415,24 @@ static void test_checkpoint_roundtrip(void) {
         free(c1);
         free(c2);
     }
+    /* A failure late in the run (a directory nested too deep to copy, found after
+     * every shard was written) leaves neither the output nor its temporary directory. */
+    {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s/deep/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17'",
+                 hf);
+        CHECK(system(cmd) == 0);
+        CHECK_ERR(ptwm_compress_checkpoint(hf, pt2 /* exists */, &o, &err), &err, PTWM_ERR_EXISTS,
+                  "already exists");
+        CHECK_ERR(ptwm_compress_checkpoint(hf, back2, &o, &err), &err, PTWM_ERR_EXISTS, "");
+        o.force = 1;
+        CHECK_ERR(ptwm_compress_checkpoint(hf, back2, &o, &err), &err, PTWM_ERR_LIMIT,
+                  "nested deeper than 16");
+        /* The old output is untouched by the failed forced run. */
+        check_same_tensors(back2, pt2);
+        snprintf(cmd, sizeof cmd, "ls -d '%s'/*.tmp-* 2>/dev/null | grep -q .", tu_tmpdir());
+        CHECK_MSG(system(cmd) != 0, "a temporary directory was left in %s", tu_tmpdir());
+    }
 out:
     free(hf);
     free(pt);
