@@ -403,6 +403,14 @@ PTWM_API ptwm_error ptwm_reader_chain_text(const ptwm_reader *r, size_t index, c
  * plane CRCs and the payload hash when present. */
 PTWM_API ptwm_error ptwm_reader_decode(ptwm_reader *r, size_t index, void *dst, size_t dst_size,
                                        ptwm_err *err);
+/* Decode several tensors in one call: tensor indices[i] into dsts[i] of
+ * sizes[i] bytes (each its nbytes). The chunks of all of them share the
+ * threads, so many small tensors decode as fast as one big one. Every
+ * payload hash is checked; on failure the first damage (in list order) is
+ * reported and a tensor whose hash failed is zeroed. */
+PTWM_API ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices,
+                                            void *const *dsts, const size_t *sizes, size_t n,
+                                            ptwm_err *err);
 /* Decode bytes [offset, offset+len) of a tensor, touching only the chunks that hold them. */
 PTWM_API ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offset,
                                              void *dst, size_t len, ptwm_err *err);

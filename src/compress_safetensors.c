@@ -180,7 +180,7 @@ ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path, ptwm_
     ptwm_atomic_file f;
     void *fresh = NULL;
     const void *hdr;
-    size_t len, i, n;
+    size_t len;
     ptwm_error rc;
     memset(&f, 0, sizeof(f));
     f.fd = -1;
@@ -192,9 +192,7 @@ ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path, ptwm_
     if (fresh) hdr = fresh;
     if ((rc = ptwm_atomic_open(path, &f, err))) goto out;
     if ((rc = ptwm_write_full(f.fd, hdr, len, path, err))) goto out;
-    n = ptwm_reader_count(r);
-    for (i = 0; i < n; i++)
-        if ((rc = ptwm_reader_stream_tensor(r, i, fd_sink, &f, err))) goto out;
+    if ((rc = ptwm_reader_stream_all(r, fd_sink, &f, err))) goto out;
     rc = ptwm_atomic_commit(&f, err);
 out:
     if (rc) ptwm_atomic_abort(&f);

@@ -742,83 +742,211 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
     return rc;
 }
 
-ptwm_error ptwm_reader_decode(ptwm_reader *r, size_t index, void *dst, size_t dst_size, ptwm_err *err) {
-    const rtensor *t;
+/* ---- whole tensors: an ordered queue of chunk jobs across tensors --------- */
+
+/* One slot of the ring: chunk `chunk` of tensor `tensor`, decoded into dst
+ * (the caller's buffer, or the slot's own buffer when streaming). */
+typedef struct sjob {
+    size_t item;                 /* position in the caller's list */
+    size_t tensor;
+    uint64_t chunk;
+    uint8_t *dst;
+    uint8_t *own, *coded;
+    size_t own_cap, coded_cap;
     ptwm_error rc;
-    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
-    if (index >= r->nt) return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", index, r->nt);
-    t = &r->t[index];
-    if (dst_size != t->nbytes)
-        return ptwm_fail(err, PTWM_ERR_DST_SIZE, "tensor '%s' has %llu bytes, buffer %zu", t->name,
-                         (unsigned long long)t->nbytes, dst_size);
-    if ((rc = ptwm_reader_decode_range(r, index, 0, dst, dst_size, err))) return rc;
-    if (t->flags & PTWM_TF_PAYLOAD_HASH) {
-        uint8_t h[16];
-        ptwm_xxh128_oneshot(dst, dst_size, h);
-        if ((rc = check_hash(r, t, h, err))) {
-            memset(dst, 0, dst_size);   /* never hand back bytes known to be wrong */
-            return rc;
+    ptwm_err err;
+} sjob;
+
+typedef struct sdrive {
+    ptwm_reader *r;
+    ptwm_queue *q;
+    sjob *jobs;
+    size_t window, head, npending;
+} sdrive;
+
+static void sjob_task(void *ctx, size_t slot, unsigned worker) {
+    sdrive *d = (sdrive *)ctx;
+    sjob *j = &d->jobs[slot];
+    const rtensor *t = &d->r->t[j->tensor];
+    const rchunk *c = &t->chunks[j->chunk];
+    const uint8_t *src = d->r->mem ? d->r->mem + c->offset : j->coded;
+    (void)worker;
+    j->rc = PTWM_OK;
+    if (!d->r->mem && (j->rc = ptwm_pread_full(d->r->fd, j->coded, c->coded, c->offset, d->r->label, &j->err)))
+        return;
+    j->rc = ptwm_chunk_decode(t->chain_ptr[c->chain], t->chain_len[c->chain], t->dtype, src, c->coded,
+                              j->dst, c->raw, &j->err);
+}
+
+static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, ptwm_err *err) {
+    memset(d, 0, sizeof(*d));
+    d->r = r;
+    /* Enough slots per thread that no thread waits for the consumer. */
+    d->window = 3 * (size_t)ptwm_threads_resolve(r->threads) + 2;
+    d->jobs = (sjob *)calloc(d->window, sizeof(sjob));
+    if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    return ptwm_queue_create(r->threads, d->window, sjob_task, d, &d->q, err);
+}
+
+static void sdrive_free(sdrive *d) {
+    size_t i;
+    ptwm_queue_free(d->q);   /* waits for running jobs before their buffers go */
+    if (d->jobs)
+        for (i = 0; i < d->window; i++) {
+            free(d->jobs[i].own);
+            free(d->jobs[i].coded);
         }
+    free(d->jobs);
+}
+
+static int grow(uint8_t **p, size_t *cap, size_t need) {
+    uint8_t *q;
+    if (*cap >= need && *p) return 1;
+    q = (uint8_t *)ptwm_malloc(need ? need : 1);
+    if (!q) return 0;
+    free(*p);
+    *p = q;
+    *cap = need;
+    return 1;
+}
+
+/* Queue chunk k of tensor t (into dst, or the slot's own buffer if NULL). */
+static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, uint8_t *dst, ptwm_err *err) {
+    size_t slot = (d->head + d->npending) % d->window;
+    sjob *j = &d->jobs[slot];
+    const rchunk *c = &d->r->t[t].chunks[k];
+    if ((!d->r->mem && !grow(&j->coded, &j->coded_cap, c->coded)) || (!dst && !grow(&j->own, &j->own_cap, c->raw)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk of %u bytes", c->raw);
+    j->item = item;
+    j->tensor = t;
+    j->chunk = k;
+    j->dst = dst ? dst : j->own;
+    d->npending++;
+    ptwm_queue_submit(d->q, slot);
+    return PTWM_OK;
+}
+
+/* Take back the oldest job; *out points at it until the next submit. */
+static ptwm_error sdrive_retire(sdrive *d, sjob **out, ptwm_err *err) {
+    sjob *j = &d->jobs[d->head];
+    ptwm_queue_wait(d->q, d->head);
+    d->head = (d->head + 1) % d->window;
+    d->npending--;
+    *out = j;
+    if (j->rc) {
+        const rtensor *t = &d->r->t[j->tensor];
+        if (err) *err = j->err;
+        ptwm_err_prefix(err, "file '%s': tensor '%s' chunk %llu of %llu", d->r->label, t->name,
+                        (unsigned long long)j->chunk, (unsigned long long)t->nchunks);
+    }
+    return j->rc;
+}
+
+ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *const *dsts,
+                                   const size_t *sizes, size_t n, ptwm_err *err) {
+    sdrive d;
+    ptwm_error rc = PTWM_OK, r2;
+    size_t i;
+    uint64_t k;
+    sjob *j = NULL;
+    if (!r || (n && (!indices || !dsts || !sizes)))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader or list");
+    for (i = 0; i < n; i++) {
+        const rtensor *t;
+        if (indices[i] >= r->nt)
+            return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", indices[i], r->nt);
+        t = &r->t[indices[i]];
+        if (sizes[i] != t->nbytes || (!dsts[i] && sizes[i]))
+            return ptwm_fail(err, PTWM_ERR_DST_SIZE, "tensor '%s' has %llu bytes, buffer %zu", t->name,
+                             (unsigned long long)t->nbytes, sizes[i]);
+    }
+    if ((rc = sdrive_init(&d, r, err))) {
+        sdrive_free(&d);
+        return rc;
+    }
+    /* A tensor is complete when its last chunk retires (jobs retire in order). */
+    for (i = 0; i < n && !rc; i++) {
+        const rtensor *t = &r->t[indices[i]];
+        for (k = 0; k < t->nchunks && !rc; k++) {
+            if (d.npending == d.window && (rc = sdrive_retire(&d, &j, err))) break;
+            rc = sdrive_submit(&d, i, indices[i], k, (uint8_t *)dsts[i] + t->chunks[k].start, err);
+        }
+    }
+    while (d.npending)
+        if ((r2 = sdrive_retire(&d, &j, rc ? NULL : err)) && !rc) rc = r2;
+    sdrive_free(&d);
+    /* Hashes last: only tensors whose every chunk decoded get here. */
+    for (i = 0; i < n && !rc; i++) {
+        const rtensor *t = &r->t[indices[i]];
+        if (t->flags & PTWM_TF_PAYLOAD_HASH) {
+            uint8_t h[16];
+            ptwm_xxh128_oneshot(dsts[i], sizes[i], h);
+            if ((rc = check_hash(r, t, h, err))) memset(dsts[i], 0, sizes[i]);   /* never hand back wrong bytes */
+        }
+    }
+    return rc;
+}
+
+ptwm_error ptwm_reader_decode(ptwm_reader *r, size_t index, void *dst, size_t dst_size, ptwm_err *err) {
+    return ptwm_reader_decode_many(r, &index, &dst, &dst_size, 1, err);
+}
+
+/* Retire one streamed chunk: hash it into its tensor's state, hand it to the sink. */
+static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
+    sjob *j = NULL;
+    const rtensor *t;
+    const rchunk *c;
+    ptwm_error rc = sdrive_retire(d, &j, err);
+    if (rc) return rc;
+    t = &d->r->t[j->tensor];
+    c = &t->chunks[j->chunk];
+    if (j->chunk == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH) && (rc = ptwm_xxh128_begin(h, err))) return rc;
+    if (h->state) ptwm_xxh128_update(h, j->dst, c->raw);
+    if (sink && (rc = sink(ctx, j->dst, c->raw, err))) return rc;
+    if (j->chunk + 1 == t->nchunks && h->state) {
+        uint8_t got[16];
+        ptwm_xxh128_end(h, got);
+        return check_hash(d->r, t, got, err);
     }
     return PTWM_OK;
 }
 
-ptwm_error ptwm_reader_stream_tensor(ptwm_reader *r, size_t index, ptwm_sink_fn sink, void *ctx,
-                                     ptwm_err *err) {
-    const rtensor *t;
-    rrun run;
+ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
+    sdrive d;
     ptwm_xxh128 h = {NULL};
-    uint8_t *buf;
+    ptwm_error rc, r2;
+    size_t i;
     uint64_t k;
-    size_t window;
-    ptwm_error rc;
     if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
-    if (index >= r->nt) return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", index, r->nt);
-    t = &r->t[index];
-    if ((rc = get_pool(r, err))) return rc;
-    window = 2 * (size_t)ptwm_pool_size(r->pool) + 2;
-    if (window > t->nchunks) window = (size_t)t->nchunks;
-    if ((rc = run_init(&run, r, t, 0, t->nchunks ? t->nchunks - 1 : 0, window, err))) return rc;
-    buf = (uint8_t *)ptwm_malloc((uint64_t)(window ? window : 1) * PTWM_MIN(t->chunk_size, t->nbytes + 1));
-    if (!buf) {
-        run_free(&run, ptwm_pool_size(r->pool));
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu chunks", window);
+    if ((rc = sdrive_init(&d, r, err))) {
+        sdrive_free(&d);
+        return rc;
     }
-    if ((t->flags & PTWM_TF_PAYLOAD_HASH) && (rc = ptwm_xxh128_begin(&h, err))) goto out;
-    for (k = 0; k < t->nchunks && !rc;) {
-        size_t n = (size_t)PTWM_MIN((uint64_t)window, t->nchunks - k), i;
-        uint64_t bytes = 0;
-        for (i = 0; i < n; i++) {
-            rjob *j = &run.jobs[i];
-            j->chunk = k + i;
-            j->skip = 0;
-            j->len = t->chunks[k + i].raw;
-            j->dst = buf + bytes;
-            j->rc = PTWM_OK;
-            bytes += j->len;
+    for (i = 0; i < r->nt && !rc; i++) {
+        const rtensor *t = &r->t[i];
+        if (t->nchunks == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
+            /* An empty tensor's hash is that of no bytes; it has no chunk to carry the check. */
+            uint8_t got[16];
+            while (d.npending && !rc) rc = stream_retire(&d, &h, sink, ctx, err);
+            ptwm_xxh128_oneshot("", 0, got);
+            if (!rc) rc = check_hash(r, t, got, err);
         }
-        if ((rc = run_jobs(&run, n, err))) break;
-        if (h.state) ptwm_xxh128_update(&h, buf, (size_t)bytes);
-        if (sink && (rc = sink(ctx, buf, (size_t)bytes, err))) break;
-        k += n;
+        for (k = 0; k < t->nchunks && !rc; k++) {
+            if (d.npending == d.window && (rc = stream_retire(&d, &h, sink, ctx, err))) break;
+            rc = sdrive_submit(&d, i, i, k, NULL, err);
+        }
     }
-    if (!rc && h.state) {
-        uint8_t got[16];
-        ptwm_xxh128_end(&h, got);
-        rc = check_hash(r, t, got, err);
+    while (d.npending && !rc) rc = stream_retire(&d, &h, sink, ctx, err);
+    while (d.npending) {
+        sjob *j = NULL;
+        r2 = sdrive_retire(&d, &j, NULL);
+        (void)r2;
     }
-out:
     ptwm_xxh128_free(&h);
-    free(buf);
-    run_free(&run, ptwm_pool_size(r->pool));
+    sdrive_free(&d);
     return rc;
 }
 
 ptwm_error ptwm_reader_verify(ptwm_reader *r, ptwm_err *err) {
-    size_t i;
-    ptwm_error rc;
-    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
-    for (i = 0; i < r->nt; i++)
-        if ((rc = ptwm_reader_stream_tensor(r, i, NULL, NULL, err))) return rc;
-    return PTWM_OK;
+    return ptwm_reader_stream_all(r, NULL, NULL, err);
 }

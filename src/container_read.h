@@ -8,10 +8,10 @@
 /* Called with each decoded window of a tensor, in order. */
 typedef ptwm_error (*ptwm_sink_fn)(void *ctx, const uint8_t *p, size_t n, ptwm_err *err);
 
-/* Decode tensor `index` chunk by chunk (threads, bounded memory), check its
- * payload hash, and hand the bytes to `sink` (NULL: decode and check only). */
-ptwm_error ptwm_reader_stream_tensor(ptwm_reader *r, size_t index, ptwm_sink_fn sink, void *ctx,
-                                     ptwm_err *err);
+/* Decode every tensor in table order, chunk by chunk (threads, bounded
+ * memory: a ring of chunks), checking each payload hash when its tensor
+ * ends, and hand the bytes to `sink` in order (NULL: decode and check only). */
+ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err);
 /* Size of the source file recorded with the source header (0 if none). */
 uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
 /* Where chunk `chunk` of tensor `index` lies in the file (for tests and

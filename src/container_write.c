@@ -1,10 +1,11 @@
 /* The .ptwm writer (docs/FORMAT.md).
  *
  * One pass, bounded memory: each tensor's raw bytes are cut into chunks that
- * join a window of at most `window` pending jobs (owned copies, so a caller's
- * buffer is free again when ptwm_writer_add returns). A full window is coded
- * on the pool and written in job order, so the file is the same for any
- * thread count. Only the table (a few dozen bytes per chunk) stays in memory
+ * join a ring of at most `window` pending jobs (owned copies, so a caller's
+ * buffer is free again when ptwm_writer_add returns). Workers code jobs as
+ * they are queued, across tensor boundaries; the writing thread takes them
+ * back oldest first (coding queued jobs itself while it waits) and appends
+ * them in job order, so the file is the same for any thread count. Only the table (a few dozen bytes per chunk) stays in memory
  * until ptwm_writer_finish appends it with the footer. Peak memory is about
  * window x (chunk + bound(chunk)) plus one bound(chunk) of scratch per thread. */
 #include "container_format.h"
@@ -36,9 +37,16 @@ typedef struct wtensor {
     wchunk *chunks;
 } wtensor;
 
+/* A job carries copies of what a worker needs from its tensor: the tensor
+ * array may be reallocated by the writing thread while workers run. */
 typedef struct wjob {
     size_t tensor;
     uint64_t chunk;
+    ptwm_dtype dtype;
+    int plane_crc;
+    unsigned nchains;
+    const uint8_t *chain_ptr[PTWM_FMT_MAX_CHAINS];   /* into the tensor's chain_bytes */
+    size_t chain_len[PTWM_FMT_MAX_CHAINS];
     uint8_t *raw;
     size_t raw_len;
     uint8_t *out;
@@ -69,10 +77,10 @@ struct ptwm_writer {
     char *src_name;
     uint64_t src_file_size;
     int has_source;
-    ptwm_pool *pool;
+    ptwm_queue *queue;
     unsigned nworkers;
-    wjob *jobs;
-    size_t window, njobs;
+    wjob *jobs;                 /* a ring of `window` slots */
+    size_t window, head, npending;
     size_t bound;               /* ptwm_chunk_bound(chunk_size) */
     uint8_t **scratch;          /* one bound-sized buffer per worker */
 };
@@ -141,6 +149,8 @@ static ptwm_error w_fail(ptwm_writer *w, ptwm_error rc) {
 
 /* ---- setup --------------------------------------------------------------- */
 
+static void encode_task(void *ctx, size_t i, unsigned worker);
+
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
     if (!ptwm_method_name(p->method))
         return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown method %d (1..5)", p->method);
@@ -169,13 +179,9 @@ static ptwm_error writer_new(const ptwm_cparams *params, ptwm_writer **out, ptwm
     w->af.fd = -1;
     chunk = w->p.chunk_size;
     w->bound = ptwm_chunk_bound((size_t)chunk);
-    if ((rc = ptwm_pool_create(w->p.threads, &w->pool, err))) {
-        free(w);
-        return rc;
-    }
-    w->nworkers = ptwm_pool_size(w->pool);
-    /* Two jobs per thread keep every thread busy while the window is written. */
-    w->window = 2 * (size_t)w->nworkers + 2;
+    w->nworkers = ptwm_threads_resolve(w->p.threads);
+    /* Enough jobs per thread that a thread never waits for the writer. */
+    w->window = 3 * (size_t)w->nworkers + 2;
     w->jobs = (wjob *)calloc(w->window, sizeof(wjob));
     w->scratch = (uint8_t **)calloc(w->nworkers, sizeof(uint8_t *));
     if (!w->jobs || !w->scratch) goto nomem;
@@ -186,6 +192,10 @@ static ptwm_error writer_new(const ptwm_cparams *params, ptwm_writer **out, ptwm
     }
     for (i = 0; i < w->nworkers; i++)
         if (!(w->scratch[i] = (uint8_t *)ptwm_malloc(w->bound))) goto nomem;
+    if ((rc = ptwm_queue_create(w->p.threads, w->window, encode_task, w, &w->queue, err))) {
+        ptwm_writer_free(w);
+        return rc;
+    }
     *out = w;
     return PTWM_OK;
 nomem:
@@ -233,6 +243,7 @@ ptwm_error ptwm_writer_open_memory(const ptwm_cparams *params, ptwm_writer **out
 void ptwm_writer_free(ptwm_writer *w) {
     size_t i;
     if (!w) return;
+    ptwm_queue_free(w->queue);   /* first: workers may still use the buffers */
     if (w->to_file) ptwm_atomic_abort(&w->af);
     free(w->mem.p);
     for (i = 0; i < w->nt; i++) {
@@ -257,7 +268,6 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->scratch)
         for (i = 0; i < w->nworkers; i++) free(w->scratch[i]);
     free(w->scratch);
-    ptwm_pool_free(w->pool);
     free(w);
 }
 
@@ -334,18 +344,17 @@ ptwm_error ptwm_writer_set_metadata(ptwm_writer *w, const ptwm_kv *meta, size_t 
 static void encode_task(void *ctx, size_t i, unsigned worker) {
     ptwm_writer *w = (ptwm_writer *)ctx;
     wjob *j = &w->jobs[i];
-    const wtensor *t = &w->t[j->tensor];
     ptwm_chunk_params cp;
     unsigned c;
     cp.method = w->p.method;
     cp.zstd_level = w->p.zstd_level;
-    cp.emit_crc = (t->flags & PTWM_TF_PLANE_CRC) != 0;
-    j->rc = ptwm_chunk_encode(t->chain_ptr[0], t->chain_len[0], t->dtype, &cp, j->raw, j->raw_len,
+    cp.emit_crc = j->plane_crc;
+    j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->raw, j->raw_len,
                               j->out, w->bound, &j->out_len, &j->err);
     j->chain = 0;
-    for (c = 1; c < t->nchains && !j->rc; c++) {
+    for (c = 1; c < j->nchains && !j->rc; c++) {
         size_t len;
-        ptwm_error rc = ptwm_chunk_encode(t->chain_ptr[c], t->chain_len[c], t->dtype, &cp, j->raw,
+        ptwm_error rc = ptwm_chunk_encode(j->chain_ptr[c], j->chain_len[c], j->dtype, &cp, j->raw,
                                           j->raw_len, w->scratch[worker], w->bound, &len, &j->err);
         if (rc) {
             j->rc = rc;
@@ -360,42 +369,44 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     }
 }
 
-static ptwm_error flush_window(ptwm_writer *w, ptwm_err *err) {
-    size_t i;
+/* Take back the oldest pending job (coding queued jobs meanwhile) and
+ * append it. After a failure, jobs are still taken back but not written. */
+static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
+    wjob *j = &w->jobs[w->head];
+    wtensor *t = &w->t[j->tensor];
+    wchunk *c = &t->chunks[j->chunk];
     ptwm_error rc;
-    if (!w->njobs) return PTWM_OK;
-    ptwm_pool_run(w->pool, w->njobs, encode_task, w);
-    for (i = 0; i < w->njobs; i++) {
-        wjob *j = &w->jobs[i];
-        wtensor *t = &w->t[j->tensor];
-        wchunk *c = &t->chunks[j->chunk];
-        if (j->rc) {
-            if (err) *err = j->err;
-            ptwm_err_prefix(err, "tensor '%s' chunk %llu of %llu", t->name,
-                            (unsigned long long)j->chunk, (unsigned long long)t->nchunks);
-            w->njobs = 0;
-            return w_fail(w, j->rc);
-        }
-        if (j->out_len > UINT32_MAX) {
-            w->njobs = 0;
-            return w_fail(w, ptwm_fail(err, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
-                                       t->name, (unsigned long long)j->chunk, j->out_len));
-        }
-        c->offset = w->pos;
-        c->coded = (uint32_t)j->out_len;
-        c->raw = (uint32_t)j->raw_len;
-        c->chain = j->chain;
-        if ((rc = w_emit(w, j->out, j->out_len, err))) {
-            w->njobs = 0;
-            return w_fail(w, rc);
-        }
-        t->coded += j->out_len;
-        w->coded_total += j->out_len;
-        w->raw_done += j->raw_len;
+    ptwm_queue_wait(w->queue, w->head);
+    w->head = (w->head + 1) % w->window;
+    w->npending--;
+    if (w->failed) return w->failed;
+    if (j->rc) {
+        if (err) *err = j->err;
+        ptwm_err_prefix(err, "tensor '%s' chunk %llu of %llu", t->name, (unsigned long long)j->chunk,
+                        (unsigned long long)t->nchunks);
+        return w_fail(w, j->rc);
     }
-    w->njobs = 0;
-    if (w->p.progress) w->p.progress(w->p.progress_ctx, w->raw_done, w->p.progress_total);
+    if (j->out_len > UINT32_MAX)
+        return w_fail(w, ptwm_fail(err, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
+                                   t->name, (unsigned long long)j->chunk, j->out_len));
+    c->offset = w->pos;
+    c->coded = (uint32_t)j->out_len;
+    c->raw = (uint32_t)j->raw_len;
+    c->chain = j->chain;
+    if ((rc = w_emit(w, j->out, j->out_len, err))) return w_fail(w, rc);
+    t->coded += j->out_len;
+    w->coded_total += j->out_len;
+    w->raw_done += j->raw_len;
+    if (w->p.progress && (w->npending == 0 || j->chunk + 1 == t->nchunks))
+        w->p.progress(w->p.progress_ctx, w->raw_done, w->p.progress_total);
     return PTWM_OK;
+}
+
+static ptwm_error drain(ptwm_writer *w, ptwm_err *err) {
+    ptwm_error rc = PTWM_OK, r;
+    while (w->npending)
+        if ((r = retire_one(w, err)) && !rc) rc = r;
+    return rc;
 }
 
 /* ---- adding tensors ------------------------------------------------------ */
@@ -524,9 +535,10 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     if ((t.flags & PTWM_TF_PAYLOAD_HASH) && (rc = ptwm_xxh128_begin(&h, err))) return w_fail(w, rc);
     for (k = 0; k < t.nchunks; k++) {
         wjob *j;
-        size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off);
-        if (w->njobs == w->window && (rc = flush_window(w, err))) break;
-        j = &w->jobs[w->njobs];
+        size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off), slot;
+        if (w->npending == w->window && (rc = retire_one(w, err))) break;
+        slot = (w->head + w->npending) % w->window;
+        j = &w->jobs[slot];
         if (read) {
             if ((rc = read(ctx, off, j->raw, len, err))) {
                 ptwm_err_prefix(err, "tensor '%s': reading bytes %llu..%llu", t.name,
@@ -540,9 +552,15 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         if (h.state) ptwm_xxh128_update(&h, j->raw, len);
         j->tensor = ti;
         j->chunk = k;
+        j->dtype = t.dtype;
+        j->plane_crc = (t.flags & PTWM_TF_PLANE_CRC) != 0;
+        j->nchains = t.nchains;
+        memcpy(j->chain_ptr, t.chain_ptr, sizeof(j->chain_ptr));
+        memcpy(j->chain_len, t.chain_len, sizeof(j->chain_len));
         j->raw_len = len;
         j->rc = PTWM_OK;
-        w->njobs++;
+        w->npending++;
+        ptwm_queue_submit(w->queue, slot);
         off += len;
     }
     if (rc) {
@@ -652,7 +670,7 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     uint64_t table_offset;
     ptwm_error rc;
     if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
-    if ((rc = flush_window(w, err))) return rc;
+    if ((rc = drain(w, err))) return rc;
     if ((rc = check_duplicates(w, err))) return rc;
     if ((rc = build_table(w, &tab, err))) {
         free(tab.p);

@@ -14,7 +14,7 @@
 #define PTWM_POOL_MAX 256
 
 typedef struct pool_worker {
-    ptwm_pool *pool;
+    void *owner;          /* the ptwm_pool or ptwm_queue */
     unsigned id;
 } pool_worker;
 
@@ -54,7 +54,7 @@ static void pool_drain(ptwm_pool *p, unsigned id) {
 
 static void *pool_main(void *arg) {
     pool_worker *w = (pool_worker *)arg;
-    ptwm_pool *p = w->pool;
+    ptwm_pool *p = (ptwm_pool *)w->owner;
     unsigned long seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -87,7 +87,7 @@ ptwm_error ptwm_pool_create(int threads, ptwm_pool **out, ptwm_err *err) {
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u threads", n);
         }
         for (i = 0; i + 1 < n; i++) {
-            p->w[i].pool = p;
+            p->w[i].owner = p;
             p->w[i].id = i + 1;
             if (pthread_create(&p->th[i], NULL, pool_main, &p->w[i]) != 0) break;
             p->started++;
@@ -136,4 +136,129 @@ void ptwm_pool_run(ptwm_pool *p, size_t ntasks, ptwm_task_fn fn, void *ctx) {
     pool_drain(p, 0);
     while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- ordered queue ------------------------------------------------------- */
+
+enum { SLOT_FREE = 0, SLOT_READY = 1, SLOT_RUNNING = 2, SLOT_DONE = 3 };
+
+struct ptwm_queue {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    pthread_t *th;
+    pool_worker *w;
+    unsigned size, started;
+    int quit;
+    ptwm_task_fn fn;
+    void *ctx;
+    size_t nslots;
+    uint8_t *state;
+    size_t *fifo;             /* ready slots in submission order */
+    size_t head, count;
+};
+
+/* Run the oldest ready slot; called and returns with mu held. */
+static void queue_run_one(ptwm_queue *q, unsigned id) {
+    size_t s = q->fifo[q->head];
+    q->head = (q->head + 1) % q->nslots;
+    q->count--;
+    q->state[s] = SLOT_RUNNING;
+    pthread_mutex_unlock(&q->mu);
+    q->fn(q->ctx, s, id);
+    pthread_mutex_lock(&q->mu);
+    q->state[s] = SLOT_DONE;
+    pthread_cond_broadcast(&q->done);
+}
+
+static void *queue_main(void *arg) {
+    pool_worker *w = (pool_worker *)arg;
+    ptwm_queue *q = (ptwm_queue *)w->owner;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->count && !q->quit) pthread_cond_wait(&q->work, &q->mu);
+        if (q->count) queue_run_one(q, w->id);
+        else if (q->quit) break;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+ptwm_error ptwm_queue_create(int threads, size_t nslots, ptwm_task_fn fn, void *ctx,
+                             ptwm_queue **out, ptwm_err *err) {
+    ptwm_queue *q;
+    unsigned i, n = ptwm_threads_resolve(threads);
+    *out = NULL;
+    q = (ptwm_queue *)calloc(1, sizeof(*q));
+    if (!q) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a work queue");
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->work, NULL);
+    pthread_cond_init(&q->done, NULL);
+    q->fn = fn;
+    q->ctx = ctx;
+    q->nslots = nslots ? nslots : 1;
+    q->size = 1;
+    q->state = (uint8_t *)calloc(q->nslots, 1);
+    q->fifo = (size_t *)calloc(q->nslots, sizeof(size_t));
+    if (n > 1) {
+        q->th = (pthread_t *)calloc(n - 1, sizeof(pthread_t));
+        q->w = (pool_worker *)calloc(n - 1, sizeof(pool_worker));
+    }
+    if (!q->state || !q->fifo || (n > 1 && (!q->th || !q->w))) {
+        ptwm_queue_free(q);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a work queue");
+    }
+    for (i = 0; i + 1 < n; i++) {
+        q->w[i].owner = q;
+        q->w[i].id = i + 1;
+        if (pthread_create(&q->th[i], NULL, queue_main, &q->w[i]) != 0) break;
+        q->started++;
+    }
+    q->size = q->started + 1;
+    *out = q;
+    return PTWM_OK;
+}
+
+unsigned ptwm_queue_size(const ptwm_queue *q) {
+    return q ? q->size : 1;
+}
+
+void ptwm_queue_submit(ptwm_queue *q, size_t slot) {
+    pthread_mutex_lock(&q->mu);
+    q->state[slot] = SLOT_READY;
+    q->fifo[(q->head + q->count) % q->nslots] = slot;
+    q->count++;
+    pthread_cond_signal(&q->work);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void ptwm_queue_wait(ptwm_queue *q, size_t slot) {
+    pthread_mutex_lock(&q->mu);
+    while (q->state[slot] != SLOT_DONE) {
+        if (q->count) queue_run_one(q, 0);
+        else if (q->state[slot] != SLOT_DONE) pthread_cond_wait(&q->done, &q->mu);
+    }
+    q->state[slot] = SLOT_FREE;
+    pthread_mutex_unlock(&q->mu);
+}
+
+void ptwm_queue_free(ptwm_queue *q) {
+    size_t s;
+    unsigned i;
+    if (!q) return;
+    if (q->state)
+        for (s = 0; s < q->nslots; s++)
+            if (q->state[s] != SLOT_FREE) ptwm_queue_wait(q, s);
+    pthread_mutex_lock(&q->mu);
+    q->quit = 1;
+    pthread_cond_broadcast(&q->work);
+    pthread_mutex_unlock(&q->mu);
+    for (i = 0; i < q->started; i++) pthread_join(q->th[i], NULL);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->work);
+    pthread_cond_destroy(&q->done);
+    free(q->th);
+    free(q->w);
+    free(q->state);
+    free(q->fifo);
+    free(q);
 }
