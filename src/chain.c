@@ -315,7 +315,15 @@ ptwm_error ptwm_chain_standard(ptwm_dtype dtype, int method, uint8_t *buf, size_
      * previous exponent predicts nothing a per-chunk table does not), so
      * splits code at order 0 and keep the encoder fast. */
     if (order == -1 && float_geometry(dtype, &w, &e, &m)) order = 0;
-    cb_entropy(&b, PTWM_ENTROPY_ALL_PLANES, mask, 0, order);
+    if (order == -1 && method != PTWM_METHOD_IDENTITY && ptwm_dtype_bits(dtype) >= 16) {
+        /* Byte planes: order-1 contexts pay on the most significant plane
+         * (F16 sign:exponent:2 mantissa bits), barely on the others, and cost
+         * encode time everywhere. */
+        cb_entropy(&b, PTWM_ENTROPY_ALL_PLANES, mask, 0, 0);
+        cb_entropy(&b, ptwm_dtype_bits(dtype) / 8 - 1, mask, 0, -1);
+    } else {
+        cb_entropy(&b, PTWM_ENTROPY_ALL_PLANES, mask, 0, order);
+    }
     if (b.overflow)
         return ptwm_fail(err, PTWM_ERR_DST_SIZE, "chain_standard: buffer of %zu bytes too small",
                          cap);
