@@ -1,5 +1,6 @@
 /* Chunk codec: corpus round trips through every method, edge sizes, special
  * values, constant planes, and damaged payloads each asserting its error. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "chain.h"
@@ -366,7 +367,67 @@ static void test_bypass(void) {
     free(buf);
 }
 
+/* Encode and decode from several threads at once (per-thread scratch):
+ * each thread's payloads equal the single-thread ones. */
+typedef struct thread_job {
+    const uint8_t *raw;
+    size_t n;
+    ptwm_dtype d;
+    const uint8_t *want;
+    size_t want_len;
+    int bad;
+} thread_job;
+
+static void *thread_main(void *arg) {
+    thread_job *j = (thread_job *)arg;
+    uint8_t chain[PTWM_CHAIN_MAX_BYTES];
+    size_t clen, len, cap = ptwm_chunk_bound(j->n);
+    uint8_t *enc = malloc(cap), *dec = malloc(j->n);
+    int r;
+    if (ptwm_chain_standard(j->d, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen, NULL))
+        j->bad++;
+    for (r = 0; r < 20; r++) {
+        if (ptwm_chunk_encode(chain, clen, j->d, NULL, j->raw, j->n, enc, cap, &len, NULL) ||
+            len != j->want_len || memcmp(enc, j->want, len) != 0 ||
+            ptwm_chunk_decode(chain, clen, j->d, enc, len, dec, j->n, NULL) ||
+            memcmp(dec, j->raw, j->n) != 0)
+            j->bad++;
+    }
+    free(enc);
+    free(dec);
+    return NULL;
+}
+
+static void test_threads(void) {
+    enum { T = 4 };
+    static const ptwm_dtype dts[T] = {PTWM_DTYPE_BF16, PTWM_DTYPE_F32, PTWM_DTYPE_F16,
+                                      PTWM_DTYPE_U8};
+    size_t n = 1 << 17, k, i;
+    uint8_t *raw = malloc(n), *want[T];
+    thread_job jobs[T];
+    pthread_t th[T];
+    uint64_t rng = 17;
+    for (k = 0; k < n; k++) raw[k] = (uint8_t)(k & 1 ? 0x3c + (tu_rand(&rng) & 3) : tu_rand(&rng));
+    for (i = 0; i < T; i++) {
+        jobs[i].raw = raw;
+        jobs[i].n = n - i * 4; /* different sizes: scratch buffers differ */
+        jobs[i].d = dts[i];
+        jobs[i].want_len = round_trip(dts[i], PTWM_METHOD_MICROSCALE, raw, jobs[i].n, &want[i]);
+        jobs[i].want = want[i];
+        jobs[i].bad = 0;
+    }
+    for (i = 0; i < T; i++) CHECK(pthread_create(&th[i], NULL, thread_main, &jobs[i]) == 0);
+    for (i = 0; i < T; i++) {
+        CHECK(pthread_join(th[i], NULL) == 0);
+        CHECK_MSG(jobs[i].bad == 0, "thread %zu (%s): %d bad round trips", i,
+                  ptwm_dtype_name(dts[i]), jobs[i].bad);
+        free(want[i]);
+    }
+    free(raw);
+}
+
 int main(void) {
+    test_threads();
     test_edges();
     test_special_values();
     test_custom_chains();
