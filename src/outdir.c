@@ -24,8 +24,8 @@ const char *ptwm_base_name(const char *path) {
 }
 
 int ptwm_plain_name(const char *name) {
-    return name && name[0] && !strchr(name, '/') && !strchr(name, '\\') && !strstr(name, "..") &&
-           strlen(name) <= 255;
+    return name && name[0] && strcmp(name, ".") != 0 && !strchr(name, '/') &&
+           !strchr(name, '\\') && !strstr(name, "..") && strlen(name) <= 255;
 }
 
 /* Canonical absolute path of `path`, which need not exist (its parent must). */

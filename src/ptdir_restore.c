@@ -180,7 +180,12 @@ static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, uint8_t *buf,
     ptwm_error rc = PTWM_OK;
     for (i = 0; i < n && !rc; i++) {
         ptwm_reader *r = d_shard(s, i);
-        char *path = ptwm_stage_path(stage, ptwm_reader_source_name(r));
+        char *path;
+        if (iname && !strcmp(iname, ptwm_reader_source_name(r)))
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "'%s': shard '%s' restores to '%s', the name of the source index",
+                             s->path, shard_label(s, i), iname);
+        path = ptwm_stage_path(stage, ptwm_reader_source_name(r));
         rc = path ? restore_file(s, i, r, shard_label(s, i), path, buf, p, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         free(path);

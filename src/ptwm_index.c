@@ -11,13 +11,23 @@
 #include "common.h"
 #include "fileio.h"
 
-#define INDEX_FILE_MAX ((uint64_t)256 << 20)   /* a 10M-tensor index is ~1 GB; 256 MiB is plenty */
+/* A 100,000-tensor Hugging Face index is about 8 MB; parsing costs jansson
+ * ~100 bytes per entry, so the cap also bounds the memory a hostile file gets. */
+#define INDEX_FILE_MAX ((uint64_t)64 << 20)
 #define INDEX_MAX_ENTRIES ((size_t)1 << 24)
+#define INDEX_MAX_SHARDS ((size_t)1 << 20)
 
 typedef struct index_entry {
     char *tensor;
     size_t shard;       /* into shards[] */
 } index_entry;
+
+/* Open addressing over positions (position + 1; 0 = empty), power-of-two size,
+ * at most half full so probes stay short. */
+typedef struct name_table {
+    size_t *slots;
+    size_t n;
+} name_table;
 
 typedef struct meta_entry {
     char *key;
@@ -33,9 +43,7 @@ struct ptwm_index {
     size_t nshards, shards_cap;
     meta_entry *meta;
     size_t nmeta;
-    /* Open addressing over entries (position + 1; 0 = empty), power-of-two size. */
-    size_t *slots;
-    size_t nslots;
+    name_table by_tensor, by_shard;
 };
 
 static uint64_t hash_name(const char *s) {
@@ -44,24 +52,39 @@ static uint64_t hash_name(const char *s) {
     return h;
 }
 
-static size_t *find_slot(const ptwm_index *idx, const char *tensor) {
-    size_t mask = idx->nslots - 1, i = (size_t)hash_name(tensor) & mask;
+static const char *tensor_at(const ptwm_index *idx, size_t i) { return idx->entries[i].tensor; }
+static const char *shard_at(const ptwm_index *idx, size_t i) { return idx->shards[i]; }
+typedef const char *(*name_at_fn)(const ptwm_index *idx, size_t i);
+
+static size_t *table_find(const ptwm_index *idx, const name_table *t, name_at_fn name_at,
+                          const char *name) {
+    size_t mask = t->n - 1, i = (size_t)hash_name(name) & mask;
     for (;;) {
-        size_t *slot = &idx->slots[i];
-        if (*slot == 0 || strcmp(idx->entries[*slot - 1].tensor, tensor) == 0) return slot;
+        size_t *slot = &t->slots[i];
+        if (*slot == 0 || strcmp(name_at(idx, *slot - 1), name) == 0) return slot;
         i = (i + 1) & mask;
     }
 }
 
-static int grow_slots(ptwm_index *idx) {
-    size_t n = idx->nslots ? idx->nslots * 2 : 64, i;
-    size_t *slots = (size_t *)ptwm_calloc(n, sizeof(size_t));
-    if (!slots) return -1;
-    free(idx->slots);
-    idx->slots = slots;
-    idx->nslots = n;
-    for (i = 0; i < idx->count; i++) *find_slot(idx, idx->entries[i].tensor) = i + 1;
+/* Make room for `count` names; when the table grows, the first `count - 1`
+ * names are rehashed and the caller inserts the last. */
+static int table_reserve(const ptwm_index *idx, name_table *t, name_at_fn name_at, size_t count) {
+    size_t n = t->n ? t->n : 32, i;
+    size_t *slots;
+    name_table grown;
+    if (count * 2 <= t->n) return 0;
+    while (count * 2 > n) n *= 2;
+    if (!(slots = (size_t *)ptwm_calloc(n, sizeof(size_t)))) return -1;
+    grown.slots = slots;
+    grown.n = n;
+    for (i = 0; i + 1 < count; i++) *table_find(idx, &grown, name_at, name_at(idx, i)) = i + 1;
+    free(t->slots);
+    *t = grown;
     return 0;
+}
+
+static size_t *find_slot(const ptwm_index *idx, const char *tensor) {
+    return table_find(idx, &idx->by_tensor, tensor_at, tensor);
 }
 
 static char *dup_str(const char *s, size_t len) {
@@ -91,8 +114,9 @@ ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size
                          (unsigned long long)total_size,
                          (unsigned long long)compressed_total_size);
     idx = (ptwm_index *)calloc(1, sizeof *idx);
-    if (!idx || grow_slots(idx) != 0) {
-        free(idx);
+    if (!idx || table_reserve(idx, &idx->by_tensor, tensor_at, 1) != 0 ||
+        table_reserve(idx, &idx->by_shard, shard_at, 1) != 0) {
+        ptwm_index_free(idx);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory creating an index");
     }
     idx->total_size = total_size;
@@ -113,7 +137,8 @@ void ptwm_index_free(ptwm_index *idx) {
     free(idx->entries);
     free(idx->shards);
     free(idx->meta);
-    free(idx->slots);
+    free(idx->by_tensor.slots);
+    free(idx->by_shard.slots);
     free(idx);
 }
 
@@ -149,16 +174,14 @@ ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *po
     return PTWM_OK;
 }
 
-/* Shards are few; a linear search from the most recent keeps the common case
- * (entries grouped by shard) O(1). */
 static ptwm_error intern_shard(ptwm_index *idx, const char *shard, size_t *out, ptwm_err *err) {
-    size_t i;
-    for (i = idx->nshards; i-- > 0;) {
-        if (strcmp(idx->shards[i], shard) == 0) {
-            *out = i;
-            return PTWM_OK;
-        }
+    size_t *slot = table_find(idx, &idx->by_shard, shard_at, shard);
+    if (*slot) {
+        *out = *slot - 1;
+        return PTWM_OK;
     }
+    if (idx->nshards >= INDEX_MAX_SHARDS)
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "index names more than %zu shards", INDEX_MAX_SHARDS);
     if (idx->nshards == idx->shards_cap) {
         size_t cap = idx->shards_cap ? idx->shards_cap * 2 : 8;
         char **p = (char **)ptwm_realloc(idx->shards, (uint64_t)cap * sizeof(char *));
@@ -168,7 +191,14 @@ static ptwm_error intern_shard(ptwm_index *idx, const char *shard, size_t *out, 
     }
     idx->shards[idx->nshards] = dup_str(shard, strlen(shard));
     if (!idx->shards[idx->nshards]) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    *out = idx->nshards++;
+    idx->nshards++;
+    if (table_reserve(idx, &idx->by_shard, shard_at, idx->nshards) != 0) {
+        free(idx->shards[--idx->nshards]);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
+    /* The table may be new: look the slot up again. */
+    *table_find(idx, &idx->by_shard, shard_at, shard) = idx->nshards;
+    *out = idx->nshards - 1;
     return PTWM_OK;
 }
 
@@ -204,15 +234,11 @@ ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard
     if (!idx->entries[idx->count].tensor) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     idx->entries[idx->count].shard = si;
     idx->count++;
-    /* Keep the table at most half full so probes stay short. */
-    if (idx->count * 2 > idx->nslots) {
-        if (grow_slots(idx) != 0) {
-            free(idx->entries[--idx->count].tensor);
-            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing the index");
-        }
-    } else {
-        *slot = idx->count;
+    if (table_reserve(idx, &idx->by_tensor, tensor_at, idx->count) != 0) {
+        free(idx->entries[--idx->count].tensor);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing the index");
     }
+    *find_slot(idx, tensor) = idx->count;   /* the table may be new: look again */
     return PTWM_OK;
 }
 

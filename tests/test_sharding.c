@@ -98,6 +98,23 @@ static void test_index_roundtrip(void) {
         CHECK(ptwm_index_count(idx) == 5003);
         CHECK(ptwm_index_find(idx, "t4321", &pos) == PTWM_OK && pos == 4324);
     }
+    /* Many shards: each name interned once, in order of first appearance. */
+    {
+        ptwm_index *many = NULL;
+        size_t i, bad = 0;
+        char name[32], shard[32];
+        CHECK(ptwm_index_create(0, 0, &many, &err) == PTWM_OK);
+        for (i = 0; i < 6000; i++) {
+            snprintf(name, sizeof name, "w%zu", i);
+            snprintf(shard, sizeof shard, "s%zu.ptwm", i % 3000);
+            if (ptwm_index_add(many, name, shard, &err) != PTWM_OK) bad++;
+        }
+        CHECK(bad == 0 && ptwm_index_shard_count(many) == 3000);
+        CHECK(ptwm_index_shard(many, 1234) && !strcmp(ptwm_index_shard(many, 1234), "s1234.ptwm"));
+        CHECK(ptwm_index_entry(many, 4321, &t, &s) == PTWM_OK && !strcmp(t, "w4321") &&
+              !strcmp(s, "s1321.ptwm"));
+        ptwm_index_free(many);
+    }
     ptwm_index_free(idx);
     ptwm_index_free(back);
     free(path);
