@@ -82,11 +82,11 @@
 #define HUF_TABLE_SIZE (1u << HUF_MAX_LEN)
 #define HUF_STREAMS 4
 #define HUF_JUMP_BYTES 16
-/* Symbols coded per stream between refills/flushes: a 64-bit container holds
- * 63 usable bits (the decoder keeps a marker in bit 0) and up to 7 are left
- * over from the previous refill: 7 + 5 * 11 = 62 and 7 + 4 * 13 = 59. */
-#define HUF_PER_REFILL_11 5
-#define HUF_PER_REFILL_13 4
+/* Codes per stream between flushes (encoder) and refills (decoder): a 64-bit
+ * container holds 63 usable bits (the decoder keeps a marker in bit 0) and up
+ * to 7 are left over from the previous refill: 7 + 4 * 13 = 59 <= 63. The
+ * decoder's loops for 11-bit tables take 5 (7 + 5 * 11 = 62). */
+#define HUF_PER_FLUSH 4
 
 /* ------------------------------------------------------------------------ */
 /* Shared: segment layout and canonical codes                                */
@@ -103,7 +103,7 @@ static void huf_segments(size_t n, size_t begin[HUF_STREAMS + 1]) {
 
 /* Canonical code of every symbol from its length (0 = none). Both sides walk
  * (length, symbol) in the same order; `pos` is the code left-aligned to
- * HUF_MAX_LEN bits, so the decoder fills table entries [pos, pos + 2^(11-len)). */
+ * HUF_MAX_LEN bits, as the decoder's table fill advances through its entries. */
 static void huf_canonical(const uint8_t len[256], uint16_t code[256]) {
     unsigned l, s, pos = 0;
     for (l = 1; l <= HUF_MAX_LEN; l++)
@@ -259,7 +259,7 @@ PTWM_INLINE void huf_encode_4streams(const uint8_t *src, const size_t begin[HUF_
         huf_flush(&w3);
     }
     i = q;
-    while (i % HUF_PER_REFILL_13) {
+    while (i % HUF_PER_FLUSH) {
         i--;
         HUF_PUT(w0, s0[i]);
         HUF_PUT(w1, s1[i]);
@@ -272,13 +272,13 @@ PTWM_INLINE void huf_encode_4streams(const uint8_t *src, const size_t begin[HUF_
     }
     while (i) {
         size_t k;
-        for (k = 1; k <= 4; k++) {
+        for (k = 1; k <= HUF_PER_FLUSH; k++) {
             HUF_PUT(w0, s0[i - k]);
             HUF_PUT(w1, s1[i - k]);
             HUF_PUT(w2, s2[i - k]);
             HUF_PUT(w3, s3[i - k]);
         }
-        i -= 4;
+        i -= HUF_PER_FLUSH;
         huf_flush(&w0);
         huf_flush(&w1);
         huf_flush(&w2);
