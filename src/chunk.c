@@ -299,6 +299,8 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
     return p;
 }
 
+#define SECOND_TRY_SMALL ((size_t)64 << 10)
+
 /* Encode one plane into out (room for max(stage bound, len) bytes). */
 static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *est,
                                unsigned mask, int zlevel, int order, uint8_t *out, size_t cap,
@@ -319,11 +321,29 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
     p = pick_stage(est, len, mask, zlevel, order);
     if (p.stage != PTWM_METHOD_IDENTITY) {
         e = ptwm_entropy_encode(p.stage, p.level, src, len, out, cap, coded);
-        if (e == PTWM_OK && *coded < len) {
+        if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
+        if (e != PTWM_OK) *coded = SIZE_MAX;
+        /* The second try: Huffman beside rANS where their sizes are close to
+         * call (table and state costs weigh on small planes; skewed planes
+         * favour rANS by an amount the estimate cannot see). Near-uniform
+         * large planes skip it: Huffman cannot shrink them. */
+        if (p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
+            (len <= SECOND_TRY_SMALL || est->entropy < 0.9 * (double)len)) {
+            size_t hb = ptwm_entropy_bound(PTWM_METHOD_HUFFMAN, len), off2, hl;
+            off2 = *coded == SIZE_MAX ? 0 : *coded;
+            if (cap - off2 >= hb &&
+                ptwm_entropy_encode(PTWM_METHOD_HUFFMAN, 0, src, len, out + off2, cap - off2,
+                                    &hl) == PTWM_OK &&
+                hl < *coded) {
+                memmove(out, out + off2, hl);
+                *coded = hl;
+                p.stage = PTWM_METHOD_HUFFMAN;
+            }
+        }
+        if (*coded < len) {
             *stage = p.stage;
             return PTWM_OK;
         }
-        if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
     }
     /* A plane that does not shrink is stored as is. */
     memcpy(out, src, len);
