@@ -3,7 +3,8 @@
  *
  *   bench_entropy [--csv FILE] [--runs N] [CORPUS_DIR]
  *
- * CORPUS_DIR defaults to $PTWM_CORPUS, then ../shared/corpus. Planes: the
+ * CORPUS_DIR defaults to $PTWM_CORPUS, then ../shared/corpus (or
+ * ../../shared/corpus when run from a build directory). Planes: the
  * exponent and sign+mantissa planes of the BF16 corpus files and the bytes of
  * handtrack.u8. Speeds are MB/s of plane bytes (1 MB = 10^6 bytes), the median
  * of N (default 7) runs alternating encode and decode; every run repeats the
@@ -196,7 +197,12 @@ int main(int argc, char **argv) {
     }
     if (runs < 1 || runs > 64) runs = 7;
     if (!dir) dir = getenv("PTWM_CORPUS");
-    if (!dir) dir = "../shared/corpus";
+    if (!dir) {
+        /* from the source root or from a build directory inside it */
+        FILE *probe = fopen("../shared/corpus/SHA256SUMS", "rb");
+        dir = probe ? "../shared/corpus" : "../../shared/corpus";
+        if (probe) fclose(probe);
+    }
     if (!load_planes(dir, pl, &count)) return 1;
     if (csv_path && !(csv = fopen(csv_path, "w"))) {
         fprintf(stderr, "cannot write %s\n", csv_path);
