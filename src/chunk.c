@@ -434,7 +434,9 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             sparse = 1;
         /* Scratch 0: the transform's planes, residuals and block scales, then
          * (sparse) the nonzero elements and the bitmap. */
-        need = total * (c.nplanes + 2) + 16 + (sparse ? raw_len + total / 8 + 16 : 0);
+        need = c.xform == PTWM_XFORM_BYTES
+                   ? 16 /* the raw bytes are the plane */
+                   : total * (c.nplanes + 2) + 16 + (sparse ? raw_len + total / 8 + 16 : 0);
         pb = scratch_need(s, 0, need);
         if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", need);
         if (sparse) {
