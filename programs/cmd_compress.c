@@ -16,7 +16,7 @@ static void help(FILE *out) {
             "for byte. One shard is in flight at a time: memory does not grow with the\n"
             "model. OUTDIR is built under a temporary name and renamed when complete.\n\n"
             "options:\n"
-            "  -o, --output OUTDIR     output directory (required)\n"
+            "  -o, --output OUTDIR     output directory (required; missing parents are made)\n"
             "  --max-shard-size SIZE   re-plan the shards: at most SIZE raw bytes each\n"
             "                          (5GB, 500MiB, bytes); a larger tensor gets its own\n"
             "                          shard. Decompression then writes fresh shards.\n"

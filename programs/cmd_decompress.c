@@ -13,7 +13,7 @@ static void help(FILE *out) {
             "(same SHA-256). Every CRC and payload hash is checked on the way. OUTDIR is\n"
             "built under a temporary name and renamed when complete.\n\n"
             "options:\n"
-            "  -o, --output OUTDIR     output directory (required)\n"
+            "  -o, --output OUTDIR     output directory (required; missing parents are made)\n"
             "  --max-shard-size SIZE   write fresh Hugging Face shards of at most SIZE\n"
             "                          bytes (5GB, 500MiB, bytes) and a new index instead\n"
             "                          of the original files\n"

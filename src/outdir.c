@@ -76,6 +76,23 @@ static ptwm_error check_overlap(const char *outdir, const char *src, ptwm_err *e
     return rc;
 }
 
+/* mkdir -p of the directories above `path` (not `path` itself). */
+static ptwm_error make_parents(const char *path, ptwm_err *err) {
+    char *p = strdup(path), *s;
+    ptwm_error rc = PTWM_OK;
+    if (!p) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (s = strchr(p + 1, '/'); s && rc == PTWM_OK; s = strchr(s + 1, '/')) {
+        struct stat sb;
+        *s = 0;
+        if (s[1] && stat(p, &sb) != 0 && mkdir(p, 0777) != 0 && errno != EEXIST)
+            rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot create '%s': %s", path, p,
+                           strerror(errno));
+        *s = '/';
+    }
+    free(p);
+    return rc;
+}
+
 ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm_stage *st,
                             ptwm_err *err) {
     struct stat sb;
@@ -84,6 +101,7 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
     memset(st, 0, sizeof *st);
     if (!outdir || !outdir[0])
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "no output directory given");
+    if ((rc = make_parents(outdir, err)) != PTWM_OK) return rc;
     if ((rc = check_overlap(outdir, src, err)) != PTWM_OK) return rc;
     if (lstat(outdir, &sb) == 0) {
         if (!force) return ptwm_fail(err, PTWM_ERR_EXISTS, "output '%s' already exists", outdir);

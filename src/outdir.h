@@ -13,7 +13,8 @@ typedef struct ptwm_stage {
 } ptwm_stage;
 
 /* Refuse an existing outdir unless force; refuse an outdir that is `src` or
- * lies inside it (src may be NULL); create the temporary directory. */
+ * lies inside it, or contains it (src may be NULL); create missing parent
+ * directories and the temporary directory. */
 ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm_stage *st,
                             ptwm_err *err);
 /* Path of `name` inside the temporary directory (malloc'd; NULL on no memory). */

@@ -176,8 +176,8 @@ static void test_roundtrip(const char *tmp) {
           0);
     CHECK(run("verify '%s/flat' -q", tmp) == 0);
     /* Single file: restored under its own name. */
-    CHECK(run("decompress '%s/one/model.ptwm' -o '%s/onefile' -q", tmp, tmp) == 0);
-    CHECK(sh("cmp '%s' '%s/onefile/faceres-deep.bf16.safetensors'", file, tmp) == 0);
+    CHECK(run("decompress '%s/one/model.ptwm' -o '%s/new/parents/onefile/' -q", tmp, tmp) == 0);
+    CHECK(sh("cmp '%s' '%s/new/parents/onefile/faceres-deep.bf16.safetensors'", file, tmp) == 0);
     /* inspect on each kind. */
     CHECK(run("inspect '%s/pt'", tmp) == 0 && out_has("BF16") && out_has("ratio"));
     CHECK(run("inspect '%s/pt' --json", tmp) == 0 && out_has("\"tensors\"") &&
