@@ -14,7 +14,7 @@
  *   tables      O0: one frequency table.
  *               O1: a symbol set naming the contexts that have a table, then
  *                   one frequency table per such context, ascending.
- *   states      S x u32 (S = 32 for O0, 8 for O1): the final encoder states =
+ *   states      S = 32 x u32: the final encoder states =
  *               the initial decoder states, each in [L, 2^32) with L = 2^16.
  *   words       u16 renormalisation words, in the order the decoder reads them.
  *   Nothing follows: the decoder must consume exactly every word and end with
@@ -38,28 +38,29 @@
  *       slot = x mod M  (c <= slot < c + f),  x = f * (x >> prec) + slot - c,
  *       then if x < L: x = (x << 16) | next u16 word.
  *   O0: symbol i (0 <= i < n) is decoded with state i mod 32 and the one table.
- *   O1: the plane is cut into 8 segments: segment k < 7 is [k*q, (k+1)*q) with
- *     q = floor(n / 8), segment 7 is [7q, n). Segment k is decoded by state k;
- *     the context of its first symbol is 0, of every other symbol the previous
- *     symbol of the same segment. The decoder steps j = 0..q-1, and for each
- *     j the states k = 0..7 in order (symbol k*q + j); then state 7 finishes
- *     symbols 8q..n-1 of segment 7 alone. Each context met must have a table.
+ *   O1: the plane is cut into 32 segments: segment k < 31 is [k*q, (k+1)*q)
+ *     with q = floor(n / 32), segment 31 is [31q, n). Segment k is decoded by
+ *     state k; the context of its first symbol is 0, of every other symbol the
+ *     previous symbol of the same segment. The decoder steps j = 0..q-1, and
+ *     for each j the states k = 0..31 in order (symbol k*q + j); then state 31
+ *     finishes symbols 32q..n-1 of segment 31 alone. Each context met must
+ *     have a table.
  *
  * Why this shape: 16-bit renormalisation with L = 2^16 needs at most one read
  * per symbol, so the decoder renormalises without a branch (a mask; whether a
  * state needs a word is close to a coin toss on weight planes). Order 0 has
  * 32 states so that an AVX2 decoder keeps four vectors of 8 in flight (one
  * vector alone waits on its gathers); the scalar decoder runs them 8 at a time
- * in registers. Order 1 keeps 8 segments: its state chains already wait on
- * the previous symbol. The encoder picks prec (and with order -1 the order)
+ * in registers. Order 1 runs its 32 segments the same way, with one more
+ * gather for the context's table. The encoder picks prec (and with order -1 the order)
  * from an exact table cost plus an entropy estimate; tables are normalised
  * exactly (largest remainder, every present symbol at least 1). */
 #include <math.h>
 #include <stdlib.h>
 #include "entropy.h"
 
-#define RANS_STATES 8     /* order 1: one state per segment */
-#define RANS_O0_STATES 32 /* order 0: four vectors of eight */
+#define RANS_STATES 32 /* four vectors of eight; order 1: one state per segment */
+#define RANS_O0_STATES RANS_STATES
 #define RANS_L (1u << 16)
 #define RANS_PREC_MIN 8
 #define RANS_PREC_MAX0 15
@@ -361,16 +362,16 @@ static void o1_segment(size_t n, int k, size_t *start, size_t *len) {
 static size_t encode_o1_stream(const uint8_t *src, size_t n, const enc_sym *t /* [256][256] */,
                                unsigned prec, uint8_t *at, uint8_t *end) {
     uint32_t x[RANS_STATES];
-    size_t q = n / RANS_STATES, start7, len7, j;
+    size_t q = n / RANS_STATES, start_last, len_last, j;
     ewriter w;
     int k;
     if (!enc_start(&w, x, RANS_STATES, at, end)) return 0;
-    o1_segment(n, RANS_STATES - 1, &start7, &len7);
-    /* Reverse of the decoder's order: segment 7's own tail first. */
-    for (j = len7; j-- > q;) {
-        size_t i = start7 + j;
+    o1_segment(n, RANS_STATES - 1, &start_last, &len_last);
+    /* Reverse of the decoder's order: the last segment's own tail first. */
+    for (j = len_last; j-- > q;) {
+        size_t i = start_last + j;
         unsigned ctx = j ? src[i - 1] : 0;
-        x[7] = enc_put(x[7], &t[ctx * 256 + src[i]], prec, &w);
+        x[RANS_STATES - 1] = enc_put(x[RANS_STATES - 1], &t[ctx * 256 + src[i]], prec, &w);
     }
     for (j = q; j-- > 0;) {
         for (k = RANS_STATES - 1; k >= 0; k--) {
@@ -414,11 +415,20 @@ static double est_table(const uint64_t cnt[256], uint64_t total, unsigned prec,
     return (double)freqtab_write(freq, NULL) + table_cost_bits(cnt, freq, prec) / 8.0;
 }
 
+/* Highest precision worth trying for n symbols: a table much bigger than the
+ * plane costs decode time and cannot pay. */
+static unsigned prec_limit(size_t n, unsigned lo, unsigned hi, int slack) {
+    int bits = 0;
+    while (bits < 63 && ((size_t)1 << bits) <= n) bits++;
+    bits += slack;
+    return bits < (int)lo ? lo : bits > (int)hi ? hi : (unsigned)bits;
+}
+
 static plan plan_o0(const uint64_t cnt[256], size_t n) {
     plan best = {0, 0.0};
     uint32_t freq[256];
-    unsigned prec;
-    for (prec = 10; prec <= RANS_PREC_MAX0; prec++) {
+    unsigned prec, hi = prec_limit(n, 10, RANS_PREC_MAX0, 1);
+    for (prec = 10; prec <= hi; prec++) {
         double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
         /* A higher precision must earn its bigger (slower) decode table. */
         if (!best.prec || e < best.est * 0.9995) {
@@ -429,13 +439,13 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     return best;
 }
 
-static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256]) {
+static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n) {
     plan best = {0, 0.0};
     uint32_t freq[256], used[256];
-    unsigned prec;
+    unsigned prec, hi = prec_limit(n, 9, RANS_PREC_MAX1, -4);
     int c;
     for (c = 0; c < 256; c++) used[c] = ctx_total[c] != 0;
-    for (prec = 9; prec <= RANS_PREC_MAX1; prec++) {
+    for (prec = 9; prec <= hi; prec++) {
         double e = 2 + 4 * RANS_STATES + (double)symset_write(used, NULL);
         for (c = 0; c < 256; c++)
             if (ctx_total[c]) e += est_table(cnt + 256 * c, ctx_total[c], prec, freq);
@@ -525,7 +535,7 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
             cnt1 = (uint64_t *)ptwm_malloc(sizeof(uint64_t) * 256 * 256);
             if (!cnt1) return PTWM_ERR_NOMEM;
             o1_counts(src, n, cnt1, ctx_total);
-            p1 = plan_o1(cnt1, ctx_total);
+            p1 = plan_o1(cnt1, ctx_total, n);
         }
         /* Only try what could beat RAW (n + 1) by the estimate, with slack. */
         if (p1.prec && (!p0.prec || p1.est < p0.est)) {
@@ -534,7 +544,10 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
             len = encode_o0(src, n, cnt, p0.prec, dst, cap);
         }
         free(cnt1);
-        if (len && len <= n) {
+        /* Keep rANS only if it saves at least 1/256 of the plane: below that
+         * (sign+mantissa planes: 7.97 bits) RAW costs under 0.4% and decodes
+         * at memcpy speed. */
+        if (len && len + n / 256 <= n) {
             *out_len = len;
             return PTWM_OK;
         }
@@ -628,19 +641,15 @@ static int rans_have_avx2(void) {
     return h;
 }
 
-/* One vector step: 8 states X (lanes k = state 8v + k) decode 8 symbols to
- * dst and take their renormalisation words from p. */
-#define RANS_AVX2_STEP(X, OUT)                                                                  \
+/* x = f * (x >> prec) + bias for 8 states from their entries E, then the
+ * renormalisation: the lanes below L take the next words in lane order. */
+#define RANS_AVX2_ADVANCE(X, E)                                                                 \
     do {                                                                                        \
-        __m256i slot_ = _mm256_and_si256(X, slot_mask);                                        \
-        __m256i e_ = _mm256_i32gather_epi32((const int *)tab, slot_, 4);                       \
-        __m256i s_ = _mm256_i32gather_epi32((const int *)sym, slot_, 1);                       \
         __m256i need_, w_;                                                                      \
         unsigned m_;                                                                            \
-        uint32_t lo_, hi_;                                                                      \
         X = _mm256_add_epi32(                                                                   \
-            _mm256_mullo_epi32(_mm256_srli_epi32(e_, 16), _mm256_srl_epi32(X, shift)),          \
-            _mm256_and_si256(e_, low16));                                                       \
+            _mm256_mullo_epi32(_mm256_srli_epi32(E, 16), _mm256_srl_epi32(X, shift)),           \
+            _mm256_and_si256(E, low16));                                                        \
         need_ = _mm256_cmpeq_epi32(_mm256_srli_epi32(X, 16), zero);                             \
         m_ = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need_));                          \
         w_ = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));                        \
@@ -648,6 +657,17 @@ static int rans_have_avx2(void) {
                                          _mm256_loadu_si256((const __m256i *)rans_lanes[m_]));  \
         X = _mm256_blendv_epi8(X, _mm256_or_si256(_mm256_slli_epi32(X, 16), w_), need_);        \
         p += 2 * (unsigned)__builtin_popcount(m_);                                              \
+    } while (0)
+
+/* One vector step: 8 states X (lanes k = state 8v + k) decode 8 symbols to
+ * dst and take their renormalisation words from p. */
+#define RANS_AVX2_STEP(X, OUT)                                                                  \
+    do {                                                                                        \
+        __m256i slot_ = _mm256_and_si256(X, slot_mask);                                        \
+        __m256i e_ = _mm256_i32gather_epi32((const int *)tab, slot_, 4);                       \
+        __m256i s_ = _mm256_i32gather_epi32((const int *)sym, slot_, 1);                       \
+        uint32_t lo_, hi_;                                                                      \
+        RANS_AVX2_ADVANCE(X, e_);                                                               \
         s_ = _mm256_shuffle_epi8(s_, pick);                                                     \
         lo_ = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(s_));                          \
         hi_ = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(s_, 1));                     \
@@ -750,56 +770,122 @@ static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
 
 /* Order 1: tab/sym hold one table per context with a table plus a zeroed
  * dummy; base[ctx] is the first slot of ctx's table (the dummy's if ctx has
- * none, which is caught after decoding by check_contexts). */
+ * none, which is caught after decoding by check_contexts). Segment k's symbol
+ * j goes to dst[k * q + j]. */
 #define RANS_DEC1_FAST(X, C, K)                                      \
     do {                                                             \
-        size_t b_ = base[C];                                         \
+        uint32_t b_ = base[C];                                       \
         uint8_t s_;                                                  \
         RANS_DEC_FAST(X, tab + b_, sym + b_, s_);                    \
-        dst[(K) * q + j] = s_;                                       \
+        dst[(size_t)(K) * q + j] = s_;                               \
         (C) = s_;                                                    \
     } while (0)
 
-static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
-                                const size_t base[256], unsigned prec, const uint8_t *p,
-                                const uint8_t *end, uint32_t x[RANS_STATES],
-                                uint8_t *restrict dst, size_t n) {
-    uint32_t mask = (1u << prec) - 1;
-    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3], x4 = x[4], x5 = x[5], x6 = x[6],
-             x7 = x[7];
-    unsigned c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0, ctx[RANS_STATES];
-    size_t q = n / RANS_STATES, j = 0;
-    int k;
+#ifdef RANS_AVX2
+/* One vector step of order 1: 8 states X with contexts C (previous symbols
+ * of their segments, lanes = segments 8v..8v+7) decode symbol j of each. */
+#define RANS_AVX2_STEP1(X, C, V)                                                                \
+    do {                                                                                        \
+        __m256i b_ = _mm256_i32gather_epi32((const int *)base, C, 4);                          \
+        __m256i idx_ = _mm256_add_epi32(b_, _mm256_and_si256(X, slot_mask));                   \
+        __m256i e_ = _mm256_i32gather_epi32((const int *)tab, idx_, 4);                        \
+        unsigned k_;                                                                            \
+        uint8_t out_[32];                                                                       \
+        C = _mm256_and_si256(_mm256_i32gather_epi32((const int *)sym, idx_, 1), low8);         \
+        RANS_AVX2_ADVANCE(X, e_);                                                               \
+        _mm256_storeu_si256((__m256i *)out_, C);                                                \
+        for (k_ = 0; k_ < 8; k_++) dst[(size_t)(8 * (V) + k_) * q + j] = out_[4 * k_];         \
+    } while (0)
+
+/* The order-1 fast loop, 32 segments in four vectors; three gathers per 8
+ * symbols (context base, entry, symbol). Returns the steps done. */
+__attribute__((target("avx2,popcnt"))) static size_t
+decode_o1_avx2(const uint32_t *tab, const uint8_t *sym, const uint32_t base[256], unsigned prec,
+               const uint8_t **pp, const uint8_t *end, uint32_t x[RANS_STATES],
+               uint32_t ctx[RANS_STATES], uint8_t *dst, size_t q) {
+    const uint8_t *p = *pp;
+    const __m256i slot_mask = _mm256_set1_epi32((int)((1u << prec) - 1));
+    const __m256i low16 = _mm256_set1_epi32(0xffff), low8 = _mm256_set1_epi32(0xff);
+    const __m256i zero = _mm256_setzero_si256();
+    const __m128i shift = _mm_cvtsi32_si128((int)prec);
+    __m256i X0 = _mm256_loadu_si256((const __m256i *)x);
+    __m256i X1 = _mm256_loadu_si256((const __m256i *)(x + 8));
+    __m256i X2 = _mm256_loadu_si256((const __m256i *)(x + 16));
+    __m256i X3 = _mm256_loadu_si256((const __m256i *)(x + 24));
+    __m256i C0 = _mm256_loadu_si256((const __m256i *)ctx);
+    __m256i C1 = _mm256_loadu_si256((const __m256i *)(ctx + 8));
+    __m256i C2 = _mm256_loadu_si256((const __m256i *)(ctx + 16));
+    __m256i C3 = _mm256_loadu_si256((const __m256i *)(ctx + 24));
+    size_t j = 0;
     while (j < q && end - p >= 2 * RANS_STATES) {
-        RANS_DEC1_FAST(x0, c0, 0);
-        RANS_DEC1_FAST(x1, c1, 1);
-        RANS_DEC1_FAST(x2, c2, 2);
-        RANS_DEC1_FAST(x3, c3, 3);
-        RANS_DEC1_FAST(x4, c4, 4);
-        RANS_DEC1_FAST(x5, c5, 5);
-        RANS_DEC1_FAST(x6, c6, 6);
-        RANS_DEC1_FAST(x7, c7, 7);
+        RANS_AVX2_STEP1(X0, C0, 0);
+        RANS_AVX2_STEP1(X1, C1, 1);
+        RANS_AVX2_STEP1(X2, C2, 2);
+        RANS_AVX2_STEP1(X3, C3, 3);
         j++;
     }
-    x[0] = x0, x[1] = x1, x[2] = x2, x[3] = x3, x[4] = x4, x[5] = x5, x[6] = x6, x[7] = x7;
-    ctx[0] = c0, ctx[1] = c1, ctx[2] = c2, ctx[3] = c3, ctx[4] = c4, ctx[5] = c5, ctx[6] = c6,
-    ctx[7] = c7;
+    _mm256_storeu_si256((__m256i *)x, X0);
+    _mm256_storeu_si256((__m256i *)(x + 8), X1);
+    _mm256_storeu_si256((__m256i *)(x + 16), X2);
+    _mm256_storeu_si256((__m256i *)(x + 24), X3);
+    _mm256_storeu_si256((__m256i *)ctx, C0);
+    _mm256_storeu_si256((__m256i *)(ctx + 8), C1);
+    _mm256_storeu_si256((__m256i *)(ctx + 16), C2);
+    _mm256_storeu_si256((__m256i *)(ctx + 24), C3);
+    *pp = p;
+    return j;
+}
+#endif
+
+static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
+                                const uint32_t base[256], unsigned prec, const uint8_t *p,
+                                const uint8_t *end, uint32_t x[RANS_STATES],
+                                uint8_t *restrict dst, size_t n) {
+    uint32_t mask = (1u << prec) - 1, ctx[RANS_STATES];
+    size_t q = n / RANS_STATES, j = 0;
+    int k, g;
+    memset(ctx, 0, sizeof(ctx));
+#ifdef RANS_AVX2
+    if (rans_have_avx2()) j = decode_o1_avx2(tab, sym, base, prec, &p, end, x, ctx, dst, q);
+#endif
+    /* One step reads at most 32 words; eight states at a time in registers. */
+    while (j < q && end - p >= 2 * RANS_STATES) {
+        for (g = 0; g < RANS_STATES; g += 8) {
+            uint32_t x0 = x[g], x1 = x[g + 1], x2 = x[g + 2], x3 = x[g + 3], x4 = x[g + 4],
+                     x5 = x[g + 5], x6 = x[g + 6], x7 = x[g + 7];
+            uint32_t c0 = ctx[g], c1 = ctx[g + 1], c2 = ctx[g + 2], c3 = ctx[g + 3],
+                     c4 = ctx[g + 4], c5 = ctx[g + 5], c6 = ctx[g + 6], c7 = ctx[g + 7];
+            RANS_DEC1_FAST(x0, c0, g + 0);
+            RANS_DEC1_FAST(x1, c1, g + 1);
+            RANS_DEC1_FAST(x2, c2, g + 2);
+            RANS_DEC1_FAST(x3, c3, g + 3);
+            RANS_DEC1_FAST(x4, c4, g + 4);
+            RANS_DEC1_FAST(x5, c5, g + 5);
+            RANS_DEC1_FAST(x6, c6, g + 6);
+            RANS_DEC1_FAST(x7, c7, g + 7);
+            x[g] = x0, x[g + 1] = x1, x[g + 2] = x2, x[g + 3] = x3, x[g + 4] = x4,
+            x[g + 5] = x5, x[g + 6] = x6, x[g + 7] = x7;
+            ctx[g] = c0, ctx[g + 1] = c1, ctx[g + 2] = c2, ctx[g + 3] = c3, ctx[g + 4] = c4,
+            ctx[g + 5] = c5, ctx[g + 6] = c6, ctx[g + 7] = c7;
+        }
+        j++;
+    }
     for (; j < q; j++) {
         for (k = 0; k < RANS_STATES; k++) {
-            size_t b = base[ctx[k]];
+            uint32_t b = base[ctx[k]];
             uint8_t s;
             RANS_DEC_SAFE(x[k], tab + b, sym + b, s);
             dst[(size_t)k * q + j] = s;
             ctx[k] = s;
         }
     }
-    /* Segment 7 runs on alone. */
-    for (j = (size_t)(RANS_STATES - 1) * q + q; j < n; j++) {
-        size_t b = base[ctx[7]];
+    /* The last segment runs on alone. */
+    for (j = (size_t)RANS_STATES * q; j < n; j++) {
+        uint32_t b = base[ctx[RANS_STATES - 1]];
         uint8_t s;
-        RANS_DEC_SAFE(x[7], tab + b, sym + b, s);
+        RANS_DEC_SAFE(x[RANS_STATES - 1], tab + b, sym + b, s);
         dst[j] = s;
-        ctx[7] = s;
+        ctx[RANS_STATES - 1] = s;
     }
     return check_end(p, end, x, RANS_STATES);
 }
@@ -820,7 +906,8 @@ static ptwm_error check_contexts(const uint8_t *dst, size_t n, const uint8_t has
 static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     uint8_t has[256];
     uint32_t (*freq)[256], x[RANS_STATES];
-    size_t base[256], ntab = 0, slots = (size_t)1 << prec;
+    uint32_t base[256];
+    size_t ntab = 0, slots = (size_t)1 << prec;
     uint32_t *tab;
     uint8_t *sym;
     int ctx;
@@ -838,7 +925,7 @@ static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     if (e) goto out_freq;
     /* ntab + 1 tables of at most 2^12 slots: at most 5.3 MB, and each table
      * was paid for by at least 3 input bytes. */
-    tab = (uint32_t *)ptwm_calloc((ntab + 1) * slots, sizeof(uint32_t) + 1);
+    tab = (uint32_t *)ptwm_calloc((ntab + 1) * slots * (sizeof(uint32_t) + 1) + 4, 1);
     if (!tab) {
         e = PTWM_ERR_NOMEM;
         goto out_freq;
@@ -847,13 +934,13 @@ static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     ntab = 0;
     for (ctx = 0; ctx < 256; ctx++) {
         if (has[ctx]) {
-            base[ctx] = ntab * slots;
+            base[ctx] = (uint32_t)(ntab * slots);
             build_dtab(freq[ctx], prec, tab + base[ctx], sym + base[ctx]);
             ntab++;
         }
     }
     for (ctx = 0; ctx < 256; ctx++)
-        if (!has[ctx]) base[ctx] = ntab * slots; /* the zeroed dummy */
+        if (!has[ctx]) base[ctx] = (uint32_t)(ntab * slots); /* the zeroed dummy */
     e = decode_o1_run(tab, sym, base, prec, c->p, c->end, x, dst, n);
     if (!e) e = check_contexts(dst, n, has);
     free(tab);
