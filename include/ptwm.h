@@ -440,8 +440,8 @@ PTWM_API ptwm_error ptwm_compress_safetensors(const char *src_path, const char *
  *   {"metadata": {"total_size": RAW, "compressed_total_size": CODED, "format": "ptwm",
  *                 ...extra string entries}, "weight_map": {"tensor": "shard.ptwm", ...}}
  * total_size is the sum of the tensors' raw bytes; compressed_total_size the sum of
- * the shard files' sizes. Reading rejects malformed JSON, duplicate keys, unknown
- * fields, non-string extras, and shard names that are empty, contain '/', '\\' or
+ * the shard files' sizes. Reading rejects malformed JSON, duplicate keys, unknown top-level
+ * keys, non-string extras, and shard names that are empty, contain '/', '\\' or
  * "..", or do not end in ".ptwm" (so a weight_map never points outside the directory). */
 typedef struct ptwm_index ptwm_index;
 
@@ -468,7 +468,7 @@ PTWM_API ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const ch
 PTWM_API size_t ptwm_index_count(const ptwm_index *idx);
 PTWM_API ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor,
                                      const char **shard);
-/* Position of a tensor's entry; PTWM_ERR_NOT_FOUND if unmapped (err untouched). */
+/* Position of a tensor's entry; PTWM_ERR_NOT_FOUND if unmapped. */
 PTWM_API ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos);
 /* Distinct shard names in order of first appearance. */
 PTWM_API size_t ptwm_index_shard_count(const ptwm_index *idx);
