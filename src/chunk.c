@@ -283,6 +283,11 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
         for (p.stage = 1; !(mask & PTWM_EMASK(p.stage)); p.stage++) {
         }
         p.level = p.stage == PTWM_METHOD_ZSTD ? zlevel : p.stage == PTWM_METHOD_RANS ? order : 0;
+        /* A fixed order-0 stage would store a near-uniform plane raw anyway;
+         * skip the attempt. zstd may find repeats the estimate cannot see. */
+        if ((p.stage == PTWM_METHOD_HUFFMAN || (p.stage == PTWM_METHOD_RANS && order == 0)) &&
+            e->bytes >= best)
+            p.stage = PTWM_METHOD_IDENTITY;
         return p;
     }
     if (mask & PTWM_EMASK(PTWM_METHOD_RANS)) {
