@@ -37,6 +37,7 @@ else
     scale_mb=${SCALE_MB:-1,4,16,64,256}; mid_mb=512
 fi
 start=$(date +%s)
+stage() { echo "== $* [$(( $(date +%s) - start )) s]"; }
 
 for tool in cmake gnuplot xz gzip zstd /usr/bin/time python3 cmp; do
     command -v "$tool" >/dev/null 2>&1 || {
@@ -47,7 +48,7 @@ pkg-config --exists blosc 2>/dev/null || {
 [[ -d $corpus ]] || { echo "run_suite: no corpus at $corpus (set PTWM_CORPUS)" >&2; exit 2; }
 
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-    echo "== build ($build)"
+    stage "build ($build)"
     cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build "$build" -j2 --target ptwm bench_suite >/dev/null
 fi
@@ -67,20 +68,22 @@ extra=("$@")
 
 # The machine, for the README.
 {
-    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
+    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -n1) (family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'))"
     echo "cores: $(nproc)"
     echo "memory: $(free -g | awk '/^Mem:/ {print $2}') GiB"
     echo "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
     echo "compiler: $(cc --version | head -n1)"
-    echo "libzstd: $(pkg-config --modversion libzstd), c-blosc: $(pkg-config --modversion blosc)"
+    echo "libs: libzstd $(pkg-config --modversion libzstd), c-blosc $(pkg-config --modversion blosc)"
     echo "xz: $(xz --version | head -n1), gzip: $(gzip --version | head -n1)"
     echo "ptwm: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$here" diff --quiet 2>/dev/null || echo '+changes')"
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-    echo "settings: runs $runs, zstd -19 runs $slow_runs, cli runs $cli_runs, scaling to $big_mb MiB"
+    echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
+    echo "settings: runs $runs, zstd -19 runs $slow_runs, cli runs $cli_runs"
+    echo "scaling: $big_mb MiB"
 } >"$out/machine.txt"
 
 # ---------------------------------------------------------------------------
-echo "== in memory: every method on every file and dtype ($runs runs)"
+stage "in memory: every method on every file and dtype ($runs runs)"
 "$suite" --runs "$runs" --slow-runs "$slow_runs" --csv "$csv" "${files[@]}" "${extra[@]}" \
     | tee "$out/suite.txt" || failed=1
 
@@ -166,7 +169,7 @@ ptwm_cli() { # SECTION FILE THREADS RUNS
 }
 
 # ---------------------------------------------------------------------------
-echo "== whole files: xz -6, gzip -6, zstd -3, zstd -19 and the ptwm CLI"
+stage "whole files: xz -6, gzip -6, zstd -3, zstd -19 and the ptwm CLI"
 for f in "${files[@]}" "${extra[@]}"; do
     [[ -f $f ]] || continue   # checkpoint directories: in memory only
     echo "   $(basename "$f")"
@@ -179,11 +182,11 @@ for f in "${files[@]}" "${extra[@]}"; do
 done
 
 # ---------------------------------------------------------------------------
-echo "== scaling in memory: BF16 tensors repeated to $scale_mb MiB"
+stage "scaling in memory: BF16 tensors repeated to $scale_mb MiB"
 "$suite" --runs "$runs" --csv "$csv" --scale "$scale_mb" "$corpus/faceres-deep.bf16.safetensors" \
     | tee "$out/scale.txt" || failed=1
 
-echo "== scaling as whole processes: mixed BF16/F16/F32/U8 files, peak memory"
+stage "scaling as whole processes: mixed BF16/F16/F32/U8 files, peak memory"
 mix=("$corpus/faceres-deep.bf16.safetensors" "$corpus/movenet-thunder.f16.safetensors"
      "$corpus/faceres-deep.f32.safetensors" "$corpus/handtrack.u8.safetensors")
 df -h "$tmp" | tail -n1 | awk '{ print "   scratch space free: " $4 }'
@@ -200,12 +203,12 @@ done
 sed -i 's/^scale_cli,repeat-\([0-9]*\)MB.safetensors,,/scale_cli,repeat-\1MB.safetensors,MIXED,/' "$csv"
 
 # ---------------------------------------------------------------------------
-echo "== plot and summary"
+stage "plot and summary"
 elapsed=$(( $(date +%s) - start ))
 echo "elapsed: ${elapsed} s" >>"$out/machine.txt"
-python3 - "$csv" "$out" "$quick" <<'EOF'
+python3 - "$csv" "$out" "$quick" "repeat-${big_mb}MB.safetensors" <<'EOF'
 import csv, sys
-path, out, quick = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+path, out, quick, bigfile = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
 rows = list(csv.DictReader(open(path)))
 machine = dict(l.rstrip("\n").split(": ", 1) for l in open(out + "/machine.txt") if ": " in l)
 for r in rows:
@@ -238,7 +241,7 @@ with open(path, "a", newline="") as fp:
                      f"{raw / cs / 1e6 if cs else 0:.2f}", f"{raw / ds / 1e6 if ds else 0:.2f}",
                      f"{cs:.3f}", f"{ds:.3f}", 0, 1, "sum over files; whole process"])
 
-zipnn = {"BF16": "67.7%", "F32": "83.9%", "F16": "79.0%", "U8": "stored raw (100%)"}
+zipnn = {"BF16": 67.7, "F32": 83.9, "F16": 79.0, "U8": 100.0}  # U8: stored raw
 lines = []
 def emit(s=""):
     lines.append(s)
@@ -281,7 +284,8 @@ for d in dtypes:
         t.append(("libzstd -3 (reference)", zr["size_pct"], zr["comp_mbs"], zr["decomp_mbs"], ""))
     if floor:
         t.append(("entropy floor, order 0 per field", floor[0]["size_pct"], None, None, "computed"))
-    t.append(("ZipNN", None, None, None, f"{zipnn.get(d, 'n/a')}; from elsewhere, not measured here"))
+    if d in zipnn:
+        t.append(("ZipNN (published figure)", zipnn[d], None, None, "from elsewhere, not measured here"))
     tables.append((d, raw, len({r['file'] for r in rows if r['section'] == 'mem' and r['dtype'] == d
                                 and r['file'] != 'all'}), t))
 
@@ -359,13 +363,33 @@ md.append("ZipNN figures are from elsewhere (published for these files), not mea
 md.append("![size against decompress speed](docs/bench-size-speed.png)\n")
 md.append("Every figure of the run (each file, each method and level, 1 and 2 threads, c-blosc, xz, "
           "gzip, whole-process `ptwm compress`/`decompress` against `zstd -3`/`-19` with peak memory, "
-          "scaling to 2 GB) is in [docs/bench-results.csv](docs/bench-results.csv); "
+          f"scaling to {machine.get('scaling', '?')}) is in [docs/bench-results.csv](docs/bench-results.csv); "
           "[bench/README.md](bench/README.md) explains each.\n")
-md.append(f"Machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "
-          f"{machine.get('memory', '?')} RAM, {machine.get('os', '?')}; {machine.get('compiler', '?')}; "
-          f"{machine.get('libzstd', '')}. Run of {machine.get('date', '?')} on ptwm {machine.get('ptwm', '?')}"
-          f" ({machine.get('elapsed', '?')}).\n")
-md.append("Reproduce (about 10 minutes on 2 cores; installs nothing itself):\n")
+big = [r for r in rows if r["section"] == "scale_cli" and r["file"] == bigfile]
+if big:
+    md.append(f"Whole processes on a {big[0]['raw_bytes'] / 2**30:.1f} GiB safetensors file (corpus tensors "
+              "of all four dtypes repeated), wall time and peak resident memory (`/usr/bin/time -v`):\n")
+    md.append("| command | size | compress | decompress |")
+    md.append("|---|---:|---:|---:|")
+    pairs = {}
+    for r in big:
+        lab = (f"`zstd -{r['level']}`" if r["method"].startswith("zstd")
+               else f"`ptwm compress/decompress --threads {r['threads']}`")
+        ph = r["note"].split(";")[0]
+        pairs.setdefault(lab, {})[ph] = r
+    for lab, p in pairs.items():
+        c, d_ = p.get("compress"), p.get("decompress")
+        cell = lambda r, ph: (f"{r[ph + '_s']:.1f} s, {r[('comp' if ph == 'comp' else 'decomp') + '_mbs']:.0f} MB/s, "
+                              f"{r['peak_rss_kb'] / 1024:.0f} MB peak" if r else "")
+        md.append(f"| {lab} | {c['size_pct']:.1f}% | {cell(c, 'comp')} | {cell(d_, 'decomp')} |")
+    md.append("")
+md.append(f"Machine: {machine.get('cpu', '?')} ({machine.get('cores', '?')} cores, "
+          f"{machine.get('memory', '?')} RAM), {machine.get('os', '?')}, {machine.get('compiler', '?')}, "
+          f"{machine.get('libs', '')}; shared with other work while measuring (load average "
+          f"{machine.get('load at start', '?').split(' (')[0]} at the start), so the speeds are medians and "
+          f"best compared within the run. Run of {machine.get('date', '?')}, ptwm {machine.get('ptwm', '?')}; "
+          f"the whole suite took {machine.get('elapsed', '?')}.\n")
+md.append("Reproduce (one command; installs the peers from Debian packages, builds, runs everything):\n")
 md.append("```sh\nscripts/deps.sh --bench && bench/run_suite.sh\n```\n")
 open(out + "/README_SECTION.md", "w").write("\n".join(md))
 EOF
