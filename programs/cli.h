@@ -21,7 +21,8 @@ typedef struct cli_command {
 /* Print "ptwm: <message>" for an error to stderr and return CLI_BAD_INPUT. */
 int cli_report(const ptwm_err *err);
 /* Print a usage error and return CLI_USAGE. */
-int cli_usage_error(const char *command, const char *fmt, ...);
+int cli_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* True if stderr is a terminal (progress is shown only then). */
 int cli_is_tty(void);
 /* Monotonic seconds. */

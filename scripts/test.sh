@@ -32,7 +32,8 @@ step "tests (asan+ubsan)" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_st
 
 fuzz_seconds=${PTWM_FUZZ_SECONDS:-20}
 if [[ "$fuzz_seconds" != 0 ]]; then
-  step "build (fuzz)" scripts/build.sh build-fuzz -DPTWM_FUZZ=ON -DCMAKE_C_COMPILER=clang \
+  # -Werror is the gcc builds' gate; clang's extra warnings here are shown, not fatal.
+  step "build (fuzz)" scripts/build.sh build-fuzz -DPTWM_FUZZ=ON -DCMAKE_C_COMPILER=clang -DPTWM_WERROR=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
   for f in build-fuzz/fuzz_*; do
     [[ -x "$f" ]] || continue
