@@ -4,6 +4,7 @@
  * and the writer's argument checks. */
 #include "testutil.h"
 #include "container_read.h"
+#include "common.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -318,12 +319,104 @@ static void test_writer_features(void) {
     free(out);
 }
 
+/* A safetensors file whose header lists tensors in another order than their
+ * data (and with metadata): the rebuild must still be byte for byte. */
+static void test_header_order(void) {
+    static const char json[] =
+        "{\"__metadata__\":{\"format\":\"pt\"},"
+        "\"z.last\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+        "\"a.first\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[16,28]},"
+        "\"m.mid\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[28,32]}}";
+    uint8_t file[512];
+    size_t jl = sizeof(json) - 1, pad = (8 - jl % 8) % 8, i, n;
+    char src[1024], dst[1024], back[1024];
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    ptwm_store_le64(file, jl + pad);
+    memcpy(file + 8, json, jl);
+    memset(file + 8 + jl, ' ', pad);
+    for (i = 0; i < 32; i++) file[8 + jl + pad + i] = (uint8_t)(i * 7 + 1);
+    n = 8 + jl + pad + 32;
+    snprintf(src, sizeof(src), "%s/order.safetensors", tu_tmpdir());
+    snprintf(dst, sizeof(dst), "%s/order.ptwm", tu_tmpdir());
+    snprintf(back, sizeof(back), "%s/order.back.safetensors", tu_tmpdir());
+    CHECK(tu_write_file(src, file, n) == 0);
+    CHECK_MSG(ptwm_compress_safetensors(src, dst, NULL, &err) == PTWM_OK, "%s", err.message);
+    CHECK(ptwm_reader_open(dst, &r, &err) == PTWM_OK);
+    if (!r) return;
+    {
+        ptwm_tensor_info info;
+        CHECK(ptwm_reader_tensor(r, 0, &info) == PTWM_OK && strcmp(info.name, "z.last") == 0);
+        CHECK(ptwm_reader_metadata_count(r) == 1);
+    }
+    CHECK_MSG(ptwm_reader_write_safetensors(r, back, &err) == PTWM_OK, "%s", err.message);
+    CHECK(files_equal(src, back));
+    ptwm_reader_close(r);
+}
+
+/* All tensors of a file in one decode_many call, and its argument checks. */
+static void test_decode_many(void) {
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    ptwm_tensor_desc *d;
+    void *blob = NULL, **dsts;
+    size_t len = 0, i, n, *idx, *sizes;
+    ptwm_reader *r = NULL;
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    CHECK(ptwm_st_open(tu_corpus_path("posenet.bf16.safetensors"), PTWM_OPEN_MMAP, &st, &err) == PTWM_OK);
+    if (!st) return;
+    n = ptwm_st_count(st);
+    d = (ptwm_tensor_desc *)calloc(n, sizeof(*d));
+    dsts = (void **)calloc(n, sizeof(void *));
+    idx = (size_t *)calloc(n, sizeof(size_t));
+    sizes = (size_t *)calloc(n, sizeof(size_t));
+    for (i = 0; i < n; i++) {
+        ptwm_tensor_info info;
+        ptwm_st_tensor(st, i, &info);
+        d[i].name = info.name;
+        d[i].dtype = info.dtype;
+        d[i].ndim = info.ndim;
+        d[i].shape = info.shape;
+        d[i].data = info.data;
+        d[i].nbytes = info.nbytes;
+    }
+    for (i = 0; i < n; i++) {
+        idx[i] = n - 1 - i;   /* any order */
+        sizes[i] = (size_t)d[n - 1 - i].nbytes;
+        dsts[i] = malloc(sizes[i] ? sizes[i] : 1);
+    }
+    p.chunk_size = 65536;
+    p.threads = 2;
+    CHECK(ptwm_compress_blob(d, n, NULL, &p, &blob, &len, &err) == PTWM_OK);
+    CHECK(ptwm_reader_open_memory(blob, len, "many", &r, &err) == PTWM_OK);
+    if (r) {
+        ptwm_reader_set_threads(r, 2);
+        CHECK_MSG(ptwm_reader_decode_many(r, idx, dsts, sizes, n, &err) == PTWM_OK, "%s", err.message);
+        for (i = 0; i < n; i++) CHECK(memcmp(dsts[i], d[n - 1 - i].data, sizes[i]) == 0);
+        sizes[1]++;
+        CHECK_ERR(ptwm_reader_decode_many(r, idx, dsts, sizes, n, &err), &err, PTWM_ERR_DST_SIZE, "buffer");
+        sizes[1]--;
+        idx[2] = n;
+        CHECK_ERR(ptwm_reader_decode_many(r, idx, dsts, sizes, n, &err), &err, PTWM_ERR_NOT_FOUND, "no tensor");
+        ptwm_reader_close(r);
+    }
+    for (i = 0; i < n; i++) free(dsts[i]);
+    free(dsts);
+    free(idx);
+    free(sizes);
+    free(d);
+    free(blob);
+    ptwm_st_close(st);
+}
+
 int main(void) {
     if (!tu_corpus_dir()) {
         fprintf(stderr, "corpus not found (set PTWM_CORPUS)\n");
         return 1;
     }
     test_ranges();
+    test_header_order();
+    test_decode_many();
     test_writer_features();
     test_threads_identical();
     test_corpus();
