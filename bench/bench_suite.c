@@ -4,7 +4,8 @@
  * each dtype group in it, measures coded size as % of raw and compress and
  * decompress MB/s (10^6 bytes per second of raw data) of:
  *   ptwm, every method at 1 and 2 threads (library defaults otherwise: chunk
- *     1 MiB, plane CRCs and payload hashes on);
+ *     1 MiB, plane CRCs and payload hashes on), decoding a group's tensors
+ *     in one ptwm_reader_decode_many call;
  *   libzstd levels 1, 3, 9, 19, one frame per tensor, one thread;
  *   c-blosc 1.x (when built with it) with byte or bit shuffle and zstd or lz4,
  *     clevel 5, typesize = element size, default block size, one thread,
@@ -80,16 +81,15 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
-static const char *base_name(const char *path) {
-    const char *s = strrchr(path, '/');
+/* The last component of a path, without trailing slashes (a directory). */
+static const char *base_name(const char *path, char *buf, size_t cap) {
     size_t n = strlen(path);
-    /* A directory given with a trailing slash: name the directory. */
-    if (s && s[1] == '\0' && n > 1) {
-        const char *p = s - 1;
-        while (p > path && *p != '/') p--;
-        return *p == '/' ? p + 1 : p;
-    }
-    return s ? s + 1 : path;
+    const char *s;
+    while (n > 1 && path[n - 1] == '/') n--;
+    s = path + n;
+    while (s > path && s[-1] != '/') s--;
+    snprintf(buf, cap, "%.*s", (int)(path + n - s), s);
+    return buf;
 }
 
 static unsigned elem_bytes(ptwm_dtype dt) {
@@ -345,12 +345,24 @@ static int ptwm_do_decompress(const method *m, const group *g, const coded *c, u
         fprintf(stderr, "bench_suite: blob holds %zu tensors, expected %zu\n", ptwm_reader_count(r), g->n);
         rc = -1;
     }
-    for (i = 0; i < g->n && !rc; i++) {
-        size_t base = (size_t)((const uint8_t *)g->d[i].data - g->data);
-        if (ptwm_reader_decode(r, i, out + base, (size_t)g->d[i].nbytes, &err)) {
-            fprintf(stderr, "bench_suite: ptwm_reader_decode '%s': %s\n", g->d[i].name, err.message);
+    if (!rc) {
+        /* All tensors in one call, as a loader of the whole file does: the
+         * chunks of small tensors then share the threads. */
+        size_t *idx = (size_t *)xmalloc(g->n * sizeof(size_t));
+        size_t *sizes = (size_t *)xmalloc(g->n * sizeof(size_t));
+        void **dsts = (void **)xmalloc(g->n * sizeof(void *));
+        for (i = 0; i < g->n; i++) {
+            idx[i] = i;
+            sizes[i] = (size_t)g->d[i].nbytes;
+            dsts[i] = out + ((const uint8_t *)g->d[i].data - g->data);
+        }
+        if (ptwm_reader_decode_many(r, idx, dsts, sizes, g->n, &err)) {
+            fprintf(stderr, "bench_suite: ptwm_reader_decode_many: %s\n", err.message);
             rc = -1;
         }
+        free(idx);
+        free(sizes);
+        free(dsts);
     }
     ptwm_reader_close(r);
     return rc;
@@ -967,8 +979,10 @@ int main(int argc, char **argv) {
                "dec MB/s");
         for (i = 0; i < npaths; i++)
             for (k = 0; k < ins[i].ng; k++) {
-                entropy_floor(base_name(paths[i]), &ins[i].g[k]);
-                measure_group(base_name(paths[i]), &ins[i].g[k], ms, nm, runs, slow_runs, &sc);
+                char name[128];
+                base_name(paths[i], name, sizeof(name));
+                entropy_floor(name, &ins[i].g[k]);
+                measure_group(name, &ins[i].g[k], ms, nm, runs, slow_runs, &sc);
             }
         aggregate(ms, nm);
         ZSTD_freeCCtx(sc.cctx);
