@@ -139,6 +139,14 @@ void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, un
 void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes) {
     unsigned k;
     size_t i;
+    if (width == 2) {
+        uint8_t *restrict p0 = planes[0], *restrict p1 = planes[1];
+        for (i = 0; i < n; i++) {
+            p0[i] = src[2 * i];
+            p1[i] = src[2 * i + 1];
+        }
+        return;
+    }
     /* One plane per pass: each pass is a strided gather the compiler handles. */
     for (k = 0; k < width; k++) {
         uint8_t *restrict p = planes[k];
@@ -150,6 +158,15 @@ void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *con
 void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst) {
     unsigned k;
     size_t i;
+    if (width == 2) {
+        const uint8_t *restrict p0 = planes[0], *restrict p1 = planes[1];
+        uint8_t *restrict d = dst;
+        for (i = 0; i < n; i++) {
+            d[2 * i] = p0[i];
+            d[2 * i + 1] = p1[i];
+        }
+        return;
+    }
     for (k = 0; k < width; k++) {
         const uint8_t *restrict p = planes[k];
         uint8_t *restrict d = dst + k;
@@ -212,13 +229,40 @@ size_t ptwm_bitmap_count(const uint8_t *bitmap, size_t n) {
 void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, unsigned width,
                         uint8_t *dst) {
     size_t i, j = 0;
-    for (i = 0; i < n; i++) {
-        uint8_t *p = dst + i * width;
-        if (bitmap[i >> 3] >> (i & 7) & 1) {
-            memcpy(p, src + j * width, width);
-            j++;
-        } else {
-            memset(p, 0, width);
+    /* Branchless for the common widths: load the next nonzero element
+     * whatever the bit says (src has `width` bytes of slack), mask it, and
+     * advance by the bit. Zeros are scattered, so branches would mispredict. */
+    switch (width) {
+    case 2:
+        for (i = 0; i < n; i++) {
+            unsigned b = (bitmap[i >> 3] >> (i & 7)) & 1u;
+            ptwm_store_le16(dst + 2 * i, (uint16_t)(ptwm_load_le16(src + 2 * j) & (0u - b)));
+            j += b;
+        }
+        return;
+    case 4:
+        for (i = 0; i < n; i++) {
+            uint32_t b = (bitmap[i >> 3] >> (i & 7)) & 1u;
+            ptwm_store_le32(dst + 4 * i, ptwm_load_le32(src + 4 * j) & (0u - b));
+            j += b;
+        }
+        return;
+    case 8:
+        for (i = 0; i < n; i++) {
+            uint64_t b = (bitmap[i >> 3] >> (i & 7)) & 1u;
+            ptwm_store_le64(dst + 8 * i, ptwm_load_le64(src + 8 * j) & (0ull - b));
+            j += (size_t)b;
+        }
+        return;
+    default:
+        for (i = 0; i < n; i++) {
+            uint8_t *p = dst + i * width;
+            if (bitmap[i >> 3] >> (i & 7) & 1) {
+                memcpy(p, src + j * width, width);
+                j++;
+            } else {
+                memset(p, 0, width);
+            }
         }
     }
 }

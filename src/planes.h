@@ -35,7 +35,8 @@ size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t
 /* Set bits of an n-bit bitmap; SIZE_MAX if a padding bit (>= n) is set. */
 size_t ptwm_bitmap_count(const uint8_t *bitmap, size_t n);
 /* Inverse of compact; the caller has checked ptwm_bitmap_count(bitmap, n)
- * equals the number of elements in src. */
+ * equals the number of elements in src, and src has `width` readable bytes
+ * of slack after its last element. */
 void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, unsigned width,
                         uint8_t *dst);
 
