@@ -768,13 +768,12 @@ static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     return e;
 }
 
-/* Order 1: tab/sym hold one table per context with a table plus a zeroed
- * dummy; base[ctx] is the first slot of ctx's table (the dummy's if ctx has
- * none, which is caught after decoding by check_contexts). Segment k's symbol
- * j goes to dst[k * q + j]. */
+/* Order 1: context ctx's table starts at slot ctx << prec of tab/sym (all
+ * zero if ctx has none: a state then collapses, and check_contexts rejects
+ * the plane after decoding). Segment k's symbol j goes to dst[k * q + j]. */
 #define RANS_DEC1_FAST(X, C, K)                                      \
     do {                                                             \
-        uint32_t b_ = base[C];                                       \
+        uint32_t b_ = (C) << prec;                                   \
         uint8_t s_;                                                  \
         RANS_DEC_FAST(X, tab + b_, sym + b_, s_);                    \
         dst[(size_t)(K) * q + j] = s_;                               \
@@ -786,27 +785,35 @@ static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
  * of their segments, lanes = segments 8v..8v+7) decode symbol j of each. */
 #define RANS_AVX2_STEP1(X, C, V)                                                                \
     do {                                                                                        \
-        __m256i b_ = _mm256_i32gather_epi32((const int *)base, C, 4);                          \
-        __m256i idx_ = _mm256_add_epi32(b_, _mm256_and_si256(X, slot_mask));                   \
+        __m256i idx_ = _mm256_or_si256(_mm256_sll_epi32(C, shift), _mm256_and_si256(X, slot_mask)); \
         __m256i e_ = _mm256_i32gather_epi32((const int *)tab, idx_, 4);                        \
         unsigned k_;                                                                            \
-        uint8_t out_[32];                                                                       \
+        uint64_t lo_;                                                                           \
+        __m256i out_;                                                                           \
         C = _mm256_and_si256(_mm256_i32gather_epi32((const int *)sym, idx_, 1), low8);         \
         RANS_AVX2_ADVANCE(X, e_);                                                               \
-        _mm256_storeu_si256((__m256i *)out_, C);                                                \
-        for (k_ = 0; k_ < 8; k_++) dst[(size_t)(8 * (V) + k_) * q + j] = out_[4 * k_];         \
+        /* bytes out through a register: a vector store read back bytewise \
+         * would stall store forwarding */                                                      \
+        out_ = _mm256_shuffle_epi8(C, pick);                                                    \
+        lo_ = (uint64_t)(uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(out_)) |             \
+              (uint64_t)(uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(out_, 1)) << 32;   \
+        for (k_ = 0; k_ < 8; k_++) dst[(size_t)(8 * (V) + k_) * q + j] = (uint8_t)(lo_ >> 8 * k_); \
     } while (0)
 
-/* The order-1 fast loop, 32 segments in four vectors; three gathers per 8
- * symbols (context base, entry, symbol). Returns the steps done. */
+/* The order-1 fast loop, 32 segments in four vectors; two gathers per 8
+ * symbols (entry, symbol) at (context << prec) + slot. Returns the steps
+ * done. */
 __attribute__((target("avx2,popcnt"))) static size_t
-decode_o1_avx2(const uint32_t *tab, const uint8_t *sym, const uint32_t base[256], unsigned prec,
+decode_o1_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec,
                const uint8_t **pp, const uint8_t *end, uint32_t x[RANS_STATES],
                uint32_t ctx[RANS_STATES], uint8_t *dst, size_t q) {
     const uint8_t *p = *pp;
     const __m256i slot_mask = _mm256_set1_epi32((int)((1u << prec) - 1));
     const __m256i low16 = _mm256_set1_epi32(0xffff), low8 = _mm256_set1_epi32(0xff);
     const __m256i zero = _mm256_setzero_si256();
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, -1, -1);
     const __m128i shift = _mm_cvtsi32_si128((int)prec);
     __m256i X0 = _mm256_loadu_si256((const __m256i *)x);
     __m256i X1 = _mm256_loadu_si256((const __m256i *)(x + 8));
@@ -838,7 +845,7 @@ decode_o1_avx2(const uint32_t *tab, const uint8_t *sym, const uint32_t base[256]
 #endif
 
 static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
-                                const uint32_t base[256], unsigned prec, const uint8_t *p,
+                                unsigned prec, const uint8_t *p,
                                 const uint8_t *end, uint32_t x[RANS_STATES],
                                 uint8_t *restrict dst, size_t n) {
     uint32_t mask = (1u << prec) - 1, ctx[RANS_STATES];
@@ -846,7 +853,7 @@ static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *res
     int k, g;
     memset(ctx, 0, sizeof(ctx));
 #ifdef RANS_AVX2
-    if (rans_have_avx2()) j = decode_o1_avx2(tab, sym, base, prec, &p, end, x, ctx, dst, q);
+    if (rans_have_avx2()) j = decode_o1_avx2(tab, sym, prec, &p, end, x, ctx, dst, q);
 #endif
     /* One step reads at most 32 words; eight states at a time in registers. */
     while (j < q && end - p >= 2 * RANS_STATES) {
@@ -872,7 +879,7 @@ static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *res
     }
     for (; j < q; j++) {
         for (k = 0; k < RANS_STATES; k++) {
-            uint32_t b = base[ctx[k]];
+            uint32_t b = ctx[k] << prec;
             uint8_t s;
             RANS_DEC_SAFE(x[k], tab + b, sym + b, s);
             dst[(size_t)k * q + j] = s;
@@ -881,7 +888,7 @@ static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *res
     }
     /* The last segment runs on alone. */
     for (j = (size_t)RANS_STATES * q; j < n; j++) {
-        uint32_t b = base[ctx[RANS_STATES - 1]];
+        uint32_t b = ctx[RANS_STATES - 1] << prec;
         uint8_t s;
         RANS_DEC_SAFE(x[RANS_STATES - 1], tab + b, sym + b, s);
         dst[j] = s;
@@ -906,8 +913,7 @@ static ptwm_error check_contexts(const uint8_t *dst, size_t n, const uint8_t has
 static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     uint8_t has[256];
     uint32_t (*freq)[256], x[RANS_STATES];
-    uint32_t base[256];
-    size_t ntab = 0, slots = (size_t)1 << prec;
+    size_t slots = (size_t)1 << prec;
     uint32_t *tab;
     uint8_t *sym;
     int ctx;
@@ -919,29 +925,23 @@ static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
         if (!has[ctx]) continue;
         e = freqtab_read(c, prec, freq[ctx]);
         if (e) goto out_freq;
-        ntab++;
     }
     e = read_states(c, x, RANS_STATES);
     if (e) goto out_freq;
-    /* ntab + 1 tables of at most 2^12 slots: at most 5.3 MB, and each table
-     * was paid for by at least 3 input bytes. */
-    tab = (uint32_t *)ptwm_calloc((ntab + 1) * slots * (sizeof(uint32_t) + 1) + 4, 1);
+    /* A table slot for every context, at ctx << prec, so that finding a
+     * context's table is a shift, not a lookup: 256 * 2^12 * 5 bytes at most.
+     * The tables of absent contexts stay zero (a large calloc maps zero pages,
+     * so they cost no memory traffic); they are the dummy that
+     * check_contexts catches. */
+    tab = (uint32_t *)ptwm_calloc(256 * slots * (sizeof(uint32_t) + 1) + 4, 1);
     if (!tab) {
         e = PTWM_ERR_NOMEM;
         goto out_freq;
     }
-    sym = (uint8_t *)(tab + (ntab + 1) * slots);
-    ntab = 0;
-    for (ctx = 0; ctx < 256; ctx++) {
-        if (has[ctx]) {
-            base[ctx] = (uint32_t)(ntab * slots);
-            build_dtab(freq[ctx], prec, tab + base[ctx], sym + base[ctx]);
-            ntab++;
-        }
-    }
+    sym = (uint8_t *)(tab + 256 * slots);
     for (ctx = 0; ctx < 256; ctx++)
-        if (!has[ctx]) base[ctx] = (uint32_t)(ntab * slots); /* the zeroed dummy */
-    e = decode_o1_run(tab, sym, base, prec, c->p, c->end, x, dst, n);
+        if (has[ctx]) build_dtab(freq[ctx], prec, tab + ctx * slots, sym + ctx * slots);
+    e = decode_o1_run(tab, sym, prec, c->p, c->end, x, dst, n);
     if (!e) e = check_contexts(dst, n, has);
     free(tab);
 out_freq:
