@@ -318,8 +318,9 @@ typedef struct ptwm_cparams {
     int threads;              /* 0 = all cores; the output is identical for any count */
     int zstd_level;           /* for ZSTD stages; 0 = 3 */
     /* Optional progress report, called on the writing thread after each
-     * window of chunks: raw bytes coded so far and progress_total (0 if the
-     * caller set none; ptwm_compress_safetensors sets the data size). */
+     * coded chunk is written (about once per chunk_size raw bytes): raw bytes
+     * coded so far and progress_total (0 if the caller set none;
+     * ptwm_compress_safetensors sets it to the source's tensor bytes). */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
     uint64_t progress_total;

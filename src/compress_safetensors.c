@@ -63,7 +63,11 @@ ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
     size_t i, n;
     if (!src_path || !dst_path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL path");
     if ((rc = ptwm_st_open(src_path, PTWM_OPEN_PREAD, &st, err))) return rc;
-    if (p.progress && !p.progress_total) p.progress_total = ptwm_st_file_size(st);
+    if (p.progress && !p.progress_total) {
+        size_t hl;
+        ptwm_st_header(st, &hl);
+        p.progress_total = ptwm_st_file_size(st) - 8 - hl;   /* the tensor bytes */
+    }
     if ((rc = ptwm_writer_open_file(dst_path, &p, &w, err))) goto out;
     if ((rc = add_source(w, st, src_path, err))) goto out;
     n = ptwm_st_count(st);

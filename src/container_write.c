@@ -287,7 +287,9 @@ ptwm_error ptwm_writer_set_source_header(ptwm_writer *w, const void *header, siz
                                          const char *file_name, ptwm_err *err) {
     if (!w || (!header && len)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or header");
     if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
-    if (len < 8 || ptwm_load_le64(header) != len - 8)
+    if (file_name && strlen(file_name) > 4096)
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "source file name of %zu bytes (max 4096)", strlen(file_name));
+    if (len < 8 || ptwm_load_le64(header) != len - 8 || len - 8 > PTWM_ST_MAX_HEADER)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "source header of %zu bytes does not start with its own JSON length", len);
     free(w->src_header);
@@ -397,8 +399,7 @@ static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
     t->coded += j->out_len;
     w->coded_total += j->out_len;
     w->raw_done += j->raw_len;
-    if (w->p.progress && (w->npending == 0 || j->chunk + 1 == t->nchunks))
-        w->p.progress(w->p.progress_ctx, w->raw_done, w->p.progress_total);
+    if (w->p.progress) w->p.progress(w->p.progress_ctx, w->raw_done, w->p.progress_total);
     return PTWM_OK;
 }
 
