@@ -63,6 +63,25 @@ static void roundtrip_file(const char *name, int method, int threads) {
     remove(out_path);
 }
 
+/* Writer descriptions of a mapped safetensors file's tensors (calloc'd). */
+static ptwm_tensor_desc *descs_of(const ptwm_st *st, size_t *n) {
+    size_t i;
+    ptwm_tensor_desc *d;
+    *n = ptwm_st_count(st);
+    d = (ptwm_tensor_desc *)calloc(*n + 1, sizeof(*d));
+    for (i = 0; i < *n; i++) {
+        ptwm_tensor_info info;
+        ptwm_st_tensor(st, i, &info);
+        d[i].name = info.name;
+        d[i].dtype = info.dtype;
+        d[i].ndim = info.ndim;
+        d[i].shape = info.shape;
+        d[i].data = info.data;
+        d[i].nbytes = info.nbytes;
+    }
+    return d;
+}
+
 /* Every tensor of a safetensors file in memory -> blob -> each tensor equal. */
 static void roundtrip_blob(const char *name, int method, uint64_t chunk, void **blob_out,
                            size_t *blob_len, int threads) {
@@ -77,18 +96,7 @@ static void roundtrip_blob(const char *name, int method, uint64_t chunk, void **
     rc = ptwm_st_open(tu_corpus_path(name), PTWM_OPEN_MMAP, &st, &err);
     CHECK_MSG(rc == PTWM_OK, "%s: %s", name, err.message);
     if (rc) return;
-    n = ptwm_st_count(st);
-    d = (ptwm_tensor_desc *)calloc(n, sizeof(*d));
-    for (i = 0; i < n; i++) {
-        ptwm_tensor_info info;
-        ptwm_st_tensor(st, i, &info);
-        d[i].name = info.name;
-        d[i].dtype = info.dtype;
-        d[i].ndim = info.ndim;
-        d[i].shape = info.shape;
-        d[i].data = info.data;
-        d[i].nbytes = info.nbytes;
-    }
+    d = descs_of(st, &n);
     p.method = method;
     p.chunk_size = chunk;
     p.threads = threads;
@@ -365,21 +373,10 @@ static void test_decode_many(void) {
     ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
     CHECK(ptwm_st_open(tu_corpus_path("posenet.bf16.safetensors"), PTWM_OPEN_MMAP, &st, &err) == PTWM_OK);
     if (!st) return;
-    n = ptwm_st_count(st);
-    d = (ptwm_tensor_desc *)calloc(n, sizeof(*d));
+    d = descs_of(st, &n);
     dsts = (void **)calloc(n, sizeof(void *));
     idx = (size_t *)calloc(n, sizeof(size_t));
     sizes = (size_t *)calloc(n, sizeof(size_t));
-    for (i = 0; i < n; i++) {
-        ptwm_tensor_info info;
-        ptwm_st_tensor(st, i, &info);
-        d[i].name = info.name;
-        d[i].dtype = info.dtype;
-        d[i].ndim = info.ndim;
-        d[i].shape = info.shape;
-        d[i].data = info.data;
-        d[i].nbytes = info.nbytes;
-    }
     for (i = 0; i < n; i++) {
         idx[i] = n - 1 - i;   /* any order */
         sizes[i] = (size_t)d[n - 1 - i].nbytes;
