@@ -778,14 +778,17 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
                               j->dst, c->raw, &j->err);
 }
 
-static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, ptwm_err *err) {
+/* `chunks`: how many chunks the call will decode; a single chunk runs on the
+ * calling thread, sparing thread start-up for one small tensor. */
+static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, uint64_t chunks, ptwm_err *err) {
+    int threads = chunks <= 1 ? 1 : r->threads;
     memset(d, 0, sizeof(*d));
     d->r = r;
     /* Enough slots per thread that no thread waits for the consumer. */
-    d->window = 3 * (size_t)ptwm_threads_resolve(r->threads) + 2;
+    d->window = 3 * (size_t)ptwm_threads_resolve(threads) + 2;
     d->jobs = (sjob *)calloc(d->window, sizeof(sjob));
     if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    return ptwm_queue_create(r->threads, d->window, sjob_task, d, &d->q, err);
+    return ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err);
 }
 
 static void sdrive_free(sdrive *d) {
@@ -847,7 +850,7 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
     sdrive d;
     ptwm_error rc = PTWM_OK, r2;
     size_t i;
-    uint64_t k;
+    uint64_t k, chunks = 0;
     sjob *j = NULL;
     if (!r || (n && (!indices || !dsts || !sizes)))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader or list");
@@ -859,8 +862,9 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
         if (sizes[i] != t->nbytes || (!dsts[i] && sizes[i]))
             return ptwm_fail(err, PTWM_ERR_DST_SIZE, "tensor '%s' has %llu bytes, buffer %zu", t->name,
                              (unsigned long long)t->nbytes, sizes[i]);
+        chunks += t->nchunks;
     }
-    if ((rc = sdrive_init(&d, r, err))) {
+    if ((rc = sdrive_init(&d, r, chunks, err))) {
         sdrive_free(&d);
         return rc;
     }
@@ -918,7 +922,7 @@ ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, 
     size_t i;
     uint64_t k;
     if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
-    if ((rc = sdrive_init(&d, r, err))) {
+    if ((rc = sdrive_init(&d, r, UINT64_MAX, err))) {
         sdrive_free(&d);
         return rc;
     }
