@@ -86,6 +86,12 @@ static int bench_corpus(const char *dir, int runs, uint64_t chunk) {
     p.chunk_size = chunk;
     p2 = p;
     p2.threads = 2;
+    {
+        double la[3] = {0, 0, 0};
+        /* Timing and thread scaling mean little when other work holds the cores. */
+        if (getloadavg(la, 3) > 0) printf("load average %.2f %.2f %.2f on %ld cores\n", la[0], la[1], la[2],
+                                          sysconf(_SC_NPROCESSORS_ONLN));
+    }
     printf("corpus %s, method %s, chunk %llu, median of %d runs, zstd level 3 one thread\n", dir,
            ptwm_method_name(p.method), (unsigned long long)(chunk ? chunk : PTWM_DEFAULT_CHUNK), runs);
     printf("%-24s %-5s %11s %7s %8s %8s | %7s %8s %8s | %7s %7s\n", "file", "dtype", "raw", "ratio",
