@@ -306,10 +306,26 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
 
 #define SECOND_TRY_SMALL ((size_t)64 << 10)
 
-/* Encode one plane into out (room for max(stage bound, len) bytes). */
+/* Encode src with another stage behind the current result in out, and keep
+ * whichever is smaller at the front of out. */
+static void try_other(int stage, int level, const uint8_t *src, size_t len, uint8_t *out,
+                      size_t cap, int *best_stage, size_t *best_len) {
+    size_t off2 = *best_len == SIZE_MAX ? 0 : *best_len, got;
+    if (cap - off2 < ptwm_entropy_bound(stage, len)) return;
+    if (ptwm_entropy_encode(stage, level, src, len, out + off2, cap - off2, &got) == PTWM_OK &&
+        got < *best_len) {
+        memmove(out, out + off2, got);
+        *best_len = got;
+        *best_stage = stage;
+    }
+}
+
+/* Encode one plane into out (room for the HUFFMAN, RANS and ZSTD bounds
+ * together). `lz` marks planes of integer or quantized data, where zstd's
+ * matches can beat order-0/1 statistics. */
 static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *est,
-                               unsigned mask, int zlevel, int order, uint8_t *out, size_t cap,
-                               int *stage, size_t *coded) {
+                               unsigned mask, int zlevel, int order, int lz, uint8_t *out,
+                               size_t cap, int *stage, size_t *coded) {
     stage_pick p;
     ptwm_error e;
     if (len == 0) {
@@ -325,26 +341,19 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
     }
     p = pick_stage(est, len, mask, zlevel, order);
     if (p.stage != PTWM_METHOD_IDENTITY) {
+        int several = (mask & (mask - 1)) != 0;
         e = ptwm_entropy_encode(p.stage, p.level, src, len, out, cap, coded);
         if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
         if (e != PTWM_OK) *coded = SIZE_MAX;
-        /* The second try: Huffman beside rANS where their sizes are close to
+        /* Second tries: Huffman beside rANS where their sizes are close to
          * call (table and state costs weigh on small planes; skewed planes
-         * favour rANS by an amount the estimate cannot see). Near-uniform
-         * large planes skip it: Huffman cannot shrink them. */
+         * favour rANS by an amount the estimate cannot see); near-uniform
+         * large planes skip it. zstd beside them on integer planes. */
         if (p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
-            (len <= SECOND_TRY_SMALL || est->entropy < 0.9 * (double)len)) {
-            size_t hb = ptwm_entropy_bound(PTWM_METHOD_HUFFMAN, len), off2, hl;
-            off2 = *coded == SIZE_MAX ? 0 : *coded;
-            if (cap - off2 >= hb &&
-                ptwm_entropy_encode(PTWM_METHOD_HUFFMAN, 0, src, len, out + off2, cap - off2,
-                                    &hl) == PTWM_OK &&
-                hl < *coded) {
-                memmove(out, out + off2, hl);
-                *coded = hl;
-                p.stage = PTWM_METHOD_HUFFMAN;
-            }
-        }
+            (len <= SECOND_TRY_SMALL || est->entropy < 0.9 * (double)len))
+            try_other(PTWM_METHOD_HUFFMAN, 0, src, len, out, cap, &p.stage, coded);
+        if (several && lz && (mask & PTWM_EMASK(PTWM_METHOD_ZSTD)))
+            try_other(PTWM_METHOD_ZSTD, zlevel, src, len, out, cap, &p.stage, coded);
         if (*coded < len) {
             *stage = p.stage;
             return PTWM_OK;
@@ -509,7 +518,8 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             if (c.zstd_level[set]) zl = c.zstd_level[set];
             if (mask == 0) mask = method_mask(method, &order);
         }
-        e = encode_plane(plane[k], L.len[k], &est[k], mask, zl, order, cb + off, cb_need - off,
+        e = encode_plane(plane[k], L.len[k], &est[k], mask, zl, order,
+                         c.xform != PTWM_XFORM_SPLIT && k < c.nplanes, cb + off, cb_need - off,
                          &stage[k], &coded[k]);
         if (e) {
             scratch_trim(s);
