@@ -340,11 +340,16 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
         return PTWM_OK;
     }
     p = pick_stage(est, len, mask, zlevel, order);
-    if (p.stage != PTWM_METHOD_IDENTITY) {
-        int several = (mask & (mask - 1)) != 0;
-        e = ptwm_entropy_encode(p.stage, p.level, src, len, out, cap, coded);
-        if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
-        if (e != PTWM_OK) *coded = SIZE_MAX;
+    /* zstd's matches are invisible to the estimate: on integer planes it is
+     * tried even where no order-0/1 stage pays. */
+    lz = lz && (mask & (mask - 1)) != 0 && (mask & PTWM_EMASK(PTWM_METHOD_ZSTD));
+    *coded = SIZE_MAX;
+    if (p.stage != PTWM_METHOD_IDENTITY || lz) {
+        if (p.stage != PTWM_METHOD_IDENTITY) {
+            e = ptwm_entropy_encode(p.stage, p.level, src, len, out, cap, coded);
+            if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
+            if (e != PTWM_OK) *coded = SIZE_MAX;
+        }
         /* Second tries: Huffman beside rANS where their sizes are close to
          * call (table and state costs weigh on small planes; skewed planes
          * favour rANS by an amount the estimate cannot see); near-uniform
@@ -352,8 +357,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
         if (p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
             (len <= SECOND_TRY_SMALL || est->entropy < 0.9 * (double)len))
             try_other(PTWM_METHOD_HUFFMAN, 0, src, len, out, cap, &p.stage, coded);
-        if (several && lz && (mask & PTWM_EMASK(PTWM_METHOD_ZSTD)))
-            try_other(PTWM_METHOD_ZSTD, zlevel, src, len, out, cap, &p.stage, coded);
+        if (lz) try_other(PTWM_METHOD_ZSTD, zlevel, src, len, out, cap, &p.stage, coded);
         if (*coded < len) {
             *stage = p.stage;
             return PTWM_OK;
