@@ -350,12 +350,11 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
             if (e != PTWM_OK) *coded = SIZE_MAX;
         }
-        /* Second tries: Huffman beside rANS where their sizes are close to
-         * call (table and state costs weigh on small planes; skewed planes
-         * favour rANS by an amount the estimate cannot see); near-uniform
-         * large planes skip it. zstd beside them on integer planes. */
+        /* Second tries: Huffman beside rANS on small planes, where table and
+         * state costs make the call close (on large planes rANS won every
+         * time on the corpus); zstd beside them on integer planes. */
         if (p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
-            (len <= SECOND_TRY_SMALL || est->entropy < 0.9 * (double)len))
+            len <= SECOND_TRY_SMALL)
             try_other(PTWM_METHOD_HUFFMAN, 0, src, len, out, cap, &p.stage, coded);
         if (lz) try_other(PTWM_METHOD_ZSTD, zlevel, src, len, out, cap, &p.stage, coded);
         if (*coded < len) {
