@@ -406,6 +406,48 @@ static void test_decode_many(void) {
     ptwm_st_close(st);
 }
 
+typedef struct progress_log {
+    int calls;
+    uint64_t last, total;
+} progress_log;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total) {
+    progress_log *l = (progress_log *)ctx;
+    if (done < l->last) l->calls = -1000;   /* must never go backwards */
+    l->calls++;
+    l->last = done;
+    l->total = total;
+}
+
+/* ptwm_compress_file and ptwm_compress_safetensors report progress per chunk. */
+static void test_progress(void) {
+    char path[1024];
+    const char *src = tu_corpus_path("handskeleton.bf16.safetensors");
+    char src_copy[1024];
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    progress_log log = {0, 0, 0};
+    ptwm_err err;
+    ptwm_reader *r = NULL;
+    uint64_t raw = 0;
+    size_t i;
+    snprintf(src_copy, sizeof(src_copy), "%s", src);
+    snprintf(path, sizeof(path), "%s/progress.ptwm", tu_tmpdir());
+    p.progress = on_progress;
+    p.progress_ctx = &log;
+    p.chunk_size = 65536;
+    CHECK_MSG(ptwm_compress_safetensors(src_copy, path, &p, &err) == PTWM_OK, "%s", err.message);
+    CHECK(ptwm_reader_open(path, &r, &err) == PTWM_OK);
+    if (!r) return;
+    for (i = 0; i < ptwm_reader_count(r); i++) {
+        ptwm_tensor_info info;
+        ptwm_reader_tensor(r, i, &info);
+        raw += info.nbytes;
+    }
+    ptwm_reader_close(r);
+    CHECK_MSG(log.calls > 10 && log.last == raw && log.total == raw, "%d calls, %llu of %llu, raw %llu", log.calls,
+              (unsigned long long)log.last, (unsigned long long)log.total, (unsigned long long)raw);
+}
+
 int main(void) {
     if (!tu_corpus_dir()) {
         fprintf(stderr, "corpus not found (set PTWM_CORPUS)\n");
@@ -414,6 +456,7 @@ int main(void) {
     test_ranges();
     test_header_order();
     test_decode_many();
+    test_progress();
     test_writer_features();
     test_threads_identical();
     test_corpus();
