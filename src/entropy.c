@@ -63,24 +63,35 @@ ptwm_error ptwm_entropy_decode(int stage, const uint8_t *src, size_t src_size,
     }
 }
 
+void ptwm_histogram(const uint8_t *src, size_t n, uint64_t count[256]) {
+    /* Four histograms break the store-to-load dependency on runs of one
+     * symbol (exponent planes are full of them). */
+    uint32_t h[4][256];
+    size_t i = 0;
+    int s;
+    memset(count, 0, 256 * sizeof(uint64_t));
+    while (i < n) {
+        /* 32-bit counters, emptied before they can overflow */
+        size_t stop = n - i > ((size_t)1 << 30) ? i + ((size_t)1 << 30) : n;
+        memset(h, 0, sizeof(h));
+        for (; i + 4 <= stop; i += 4) {
+            h[0][src[i]]++;
+            h[1][src[i + 1]]++;
+            h[2][src[i + 2]]++;
+            h[3][src[i + 3]]++;
+        }
+        for (; i < stop; i++) h[0][src[i]]++;
+        for (s = 0; s < 256; s++) count[s] += (uint64_t)h[0][s] + h[1][s] + h[2][s] + h[3][s];
+    }
+}
+
 double ptwm_entropy_order0(const uint8_t *src, size_t n) {
-    /* Four histograms break the store-to-load dependency on runs of one symbol. */
-    uint64_t h[4][256];
+    uint64_t h[256];
     double bits = 0.0;
-    size_t i;
     int s;
     if (n == 0 || !src) return 0.0;
-    memset(h, 0, sizeof(h));
-    for (i = 0; i + 4 <= n; i += 4) {
-        h[0][src[i]]++;
-        h[1][src[i + 1]]++;
-        h[2][src[i + 2]]++;
-        h[3][src[i + 3]]++;
-    }
-    for (; i < n; i++) h[0][src[i]]++;
-    for (s = 0; s < 256; s++) {
-        uint64_t c = h[0][s] + h[1][s] + h[2][s] + h[3][s];
-        if (c) bits -= (double)c * log2((double)c / (double)n);
-    }
+    ptwm_histogram(src, n, h);
+    for (s = 0; s < 256; s++)
+        if (h[s]) bits -= (double)h[s] * log2((double)h[s] / (double)n);
     return bits / (double)n;
 }

@@ -44,4 +44,7 @@ ptwm_error ptwm_zstd_decode(const uint8_t *src, size_t src_size, uint8_t *dst, s
  * for choosing stages cheaply). */
 double ptwm_entropy_order0(const uint8_t *src, size_t n);
 
+/* Byte histogram of src[0..n) into count[256] (overwritten). */
+void ptwm_histogram(const uint8_t *src, size_t n, uint64_t count[256]);
+
 #endif

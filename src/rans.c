@@ -403,6 +403,25 @@ static void o1_counts(const uint8_t *src, size_t n, uint64_t *cnt /* [256][256] 
     }
 }
 
+/* A lower bound on the order-1 coded size: the conditional entropy plus one
+ * byte per (context, symbol) table entry. */
+static double o1_floor(const uint64_t *cnt, const uint64_t ctx_total[256]) {
+    double bits = 0.0, entries = 0.0;
+    int c, s;
+    for (c = 0; c < 256; c++) {
+        if (!ctx_total[c]) continue;
+        bits += (double)ctx_total[c] * log2((double)ctx_total[c]);
+        for (s = 0; s < 256; s++) {
+            uint64_t k = cnt[256 * c + s];
+            if (k) {
+                bits -= (double)k * log2((double)k);
+                entries += 1.0;
+            }
+        }
+    }
+    return bits / 8.0 + entries;
+}
+
 typedef struct plan {
     unsigned prec;
     double est; /* estimated coded bytes */
@@ -510,12 +529,11 @@ full:
 ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
                             size_t *out_len) {
     uint64_t cnt[256];
-    size_t i, len = 0;
+    size_t len = 0;
     int s, present = 0, last = 0;
     if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
     if (order < -1 || order > 1) return PTWM_ERR_INVALID_ARG;
-    memset(cnt, 0, sizeof(cnt));
-    for (i = 0; i < n; i++) cnt[src[i]]++;
+    ptwm_histogram(src, n, cnt);
     for (s = 0; s < 256; s++)
         if (cnt[s]) {
             present++;
@@ -538,7 +556,10 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
             cnt1 = (uint64_t *)ptwm_malloc(sizeof(uint64_t) * 256 * 256);
             if (!cnt1) return PTWM_ERR_NOMEM;
             o1_counts(src, n, cnt1, ctx_total);
-            p1 = plan_o1(cnt1, ctx_total, n);
+            /* Plan order 1 only if its floor (ideal coding, one byte per
+             * table entry) beats what order 0 or RAW already give. */
+            if (order == 1 || o1_floor(cnt1, ctx_total) < (p0.prec ? p0.est : (double)n))
+                p1 = plan_o1(cnt1, ctx_total, n);
         }
         /* Code only what the estimate (within ~0.1% of the outcome) says
          * saves the 1/256 required below. */
