@@ -762,7 +762,13 @@ typedef struct sdrive {
     ptwm_queue *q;
     sjob *jobs;
     size_t window, head, npending;
+    uint64_t inflight;           /* raw bytes of queued jobs (streaming) */
 } sdrive;
+
+/* Streaming keeps at most this many raw bytes in flight (or one chunk), and
+ * gives back slot buffers larger than SLOT_KEEP once they are retired. */
+#define STREAM_BUDGET ((uint64_t)64 << 20)
+#define SLOT_KEEP ((size_t)8 << 20)
 
 static void sjob_task(void *ctx, size_t slot, unsigned worker) {
     sdrive *d = (sdrive *)ctx;
@@ -824,6 +830,7 @@ static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, ui
     j->tensor = t;
     j->chunk = k;
     j->dst = dst ? dst : j->own;
+    d->inflight += c->raw;
     d->npending++;
     ptwm_queue_submit(d->q, slot);
     return PTWM_OK;
@@ -835,6 +842,7 @@ static ptwm_error sdrive_retire(sdrive *d, sjob **out, ptwm_err *err) {
     ptwm_queue_wait(d->q, d->head);
     d->head = (d->head + 1) % d->window;
     d->npending--;
+    d->inflight -= d->r->t[j->tensor].chunks[j->chunk].raw;
     *out = j;
     if (j->rc) {
         const rtensor *t = &d->r->t[j->tensor];
@@ -907,6 +915,11 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     if (j->chunk == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH) && (rc = ptwm_xxh128_begin(h, err))) return rc;
     if (h->state) ptwm_xxh128_update(h, j->dst, c->raw);
     if (sink && (rc = sink(ctx, j->dst, c->raw, err))) return rc;
+    if (j->own_cap > SLOT_KEEP) {
+        free(j->own);
+        j->own = NULL;
+        j->own_cap = 0;
+    }
     if (j->chunk + 1 == t->nchunks && h->state) {
         uint8_t got[16];
         ptwm_xxh128_end(h, got);
@@ -936,8 +949,12 @@ ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, 
             if (!rc) rc = check_hash(r, t, got, err);
         }
         for (k = 0; k < t->nchunks && !rc; k++) {
-            if (d.npending == d.window && (rc = stream_retire(&d, &h, sink, ctx, err))) break;
-            rc = sdrive_submit(&d, i, i, k, NULL, err);
+            /* Bound the raw bytes in flight too: a few coded bytes may stand
+             * for a 256 MiB constant chunk, and the ring has many slots. */
+            while (d.npending && !rc &&
+                   (d.npending == d.window || d.inflight + t->chunks[k].raw > STREAM_BUDGET))
+                rc = stream_retire(&d, &h, sink, ctx, err);
+            if (!rc) rc = sdrive_submit(&d, i, i, k, NULL, err);
         }
     }
     while (d.npending && !rc) rc = stream_retire(&d, &h, sink, ctx, err);
