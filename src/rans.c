@@ -279,17 +279,34 @@ static void build_dtab(const uint32_t freq[256], unsigned prec, uint32_t *tab, u
 /* ------------------------------------------------------------------------- */
 /* Encoder                                                                    */
 
+/* Encoding x by a symbol: x' = (x / f) * M + x % f + cum = x + q * (M - f) + cum
+ * with q = x / f. The division is a multiply: with s = ceil(log2 f) and
+ * r = ceil(2^(32+s) / f) (so 2^32 <= r < 2^33), q = floor(x * r / 2^(32+s))
+ * exactly for every x < 2^32 (the rounding error of r adds less than 2^-s <=
+ * 1/f to x / f, whose fraction is at most 1 - 1/f), computed as
+ * ((x * (r - 2^32) >> 32) + x) >> s to stay within 64 bits. */
 typedef struct enc_sym {
-    uint32_t freq, cum;
+    uint64_t x_max; /* renormalise while x >= x_max (2^32 when f = M) */
+    uint32_t rcp;   /* r - 2^32 */
+    uint32_t shift; /* s */
+    uint32_t cmpl;  /* M - f */
+    uint32_t cum;
 } enc_sym;
 
-static void build_etab(const uint32_t freq[256], enc_sym *t) {
+static void build_etab(const uint32_t freq[256], unsigned prec, enc_sym *t) {
     uint32_t cum = 0;
     int s;
     for (s = 0; s < 256; s++) {
-        t[s].freq = freq[s];
+        uint32_t f = freq[s], sh = 0;
+        memset(&t[s], 0, sizeof(t[s]));
+        if (!f) continue;
+        while ((1u << sh) < f) sh++;
+        t[s].x_max = ((uint64_t)(RANS_L >> prec) << 16) * f;
+        t[s].rcp = (uint32_t)((((uint64_t)1 << (32 + sh)) + f - 1) / f - ((uint64_t)1 << 32));
+        t[s].shift = sh;
+        t[s].cmpl = (1u << prec) - f;
         t[s].cum = cum;
-        cum += freq[s];
+        cum += f;
     }
 }
 
@@ -299,9 +316,9 @@ typedef struct ewriter {
     int full;
 } ewriter;
 
-PTWM_INLINE uint32_t enc_put(uint32_t x, const enc_sym *e, unsigned prec, ewriter *w) {
-    uint64_t x_max = ((uint64_t)(RANS_L >> prec) << 16) * e->freq;
-    if (x >= x_max) {
+PTWM_INLINE uint32_t enc_put(uint32_t x, const enc_sym *e, ewriter *w) {
+    uint32_t q;
+    if (x >= e->x_max) {
         if (unlikely(w->p - w->lim < 2)) {
             w->full = 1;
         } else {
@@ -310,7 +327,8 @@ PTWM_INLINE uint32_t enc_put(uint32_t x, const enc_sym *e, unsigned prec, ewrite
         }
         x >>= 16;
     }
-    return ((x / e->freq) << prec) + (x % e->freq) + e->cum;
+    q = (uint32_t)((((uint64_t)x * e->rcp >> 32) + x) >> e->shift);
+    return x + q * e->cmpl + e->cum;
 }
 
 /* Start a stream whose words go down from `end` and whose states will go in
@@ -338,15 +356,15 @@ static size_t enc_finish(ewriter *w, const uint32_t *x, int states, uint8_t *at,
     return len;
 }
 
-static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t, unsigned prec,
-                               uint8_t *at, uint8_t *end) {
+static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t, uint8_t *at,
+                               uint8_t *end) {
     uint32_t x[RANS_O0_STATES];
     ewriter w;
     size_t i;
     if (!enc_start(&w, x, RANS_O0_STATES, at, end)) return 0;
     for (i = n; i-- > 0;) {
         uint32_t *xs = &x[i % RANS_O0_STATES];
-        *xs = enc_put(*xs, &t[src[i]], prec, &w);
+        *xs = enc_put(*xs, &t[src[i]], &w);
         if (unlikely(w.full)) return 0;
     }
     return enc_finish(&w, x, RANS_O0_STATES, at, end);
@@ -360,7 +378,7 @@ static void o1_segment(size_t n, int k, size_t *start, size_t *len) {
 }
 
 static size_t encode_o1_stream(const uint8_t *src, size_t n, const enc_sym *t /* [256][256] */,
-                               unsigned prec, uint8_t *at, uint8_t *end) {
+                               uint8_t *at, uint8_t *end) {
     uint32_t x[RANS_STATES];
     size_t q = n / RANS_STATES, start_last, len_last, j;
     ewriter w;
@@ -371,13 +389,13 @@ static size_t encode_o1_stream(const uint8_t *src, size_t n, const enc_sym *t /*
     for (j = len_last; j-- > q;) {
         size_t i = start_last + j;
         unsigned ctx = j ? src[i - 1] : 0;
-        x[RANS_STATES - 1] = enc_put(x[RANS_STATES - 1], &t[ctx * 256 + src[i]], prec, &w);
+        x[RANS_STATES - 1] = enc_put(x[RANS_STATES - 1], &t[ctx * 256 + src[i]], &w);
     }
     for (j = q; j-- > 0;) {
         for (k = RANS_STATES - 1; k >= 0; k--) {
             size_t i = (size_t)k * q + j;
             unsigned ctx = j ? src[i - 1] : 0;
-            x[k] = enc_put(x[k], &t[ctx * 256 + src[i]], prec, &w);
+            x[k] = enc_put(x[k], &t[ctx * 256 + src[i]], &w);
         }
         if (unlikely(w.full)) return 0;
     }
@@ -489,8 +507,8 @@ static size_t encode_o0(const uint8_t *src, size_t n, const uint64_t cnt[256], u
     dst[0] = MODE_O0;
     dst[1] = (uint8_t)prec;
     freqtab_write(freq, dst + 2);
-    build_etab(freq, t);
-    len = encode_o0_stream(src, n, t, prec, dst + 2 + h, dst + cap);
+    build_etab(freq, prec, t);
+    len = encode_o0_stream(src, n, t, dst + 2 + h, dst + cap);
     return len ? 2 + h + len : 0;
 }
 
@@ -516,9 +534,9 @@ static size_t encode_o1(const uint8_t *src, size_t n, const uint64_t *cnt,
         if (th > cap - h) goto full;
         freqtab_write(freq, dst + h);
         h += th;
-        build_etab(freq, t + 256 * c);
+        build_etab(freq, prec, t + 256 * c);
     }
-    len = encode_o1_stream(src, n, t, prec, dst + h, dst + cap);
+    len = encode_o1_stream(src, n, t, dst + h, dst + cap);
     free(t);
     return len ? h + len : 0;
 full:
