@@ -369,7 +369,8 @@ md.append("Every figure of the run (each file, each method and level, 1 and 2 th
           "[bench/README.md](bench/README.md) explains each.\n")
 big = [r for r in rows if r["section"] == "scale_cli" and r["file"] == bigfile]
 if big:
-    md.append(f"Whole processes on a {big[0]['raw_bytes'] / 2**30:.1f} GiB safetensors file (corpus tensors "
+    gib = big[0]["raw_bytes"] / 2**30
+    md.append(f"Whole processes on a {f'{gib:.1f} GiB' if gib >= 1 else f'{gib * 1024:.0f} MiB'} safetensors file (corpus tensors "
               "of all four dtypes repeated), wall time and peak resident memory (`/usr/bin/time -v`):\n")
     md.append("| command | size | compress | decompress |")
     md.append("|---|---:|---:|---:|")
@@ -385,8 +386,8 @@ if big:
                               f"{r['peak_rss_kb'] / 1024:.0f} MB peak" if r else "")
         md.append(f"| {lab} | {c['size_pct']:.1f}% | {cell(c, 'comp')} | {cell(d_, 'decomp')} |")
     md.append("")
-md.append(f"Machine: {machine.get('cpu', '?')} ({machine.get('cores', '?')} cores, "
-          f"{machine.get('memory', '?')} RAM), {machine.get('os', '?')}, {machine.get('compiler', '?')}, "
+md.append(f"Machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "
+          f"{machine.get('memory', '?')} RAM, {machine.get('os', '?')}, {machine.get('compiler', '?')}, "
           f"{machine.get('libs', '')}; shared with other work while measuring (load average "
           f"{machine.get('load at start', '?').split(' (')[0]} at the start), so the speeds are medians and "
           f"best compared within the run. Run of {machine.get('date', '?')}, ptwm {machine.get('ptwm', '?')}; "
