@@ -269,7 +269,7 @@ static uint8_t method_mask(int method, int8_t *order) {
 
 /* A plane whose estimate saves less than this fraction is stored raw: coding
  * it would cost time for nothing. */
-#define WORTH_CODING 0.997
+#define WORTH_CODING 0.995
 
 /* Pick a stage. A single candidate is used as is; among several, the
  * estimate decides and only the pick is encoded (zstd is tried only when it
