@@ -965,6 +965,8 @@ int main(int argc, char **argv) {
     if (make_out) {
         int rc = make_file(make_out, make_mb, ins, npaths);
         for (i = 0; i < npaths; i++) input_free(&ins[i]);
+        free(ins);
+        free(paths);
         return rc ? 1 : 0;
     }
     if (scale_list) {
