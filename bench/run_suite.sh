@@ -284,8 +284,7 @@ for d in dtypes:
         t.append(("libzstd -3 (reference)", zr["size_pct"], zr["comp_mbs"], zr["decomp_mbs"], ""))
     if floor:
         t.append(("entropy floor, order 0 per field", floor[0]["size_pct"], None, None,
-                  "computed from the files" + ("; underestimates: a 2^24-symbol field against a few M values"
-                                               if d == "F32" else "")))
+                  "computed from the files; not a bound for per-chunk or context coding"))
     if d in zipnn:
         t.append(("ZipNN (published figure)", zipnn[d], None, None, "from elsewhere, not measured here"))
     tables.append((d, raw, len({r['file'] for r in rows if r['section'] == 'mem' and r['dtype'] == d
