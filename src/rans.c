@@ -610,28 +610,28 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
  * unconditionally (the caller guarantees 2 readable bytes) and used only if
  * the state fell below L, through a mask rather than a branch: on weight
  * planes whether a state needs a word is close to a coin toss. */
-#define RANS_DEC_FAST(X, T, S, OUT)                                  \
-    do {                                                             \
-        uint32_t slot_ = (X)&mask, e_ = (T)[slot_], w_, m_;          \
-        (OUT) = (S)[slot_];                                          \
-        (X) = (e_ >> 16) * ((X) >> prec) + (e_ & 0xffff);            \
-        w_ = ptwm_load_le16(p);                                      \
-        m_ = (uint32_t)0 - (uint32_t)((X) < RANS_L);                 \
-        (X) = ((X) << (m_ & 16)) | (w_ & m_);                        \
-        p += m_ & 2;                                                 \
+#define RANS_DEC_FAST(X, T, S, OUT)                                                             \
+    do {                                                                                        \
+        uint32_t slot_ = (X)&mask, e_ = (T)[slot_], w_, m_;                                     \
+        (OUT) = (S)[slot_];                                                                     \
+        (X) = (e_ >> 16) * ((X) >> prec) + (e_ & 0xffff);                                       \
+        w_ = ptwm_load_le16(p);                                                                 \
+        m_ = (uint32_t)0 - (uint32_t)((X) < RANS_L);                                            \
+        (X) = ((X) << (m_ & 16)) | (w_ & m_);                                                   \
+        p += m_ & 2;                                                                            \
     } while (0)
 
 /* The checked form for the tail: a missing word is corruption. */
-#define RANS_DEC_SAFE(X, T, S, OUT)                                  \
-    do {                                                             \
-        uint32_t slot_ = (X)&mask, e_ = (T)[slot_];                  \
-        (OUT) = (S)[slot_];                                          \
-        (X) = (e_ >> 16) * ((X) >> prec) + (e_ & 0xffff);            \
-        if ((X) < RANS_L) {                                          \
-            PTWM_CHECK(end - p >= 2);                                \
-            (X) = ((X) << 16) | ptwm_load_le16(p);                   \
-            p += 2;                                                  \
-        }                                                            \
+#define RANS_DEC_SAFE(X, T, S, OUT)                                                             \
+    do {                                                                                        \
+        uint32_t slot_ = (X)&mask, e_ = (T)[slot_];                                             \
+        (OUT) = (S)[slot_];                                                                     \
+        (X) = (e_ >> 16) * ((X) >> prec) + (e_ & 0xffff);                                       \
+        if ((X) < RANS_L) {                                                                     \
+            PTWM_CHECK(end - p >= 2);                                                           \
+            (X) = ((X) << 16) | ptwm_load_le16(p);                                              \
+            p += 2;                                                                             \
+        }                                                                                       \
     } while (0)
 
 static ptwm_error read_states(rcur *c, uint32_t *x, int states) {
@@ -658,6 +658,12 @@ static ptwm_error check_end(const uint8_t *p, const uint8_t *end, const uint32_t
 #define RANS_AVX2 1
 #include <immintrin.h>
 #include <pthread.h>
+
+/* Vector loads and stores go through void * casts: unaligned by design
+ * (loadu/storeu), and the casts must not claim an alignment (-Wcast-align). */
+#define RANS_LD256(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define RANS_ST256(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
+#define RANS_LD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
 
 /* rans_lanes[m][k]: for a set m of lanes that need a word, which of the next
  * words lane k takes (the words go to the needing lanes in lane order, as the
@@ -696,9 +702,9 @@ static int rans_have_avx2(void) {
             _mm256_and_si256(E, low16));                                                        \
         need_ = _mm256_cmpeq_epi32(_mm256_srli_epi32(X, 16), zero);                             \
         m_ = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need_));                          \
-        w_ = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));                        \
+        w_ = _mm256_cvtepu16_epi32(RANS_LD128(p));                                              \
         w_ = _mm256_permutevar8x32_epi32(w_,                                                    \
-                                         _mm256_loadu_si256((const __m256i *)rans_lanes[m_]));  \
+                                         RANS_LD256(rans_lanes[m_]));                           \
         X = _mm256_blendv_epi8(X, _mm256_or_si256(_mm256_slli_epi32(X, 16), w_), need_);        \
         p += 2 * (unsigned)__builtin_popcount(m_);                                              \
     } while (0)
@@ -707,9 +713,9 @@ static int rans_have_avx2(void) {
  * dst and take their renormalisation words from p. */
 #define RANS_AVX2_STEP(X, OUT)                                                                  \
     do {                                                                                        \
-        __m256i slot_ = _mm256_and_si256(X, slot_mask);                                        \
-        __m256i e_ = _mm256_i32gather_epi32((const int *)tab, slot_, 4);                       \
-        __m256i s_ = _mm256_i32gather_epi32((const int *)sym, slot_, 1);                       \
+        __m256i slot_ = _mm256_and_si256(X, slot_mask);                                         \
+        __m256i e_ = _mm256_i32gather_epi32((const void *)tab, slot_, 4);                       \
+        __m256i s_ = _mm256_i32gather_epi32((const void *)sym, slot_, 1);                       \
         uint32_t lo_, hi_;                                                                      \
         RANS_AVX2_ADVANCE(X, e_);                                                               \
         s_ = _mm256_shuffle_epi8(s_, pick);                                                     \
@@ -735,10 +741,10 @@ decode_o0_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec, const uin
                                           -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
                                           -1, -1, -1, -1);
     const __m128i shift = _mm_cvtsi32_si128((int)prec);
-    __m256i X0 = _mm256_loadu_si256((const __m256i *)x);
-    __m256i X1 = _mm256_loadu_si256((const __m256i *)(x + 8));
-    __m256i X2 = _mm256_loadu_si256((const __m256i *)(x + 16));
-    __m256i X3 = _mm256_loadu_si256((const __m256i *)(x + 24));
+    __m256i X0 = RANS_LD256(x);
+    __m256i X1 = RANS_LD256((x + 8));
+    __m256i X2 = RANS_LD256((x + 16));
+    __m256i X3 = RANS_LD256((x + 24));
     size_t i = 0;
     /* A round reads at most 32 words; each step's 16-byte load stays inside. */
     while (n - i >= RANS_O0_STATES && end - p >= 2 * RANS_O0_STATES) {
@@ -748,10 +754,10 @@ decode_o0_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec, const uin
         RANS_AVX2_STEP(X3, dst + i + 24);
         i += RANS_O0_STATES;
     }
-    _mm256_storeu_si256((__m256i *)x, X0);
-    _mm256_storeu_si256((__m256i *)(x + 8), X1);
-    _mm256_storeu_si256((__m256i *)(x + 16), X2);
-    _mm256_storeu_si256((__m256i *)(x + 24), X3);
+    RANS_ST256(x, X0);
+    RANS_ST256((x + 8), X1);
+    RANS_ST256((x + 16), X2);
+    RANS_ST256((x + 24), X3);
     *pp = p;
     return i;
 }
@@ -815,13 +821,13 @@ static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
 /* Order 1: context ctx's table starts at slot ctx << prec of tab/sym (all
  * zero if ctx has none: a state then collapses, and check_contexts rejects
  * the plane after decoding). Segment k's symbol j goes to dst[k * q + j]. */
-#define RANS_DEC1_FAST(X, C, K)                                      \
-    do {                                                             \
-        uint32_t b_ = (C) << prec;                                   \
-        uint8_t s_;                                                  \
-        RANS_DEC_FAST(X, tab + b_, sym + b_, s_);                    \
-        dst[(size_t)(K) * q + j] = s_;                               \
-        (C) = s_;                                                    \
+#define RANS_DEC1_FAST(X, C, K)                                                                 \
+    do {                                                                                        \
+        uint32_t b_ = (C) << prec;                                                              \
+        uint8_t s_;                                                                             \
+        RANS_DEC_FAST(X, tab + b_, sym + b_, s_);                                               \
+        dst[(size_t)(K) * q + j] = s_;                                                          \
+        (C) = s_;                                                                               \
     } while (0)
 
 #ifdef RANS_AVX2
@@ -829,14 +835,15 @@ static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
  * of their segments, lanes = segments 8v..8v+7) decode symbol j of each. */
 #define RANS_AVX2_STEP1(X, C, V)                                                                \
     do {                                                                                        \
-        __m256i idx_ = _mm256_or_si256(_mm256_sll_epi32(C, shift), _mm256_and_si256(X, slot_mask)); \
-        __m256i e_ = _mm256_i32gather_epi32((const int *)tab, idx_, 4);                        \
+        __m256i idx_ = _mm256_or_si256(_mm256_sll_epi32(C, shift),                             \
+                                       _mm256_and_si256(X, slot_mask));                        \
+        __m256i e_ = _mm256_i32gather_epi32((const void *)tab, idx_, 4);                        \
         unsigned k_;                                                                            \
         uint64_t lo_;                                                                           \
         __m256i out_;                                                                           \
-        C = _mm256_and_si256(_mm256_i32gather_epi32((const int *)sym, idx_, 1), low8);         \
+        C = _mm256_and_si256(_mm256_i32gather_epi32((const void *)sym, idx_, 1), low8);         \
         RANS_AVX2_ADVANCE(X, e_);                                                               \
-        /* bytes out through a register: a vector store read back bytewise \
+        /* bytes out through a register: a vector store read back bytewise                      \
          * would stall store forwarding */                                                      \
         out_ = _mm256_shuffle_epi8(C, pick);                                                    \
         lo_ = (uint64_t)(uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(out_)) |             \
@@ -859,14 +866,14 @@ decode_o1_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec,
                                           -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
                                           -1, -1, -1, -1);
     const __m128i shift = _mm_cvtsi32_si128((int)prec);
-    __m256i X0 = _mm256_loadu_si256((const __m256i *)x);
-    __m256i X1 = _mm256_loadu_si256((const __m256i *)(x + 8));
-    __m256i X2 = _mm256_loadu_si256((const __m256i *)(x + 16));
-    __m256i X3 = _mm256_loadu_si256((const __m256i *)(x + 24));
-    __m256i C0 = _mm256_loadu_si256((const __m256i *)ctx);
-    __m256i C1 = _mm256_loadu_si256((const __m256i *)(ctx + 8));
-    __m256i C2 = _mm256_loadu_si256((const __m256i *)(ctx + 16));
-    __m256i C3 = _mm256_loadu_si256((const __m256i *)(ctx + 24));
+    __m256i X0 = RANS_LD256(x);
+    __m256i X1 = RANS_LD256((x + 8));
+    __m256i X2 = RANS_LD256((x + 16));
+    __m256i X3 = RANS_LD256((x + 24));
+    __m256i C0 = RANS_LD256(ctx);
+    __m256i C1 = RANS_LD256((ctx + 8));
+    __m256i C2 = RANS_LD256((ctx + 16));
+    __m256i C3 = RANS_LD256((ctx + 24));
     size_t j = 0;
     while (j < q && end - p >= 2 * RANS_STATES) {
         RANS_AVX2_STEP1(X0, C0, 0);
@@ -875,14 +882,14 @@ decode_o1_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec,
         RANS_AVX2_STEP1(X3, C3, 3);
         j++;
     }
-    _mm256_storeu_si256((__m256i *)x, X0);
-    _mm256_storeu_si256((__m256i *)(x + 8), X1);
-    _mm256_storeu_si256((__m256i *)(x + 16), X2);
-    _mm256_storeu_si256((__m256i *)(x + 24), X3);
-    _mm256_storeu_si256((__m256i *)ctx, C0);
-    _mm256_storeu_si256((__m256i *)(ctx + 8), C1);
-    _mm256_storeu_si256((__m256i *)(ctx + 16), C2);
-    _mm256_storeu_si256((__m256i *)(ctx + 24), C3);
+    RANS_ST256(x, X0);
+    RANS_ST256((x + 8), X1);
+    RANS_ST256((x + 16), X2);
+    RANS_ST256((x + 24), X3);
+    RANS_ST256(ctx, C0);
+    RANS_ST256((ctx + 8), C1);
+    RANS_ST256((ctx + 16), C2);
+    RANS_ST256((ctx + 24), C3);
     *pp = p;
     return j;
 }

@@ -60,7 +60,8 @@ static void test_edges(void) {
             n = sizes[s];
             memset(b, 42, n);
             dispatch_trip(stages[i], 0, b, n, "one symbol");
-            for (n = 0; n < sizes[s]; n++) b[n] = (uint8_t)__builtin_ctzll(tu_rand(&seed) | 1ull << 40);
+            for (n = 0; n < sizes[s]; n++)
+                b[n] = (uint8_t)__builtin_ctzll(tu_rand(&seed) | 1ull << 40);
             dispatch_trip(stages[i], 0, b, sizes[s], "geometric");
             for (n = 0; n < sizes[s]; n++) b[n] = (uint8_t)tu_rand(&seed);
             dispatch_trip(stages[i], 0, b, sizes[s], "uniform");
@@ -123,7 +124,8 @@ static void test_refusals(void) {
     CHECK(dec(PTWM_METHOD_ZSTD, enc, len, n) == PTWM_OK);
     CHECK(dec(PTWM_METHOD_ZSTD, enc, len, n - 1) == PTWM_ERR_CORRUPT);
     CHECK(dec(PTWM_METHOD_ZSTD, enc, len, n + 1) == PTWM_ERR_CORRUPT);
-    for (i = 0; i < len; i++) CHECK_MSG(dec(PTWM_METHOD_ZSTD, enc, i, n) == PTWM_ERR_CORRUPT, "zstd prefix %zu", i);
+    for (i = 0; i < len; i++)
+        CHECK_MSG(dec(PTWM_METHOD_ZSTD, enc, i, n) == PTWM_ERR_CORRUPT, "zstd prefix %zu", i);
     enc[len] = 0;
     CHECK(dec(PTWM_METHOD_ZSTD, enc, len + 1, n) == PTWM_ERR_CORRUPT); /* trailing byte */
     memcpy(enc + len, enc, len);
@@ -181,7 +183,8 @@ static void *zstd_worker(void *arg) {
 static void test_threads(void) {
     pthread_t t[3];
     int i;
-    for (i = 0; i < 3; i++) CHECK(pthread_create(&t[i], NULL, zstd_worker, (void *)(uintptr_t)(i + 1)) == 0);
+    for (i = 0; i < 3; i++)
+        CHECK(pthread_create(&t[i], NULL, zstd_worker, (void *)(uintptr_t)(i + 1)) == 0);
     for (i = 0; i < 3; i++) {
         void *res = NULL;
         CHECK(pthread_join(t[i], &res) == 0);

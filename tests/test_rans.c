@@ -30,9 +30,11 @@ static size_t round_trip(const uint8_t *src, size_t n, int order, const char *wh
      * can O1 where a context has one symbol (frequency M: a step that reads
      * nothing); the container records the size. */
     if (enc[0] == 0 || enc[0] == 2)
-        CHECK_MSG(ptwm_rans_decode(enc, len, dec, n + 1) == PTWM_ERR_CORRUPT, "%s: order %d n=%zu+1 mode %u", what, order, n, enc[0]);
+        CHECK_MSG(ptwm_rans_decode(enc, len, dec, n + 1) == PTWM_ERR_CORRUPT,
+                  "%s: order %d n=%zu+1 mode %u", what, order, n, enc[0]);
     if (n > 0 && (enc[0] == 0 || enc[0] == 2))
-        CHECK_MSG(ptwm_rans_decode(enc, len, dec, n - 1) == PTWM_ERR_CORRUPT, "%s: order %d n=%zu-1 mode %u", what, order, n, enc[0]);
+        CHECK_MSG(ptwm_rans_decode(enc, len, dec, n - 1) == PTWM_ERR_CORRUPT,
+                  "%s: order %d n=%zu-1 mode %u", what, order, n, enc[0]);
     /* The exact length fits; one byte less is refused without overrun. */
     rc = ptwm_rans_encode(src, n, order, enc, len, &len2);
     CHECK_MSG(rc == PTWM_OK && len2 == len, "%s: exact cap %zu: %s len %zu", what, len,
@@ -186,7 +188,8 @@ static void mutate_all(const uint8_t *src, size_t n, int order, const char *what
     state_bytes = enc[0] == 2 ? 128 : 32;
     CHECK(tables_end + state_bytes <= len);
     /* truncated: every prefix */
-    for (i = 0; i < len; i++) CHECK_MSG(dec(enc, i, n) == PTWM_ERR_CORRUPT, "%s: prefix %zu", what, i);
+    for (i = 0; i < len; i++)
+        CHECK_MSG(dec(enc, i, n) == PTWM_ERR_CORRUPT, "%s: prefix %zu", what, i);
     /* extended by a byte of any value */
     for (i = 0; i < 256; i += 51) {
         memcpy(m, enc, len);
@@ -283,7 +286,8 @@ static void test_hostile(void) {
         CHECK(dec(buf, size, 0) == PTWM_OK);
         /* symbol runs: gap 0 after a run (not canonical), run past 255, R > 128 */
         {
-            static const uint8_t runs_bad[][5] = {{2, 0, 0, 0, 0}, {1, 250, 9, 0, 0}, {129, 0, 0, 0, 0}};
+            static const uint8_t runs_bad[][5] = {
+                {2, 0, 0, 0, 0}, {1, 250, 9, 0, 0}, {129, 0, 0, 0, 0}};
             for (i = 0; i < 3; i++) {
                 memcpy(buf + 2, runs_bad[i], 5);
                 CHECK(dec(buf, 2 + 5 + 140, 0) == PTWM_ERR_CORRUPT);
