@@ -286,7 +286,8 @@ for d in dtypes:
         t.append(("entropy floor, order 0 per field", floor[0]["size_pct"], None, None,
                   "computed from the files; not a bound for per-chunk or context coding"))
     if d in zipnn:
-        t.append(("ZipNN (published figure)", zipnn[d], None, None, "from elsewhere, not measured here"))
+        t.append(("ZipNN (published figure)", zipnn[d], None, None,
+                  ("stored raw; " if d == "U8" else "") + "from elsewhere, not measured here"))
     tables.append((d, raw, len({r['file'] for r in rows if r['section'] == 'mem' and r['dtype'] == d
                                 and r['file'] != 'all'}), t))
 
@@ -340,6 +341,8 @@ with open(out + "/floors.gp", "w") as fp:
     for r in rows:
         if r["section"] == "floor" and r["file"] == "all" and r["method"] == "entropy-order0":
             fp.write(f"floor_{r['dtype']} = {r['size_pct']:.3f}\n")
+    for (d, m, l), (raw, cod, cs, ds) in sorted(whole.items()):
+        fp.write(f"{m}_{d} = {100 * cod / raw:.3f}\n")
 summary = "\n".join(lines) + "\n"
 open(out + "/summary.txt", "w").write(summary)
 print(summary)
