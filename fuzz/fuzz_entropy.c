@@ -1,8 +1,8 @@
 /* Entropy dispatch over every stage id: decoding arbitrary bytes stays in
  * bounds and fails cleanly or fills exactly dst_size bytes; encoding
  * arbitrary bytes decodes back to them within the stage's bound; unknown ids
- * are refused. Input: byte 0 = stage id, byte 1 = level/order, bytes 2..3 =
- * dst_size for the decode arm, the rest = payload. */
+ * are refused. Input: byte 0 = stage id (bit 7: scalar rANS), byte 1 =
+ * level/order, bytes 2..3 = dst_size for the decode arm, the rest = payload. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int stage, level;
     ptwm_error rc;
     if (size < 4) return 0;
-    stage = data[0] % 7;
+    stage = (data[0] & 0x7f) % 7;
+    ptwm_rans_force_scalar(data[0] & 0x80); /* both rANS decoders */
     want = (size_t)data[2] | ((size_t)data[3] << 8);
     payload = data + 4;
     n = size - 4;

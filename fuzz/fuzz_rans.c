@@ -1,8 +1,8 @@
 /* rANS stage: decoding arbitrary bytes stays in bounds and either fails
  * cleanly or fills exactly dst_size bytes; encoding arbitrary bytes at every
  * order decodes back to them within the bound.
- * Input: byte 0 = order selector, bytes 1..2 = dst_size for the decode arm,
- * the rest = payload. */
+ * Input: byte 0 = order selector (bit 7: scalar decoder), bytes 1..2 =
+ * dst_size for the decode arm, the rest = payload. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int order;
     ptwm_error rc;
     if (size < 3) return 0;
-    order = (int)(data[0] % 3) - 1;
+    order = (int)((data[0] & 0x7f) % 3) - 1;
+    ptwm_rans_force_scalar(data[0] & 0x80); /* both decoders */
     want = (size_t)data[1] | ((size_t)data[2] << 8);
     payload = data + 3;
     n = size - 3;

@@ -35,6 +35,10 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
                             size_t *out_len);
 ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
 
+/* Tests and fuzzers: on != 0 makes rANS decode with its portable scalar loops
+ * even where a vector path exists (process-wide, for covering both). */
+void ptwm_rans_force_scalar(int on);
+
 size_t ptwm_zstd_bound(size_t n);
 ptwm_error ptwm_zstd_encode(const uint8_t *src, size_t n, int level, uint8_t *dst, size_t cap,
                             size_t *out_len);

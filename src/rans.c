@@ -679,6 +679,8 @@ static void rans_lanes_init(void) {
     }
 }
 
+static int rans_scalar_only; /* ptwm_rans_force_scalar */
+
 /* Checked once; the table is built before any vector loop can use it. */
 static int rans_have_avx2(void) {
     static int have = -1;
@@ -688,8 +690,10 @@ static int rans_have_avx2(void) {
         if (h) pthread_once(&rans_lanes_once, rans_lanes_init);
         __atomic_store_n(&have, h, __ATOMIC_RELEASE);
     }
-    return h;
+    return h && !__atomic_load_n(&rans_scalar_only, __ATOMIC_RELAXED);
 }
+
+void ptwm_rans_force_scalar(int on) { __atomic_store_n(&rans_scalar_only, on != 0, __ATOMIC_RELAXED); }
 
 /* x = f * (x >> prec) + bias for 8 states from their entries E, then the
  * renormalisation: the lanes below L take the next words in lane order. */
@@ -761,6 +765,8 @@ decode_o0_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec, const uin
     *pp = p;
     return i;
 }
+#else
+void ptwm_rans_force_scalar(int on) { (void)on; }
 #endif
 
 static ptwm_error decode_o0_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
