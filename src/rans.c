@@ -54,7 +54,11 @@
  * in registers. Order 1 runs its 32 segments the same way, with one more
  * gather for the context's table. The encoder picks prec (and with order -1 the order)
  * from an exact table cost plus an entropy estimate; tables are normalised
- * exactly (largest remainder, every present symbol at least 1). */
+ * exactly (largest remainder, every present symbol at least 1). It writes
+ * SINGLE for a one-symbol plane and RAW unless rANS saves at least 1/256 of
+ * the plane (near-uniform sign+mantissa planes: RAW costs < 0.4% there and
+ * decodes at memcpy speed). Decoders accept any valid encoding, whatever the
+ * encoder would have chosen. */
 #include <math.h>
 #include <stdlib.h>
 #include "entropy.h"
