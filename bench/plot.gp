@@ -20,6 +20,7 @@ set output png
 set multiplot layout (words(dtypes) > 2 ? 2 : 1),(words(dtypes) > 1 ? 2 : 1) title 'ptwm beside libzstd and c-blosc on real weights, in memory: coded size against decompress speed (1 thread unless marked t2)' font 'sans,12'
 
 set logscale x 10
+set xtics (100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
 set xlabel 'decompress MB/s (log scale)'
 set ylabel 'coded size, % of raw'
 set grid xtics ytics mxtics
