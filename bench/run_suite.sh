@@ -60,6 +60,13 @@ csv=$out/results.csv
 rm -f "$csv"
 tmp=$(mktemp -d "${BENCH_TMP:-/tmp}/ptwm-suite.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
+# The largest point holds the file, its .ptwm and the restored copy at once.
+avail_mb=$(df -Pm "$tmp" | awk 'NR == 2 { print $4 }')
+if (( avail_mb < 3 * big_mb + 512 )); then
+    echo "run_suite: $tmp has $avail_mb MB free; the $big_mb MiB point needs $(( 3 * big_mb + 512 )) MB" \
+         "(set BENCH_TMP or BIG_MB)" >&2
+    exit 2
+fi
 failed=0
 
 # FILES: a subset of the corpus to measure (a glob), for trying the suite out.
@@ -190,13 +197,6 @@ stage "scaling as whole processes: mixed BF16/F16/F32/U8 files, peak memory"
 mix=("$corpus/faceres-deep.bf16.safetensors" "$corpus/movenet-thunder.f16.safetensors"
      "$corpus/faceres-deep.f32.safetensors" "$corpus/handtrack.u8.safetensors")
 df -h "$tmp" | tail -n1 | awk '{ print "   scratch space free: " $4 }'
-# The largest point holds the file, its .ptwm and the restored copy at once.
-avail_mb=$(df -Pm "$tmp" | awk 'NR == 2 { print $4 }')
-if (( avail_mb < 3 * big_mb + 512 )); then
-    echo "run_suite: $tmp has $avail_mb MB free; the $big_mb MiB point needs $(( 3 * big_mb + 512 )) MB" \
-         "(set BENCH_TMP or BIG_MB)" >&2
-    exit 2
-fi
 for mb in $cli_mb "$big_mb"; do
     big=$tmp/repeat-${mb}MB.safetensors
     "$suite" --make "$big" "$mb" "${mix[@]}" >/dev/null
