@@ -376,6 +376,47 @@ md.append("Every figure of the run (each file, each method and level, 1 and 2 th
           "gzip, whole-process `ptwm compress`/`decompress` against `zstd -3`/`-19` with peak memory, "
           f"scaling to {machine.get('scaling', '?')}) is in [docs/bench-results.csv](docs/bench-results.csv); "
           "[bench/README.md](bench/README.md) explains each.\n")
+# Scaling: throughput against size and threads (in memory), peak memory
+# against size (whole processes).
+sm = [r for r in rows if r["section"] == "scale_mem"]
+if sm:
+    md.append("Against size and threads, in memory (faceres-deep's BF16 tensors repeated; compress / "
+              "decompress MB/s):\n")
+    md.append("| size | ptwm, 1 thread | ptwm, 2 threads | libzstd -3 |")
+    md.append("|---|---:|---:|---:|")
+    for f in dict.fromkeys(r["file"] for r in sm):
+        cell = {}
+        for r in sm:
+            if r["file"] == f:
+                k = "z" if r["method"] == "zstd" else r["threads"]
+                cell[k] = f"{r['comp_mbs']:.0f} / {r['decomp_mbs']:.0f}"
+        md.append(f"| {f.replace('repeat-', '').replace('MB', ' MiB')} | {cell.get(1, '')} | "
+                  f"{cell.get(2, '')} | {cell.get('z', '')} |")
+    md.append("")
+sc = [r for r in rows if r["section"] == "scale_cli"]
+if sc:
+    md.append("Peak resident memory against file size, whole processes (`/usr/bin/time -v`; mixed "
+              "BF16/F16/F32/U8 corpus tensors repeated):\n")
+    md.append("| file | `ptwm compress` (2 threads) | `ptwm decompress` (2 threads) | `zstd -3` | `zstd -d` |")
+    md.append("|---|---:|---:|---:|---:|")
+    for f in dict.fromkeys(r["file"] for r in sc):
+        cell = {}
+        for r in sc:
+            if r["file"] != f:
+                continue
+            ph = r["note"].split(";")[0]
+            if r["method"].startswith("ptwm"):
+                # the largest thread count measured at this size
+                k = ("p", ph)
+                if k in cell and cell[k][0] > r["threads"]:
+                    continue
+                cell[k] = (r["threads"], r["peak_rss_kb"])
+            else:
+                cell[("z", ph)] = (1, r["peak_rss_kb"])
+        g = lambda k: f"{cell[k][1] / 1024:.0f} MB" if k in cell else ""
+        md.append(f"| {f.replace('repeat-', '').replace('MB.safetensors', ' MiB')} | {g(('p', 'compress'))} | "
+                  f"{g(('p', 'decompress'))} | {g(('z', 'compress'))} | {g(('z', 'decompress'))} |")
+    md.append("")
 big = [r for r in rows if r["section"] == "scale_cli" and r["file"] == bigfile]
 if big:
     gib = big[0]["raw_bytes"] / 2**30
