@@ -18,11 +18,23 @@ typedef struct cli_command {
     void (*help)(FILE *out);
 } cli_command;
 
-/* Print "ptwm: <message>" for an error to stderr and return CLI_BAD_INPUT. */
+/* Copy `s` into buf (cap bytes, cap >= 8) fit for a terminal: control
+ * characters (C0, DEL, C1), bidirectional overrides and bytes that are not
+ * valid UTF-8 become \xNN or \uNNNN escapes, so a tensor name from a hostile
+ * file cannot move the cursor, recolour the terminal or hide text. Backslash
+ * itself is kept as it is (messages quote JSON text, whose escapes read as
+ * written). Cut short with "..." if buf is too small. NULL prints as
+ * "(null)". Returns buf. */
+const char *cli_escape(const char *s, char *buf, size_t cap);
+/* Bytes a buffer needs to hold any escaped string of n bytes. */
+#define CLI_ESCAPED_MAX(n) (4 * (size_t)(n) + 8)
+/* Print "ptwm: <message>" (escaped) for an error to stderr and return CLI_BAD_INPUT. */
 int cli_report(const ptwm_err *err);
 /* Print a usage error and return CLI_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* True if path names a directory (following symlinks). */
+int cli_is_dir(const char *path);
 /* True if stderr is a terminal (progress is shown only then). */
 int cli_is_tty(void);
 /* Monotonic seconds. */

@@ -46,11 +46,6 @@ typedef struct row {
     char chain[256];        /* "" for safetensors */
 } row;
 
-static int is_dir(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
 static int has_file(const char *dir, const char *name) {
     char path[4096];
     struct stat sb;
@@ -61,7 +56,7 @@ static int has_file(const char *dir, const char *name) {
 static ptwm_error src_open(src *s, const char *path, ptwm_err *err) {
     ptwm_error rc;
     memset(s, 0, sizeof *s);
-    if (is_dir(path)) {
+    if (cli_is_dir(path)) {
         if (has_file(path, PTWM_INDEX_NAME) || has_file(path, PTWM_SINGLE_NAME)) {
             s->k = K_PTDIR;
             return ptwm_ptdir_open(path, &s->pd, err);
@@ -168,9 +163,14 @@ static int print_text(const char *path, const src *s, const row *rows, size_t n,
     size_t i, w = 4;
     int d;
     char a[32], b[32];
-    for (i = 0; i < n; i++) w = strlen(rows[i].info.name) > w ? strlen(rows[i].info.name) : w;
+    /* Names and paths come from the input: escaped before they reach a terminal. */
+    static char name[CLI_ESCAPED_MAX(PTWM_MAX_NAME)], shard[CLI_ESCAPED_MAX(PTWM_MAX_NAME)];
+    for (i = 0; i < n; i++) {
+        size_t len = strlen(cli_escape(rows[i].info.name, name, sizeof name));
+        w = len > w ? len : w;
+    }
     if (w > 60) w = 60;
-    printf("%s: %s, %zu tensors", path, kind_names[s->k], n);
+    printf("%s: %s, %zu tensors", cli_escape(path, name, sizeof name), kind_names[s->k], n);
     if (dir) printf(" in %zu shard%s", src_shards(s), src_shards(s) == 1 ? "" : "s");
     printf("\n\n%-*s  %-11s %-22s %14s", (int)w, "name", "dtype", "shape", "bytes");
     if (coded) printf(" %14s %7s  %s", "coded", "ratio", "chain");
@@ -180,12 +180,12 @@ static int print_text(const char *path, const src *s, const row *rows, size_t n,
         const row *r = &rows[i];
         char shape[256];
         shape_text(&r->info, shape, sizeof shape);
-        printf("%-*s  %-11s %-22s %14llu", (int)w, r->info.name, ptwm_dtype_name(r->info.dtype),
-               shape, (unsigned long long)r->info.nbytes);
+        printf("%-*s  %-11s %-22s %14llu", (int)w, cli_escape(r->info.name, name, sizeof name),
+               ptwm_dtype_name(r->info.dtype), shape, (unsigned long long)r->info.nbytes);
         if (coded)
             printf(" %14llu %6.2f%%  %s", (unsigned long long)r->info.coded_bytes,
                    100.0 * ratio(r->info.coded_bytes, r->info.nbytes), r->chain);
-        if (dir) printf("  %s", r->shard);
+        if (dir) printf("  %s", cli_escape(r->shard, shard, sizeof shard));
         printf("\n");
     }
     printf("\ntotal: %zu tensors, %s raw", all->count, cli_bytes(all->raw, a, sizeof a));
@@ -205,6 +205,14 @@ static int print_text(const char *path, const src *s, const row *rows, size_t n,
     return CLI_OK;
 }
 
+/* A JSON string; text that is not UTF-8 (a path from argv, a name in a
+ * damaged file) goes in escaped rather than failing the whole output. */
+static json_t *json_text(const char *text) {
+    static char buf[CLI_ESCAPED_MAX(PTWM_MAX_NAME)];
+    json_t *j = json_string(text);
+    return j ? j : json_string(cli_escape(text, buf, sizeof buf));
+}
+
 static int print_json(const char *path, const src *s, const row *rows, size_t n, const sums *by,
                       const sums *all) {
     int coded = s->k == K_PTWM || s->k == K_PTDIR;
@@ -213,27 +221,27 @@ static int print_json(const char *path, const src *s, const row *rows, size_t n,
     size_t i;
     int d, bad = 0;
     char *text;
-    bad |= json_object_set_new(root, "path", json_string(path));
+    bad |= json_object_set_new(root, "path", json_text(path));
     bad |= json_object_set_new(root, "kind", json_string(kind_names[s->k]));
     if (s->k == K_STDIR || s->k == K_PTDIR)
         for (i = 0; i < src_shards(s); i++)
-            bad |= json_array_append_new(shards, json_string(src_shard_name(s, i)));
+            bad |= json_array_append_new(shards, json_text(src_shard_name(s, i)));
     for (i = 0; i < n; i++) {
         const row *r = &rows[i];
         json_t *t = json_object(), *shape = json_array();
         uint32_t k;
         for (k = 0; k < r->info.ndim; k++)
             bad |= json_array_append_new(shape, json_integer((json_int_t)r->info.shape[k]));
-        bad |= json_object_set_new(t, "name", json_string(r->info.name));
+        bad |= json_object_set_new(t, "name", json_text(r->info.name));
         bad |= json_object_set_new(t, "dtype", json_string(ptwm_dtype_name(r->info.dtype)));
         bad |= json_object_set_new(t, "shape", shape);
         bad |= json_object_set_new(t, "bytes", json_integer((json_int_t)r->info.nbytes));
         if (coded) {
             bad |= json_object_set_new(t, "coded_bytes", json_integer((json_int_t)r->info.coded_bytes));
             bad |= json_object_set_new(t, "ratio", json_real(ratio(r->info.coded_bytes, r->info.nbytes)));
-            bad |= json_object_set_new(t, "chain", json_string(r->chain));
+            bad |= json_object_set_new(t, "chain", json_text(r->chain));
         }
-        if (r->shard) bad |= json_object_set_new(t, "shard", json_string(r->shard));
+        if (r->shard) bad |= json_object_set_new(t, "shard", json_text(r->shard));
         bad |= json_array_append_new(tensors, t);
     }
     bad |= json_object_set_new(totals, "tensors", json_integer((json_int_t)all->count));
@@ -258,10 +266,13 @@ static int print_json(const char *path, const src *s, const row *rows, size_t n,
     bad |= json_object_set_new(root, "tensors", tensors);
     bad |= json_object_set_new(root, "totals", totals);
     bad |= json_object_set_new(root, "dtypes", dtypes);
-    text = bad ? NULL : json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    /* ASCII only: control and bidi characters in names stay \u escapes. */
+    text = bad ? NULL
+               : json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
     json_decref(root);
     if (!text) {
-        fprintf(stderr, "ptwm: %s: cannot build the JSON output\n", path);
+        char p[CLI_ESCAPED_MAX(4096)];
+        fprintf(stderr, "ptwm: %s: cannot build the JSON output\n", cli_escape(path, p, sizeof p));
         return CLI_BAD_INPUT;
     }
     printf("%s\n", text);

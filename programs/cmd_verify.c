@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
 #include "options.h"
@@ -22,25 +21,31 @@ static void help(FILE *out) {
             "exit status: 0 everything holds, 1 damage or bad input, 2 bad usage\n");
 }
 
+/* SRC as printed: escaped, like every name that reaches the terminal. */
+static char shown[CLI_ESCAPED_MAX(4096)];
+
 /* ptwm_reader_verify per shard, continuing past a damaged one. */
-static int verify_shards(const char *src, ptwm_reader *const *shards, const char *const *names,
-                         size_t n, int quiet) {
+static int verify_shards(ptwm_reader *const *shards, const char *const *names, size_t n,
+                         int quiet) {
     size_t i, bad = 0;
+    /* Paths, shard names and messages come from the input: escaped for the terminal. */
+    static char name[CLI_ESCAPED_MAX(256)], msg[CLI_ESCAPED_MAX(PTWM_ERR_MESSAGE_MAX)];
     for (i = 0; i < n; i++) {
         ptwm_err err;
+        cli_escape(names[i], name, sizeof name);
         if (ptwm_reader_verify(shards[i], &err) != PTWM_OK) {
             bad++;
-            fprintf(stderr, "%s: %s: FAILED: %s: %s\n", src, names[i], ptwm_error_name(err.code),
-                    err.message);
+            fprintf(stderr, "%s: %s: FAILED: %s: %s\n", shown, name, ptwm_error_name(err.code),
+                    cli_escape(err.message, msg, sizeof msg));
         } else if (!quiet) {
-            printf("%s: %s: OK (%zu tensors)\n", src, names[i], ptwm_reader_count(shards[i]));
+            printf("%s: %s: OK (%zu tensors)\n", shown, name, ptwm_reader_count(shards[i]));
         }
     }
     if (bad) {
-        fprintf(stderr, "%s: %zu of %zu shard%s damaged\n", src, bad, n, n == 1 ? "" : "s");
+        fprintf(stderr, "%s: %zu of %zu shard%s damaged\n", shown, bad, n, n == 1 ? "" : "s");
         return CLI_BAD_INPUT;
     }
-    if (!quiet) printf("%s: %zu shard%s verified\n", src, n, n == 1 ? "" : "s");
+    if (!quiet) printf("%s: %zu shard%s verified\n", shown, n, n == 1 ? "" : "s");
     return CLI_OK;
 }
 
@@ -58,7 +63,7 @@ static int verify_dir(const char *src, int threads, int quiet) {
         if (err.code == PTWM_ERR_NOT_FOUND && ptwm_stdir_open(src, PTWM_OPEN_PREAD, &sd, &err2) == PTWM_OK) {
             if (!quiet)
                 printf("%s: safetensors checkpoint, %zu tensors: structure valid (no checksums to "
-                       "check)\n", src, ptwm_stdir_count(sd));
+                       "check)\n", shown, ptwm_stdir_count(sd));
             ptwm_stdir_close(sd);
             return CLI_OK;
         }
@@ -80,10 +85,10 @@ static int verify_dir(const char *src, int threads, int quiet) {
         names[i] = ptwm_ptdir_shard_name(d, i);
     }
     if (!quiet && ptwm_ptdir_index(d))
-        printf("%s: index matches its %zu shards (%llu raw bytes, %llu stored)\n", src, n,
+        printf("%s: index matches its %zu shards (%llu raw bytes, %llu stored)\n", shown, n,
                (unsigned long long)ptwm_ptdir_total_size(d),
                (unsigned long long)ptwm_ptdir_compressed_total_size(d));
-    rc = verify_shards(src, shards, names, n, quiet);
+    rc = verify_shards(shards, names, n, quiet);
     free(shards);
     free(names);
     ptwm_ptdir_close(d);
@@ -101,7 +106,7 @@ static int verify_file(const char *src, int threads, int quiet) {
         if (err.code == PTWM_ERR_BAD_MAGIC && ptwm_st_open(src, PTWM_OPEN_PREAD, &st, &err2) == PTWM_OK) {
             if (!quiet)
                 printf("%s: safetensors file, %zu tensors: structure valid (no checksums to "
-                       "check)\n", src, ptwm_st_count(st));
+                       "check)\n", shown, ptwm_st_count(st));
             ptwm_st_close(st);
             return CLI_OK;
         }
@@ -109,14 +114,9 @@ static int verify_file(const char *src, int threads, int quiet) {
     }
     ptwm_reader_set_threads(r, threads);
     name = strrchr(src, '/') ? strrchr(src, '/') + 1 : src;
-    rc = verify_shards(src, &r, &name, 1, quiet);
+    rc = verify_shards(&r, &name, 1, quiet);
     ptwm_reader_close(r);
     return rc;
-}
-
-static int is_dir(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 static int run(int argc, char **argv) {
@@ -136,7 +136,8 @@ static int run(int argc, char **argv) {
         }
     }
     if (!src) return cli_usage_error("verify", "missing SRC");
-    if (is_dir(src)) return verify_dir(src, threads, quiet);
+    cli_escape(src, shown, sizeof shown);
+    if (cli_is_dir(src)) return verify_dir(src, threads, quiet);
     return verify_file(src, threads, quiet);
 }
 

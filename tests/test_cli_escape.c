@@ -1,0 +1,149 @@
+/* Names from hostile files reach the terminal escaped: cli_escape on its own
+ * (control characters, bidi overrides, every kind of invalid UTF-8, cutting
+ * short), then `ptwm inspect` and `ptwm verify` run as processes on a file
+ * whose tensor name is a terminal escape sequence, and on a path that is not
+ * UTF-8. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+/* The helper lives in the CLI, which the library's tests do not link. */
+#include "../programs/cli_util.c"
+
+static void check_escape(const char *in, const char *want) {
+    char buf[CLI_ESCAPED_MAX(64)];
+    cli_escape(in, buf, sizeof buf);
+    CHECK_MSG(strcmp(buf, want) == 0, "cli_escape: got '%s', want '%s'", buf, want);
+}
+
+static void test_escape_unit(void) {
+    char small[12];
+    check_escape("model.layers.0.weight", "model.layers.0.weight");
+    check_escape("caf\xc3\xa9 \xe6\x9d\x83\xe9\x87\x8d \xf0\x9f\x98\x80", /* é, CJK, emoji kept */
+                 "caf\xc3\xa9 \xe6\x9d\x83\xe9\x87\x8d \xf0\x9f\x98\x80");
+    check_escape("a\x1b[2Jb", "a\\x1B[2Jb");
+    check_escape("\t\n\r\x7f", "\\x09\\x0A\\x0D\\x7F");
+    check_escape("c1\xc2\x9b", "c1\\u009B");                 /* 8-bit CSI as U+009B */
+    check_escape("\xe2\x80\xae" "abc", "\\u202Eabc");          /* right-to-left override */
+    check_escape("\xe2\x81\xa6x", "\\u2066x");                 /* left-to-right isolate */
+    check_escape("bad\xff", "bad\\xFF");
+    check_escape("\xc0\xaf", "\\xC0\\xAF");                    /* overlong '/' */
+    check_escape("\xe0\x80\xaf", "\\xE0\\x80\\xAF");           /* overlong, 3 bytes */
+    check_escape("\xed\xa0\x80", "\\xED\\xA0\\x80");           /* surrogate U+D800 */
+    check_escape("\xf4\x90\x80\x80", "\\xF4\\x90\\x80\\x80");  /* past U+10FFFF */
+    check_escape("\xe6\x9d", "\\xE6\\x9D");                    /* truncated at the end */
+    check_escape("\xe6" "a", "\\xE6a");                        /* truncated mid-string */
+    check_escape("back\\slash", "back\\slash");
+    check_escape(NULL, "(null)");
+    /* Cut short on a whole escape, never mid-escape, with "..." */
+    cli_escape("abcdefghijklmnop", small, sizeof small);
+    CHECK(strcmp(small, "abcdefgh...") == 0);
+    cli_escape("ab\x1b\x1b\x1b", small, sizeof small);
+    CHECK(strcmp(small, "ab\\x1B...") == 0);
+    CHECK(strlen(small) < sizeof small);
+}
+
+static const char *bin;
+static char out_path[1200], err_path[1200];
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    int st;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s' </dev/null", bin, args, out_path, err_path);
+    st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* No byte of the captured stream is a control character other than newline,
+ * and it holds only valid UTF-8 free of C1 and bidi controls. */
+static int clean(const char *path) {
+    size_t len = 0, i;
+    uint8_t *t = tu_read_file(path, &len);
+    int ok = t != NULL;
+    for (i = 0; ok && i < len; i++) {
+        unsigned long c;
+        size_t n;
+        if (t[i] == '\n') continue;
+        n = utf8_seq(t + i, &c);
+        if (i + n > len || n == 0 || is_control(c)) {
+            fprintf(stderr, "%s: byte %zu (0x%02X) is unsafe\n", path, i, t[i]);
+            ok = 0;
+        } else {
+            i += n - 1;
+        }
+    }
+    free(t);
+    return ok;
+}
+
+static int has(const char *path, const char *s) {
+    size_t len = 0;
+    char *t = (char *)tu_read_file(path, &len);
+    int r;
+    if (!t) return 0;
+    t = (char *)realloc(t, len + 1);
+    t[len] = 0;
+    r = strstr(t, s) != NULL;
+    if (!r) fprintf(stderr, "%s lacks '%s':\n%s\n", path, s, t);
+    free(t);
+    return r;
+}
+
+static void test_cli_output(void) {
+    static const char evil[] = "evil\x1b[2J\x07name\xc2\x9b\xe2\x80\xae";
+    char file[1100], bad_path[1100];
+    uint8_t one = 1;
+    uint64_t shape[1] = {1};
+    ptwm_tensor_desc t;
+    ptwm_err err;
+    memset(&t, 0, sizeof t);
+    t.name = evil;
+    t.dtype = PTWM_DTYPE_U8;
+    t.ndim = 1;
+    t.shape = shape;
+    t.data = &one;
+    t.nbytes = 1;
+    snprintf(file, sizeof file, "%s/escape.safetensors", tu_tmpdir());
+    CHECK(ptwm_st_write(file, &t, 1, NULL, 0, &err) == PTWM_OK);
+
+    CHECK(run("inspect '%s'", file) == 0);
+    CHECK(clean(out_path) && clean(err_path));
+    CHECK(has(out_path, "evil\\x1B[2J\\x07name\\u009B\\u202E"));
+    CHECK(run("inspect --json '%s'", file) == 0);
+    CHECK(clean(out_path));
+    CHECK(has(out_path, "\"evil\\u001B[2J\\u0007name\\u009B\\u202E\""));
+    CHECK(run("verify '%s'", file) == 0);
+    CHECK(clean(out_path) && clean(err_path));
+
+    /* A path that is not UTF-8 and carries an escape, in an error message. */
+    snprintf(bad_path, sizeof bad_path, "%s/no\x1b[31m\xff.safetensors", tu_tmpdir());
+    CHECK(run("inspect '%s'", bad_path) == 1);
+    CHECK(clean(err_path));
+    CHECK(has(err_path, "no\\x1B[31m\\xFF.safetensors"));
+    CHECK(run("inspect --json '%s'", bad_path) == 1);
+    CHECK(clean(err_path));
+    /* Usage errors quote the command line. */
+    CHECK(run("inspect '--bogus\x1b[31m'") == 2);
+    CHECK(clean(err_path));
+    CHECK(has(err_path, "unknown option '--bogus\\x1B[31m'"));
+}
+
+int main(void) {
+    bin = getenv("PTWM_BIN");
+    test_escape_unit();
+    CHECK_MSG(bin != NULL, "PTWM_BIN is not set (run through ctest)");
+    if (bin) {
+        snprintf(out_path, sizeof out_path, "%s/escape.out", tu_tmpdir());
+        snprintf(err_path, sizeof err_path, "%s/escape.err", tu_tmpdir());
+        test_cli_output();
+    }
+    return tu_finish("cli_escape");
+}
