@@ -360,16 +360,43 @@ static size_t enc_finish(ewriter *w, const uint32_t *x, int states, uint8_t *at,
     return len;
 }
 
+/* The unchecked form of enc_put, inside a margin the caller has checked (at
+ * least 2 bytes per call plus 2 above `lim`). The word is stored whether or
+ * not it is needed (below p, in free space) and p moves only if it was:
+ * whether a state overflows is close to a coin toss on weight planes, so a
+ * branch would mispredict half the time. */
+PTWM_INLINE uint32_t enc_put_fast(uint32_t x, const enc_sym *e, uint8_t **pp) {
+    uint32_t need = (uint64_t)x >= e->x_max, q;
+    uint8_t *p = *pp;
+    ptwm_store_le16(p - 2, (uint16_t)x);
+    *pp = p - 2 * (size_t)need;
+    x >>= need << 4;
+    q = (uint32_t)((((uint64_t)x * e->rcp >> 32) + x) >> e->shift);
+    return x + q * e->cmpl + e->cum;
+}
+
+/* Bytes a round of one symbol per state can write, plus the spare word the
+ * fast form stores below p. */
+#define ENC_ROUND_MARGIN (2 * RANS_STATES + 2)
+
 static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t, uint8_t *at,
                                uint8_t *end) {
     uint32_t x[RANS_O0_STATES];
     ewriter w;
-    size_t i;
+    size_t i, full = n - n % RANS_O0_STATES;
     if (!enc_start(&w, x, RANS_O0_STATES, at, end)) return 0;
-    for (i = n; i-- > 0;) {
-        uint32_t *xs = &x[i % RANS_O0_STATES];
-        *xs = enc_put(*xs, &t[src[i]], &w);
-        if (unlikely(w.full)) return 0;
+    /* The partial last round first (the encoder runs backwards). */
+    for (i = n; i-- > full;) x[i % RANS_O0_STATES] = enc_put(x[i % RANS_O0_STATES], &t[src[i]], &w);
+    if (unlikely(w.full)) return 0;
+    for (i = full; i > 0; i -= RANS_O0_STATES) {
+        const uint8_t *s = src + i - RANS_O0_STATES;
+        int k;
+        if (likely(w.p - w.lim >= ENC_ROUND_MARGIN)) {
+            for (k = RANS_O0_STATES - 1; k >= 0; k--) x[k] = enc_put_fast(x[k], &t[s[k]], &w.p);
+        } else {
+            for (k = RANS_O0_STATES - 1; k >= 0; k--) x[k] = enc_put(x[k], &t[s[k]], &w);
+            if (unlikely(w.full)) return 0;
+        }
     }
     return enc_finish(&w, x, RANS_O0_STATES, at, end);
 }
@@ -395,7 +422,15 @@ static size_t encode_o1_stream(const uint8_t *src, size_t n, const enc_sym *t /*
         unsigned ctx = j ? src[i - 1] : 0;
         x[RANS_STATES - 1] = enc_put(x[RANS_STATES - 1], &t[ctx * 256 + src[i]], &w);
     }
+    if (unlikely(w.full)) return 0;
     for (j = q; j-- > 0;) {
+        if (likely(j && w.p - w.lim >= ENC_ROUND_MARGIN)) {
+            for (k = RANS_STATES - 1; k >= 0; k--) {
+                size_t i = (size_t)k * q + j;
+                x[k] = enc_put_fast(x[k], &t[src[i - 1] * 256u + src[i]], &w.p);
+            }
+            continue;
+        }
         for (k = RANS_STATES - 1; k >= 0; k--) {
             size_t i = (size_t)k * q + j;
             unsigned ctx = j ? src[i - 1] : 0;
