@@ -157,6 +157,13 @@ typedef struct ptwm_kv {
 /* Safetensors files                                                         */
 /* ------------------------------------------------------------------------ */
 
+/* Files that change while open: opening checks the exact size once. A file
+ * replaced by rename (as every writer here does) is safe in both modes: the
+ * handle keeps the old file. A file truncated or rewritten in place is not:
+ * in PREAD mode a read past its new end fails with PTWM_ERR_TRUNCATED (and
+ * other bytes read as they now are); in MMAP mode touching a mapped page past
+ * the new end raises SIGBUS, as with any memory-mapped file, and the library
+ * does not catch signals. Use PREAD for files another process may truncate. */
 typedef enum ptwm_open_mode {
     PTWM_OPEN_MMAP = 0,   /* map the file; tensor data is zero-copy */
     PTWM_OPEN_PREAD = 1   /* read the header only; tensor bytes on demand with pread */

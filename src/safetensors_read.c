@@ -181,6 +181,7 @@ ptwm_error ptwm_st_read(const ptwm_st *st, size_t index, uint64_t offset, void *
                         ptwm_err *err) {
     const ptwm_st_entry *e;
     uint64_t end;
+    ptwm_error rc;
     if (!st || index >= st->p.n)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_st_read: tensor index %zu out of range (%zu tensors)",
                          index, st ? st->p.n : 0);
@@ -197,7 +198,12 @@ ptwm_error ptwm_st_read(const ptwm_st *st, size_t index, uint64_t offset, void *
         memcpy(dst, st->base + st->data_start + e->begin + offset, len);
         return PTWM_OK;
     }
-    return ptwm_pread_full(st->fd, dst, len, st->data_start + e->begin + offset, st->label, err);
+    rc = ptwm_pread_full(st->fd, dst, len, st->data_start + e->begin + offset, st->label, err);
+    /* The size was checked at open: a short read means the file shrank since. */
+    if (rc == PTWM_ERR_TRUNCATED)
+        ptwm_err_prefix(err, "tensor '%s' (the file was %llu bytes when opened)", e->name,
+                        (unsigned long long)st->size);
+    return rc;
 }
 
 uint64_t ptwm_st_file_offset(const ptwm_st *st, size_t index) {

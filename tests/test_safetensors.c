@@ -306,6 +306,48 @@ static void accepted_layouts(void) {
     ptwm_st_close(st);
 }
 
+/* A file truncated after a PREAD open: reads past the new end fail with
+ * PTWM_ERR_TRUNCATED naming the tensor and both sizes, never a crash; reads
+ * before it still work. (MMAP mode would raise SIGBUS: see ptwm_open_mode.) */
+static void truncated_after_open(void) {
+    uint8_t a[64], b[64], got[64];
+    uint64_t shape[1] = {64};
+    ptwm_tensor_desc t[2] = {{"first", PTWM_DTYPE_U8, 1, shape, a, 64},
+                             {"second", PTWM_DTYPE_U8, 1, shape, b, 64}};
+    ptwm_st *st = NULL;
+    ptwm_source *src = NULL;
+    ptwm_err err = {0};
+    char path[1024];
+    size_t i, idx = 0;
+    uint64_t full;
+    for (i = 0; i < 64; i++) a[i] = (uint8_t)i, b[i] = (uint8_t)(255 - i);
+    snprintf(path, sizeof path, "%s/shrinks.safetensors", tu_tmpdir());
+    CHECK_ERR(ptwm_st_write(path, t, 2, NULL, 0, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_st_open(path, PTWM_OPEN_PREAD, &st, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_source_open_mode(path, PTWM_SOURCE_SAFETENSORS, PTWM_OPEN_PREAD, &src, &err),
+              &err, PTWM_OK, NULL);
+    if (!st || !src) goto done;
+    full = ptwm_st_file_size(st);
+    CHECK(truncate(path, (off_t)(full - 32)) == 0);
+    CHECK(ptwm_st_find(st, "second", &idx) == PTWM_OK);
+    CHECK_ERR(ptwm_st_read(st, idx, 0, got, 64, &err), &err, PTWM_ERR_TRUNCATED,
+              "tensor 'second' (the file was");
+    CHECK(strstr(err.message, "shrinks.safetensors") != NULL);
+    CHECK(strstr(err.message, "32 more bytes expected") != NULL);
+    CHECK_ERR(ptwm_st_read(st, idx, 0, got, 32, &err), &err, PTWM_OK, NULL);
+    CHECK(memcmp(got, b, 32) == 0);
+    CHECK(ptwm_source_find(src, "second", &idx, &err) == PTWM_OK);
+    CHECK_ERR(ptwm_source_read(src, idx, 0, got, 64, &err), &err, PTWM_ERR_TRUNCATED, "second");
+    /* The next open sees the new size and says so. */
+    ptwm_st_close(st);
+    st = NULL;
+    CHECK_ERR(ptwm_st_open(path, PTWM_OPEN_PREAD, &st, &err), &err, PTWM_ERR_TRUNCATED,
+              "truncated?");
+done:
+    ptwm_st_close(st);
+    ptwm_source_close(src);
+}
+
 int main(void) {
     const char *const *files = tu_corpus_files();
     size_t i;
@@ -316,5 +358,6 @@ int main(void) {
     writer_rejects();
     atomic_replace();
     accepted_layouts();
+    truncated_after_open();
     return tu_finish("test_safetensors");
 }
