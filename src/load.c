@@ -206,7 +206,7 @@ static ptwm_error load_part(ptwm_source *s, const ptwm_layout_entry *e, const lo
         rc = ptwm_source_read(s, p->index, (first + done) * p->width, buf, (size_t)(k * p->width),
                               err);
         if (rc) {
-            ptwm_err_prefix(err, "tensor '%s': ", e->name);
+            ptwm_err_prefix(err, "tensor '%s'", e->name);
             break;
         }
         convert(p->dtype, buf, dst + done, (size_t)k);

@@ -4,6 +4,7 @@
  * message. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "testutil.h"
 
 static float *load_all(ptwm_source *s, ptwm_layout *l, uint64_t *count) {
@@ -390,6 +391,31 @@ static void test_pread_and_misaligned(void) {
     ptwm_source_close(s);
 }
 
+/* A PREAD source whose file shrinks after it opened: the load fails with
+ * PTWM_ERR_TRUNCATED and a message of the form "tensor 'w': file 'x': ..."
+ * (one separator, not "tensor 'w': : "). */
+static void test_truncated_source_message(void) {
+    static const uint8_t bytes[16] = {0};
+    static const uint64_t sh[] = {4};
+    ptwm_tensor_desc t = {"w", PTWM_DTYPE_F32, 1, sh, bytes, 16};
+    ptwm_layout_entry le = {"w", 1, sh};
+    ptwm_source *s = NULL;
+    ptwm_err err;
+    float got[4];
+    char path[600];
+    ptwm_error rc;
+    snprintf(path, sizeof(path), "%s/shrinks.safetensors", tu_tmpdir());
+    CHECK_ERR(ptwm_st_write(path, &t, 1, NULL, 0, &err), &err, PTWM_OK, NULL);
+    rc = ptwm_source_open_mode(path, PTWM_SOURCE_AUTO, PTWM_OPEN_PREAD, &s, &err);
+    CHECK_ERR(rc, &err, PTWM_OK, NULL);
+    if (rc) return;
+    CHECK(truncate(path, 8) == 0);
+    rc = ptwm_load_layout(s, &le, 1, PTWM_CONVERT_FLOAT, got, 4, &err);
+    CHECK_ERR(rc, &err, PTWM_ERR_TRUNCATED, "tensor 'w': ");
+    CHECK_MSG(strstr(err.message, ": : ") == NULL, "doubled separator: %s", err.message);
+    ptwm_source_close(s);
+}
+
 /* Layer keys: depth 0 is the name up to its last separator, depth k its first
  * k components. */
 static void test_groups(void) {
@@ -545,6 +571,7 @@ int main(void) {
     test_layers(tu_corpus_path("handlandmark-full.f16.safetensors"));
     test_groups();
     test_pread_and_misaligned();
+    test_truncated_source_message();
     test_export();
     for (i = 0; i < 3; i++) test_kinds(kinds[i]);
     return tu_finish("test_load");
