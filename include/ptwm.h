@@ -522,7 +522,9 @@ PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
  * chunk size, never the model). Output is built in a temporary directory beside
  * `outdir` and renamed into place when complete; an existing `outdir` is
  * PTWM_ERR_EXISTS unless `force`. Files other than the tensors and the index
- * (config.json, tokenizer files) are copied as they are. */
+ * (config.json, tokenizer files) are copied as they are, subdirectories up to
+ * 16 deep; a link to a file is copied as the file, a link to a directory is
+ * PTWM_ERR_UNSUPPORTED, other special files are skipped. */
 typedef void (*ptwm_progress_fn)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
 
 typedef struct ptwm_checkpoint_options {

@@ -251,7 +251,16 @@ static ptwm_error copy_tree(const char *srcdir, const char *dstdir, int depth,
         } else if (stat(s, &sb) != 0) {
             rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", s, strerror(errno));
         } else if (S_ISDIR(sb.st_mode)) {
-            if (depth >= COPY_MAX_DEPTH)
+            struct stat lsb;
+            /* Files may be links (a Hugging Face cache links snapshots to
+             * blobs); a linked directory may lead anywhere, "/" or back into
+             * itself, so it is refused rather than followed. */
+            if (lstat(s, &lsb) == 0 && S_ISLNK(lsb.st_mode))
+                rc = ptwm_fail(err, PTWM_ERR_UNSUPPORTED,
+                               "'%s' is a symbolic link to a directory, which is not followed "
+                               "(copy or remove it)",
+                               s);
+            else if (depth >= COPY_MAX_DEPTH)
                 rc = ptwm_fail(err, PTWM_ERR_LIMIT, "'%s': directories nested deeper than %d", s,
                                COPY_MAX_DEPTH);
             else if (mkdir(d, 0777) != 0)

@@ -459,6 +459,51 @@ out:
     free(back2);
 }
 
+/* Copying a model directory's other files follows file links but refuses a
+ * link to a directory: one to "/" would copy the whole file system, one to
+ * "." would recurse until the depth cap. */
+static void test_directory_symlink_refused(void) {
+    char *src = join(tu_tmpdir(), "linked"), *out = join(tu_tmpdir(), "linked.ptwm"),
+         *model = join(src, "model.safetensors"), *cfg = join(src, "config.json");
+    ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+    ptwm_err err;
+    ptwm_ptdir *p = NULL;
+    char cmd[4096];
+    size_t len = 0;
+    uint8_t *b = tu_read_file(tu_corpus_path("handtrack.u8.safetensors"), &len);
+    CHECK(b != NULL);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", src, src);
+    CHECK(system(cmd) == 0);
+    if (b) CHECK(tu_write_file(model, b, len) == 0);
+    free(b);
+    CHECK(tu_write_file(cfg, "{}", 2) == 0);
+    snprintf(cmd, sizeof cmd, "ln -s config.json '%s/config.link.json' && ln -s / '%s/root'", src,
+             src);
+    CHECK(system(cmd) == 0);
+    CHECK_ERR(ptwm_compress_checkpoint(src, out, &o, &err), &err, PTWM_ERR_UNSUPPORTED,
+              "is a symbolic link to a directory");
+    CHECK(strstr(err.message, "/root'") != NULL);
+    snprintf(cmd, sizeof cmd, "rm '%s/root' && ln -s . '%s/self'", src, src);
+    CHECK(system(cmd) == 0);
+    CHECK_ERR(ptwm_compress_checkpoint(src, out, &o, &err), &err, PTWM_ERR_UNSUPPORTED,
+              "/self'");
+    /* Without the directory link it goes through, the file link copied as a file. */
+    snprintf(cmd, sizeof cmd, "rm '%s/self'", src);
+    CHECK(system(cmd) == 0);
+    CHECK_MSG(ptwm_compress_checkpoint(src, out, &o, &err) == PTWM_OK, "%s", err.message);
+    CHECK_MSG(ptwm_ptdir_open(out, &p, &err) == PTWM_OK, "%s", err.message);
+    ptwm_ptdir_close(p);
+    {
+        char *copied = join(out, "config.link.json");
+        CHECK(files_equal(cfg, copied));
+        free(copied);
+    }
+    free(src);
+    free(out);
+    free(model);
+    free(cfg);
+}
+
 /* A single file: OUTDIR/model.ptwm, restored under its own name. */
 static void test_single_file(void) {
     const char *name = "handtrack.u8.safetensors";
@@ -481,6 +526,7 @@ int main(void) {
     if (tu_corpus_dir()) {
         test_checkpoint_roundtrip();
         test_single_file();
+        test_directory_symlink_refused();
     }
     return tu_finish("sharding");
 }
