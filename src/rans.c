@@ -60,6 +60,7 @@
  * decodes at memcpy speed). Decoders accept any valid encoding, whatever the
  * encoder would have chosen. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include "entropy.h"
 
@@ -75,6 +76,70 @@ enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3 };
 size_t ptwm_rans_bound(size_t n) {
     /* The encoder falls back to RAW whenever rANS would not be smaller. */
     return n + 1 < n ? 0 : n + 1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Per-thread work memory                                                    */
+
+/* Order-1 counts and encoder tables, and the decoders' slot tables, are
+ * hundreds of KB to MB: allocating them per plane cost page faults on every
+ * small tensor. Each thread keeps its own (freed when the thread ends). */
+enum { BUF_CNT1, BUF_ETAB1, BUF_DTAB0, BUF_DTAB1, BUF_FREQ1, BUF_COUNT };
+
+typedef struct rans_tls {
+    void *buf[BUF_COUNT];
+    size_t cap[BUF_COUNT];
+    /* BUF_DTAB1 is all zero except the tables of the contexts marked here,
+     * laid out for precision dtab1_prec (see decode_o1). */
+    uint8_t dtab1_built[256];
+    unsigned dtab1_prec;
+} rans_tls;
+
+static pthread_key_t rans_key;
+static pthread_once_t rans_key_once = PTHREAD_ONCE_INIT;
+static int rans_key_ok;
+static _Thread_local rans_tls *rans_cached;
+
+static void rans_tls_free(void *p) {
+    rans_tls *t = (rans_tls *)p;
+    int k;
+    if (!t) return;
+    for (k = 0; k < BUF_COUNT; k++) free(t->buf[k]);
+    free(t);
+    rans_cached = NULL;
+}
+
+static void rans_key_init(void) { rans_key_ok = pthread_key_create(&rans_key, rans_tls_free) == 0; }
+
+static rans_tls *rans_get_tls(void) {
+    rans_tls *t;
+    if (rans_cached) return rans_cached;
+    pthread_once(&rans_key_once, rans_key_init);
+    if (!rans_key_ok) return NULL;
+    t = (rans_tls *)calloc(1, sizeof(*t));
+    if (!t) return NULL;
+    if (pthread_setspecific(rans_key, t) != 0) {
+        free(t);
+        return NULL;
+    }
+    rans_cached = t;
+    return t;
+}
+
+/* This thread's buffer `which` of at least `size` bytes (zeroed when newly
+ * allocated), or NULL. */
+static void *rans_buf(int which, size_t size) {
+    rans_tls *t = rans_get_tls();
+    void *p;
+    if (!t) return NULL;
+    if (t->cap[which] >= size) return t->buf[which];
+    p = ptwm_calloc(size, 1);
+    if (!p) return NULL;
+    free(t->buf[which]);
+    t->buf[which] = p;
+    t->cap[which] = size;
+    if (which == BUF_DTAB1) memset(t->dtab1_built, 0, sizeof(t->dtab1_built));
+    return p;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -557,11 +622,12 @@ static size_t encode_o1(const uint8_t *src, size_t n, const uint64_t *cnt,
     enc_sym *t;
     size_t h, len;
     int c;
-    t = (enc_sym *)ptwm_calloc(256 * 256, sizeof(enc_sym));
+    /* Only the tables of contexts that occur are built and read. */
+    t = (enc_sym *)rans_buf(BUF_ETAB1, sizeof(enc_sym) * 256 * 256);
     if (!t) return 0;
     for (c = 0; c < 256; c++) used[c] = ctx_total[c] != 0;
     h = 2 + symset_write(used, NULL);
-    if (h > cap) goto full;
+    if (h > cap) return 0;
     dst[0] = MODE_O1;
     dst[1] = (uint8_t)prec;
     symset_write(used, dst + 2);
@@ -570,17 +636,13 @@ static size_t encode_o1(const uint8_t *src, size_t n, const uint64_t *cnt,
         if (!ctx_total[c]) continue;
         normalize_freqs(cnt + 256 * c, ctx_total[c], prec, freq);
         th = freqtab_write(freq, NULL);
-        if (th > cap - h) goto full;
+        if (th > cap - h) return 0;
         freqtab_write(freq, dst + h);
         h += th;
         build_etab(freq, prec, t + 256 * c);
     }
     len = encode_o1_stream(src, n, t, dst + h, dst + cap);
-    free(t);
     return len ? h + len : 0;
-full:
-    free(t);
-    return 0;
 }
 
 ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
@@ -610,7 +672,7 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
         /* Order 1 needs ~100 bytes of tables per context: on a small plane
          * it cannot win unless asked for. */
         if (order == 1 || (order == -1 && n >= 4096)) {
-            cnt1 = (uint64_t *)ptwm_malloc(sizeof(uint64_t) * 256 * 256);
+            cnt1 = (uint64_t *)rans_buf(BUF_CNT1, sizeof(uint64_t) * 256 * 256);
             if (!cnt1) return PTWM_ERR_NOMEM;
             o1_counts(src, n, cnt1, ctx_total);
             /* Plan order 1 only if its floor (ideal coding, one byte per
@@ -626,7 +688,6 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
         } else if (p0.est + (double)(n / 256) < (double)n) {
             len = encode_o0(src, n, cnt, p0.prec, dst, cap);
         }
-        free(cnt1);
         /* Keep rANS only if it saves at least 1/256 of the plane: below that
          * (sign+mantissa planes: 7.97 bits) RAW costs under 0.4% and decodes
          * at memcpy speed. */
@@ -696,7 +757,6 @@ static ptwm_error check_end(const uint8_t *p, const uint8_t *end, const uint32_t
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
 #define RANS_AVX2 1
 #include <immintrin.h>
-#include <pthread.h>
 
 /* Vector loads and stores go through void * casts: unaligned by design
  * (loadu/storeu), and the casts must not claim an alignment (-Wcast-align). */
@@ -846,7 +906,7 @@ static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     e = read_states(c, x, RANS_O0_STATES);
     if (e) return e;
     /* 3 bytes of slack after the symbols for the vector loop's gather */
-    tab = (uint32_t *)ptwm_malloc(((sizeof(uint32_t) + 1) << prec) + 4);
+    tab = (uint32_t *)rans_buf(BUF_DTAB0, ((sizeof(uint32_t) + 1) << RANS_PREC_MAX0) + 4);
     if (!tab) return PTWM_ERR_NOMEM;
     sym = (uint8_t *)(tab + ((size_t)1 << prec));
     memset(sym + ((size_t)1 << prec), 0, 4);
@@ -858,9 +918,7 @@ static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
         n -= done;
     }
 #endif
-    e = decode_o0_run(tab, sym, prec, c->p, c->end, x, dst, n);
-    free(tab);
-    return e;
+    return decode_o0_run(tab, sym, prec, c->p, c->end, x, dst, n);
 }
 
 /* Order 1: context ctx's table starts at slot ctx << prec of tab/sym (all
@@ -1015,33 +1073,41 @@ static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     int ctx;
     ptwm_error e = symset_read(c, has);
     if (e) return e;
-    freq = (uint32_t(*)[256])ptwm_malloc(sizeof(uint32_t) * 256 * 256);
+    freq = (uint32_t(*)[256])rans_buf(BUF_FREQ1, sizeof(uint32_t) * 256 * 256);
     if (!freq) return PTWM_ERR_NOMEM;
     for (ctx = 0; ctx < 256; ctx++) {
         if (!has[ctx]) continue;
         e = freqtab_read(c, prec, freq[ctx]);
-        if (e) goto out_freq;
+        if (e) return e;
     }
     e = read_states(c, x, RANS_STATES);
-    if (e) goto out_freq;
+    if (e) return e;
     /* A table slot for every context, at ctx << prec, so that finding a
-     * context's table is a shift, not a lookup: 256 * 2^12 * 5 bytes at most.
-     * The tables of absent contexts stay zero (a large calloc maps zero pages,
-     * so they cost no memory traffic); they are the dummy that
-     * check_contexts catches. */
-    tab = (uint32_t *)ptwm_calloc(256 * slots * (sizeof(uint32_t) + 1) + 4, 1);
-    if (!tab) {
-        e = PTWM_ERR_NOMEM;
-        goto out_freq;
+     * context's table is a shift, not a lookup: 256 * 2^12 * 5 bytes at most,
+     * kept per thread. The tables of absent contexts are zero (they are the
+     * dummy that check_contexts catches): the buffer is zero except the
+     * tables built last time, which are cleared first unless rebuilt now at
+     * the same place. */
+    {
+        rans_tls *t;
+        size_t max_slots = (size_t)1 << RANS_PREC_MAX1, old_slots;
+        tab = (uint32_t *)rans_buf(BUF_DTAB1, 256 * max_slots * (sizeof(uint32_t) + 1) + 4);
+        if (!tab) return PTWM_ERR_NOMEM;
+        t = rans_cached;
+        old_slots = (size_t)1 << t->dtab1_prec;
+        for (ctx = 0; ctx < 256; ctx++) {
+            if (!t->dtab1_built[ctx] || (has[ctx] && t->dtab1_prec == prec)) continue;
+            memset(tab + ctx * old_slots, 0, old_slots * sizeof(uint32_t));
+            memset((uint8_t *)(tab + 256 * old_slots) + ctx * old_slots, 0, old_slots);
+        }
+        memcpy(t->dtab1_built, has, sizeof(has));
+        t->dtab1_prec = prec;
     }
     sym = (uint8_t *)(tab + 256 * slots);
     for (ctx = 0; ctx < 256; ctx++)
         if (has[ctx]) build_dtab(freq[ctx], prec, tab + ctx * slots, sym + ctx * slots);
     e = decode_o1_run(tab, sym, prec, c->p, c->end, x, dst, n);
     if (!e) e = check_contexts(dst, n, has);
-    free(tab);
-out_freq:
-    free(freq);
     return e;
 }
 
