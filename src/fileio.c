@@ -212,6 +212,17 @@ ptwm_error ptwm_read_small_file(const char *path, uint64_t max, char **out, size
     return PTWM_OK;
 }
 
+ptwm_error ptwm_write_small_file(const char *path, const void *data, size_t len, const char *tail,
+                                 ptwm_err *err) {
+    ptwm_atomic_file f;
+    ptwm_error rc = ptwm_atomic_open(path, &f, err);
+    if (!rc) rc = ptwm_write_full(f.fd, data, len, path, err);
+    if (!rc && tail) rc = ptwm_write_full(f.fd, tail, strlen(tail), path, err);
+    if (!rc) rc = ptwm_atomic_commit(&f, err);
+    ptwm_atomic_abort(&f);
+    return rc;
+}
+
 int ptwm_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);

@@ -41,6 +41,11 @@ void ptwm_atomic_abort(ptwm_atomic_file *f);
 /* Read a whole (small) file into a malloc'd buffer, NUL-terminated, capped at max bytes. */
 ptwm_error ptwm_read_small_file(const char *path, uint64_t max, char **out, size_t *len,
                                 ptwm_err *err);
+/* Write a whole small file atomically (temporary name, then rename): `len`
+ * bytes of data, then `tail` (NUL-terminated; NULL for none), such as the
+ * final newline after JSON text. */
+ptwm_error ptwm_write_small_file(const char *path, const void *data, size_t len, const char *tail,
+                                 ptwm_err *err);
 /* Join dir and name into a malloc'd path. */
 char *ptwm_path_join(const char *dir, const char *name);
 int ptwm_is_dir(const char *path);

@@ -147,15 +147,6 @@ done:
     return rc;
 }
 
-static ptwm_error write_small(const char *path, const void *data, size_t len, ptwm_err *err) {
-    ptwm_atomic_file f;
-    ptwm_error rc = ptwm_atomic_open(path, &f, err);
-    if (!rc) rc = ptwm_write_full(f.fd, data, len, path, err);
-    if (!rc) rc = ptwm_atomic_commit(&f, err);
-    ptwm_atomic_abort(&f);
-    return rc;
-}
-
 static int can_restore(const dsrc *s) {
     size_t i, j, n = d_nshards(s);
     for (i = 0; i < n; i++) {
@@ -200,7 +191,7 @@ static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, uint8_t *buf,
                              "name is not a plain file name", s->path, PTWM_INDEX_NAME, iname);
         if (!(path = ptwm_stage_path(stage, iname)))
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        rc = write_small(path, text, len, err);
+        rc = ptwm_write_small_file(path, text, len, NULL, err);
         free(path);
     }
     return rc;
@@ -213,39 +204,16 @@ typedef struct fresh_tensor {
     ptwm_tensor_info info;
 } fresh_tensor;
 
-/* Hugging Face's own layout: indent 2, keys sorted, a final newline. */
+/* Hugging Face's own index over the fresh shards. */
 static ptwm_error write_hf_index(const char *path, const fresh_tensor *t, const size_t *shard_of,
                                  size_t n, size_t nshards, uint64_t total, ptwm_err *err) {
-    json_t *root = json_object(), *meta = json_object(), *map = json_object();
-    char *text = NULL;
+    const char **names = (const char **)ptwm_calloc(n + 1, sizeof *names);
     size_t i;
-    int bad = !root || !meta || !map;
     ptwm_error rc;
-    if (!bad) bad |= json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
-    for (i = 0; i < n && !bad; i++) {
-        char name[64];
-        if (ptwm_shard_filename(shard_of[i] + 1, nshards, "safetensors", name, sizeof name)) bad = 1;
-        else bad |= json_object_set_new(map, t[i].info.name, json_string(name));
-    }
-    if (!bad) bad |= json_object_set(root, "metadata", meta) | json_object_set(root, "weight_map", map);
-    if (!bad) text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
-    json_decref(meta);
-    json_decref(map);
-    json_decref(root);
-    if (!text)
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': cannot build the index (memory or a tensor "
-                         "name that is not UTF-8)", path);
-    {
-        size_t len = strlen(text);
-        char *withnl = (char *)realloc(text, len + 2);
-        if (!withnl) {
-            free(text);
-            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        }
-        withnl[len] = '\n';
-        rc = write_small(path, withnl, len + 1, err);
-        free(withnl);
-    }
+    if (!names) return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': out of memory", path);
+    for (i = 0; i < n; i++) names[i] = t[i].info.name;
+    rc = ptwm_hf_index_write(path, names, shard_of, n, nshards, total, err);
+    free(names);
     return rc;
 }
 

@@ -460,7 +460,6 @@ static json_t *build_json(const ptwm_index *idx) {
 ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *err) {
     json_t *root;
     char *text;
-    ptwm_atomic_file f;
     ptwm_error rc;
     if (!idx || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_write: NULL argument");
     if (idx->total_size > INT64_MAX || idx->compressed_total_size > INT64_MAX)
@@ -474,12 +473,7 @@ ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *e
     text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (!text) return ptwm_fail(err, PTWM_ERR_NOMEM, "index '%s': out of memory", path);
-    memset(&f, 0, sizeof f);
-    rc = ptwm_atomic_open(path, &f, err);
-    if (rc == PTWM_OK) rc = ptwm_write_full(f.fd, text, strlen(text), f.tmp_path, err);
-    if (rc == PTWM_OK) rc = ptwm_write_full(f.fd, "\n", 1, f.tmp_path, err);
-    if (rc == PTWM_OK) rc = ptwm_atomic_commit(&f, err);
-    ptwm_atomic_abort(&f);
+    rc = ptwm_write_small_file(path, text, strlen(text), "\n", err);
     free(text);
     return rc;
 }

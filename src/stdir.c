@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "fileio.h"
+#include "safetensors.h"
 
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
@@ -292,43 +293,61 @@ size_t ptwm_stdir_shard_of(const ptwm_stdir *d, size_t index) {
 
 /* ---- writing ---------------------------------------------------------- */
 
-static ptwm_error write_index(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
-                              const size_t *shard_of, char (*names)[64], ptwm_err *err) {
+ptwm_error ptwm_hf_index_write(const char *path, const char *const *tensor_names,
+                               const size_t *shard_of, size_t n, size_t nshards, uint64_t total,
+                               ptwm_err *err) {
     json_t *root = json_object(), *meta = json_object(), *wmap = json_object();
-    uint64_t total = 0;
-    size_t i, len;
-    char *text = NULL, *path = ptwm_path_join(dir, INDEX_NAME);
-    ptwm_atomic_file f;
-    ptwm_error rc = PTWM_OK;
-    int bad = !root || !meta || !wmap || !path;
+    char *text = NULL;
+    size_t i;
+    ptwm_error rc;
+    int bad = !root || !meta || !wmap || total > INT64_MAX;
     for (i = 0; i < n && !bad; i++) {
-        total += tensors[i].nbytes; /* the writer checked the sum stays below 2^63 */
-        bad |= json_object_set_new(wmap, tensors[i].name, json_string(names[shard_of[i]])) != 0;
+        char shard[64];
+        if (ptwm_shard_filename(shard_of[i] + 1, nshards, "safetensors", shard, sizeof shard))
+            bad = 1;
+        else
+            bad = json_object_set_new(wmap, tensor_names[i], json_string(shard)) != 0;
     }
     if (!bad) {
         bad |= json_object_set_new(meta, "total_size", json_integer((json_int_t)total)) != 0;
         bad |= json_object_set(root, "metadata", meta) != 0;
         bad |= json_object_set(root, "weight_map", wmap) != 0;
     }
-    /* The layout transformers writes: indent 2, keys sorted, ASCII, final newline. */
+    /* As transformers writes it (json.dumps(indent=2, sort_keys=True), ASCII),
+     * but for the case of the hex digits in \u escapes. */
     if (!bad) text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
-    if (!text) {
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory building '%s'", INDEX_NAME);
-    } else {
-        len = strlen(text);
-        memset(&f, 0, sizeof(f));
-        f.fd = -1;
-        rc = ptwm_atomic_open(path, &f, err);
-        if (!rc) rc = ptwm_write_full(f.fd, text, len, path, err);
-        if (!rc) rc = ptwm_write_full(f.fd, "\n", 1, path, err);
-        if (!rc) rc = ptwm_atomic_commit(&f, err);
-        if (rc) ptwm_atomic_abort(&f);
-    }
-    free(text);
-    free(path);
     json_decref(root);
     json_decref(meta);
     json_decref(wmap);
+    if (!text)
+        return ptwm_fail(err, PTWM_ERR_NOMEM,
+                         "'%s': cannot build the index (out of memory, or a tensor name that is "
+                         "not UTF-8)",
+                         path);
+    rc = ptwm_write_small_file(path, text, strlen(text), "\n", err);
+    free(text);
+    return rc;
+}
+
+/* The index of a sharded write: every tensor's shard and the byte total. */
+static ptwm_error write_index(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
+                              const size_t *shard_of, size_t nshards, ptwm_err *err) {
+    const char **names = ptwm_calloc(n + 1, sizeof(*names));
+    char *path = ptwm_path_join(dir, INDEX_NAME);
+    uint64_t total = 0;
+    size_t i;
+    ptwm_error rc;
+    if (!names || !path) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
+    } else {
+        for (i = 0; i < n; i++) {
+            names[i] = tensors[i].name;
+            total += tensors[i].nbytes; /* the header builder checked the sum stays below 2^63 */
+        }
+        rc = ptwm_hf_index_write(path, names, shard_of, n, nshards, total, err);
+    }
+    free(names);
+    free(path);
     return rc;
 }
 
@@ -337,7 +356,6 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
                             ptwm_err *err) {
     uint64_t *sizes = NULL;
     size_t *shard_of = NULL, nshards = 0, i, first = 0, k;
-    char (*names)[64] = NULL;
     void *hdr = NULL;
     size_t hlen;
     ptwm_error rc;
@@ -374,26 +392,21 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
         free(path);
         goto out;
     }
-    names = ptwm_calloc(nshards, sizeof(*names));
-    if (!names) {
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
-        goto out;
-    }
     /* Greedy packing keeps each shard's tensors contiguous in input order. */
     for (k = 0; k < nshards && !rc; k++) {
         size_t end = first;
+        char name[64];
         while (end < n && shard_of[end] == k) end++;
-        ptwm_shard_filename(k + 1, nshards, "safetensors", names[k], sizeof(names[k]));
-        path = ptwm_path_join(dir, names[k]);
+        ptwm_shard_filename(k + 1, nshards, "safetensors", name, sizeof(name));
+        path = ptwm_path_join(dir, name);
         rc = path ? ptwm_st_write(path, tensors + first, end - first, meta, nmeta, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
         free(path);
         first = end;
     }
-    if (!rc) rc = write_index(dir, tensors, n, shard_of, names, err);
+    if (!rc) rc = write_index(dir, tensors, n, shard_of, nshards, err);
 out:
     free(sizes);
     free(shard_of);
-    free(names);
     return rc;
 }

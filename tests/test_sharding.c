@@ -504,6 +504,45 @@ static void test_directory_symlink_refused(void) {
     free(cfg);
 }
 
+/* The Hugging Face index written by ptwm_stdir_write and the one decompress
+ * writes when it re-shards are one format (transformers': indent 2, sorted
+ * keys, ASCII with \u escapes, final newline; jansson writes the escapes' hex
+ * in upper case where Python writes lower): the same shards give the same
+ * bytes, non-ASCII names included. */
+static void test_hf_index_writers_agree(void) {
+    static const uint8_t data[3][4096];
+    static const uint64_t shape[1] = {4096};
+    ptwm_tensor_desc t[3] = {{"caf\xc3\xa9.weight", PTWM_DTYPE_U8, 1, shape, data[0], 4096},
+                             {"b", PTWM_DTYPE_U8, 1, shape, data[1], 4096},
+                             {"\xe6\x9d\x83", PTWM_DTYPE_U8, 1, shape, data[2], 4096}};
+    char *hf = join(tu_tmpdir(), "agree.hf"), *pt = join(tu_tmpdir(), "agree.ptwm"),
+         *back = join(tu_tmpdir(), "agree.back"), *i1 = join(hf, "model.safetensors.index.json"),
+         *i2 = join(back, "model.safetensors.index.json");
+    ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+    ptwm_err err;
+    size_t len = 0;
+    char *text;
+    CHECK_MSG(ptwm_stdir_write(hf, t, 3, NULL, 0, 5000, &err) == PTWM_OK, "%s", err.message);
+    CHECK_MSG(ptwm_compress_checkpoint(hf, pt, &o, &err) == PTWM_OK, "%s", err.message);
+    o.max_shard_size = 5000;
+    CHECK_MSG(ptwm_decompress_checkpoint(pt, back, &o, &err) == PTWM_OK, "%s", err.message);
+    CHECK(files_equal(i1, i2));
+    text = (char *)tu_read_file(i2, &len);
+    CHECK(text && len > 2 && text[len - 1] == '\n');
+    if (text) {
+        text = (char *)realloc(text, len + 1);
+        text[len] = 0;
+        CHECK_MSG(strstr(text, "\"caf\\u00E9.weight\"") != NULL, "%s", text);
+        CHECK_MSG(strstr(text, "\"\\u6743\"") != NULL, "%s", text);
+    }
+    free(text);
+    free(hf);
+    free(pt);
+    free(back);
+    free(i1);
+    free(i2);
+}
+
 /* A single file: OUTDIR/model.ptwm, restored under its own name. */
 static void test_single_file(void) {
     const char *name = "handtrack.u8.safetensors";
@@ -527,6 +566,7 @@ int main(void) {
         test_checkpoint_roundtrip();
         test_single_file();
         test_directory_symlink_refused();
+        test_hf_index_writers_agree();
     }
     return tu_finish("sharding");
 }
