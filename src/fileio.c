@@ -11,7 +11,9 @@
 
 ptwm_error ptwm_open_read(const char *path, int *fd, uint64_t *size, ptwm_err *err) {
     struct stat st;
-    int f = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever.
+     * Only regular files are accepted, and for them the flag means nothing. */
+    int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f < 0) {
         int e = errno;
         return ptwm_fail(err, e == ENOENT ? PTWM_ERR_NOT_FOUND : PTWM_ERR_IO, "%s: %s", path,
@@ -25,6 +27,12 @@ ptwm_error ptwm_open_read(const char *path, int *fd, uint64_t *size, ptwm_err *e
     if (S_ISDIR(st.st_mode)) {
         close(f);
         return ptwm_fail(err, PTWM_ERR_IO, "%s: is a directory, expected a file", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(f);
+        return ptwm_fail(err, PTWM_ERR_IO,
+                         "%s: not a regular file (a pipe, socket or device), expected a file",
+                         path);
     }
     *fd = f;
     if (size) *size = (uint64_t)st.st_size;

@@ -15,7 +15,8 @@ typedef struct ptwm_map {
 ptwm_error ptwm_map_file(const char *path, ptwm_map *m, ptwm_err *err);
 void ptwm_unmap(ptwm_map *m);
 
-/* Open for reading; *size receives the file size. */
+/* Open a regular file for reading (a directory, pipe, socket or device is
+ * PTWM_ERR_IO, without waiting on a FIFO); *size receives the file size. */
 ptwm_error ptwm_open_read(const char *path, int *fd, uint64_t *size, ptwm_err *err);
 /* Read exactly len bytes at off (loops over short reads; offsets past 4 GiB fine).
  * PTWM_ERR_TRUNCATED if the file ends first. */

@@ -3,6 +3,7 @@
  * validation, accessor bounds, atomic replacement. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "common.h"
 #include "testutil.h"
@@ -348,6 +349,23 @@ done:
     ptwm_source_close(src);
 }
 
+/* Opening a FIFO (or any file that is not a regular file) fails at once
+ * with a clear message instead of waiting for a writer that never comes. */
+static void fifo_refused(void) {
+    ptwm_st *st = NULL;
+    ptwm_err err = {0};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/weights.fifo", tu_tmpdir());
+    unlink(path);
+    CHECK(mkfifo(path, 0600) == 0);
+    CHECK_ERR(ptwm_st_open(path, PTWM_OPEN_PREAD, &st, &err), &err, PTWM_ERR_IO,
+              "not a regular file");
+    CHECK_ERR(ptwm_st_open(path, PTWM_OPEN_MMAP, &st, &err), &err, PTWM_ERR_IO,
+              "not a regular file");
+    CHECK(st == NULL);
+    unlink(path);
+}
+
 int main(void) {
     const char *const *files = tu_corpus_files();
     size_t i;
@@ -359,5 +377,6 @@ int main(void) {
     atomic_replace();
     accepted_layouts();
     truncated_after_open();
+    fifo_refused();
     return tu_finish("test_safetensors");
 }
