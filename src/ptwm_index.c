@@ -473,7 +473,14 @@ ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *e
     text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (!text) return ptwm_fail(err, PTWM_ERR_NOMEM, "index '%s': out of memory", path);
-    rc = ptwm_write_small_file(path, text, strlen(text), "\n", err);
+    /* Never write what ptwm_index_read would refuse (a huge source index
+     * kept in the metadata can get there). */
+    if ((uint64_t)strlen(text) + 1 > INDEX_FILE_MAX)
+        rc = ptwm_fail(err, PTWM_ERR_LIMIT,
+                       "index '%s' would be %zu bytes, over the %llu bytes a reader accepts",
+                       path, strlen(text) + 1, (unsigned long long)INDEX_FILE_MAX);
+    else
+        rc = ptwm_write_small_file(path, text, strlen(text), "\n", err);
     free(text);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -543,6 +544,28 @@ static void test_hf_index_writers_agree(void) {
     free(i2);
 }
 
+/* The writer refuses an index the reader would refuse (over 64 MiB, here
+ * through one huge metadata value), naming the sizes, and leaves no file. */
+static void test_index_write_size_cap(void) {
+    size_t big = ((size_t)64 << 20) + 1;
+    char *value = (char *)malloc(big), *path = join(tu_tmpdir(), "huge.ptwm.index.json");
+    ptwm_index *idx = NULL;
+    ptwm_err err;
+    CHECK(value != NULL);
+    if (!value) return;
+    memset(value, 'x', big);
+    CHECK(ptwm_index_create(1, 1, &idx, &err) == PTWM_OK);
+    CHECK(ptwm_index_add(idx, "w", "model.ptwm", &err) == PTWM_OK);
+    CHECK(ptwm_index_set_meta(idx, "source_index", value, big, &err) == PTWM_OK);
+    unlink(path);
+    CHECK_ERR(ptwm_index_write(idx, path, &err), &err, PTWM_ERR_LIMIT,
+              "over the 67108864 bytes a reader accepts");
+    CHECK(access(path, F_OK) != 0);
+    ptwm_index_free(idx);
+    free(value);
+    free(path);
+}
+
 /* A single file: OUTDIR/model.ptwm, restored under its own name. */
 static void test_single_file(void) {
     const char *name = "handtrack.u8.safetensors";
@@ -561,6 +584,7 @@ static void test_single_file(void) {
 int main(void) {
     CHECK_MSG(tu_corpus_dir() != NULL, "corpus not found (set PTWM_CORPUS)");
     test_index_roundtrip();
+    test_index_write_size_cap();
     test_hostile();
     if (tu_corpus_dir()) {
         test_checkpoint_roundtrip();
