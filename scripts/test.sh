@@ -23,6 +23,24 @@ step() {   # step NAME COMMAND...
   fi
 }
 
+# A fuzz run: seeds from tests/fuzz-seeds/<target> (and the hostile corpus of
+# that format), findings kept in build-fuzz/corpus-<name>; the log is shown
+# only when the harness fails.
+run_fuzzer() {
+  local bin=$1 name=$2 target=${2#fuzz_}
+  local args=("build-fuzz/corpus-$name")
+  mkdir -p "build-fuzz/corpus-$name"
+  [[ -d "tests/fuzz-seeds/$target" ]] && args+=("tests/fuzz-seeds/$target")
+  [[ -d "tests/hostile/$target" ]] && args+=("tests/hostile/$target")
+  if "$bin" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+      "${args[@]}" > "build-fuzz/$name.log" 2>&1; then
+    grep -E "^(#[0-9]+\s+DONE|stat::number_of_executed_units)" "build-fuzz/$name.log" | head -n 2
+  else
+    tail -n 60 "build-fuzz/$name.log"
+    return 1
+  fi
+}
+
 jobs=$(nproc 2>/dev/null || echo 2)
 step "build (release)" scripts/build.sh build
 step "tests (release)" ctest --test-dir build -j"$jobs" --output-on-failure
@@ -38,12 +56,7 @@ if [[ "$fuzz_seconds" != 0 ]]; then
   for f in build-fuzz/fuzz_*; do
     [[ -x "$f" ]] || continue
     name=$(basename "$f")
-    seeds="tests/fuzz-seeds/${name#fuzz_}"
-    mkdir -p "build-fuzz/corpus-$name"
-    args=("build-fuzz/corpus-$name")
-    [[ -d "$seeds" ]] && args+=("$seeds")
-    step "$name (${fuzz_seconds}s)" "$f" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 \
-      -print_final_stats=0 "${args[@]}"
+    step "$name (${fuzz_seconds}s)" run_fuzzer "$f" "$name"
   done
 fi
 
