@@ -1,12 +1,13 @@
-/* Names from hostile files reach the terminal escaped: cli_escape on its own
- * (control characters, bidi overrides, every kind of invalid UTF-8, cutting
- * short), then `ptwm inspect` and `ptwm verify` run as processes on a file
- * whose tensor name is a terminal escape sequence, and on a path that is not
- * UTF-8. */
+/* What the CLI prints. Names from hostile files reach the terminal escaped:
+ * cli_escape on its own (control characters, bidi overrides, every kind of
+ * invalid UTF-8, cutting short), then `ptwm inspect` and `ptwm verify` run as
+ * processes on a file whose tensor name is a terminal escape sequence, and on
+ * a path that is not UTF-8. Error lines name the kind of file that is wrong. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -136,6 +137,22 @@ static void test_cli_output(void) {
     CHECK(has(err_path, "unknown option '--bogus\\x1B[31m'"));
 }
 
+/* The error's name in "ptwm: <name>: <message>" fits every file that can
+ * carry the error, not only safetensors headers. */
+static void test_error_names(void) {
+    static const char broken[] = "{\"weight_map\": {", wrong[] = "{\"weight_map\": 3}";
+    char dir[1100], index[1200];
+    snprintf(dir, sizeof dir, "%s/badindex", tu_tmpdir());
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    CHECK(mkdir(dir, 0777) == 0 || access(dir, F_OK) == 0);
+    CHECK(tu_write_file(index, broken, strlen(broken)) == 0);
+    CHECK(run("inspect '%s'", dir) == 1);
+    CHECK(has(err_path, "ptwm: not valid JSON: index '"));
+    CHECK(tu_write_file(index, wrong, strlen(wrong)) == 0);
+    CHECK(run("inspect '%s'", dir) == 1);
+    CHECK(has(err_path, "ptwm: wrong structure: index '"));
+}
+
 int main(void) {
     bin = getenv("PTWM_BIN");
     test_escape_unit();
@@ -144,6 +161,7 @@ int main(void) {
         snprintf(out_path, sizeof out_path, "%s/escape.out", tu_tmpdir());
         snprintf(err_path, sizeof err_path, "%s/escape.err", tu_tmpdir());
         test_cli_output();
+        test_error_names();
     }
-    return tu_finish("cli_escape");
+    return tu_finish("cli_output");
 }
