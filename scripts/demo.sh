@@ -16,11 +16,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "== inspect"
-"$ptwm" inspect "$src" | tail -n 3
+"$ptwm" inspect "$src" | grep '^total'
+"$ptwm" inspect "$src" | head -n 4
 echo "== compress"
-"$ptwm" compress "$src" -o "$work/packed" --quiet
+"$ptwm" compress "$src" -o "$work/packed"
 echo "== decompress"
-"$ptwm" decompress "$work/packed" -o "$work/restored" --quiet
+"$ptwm" decompress "$work/packed" -o "$work/restored"
 echo "== verify"
 "$ptwm" verify "$work/packed"
 name=$(basename "$src")
