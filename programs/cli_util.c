@@ -1,6 +1,7 @@
 /* Helpers shared by the CLI commands. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -95,6 +96,20 @@ int cli_report(const ptwm_err *err) {
 int cli_is_dir(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+int cli_has_file(const char *dir, const char *name) {
+    struct stat sb;
+    size_t a = strlen(dir), b = strlen(name);
+    char *path = (char *)malloc(a + b + 2);
+    int yes;
+    if (!path) return 0;
+    memcpy(path, dir, a);
+    path[a] = '/';
+    memcpy(path + a + 1, name, b + 1);
+    yes = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    free(path);
+    return yes;
 }
 
 int cli_usage_error(const char *command, const char *fmt, ...) {

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <jansson.h>
 
 #include "cli.h"
@@ -46,18 +45,11 @@ typedef struct row {
     char chain[256];        /* "" for safetensors */
 } row;
 
-static int has_file(const char *dir, const char *name) {
-    char path[4096];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 static ptwm_error src_open(src *s, const char *path, ptwm_err *err) {
     ptwm_error rc;
     memset(s, 0, sizeof *s);
     if (cli_is_dir(path)) {
-        if (has_file(path, PTWM_INDEX_NAME) || has_file(path, PTWM_SINGLE_NAME)) {
+        if (cli_has_file(path, PTWM_INDEX_NAME) || cli_has_file(path, PTWM_SINGLE_NAME)) {
             s->k = K_PTDIR;
             return ptwm_ptdir_open(path, &s->pd, err);
         }

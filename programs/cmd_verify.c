@@ -56,17 +56,18 @@ static int verify_dir(const char *src, int threads, int quiet) {
     const char **names;
     size_t i, n;
     int rc;
-    if (ptwm_ptdir_open(src, &d, &err) != PTWM_OK) {
+    if (!cli_has_file(src, PTWM_INDEX_NAME) && !cli_has_file(src, PTWM_SINGLE_NAME)) {
+        /* Not a .ptwm directory: a safetensors one is validated by opening it,
+         * and if that fails, its error is the one that matters. */
         ptwm_stdir *sd;
-        ptwm_err err2;
-        /* Not a .ptwm directory: a safetensors one is validated by opening it. */
-        if (err.code == PTWM_ERR_NOT_FOUND && ptwm_stdir_open(src, PTWM_OPEN_PREAD, &sd, &err2) == PTWM_OK) {
-            if (!quiet)
-                printf("%s: safetensors checkpoint, %zu tensors: structure valid (no checksums to "
-                       "check)\n", shown, ptwm_stdir_count(sd));
-            ptwm_stdir_close(sd);
-            return CLI_OK;
-        }
+        if (ptwm_stdir_open(src, PTWM_OPEN_PREAD, &sd, &err) != PTWM_OK) return cli_report(&err);
+        if (!quiet)
+            printf("%s: safetensors checkpoint, %zu tensors: structure valid (no checksums to "
+                   "check)\n", shown, ptwm_stdir_count(sd));
+        ptwm_stdir_close(sd);
+        return CLI_OK;
+    }
+    if (ptwm_ptdir_open(src, &d, &err) != PTWM_OK) {
         return cli_report(&err);
     }
     ptwm_ptdir_set_threads(d, threads);
@@ -102,8 +103,9 @@ static int verify_file(const char *src, int threads, int quiet) {
     const char *name = "model";
     if (ptwm_reader_open(src, &r, &err) != PTWM_OK) {
         ptwm_st *st;
-        ptwm_err err2;
-        if (err.code == PTWM_ERR_BAD_MAGIC && ptwm_st_open(src, PTWM_OPEN_PREAD, &st, &err2) == PTWM_OK) {
+        /* Not a .ptwm file: as a safetensors file, its own error is the one to show. */
+        if (err.code == PTWM_ERR_BAD_MAGIC) {
+            if (ptwm_st_open(src, PTWM_OPEN_PREAD, &st, &err) != PTWM_OK) return cli_report(&err);
             if (!quiet)
                 printf("%s: safetensors file, %zu tensors: structure valid (no checksums to "
                        "check)\n", shown, ptwm_st_count(st));

@@ -2,7 +2,8 @@
  * cli_escape on its own (control characters, bidi overrides, every kind of
  * invalid UTF-8, cutting short), then `ptwm inspect` and `ptwm verify` run as
  * processes on a file whose tensor name is a terminal escape sequence, and on
- * a path that is not UTF-8. Error lines name the kind of file that is wrong. */
+ * a path that is not UTF-8. Error lines name the kind of file that is wrong,
+ * and verify reports a safetensors file's own error. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,28 @@ static void test_error_names(void) {
     CHECK(has(err_path, "ptwm: wrong structure: index '"));
 }
 
+/* verify on a damaged safetensors file or directory shows the safetensors
+ * error, not the .ptwm reader's "not a .ptwm file" it tried first. */
+static void test_verify_reports_safetensors_error(void) {
+    char src[1200], dir[1100], copy[1200];
+    size_t len = 0;
+    uint8_t *bytes;
+    snprintf(src, sizeof src, "%s/tests/hostile/safetensors/hole.safetensors",
+             getenv("PTWM_SOURCE_DIR") ? getenv("PTWM_SOURCE_DIR") : ".");
+    bytes = tu_read_file(src, &len);
+    CHECK_MSG(bytes != NULL, "cannot read %s (PTWM_SOURCE_DIR)", src);
+    if (!bytes) return;
+    CHECK(run("verify '%s'", src) == 1);
+    CHECK(has(err_path, "hole in the data region"));
+    snprintf(dir, sizeof dir, "%s/holedir", tu_tmpdir());
+    snprintf(copy, sizeof copy, "%s/model.safetensors", dir);
+    CHECK(mkdir(dir, 0777) == 0 || access(dir, F_OK) == 0);
+    CHECK(tu_write_file(copy, bytes, len) == 0);
+    CHECK(run("verify '%s'", dir) == 1);
+    CHECK(has(err_path, "hole in the data region"));
+    free(bytes);
+}
+
 int main(void) {
     bin = getenv("PTWM_BIN");
     test_escape_unit();
@@ -162,6 +185,7 @@ int main(void) {
         snprintf(err_path, sizeof err_path, "%s/escape.err", tu_tmpdir());
         test_cli_output();
         test_error_names();
+        test_verify_reports_safetensors_error();
     }
     return tu_finish("cli_output");
 }
