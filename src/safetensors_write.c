@@ -286,7 +286,7 @@ ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tensors, size
     if (!rc) rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
     free(hdr);
     for (i = 0; i < n && !rc; i++) {
-        /* Pieces of at most 1 GiB: nbytes may exceed what one write() takes. */
+        /* Pieces: nbytes is 64-bit, and a size_t may not hold it (32-bit hosts). */
         const uint8_t *p = tensors[i].data;
         uint64_t left = tensors[i].nbytes;
         while (left && !rc) {
