@@ -29,7 +29,8 @@ static void usage(FILE *out) {
     for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (commands[i]) fprintf(out, "  %-12s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(out,
-            "\n'ptwm COMMAND --help' describes a command's options.\n"
+            "\n'ptwm COMMAND --help' describes a command's options; 'ptwm --help' prints\n"
+            "this and 'ptwm --version' the version.\n"
             "Exit status: 0 success, 1 bad input or failed check, 2 bad usage.\n");
 }
 

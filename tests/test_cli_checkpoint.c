@@ -75,12 +75,18 @@ static void test_help(void) {
                                                   NULL};
     static const char *const verify_opts[] = {"--threads", "--quiet", "--help", NULL};
     static const char *const inspect_opts[] = {"--json", "--help", NULL};
+    static const char *const export_opts[] = {"--layout", "-o, --output", "--dtype", "--convert",
+                                              "--raw", "--threads", "--force", "--help", NULL};
     static const struct {
         const char *cmd;
         const char *const *opts;
     } cmds[] = {{"compress", compress_opts}, {"decompress", decompress_opts},
-                {"verify", verify_opts}, {"inspect", inspect_opts}};
+                {"verify", verify_opts}, {"inspect", inspect_opts}, {"export", export_opts}};
     size_t i, j;
+    /* The top level lists every command and its own two options. */
+    CHECK(run("--help") == 0);
+    CHECK(out_has("--version") && out_has("--help"));
+    for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++) CHECK(out_has(cmds[i].cmd));
     for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char usage[64];
         CHECK_MSG(run("%s --help", cmds[i].cmd) == 0, "%s --help", cmds[i].cmd);
