@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include "fileio.h"
+#include "safetensors.h"
 
 /* A layout file is a list of small objects; a few MiB covers millions of entries. */
 #define LAYOUT_JSON_MAX ((uint64_t)256 << 20)
@@ -89,10 +90,14 @@ static ptwm_error parse_entry(json_t *obj, size_t i, const char *label, ptwm_lay
                          label, json_string_value(name), json_array_size(shape), PTWM_MAX_NDIM);
     for (d = 0; d < json_array_size(shape); d++) {
         json_t *x = json_array_get(shape, d);
-        if (!json_is_integer(x) || json_integer_value(x) < 0)
+        if (!json_is_integer(x) || json_integer_value(x) < 0) {
+            char what[64];
+            ptwm_json_describe(x, what, sizeof what);
             return ptwm_fail(err, PTWM_ERR_SCHEMA,
-                             "layout '%s': tensor '%s': dimension %zu is not a non-negative integer",
-                             label, json_string_value(name), d);
+                             "layout '%s': tensor '%s': dimension %zu is not a non-negative "
+                             "integer, got %s",
+                             label, json_string_value(name), d, what);
+        }
         dims[d] = (uint64_t)json_integer_value(x);
     }
     if (layout_push(l, json_string_value(name), dims, (uint32_t)json_array_size(shape)))

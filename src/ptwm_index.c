@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include "common.h"
 #include "fileio.h"
+#include "safetensors.h"
 
 /* A 100,000-tensor Hugging Face index is about 8 MB; parsing costs jansson
  * ~100 bytes per entry, so the cap also bounds the memory a hostile file gets. */
@@ -302,9 +303,13 @@ static ptwm_error get_total(json_t *meta, const char *key, const char *label, ui
     json_t *v = json_object_get(meta, key);
     if (!v)
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': metadata.%s is missing", label, key);
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        char what[64];
+        ptwm_json_describe(v, what, sizeof what);
         return ptwm_fail(err, PTWM_ERR_SCHEMA,
-                         "index '%s': metadata.%s must be a non-negative integer", label, key);
+                         "index '%s': metadata.%s must be a non-negative integer, got %s", label,
+                         key, what);
+    }
     *out = (uint64_t)json_integer_value(v);
     return PTWM_OK;
 }

@@ -47,6 +47,10 @@ ptwm_error ptwm_hf_index_write(const char *path, const char *const *tensor_names
                                const size_t *shard_of, size_t n, size_t nshards, uint64_t total,
                                ptwm_err *err);
 
+/* A JSON value (a json_t *) as messages quote one of the wrong kind: "-3",
+ * "1.5 (not an integer)", "a string", "an array", "null"... */
+void ptwm_json_describe(const void *value, char *buf, size_t cap);
+
 /* "[3, 5]" into buf (cut short if it does not fit). */
 void ptwm_format_shape(const uint64_t *shape, uint32_t ndim, char *buf, size_t cap);
 

@@ -29,8 +29,8 @@
 
 #define LABEL(l) ((l) ? (l) : "<memory>")
 
-/* "-3", "1.5", "a string", ... for messages about a value of the wrong kind. */
-static void describe(const json_t *v, char *buf, size_t cap) {
+void ptwm_json_describe(const void *value, char *buf, size_t cap) {
+    const json_t *v = (const json_t *)value;
     switch (json_typeof(v)) {
     case JSON_INTEGER:
         snprintf(buf, cap, "%lld", (long long)json_integer_value(v));
@@ -55,7 +55,7 @@ static ptwm_error get_u64(const json_t *v, const char *label, const char *tensor
         *out = (uint64_t)json_integer_value(v);
         return PTWM_OK;
     }
-    describe(v, what, sizeof(what));
+    ptwm_json_describe(v, what, sizeof(what));
     return ptwm_fail(err, PTWM_ERR_SCHEMA,
                      "file '%s': tensor '%s': %s[%zu] must be a non-negative integer, got %s",
                      LABEL(label), tensor, field, i, what);
@@ -75,7 +75,7 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
                          "file '%s': tensor name of %zu bytes is longer than %d (starts '%.40s')",
                          LABEL(label), strlen(name), PTWM_MAX_NAME, name);
     if (!json_is_object(obj)) {
-        describe(obj, what, sizeof(what));
+        ptwm_json_describe(obj, what, sizeof(what));
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': tensor '%s' must be an object, got %s",
                          LABEL(label), name, what);
     }
@@ -98,7 +98,7 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
 
     e->name = name;
     if (!json_is_string(dt)) {
-        describe(dt, what, sizeof(what));
+        ptwm_json_describe(dt, what, sizeof(what));
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': tensor '%s': dtype must be a string, got %s",
                          LABEL(label), name, what);
     }
@@ -107,7 +107,7 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
                          LABEL(label), name, json_string_value(dt));
 
     if (!json_is_array(shape)) {
-        describe(shape, what, sizeof(what));
+        ptwm_json_describe(shape, what, sizeof(what));
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': tensor '%s': shape must be an array, got %s",
                          LABEL(label), name, what);
     }
@@ -125,7 +125,7 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
         if (json_is_array(offs))
             snprintf(what, sizeof(what), "%zu element(s)", json_array_size(offs));
         else
-            describe(offs, what, sizeof(what));
+            ptwm_json_describe(offs, what, sizeof(what));
         return ptwm_fail(err, PTWM_ERR_OFFSETS,
                          "file '%s': tensor '%s': data_offsets must be [begin, end], got %s",
                          LABEL(label), name, what);
@@ -162,7 +162,7 @@ static ptwm_error parse_metadata(const json_t *obj, const char *label, ptwm_st_p
     const json_t *v;
     char what[64];
     if (!json_is_object(obj)) {
-        describe(obj, what, sizeof(what));
+        ptwm_json_describe(obj, what, sizeof(what));
         return ptwm_fail(err, PTWM_ERR_SCHEMA,
                          "file '%s': __metadata__ must be an object of strings, got %s",
                          LABEL(label), what);
@@ -171,7 +171,7 @@ static ptwm_error parse_metadata(const json_t *obj, const char *label, ptwm_st_p
     if (!p->meta) return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
     json_object_foreach((json_t *)obj, key, v) {
         if (!json_is_string(v)) {
-            describe(v, what, sizeof(what));
+            ptwm_json_describe(v, what, sizeof(what));
             if (json_object_get(obj, "dtype") && json_object_get(obj, "data_offsets"))
                 return ptwm_fail(err, PTWM_ERR_SCHEMA,
                                  "file '%s': a tensor may not be named '__metadata__' (its value "
@@ -319,7 +319,7 @@ ptwm_error ptwm_st_parse_header(const char *json, size_t len, const char *label,
     if (!root) return json_failure(json, len, label, &jerr, err);
     p.root = root;
     if (!json_is_object(root)) {
-        describe(root, what, sizeof(what));
+        ptwm_json_describe(root, what, sizeof(what));
         rc = ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': header must be a JSON object, got %s",
                        LABEL(label), what);
         goto fail;

@@ -185,8 +185,11 @@ static ptwm_error open_index(ptwm_stdir *d, const char *dir, const char *index_p
     }
     total = meta ? json_object_get(meta, "total_size") : NULL;
     if (total && (!json_is_integer(total) || json_integer_value(total) < 0)) {
+        char what[64];
+        ptwm_json_describe(total, what, sizeof what);
         rc = ptwm_fail(err, PTWM_ERR_SCHEMA,
-                       "index '%s': metadata.total_size must be a non-negative integer", index_path);
+                       "index '%s': metadata.total_size must be a non-negative integer, got %s",
+                       index_path, what);
         goto out;
     }
     names = ptwm_calloc(json_object_size(wmap) + 1, sizeof(*names));

@@ -487,7 +487,7 @@ static void test_raw_and_json(void) {
     rc = parse_json("[{\"name\": \"a\"}]", "x.json", &l, &err);
     CHECK_ERR(rc, &err, PTWM_ERR_SCHEMA, "layout 'x.json': entry 0 needs");
     rc = parse_json("[{\"name\": \"a\", \"shape\": [2, -1]}]", "x.json", &l, &err);
-    CHECK_ERR(rc, &err, PTWM_ERR_SCHEMA, "tensor 'a': dimension 1 is not a non-negative integer");
+    CHECK_ERR(rc, &err, PTWM_ERR_SCHEMA, "tensor 'a': dimension 1 is not a non-negative integer, got -1");
     rc = parse_json("[{\"name\": \"a\", \"shape\": [], \"dtype\": \"F32\"}]",
                                 "x.json", &l, &err);
     CHECK_ERR(rc, &err, PTWM_ERR_SCHEMA, "unknown key 'dtype'");

@@ -193,7 +193,9 @@ static void hostile_indexes(void) {
     index_case("total", "{\"metadata\": {\"total_size\": 13}, \"weight_map\": {" WM_OK "}}",
                PTWM_ERR_INDEX, "metadata.total_size is 13 but the shards hold 12 bytes");
     index_case("total-type", "{\"metadata\": {\"total_size\": \"12\"}, \"weight_map\": {" WM_OK "}}",
-               PTWM_ERR_SCHEMA, "total_size must be a non-negative integer");
+               PTWM_ERR_SCHEMA, "total_size must be a non-negative integer, got a string");
+    index_case("total-negative", "{\"metadata\": {\"total_size\": -12}, \"weight_map\": {" WM_OK "}}",
+               PTWM_ERR_SCHEMA, "total_size must be a non-negative integer, got -12");
     index_case("no-map", "{\"metadata\": {}}", PTWM_ERR_SCHEMA, "no \"weight_map\" object");
     index_case("not-object", "[1, 2]", PTWM_ERR_SCHEMA, "no \"weight_map\" object");
     index_case("value-type", "{\"weight_map\": {\"x\": 3}}", PTWM_ERR_SCHEMA,
