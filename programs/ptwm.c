@@ -1,5 +1,6 @@
 /* ptwm: command-line front end. Each command lives in its own cmd_*.c file
  * and uses only the public header. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,16 @@ static void usage(FILE *out) {
             "Exit status: 0 success, 1 bad input or failed check, 2 bad usage.\n");
 }
 
+/* A listing cut short by a full disk or a closed pipe is a failure, not a
+ * success: check what stdout's buffer could not write. */
+static int finish(int rc) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "ptwm: cannot write the output: %s\n", strerror(errno));
+        return rc == CLI_OK ? CLI_BAD_INPUT : rc;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     size_t i;
     if (argc < 2) {
@@ -42,11 +53,11 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return CLI_OK;
+        return finish(CLI_OK);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("ptwm %s\n", ptwm_version());
-        return CLI_OK;
+        return finish(CLI_OK);
     }
     for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         const cli_command *c = commands[i];
@@ -57,11 +68,11 @@ int main(int argc, char **argv) {
                 if (!strcmp(argv[j], "--")) break;
                 if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) {
                     c->help(stdout);
-                    return CLI_OK;
+                    return finish(CLI_OK);
                 }
             }
         }
-        return c->run(argc - 1, argv + 1);
+        return finish(c->run(argc - 1, argv + 1));
     }
     fprintf(stderr, "ptwm: unknown command '%s'\n\n", argv[1]);
     usage(stderr);

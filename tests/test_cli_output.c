@@ -176,6 +176,20 @@ static void test_verify_reports_safetensors_error(void) {
     free(bytes);
 }
 
+/* Output that cannot be written (a full disk) is exit status 1 with a
+ * message, never a silent success. */
+static void test_write_failure(const char *file) {
+    char cmd[4096];
+    int st;
+    snprintf(cmd, sizeof cmd, "'%s' inspect '%s' >/dev/full 2>'%s'", bin, file, err_path);
+    st = system(cmd);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "inspect >/dev/full: status %d", st);
+    CHECK(has(err_path, "cannot write the output"));
+    snprintf(cmd, sizeof cmd, "'%s' --help >/dev/full 2>/dev/null", bin);
+    st = system(cmd);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "--help >/dev/full: status %d", st);
+}
+
 int main(void) {
     bin = getenv("PTWM_BIN");
     test_escape_unit();
@@ -186,6 +200,8 @@ int main(void) {
         test_cli_output();
         test_error_names();
         test_verify_reports_safetensors_error();
+        test_write_failure(getenv("PTWM_CORPUS") ? tu_corpus_path("handtrack.u8.safetensors")
+                                                 : "/nonexistent");
     }
     return tu_finish("cli_output");
 }
