@@ -577,13 +577,14 @@ typedef struct ptwm_source ptwm_source;
  * one holding model.safetensors.index.json or model.safetensors is
  * SAFETENSORS_DIR; a file starting with the .ptwm magic is PTWM, else it must
  * be a valid safetensors file. Safetensors kinds are memory-mapped (see
- * ptwm_source_open_mode). */
+ * ptwm_source_open_mode, and ptwm_open_mode for files truncated while open). */
 PTWM_API ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source **out,
                                      ptwm_err *err);
 /* As ptwm_source_open, choosing how safetensors kinds read tensor bytes:
  * PTWM_OPEN_MMAP (the default: zero-copy widening from the mapping) or
  * PTWM_OPEN_PREAD (bounded reads; resident memory never grows with the file,
- * for layer-by-layer loads of models larger than RAM). Other kinds ignore it. */
+ * for layer-by-layer loads of models larger than RAM; a file truncated while
+ * open is PTWM_ERR_TRUNCATED, not SIGBUS). Other kinds ignore it. */
 PTWM_API ptwm_error ptwm_source_open_mode(const char *path, ptwm_source_kind kind,
                                           ptwm_open_mode mode, ptwm_source **out,
                                           ptwm_err *err);
