@@ -349,34 +349,83 @@ static void build_dtab(const uint32_t freq[256], unsigned prec, uint32_t *tab, u
 /* Encoder                                                                    */
 
 /* Encoding x by a symbol: x' = (x / f) * M + x % f + cum = x + q * (M - f) + cum
- * with q = x / f. The division is a multiply: with s = ceil(log2 f) and
- * r = ceil(2^(32+s) / f) (so 2^32 <= r < 2^33), q = floor(x * r / 2^(32+s))
- * exactly for every x < 2^32 (the rounding error of r adds less than 2^-s <=
- * 1/f to x / f, whose fraction is at most 1 - 1/f), computed as
- * ((x * (r - 2^32) >> 32) + x) >> s to stay within 64 bits. */
+ * with q = x / f. The division is a multiply by a reciprocal.
+ *
+ * With 128-bit products: m = ceil(2^64 / f), q = floor(x * m / 2^64) exactly
+ * for every x < 2^32 (the rounding of m adds less than x / 2^64 < 2^-32 < 1/f
+ * to x / f, whose fraction is at most 1 - 1/f): one multiply. For f = 1, m
+ * would be 2^64; m = 2^64 - 1 gives q = x - 1 for every x >= 1 (x >= L here),
+ * and cum carries the missing M - 1.
+ *
+ * Otherwise: with s = ceil(log2 f) and r = ceil(2^(32+s) / f) (so 2^32 <= r <
+ * 2^33), q = floor(x * r / 2^(32+s)) exactly for every x < 2^32 (the same
+ * argument with error 2^-s <= 1/f), computed as ((x * (r - 2^32) >> 32) + x)
+ * >> s to stay within 64 bits. */
+#if defined(__SIZEOF_INT128__)
+#define RANS_RCP64 1
+#endif
+
 typedef struct enc_sym {
     uint64_t x_max; /* renormalise while x >= x_max (2^32 when f = M) */
+#ifdef RANS_RCP64
+    uint64_t m;     /* ceil(2^64 / f); 2^64 - 1 for f = 1 */
+#else
     uint32_t rcp;   /* r - 2^32 */
     uint32_t shift; /* s */
+#endif
     uint32_t cmpl;  /* M - f */
-    uint32_t cum;
+    uint32_t cum;   /* cumulative frequency (+ M - 1 for f = 1 with RANS_RCP64) */
 } enc_sym;
 
 static void build_etab(const uint32_t freq[256], unsigned prec, enc_sym *t) {
     uint32_t cum = 0;
     int s;
     for (s = 0; s < 256; s++) {
-        uint32_t f = freq[s], sh = 0;
+        uint32_t f = freq[s];
         memset(&t[s], 0, sizeof(t[s]));
         if (!f) continue;
-        while ((1u << sh) < f) sh++;
         t[s].x_max = ((uint64_t)(RANS_L >> prec) << 16) * f;
-        t[s].rcp = (uint32_t)((((uint64_t)1 << (32 + sh)) + f - 1) / f - ((uint64_t)1 << 32));
-        t[s].shift = sh;
-        t[s].cmpl = (1u << prec) - f;
+#ifdef RANS_RCP64
+        if (f == 1) {
+            t[s].m = UINT64_MAX;
+            t[s].cum = cum + (1u << prec) - 1;
+        } else {
+            /* ceil(2^64 / f) = floor((2^64 - 1) / f) + 1 when f is no power
+             * of two; 2^64 / f exactly when it is. */
+            t[s].m = (f & (f - 1)) ? UINT64_MAX / f + 1 : ((uint64_t)1 << 63) / (f >> 1);
+            t[s].cum = cum;
+        }
+#else
+        {
+            uint32_t sh = 0;
+            while ((1u << sh) < f) sh++;
+            t[s].rcp = (uint32_t)((((uint64_t)1 << (32 + sh)) + f - 1) / f - ((uint64_t)1 << 32));
+            t[s].shift = sh;
+        }
         t[s].cum = cum;
+#endif
+        t[s].cmpl = (1u << prec) - f;
         cum += f;
     }
+}
+
+/* x / f (see enc_sym). */
+PTWM_INLINE uint32_t enc_div(uint32_t x, const enc_sym *e) {
+#ifdef RANS_RCP64
+    return (uint32_t)(((unsigned __int128)x * e->m) >> 64);
+#else
+    return (uint32_t)((((uint64_t)x * e->rcp >> 32) + x) >> e->shift);
+#endif
+}
+
+/* A 16-bit little-endian store the compiler turns into one instruction. */
+PTWM_INLINE void enc_store16(uint8_t *p, uint32_t x) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint16_t v = (uint16_t)x;
+    memcpy(p, &v, 2);
+#else
+    ptwm_store_le16(p, (uint16_t)x);
+#endif
 }
 
 /* Backward word writer: words go down from `p` towards `lim`. */
@@ -396,7 +445,7 @@ PTWM_INLINE uint32_t enc_put(uint32_t x, const enc_sym *e, ewriter *w) {
         }
         x >>= 16;
     }
-    q = (uint32_t)((((uint64_t)x * e->rcp >> 32) + x) >> e->shift);
+    q = enc_div(x, e);
     return x + q * e->cmpl + e->cum;
 }
 
@@ -431,13 +480,14 @@ static size_t enc_finish(ewriter *w, const uint32_t *x, int states, uint8_t *at,
  * whether a state overflows is close to a coin toss on weight planes, so a
  * branch would mispredict half the time. */
 PTWM_INLINE uint32_t enc_put_fast(uint32_t x, const enc_sym *e, uint8_t **pp) {
-    uint32_t need = (uint64_t)x >= e->x_max, q;
+    /* Masks, not a conditional: compilers turn `need ? a : b` back into a
+     * branch. */
+    uint32_t need = (uint64_t)x >= e->x_max, m = 0u - need;
     uint8_t *p = *pp;
-    ptwm_store_le16(p - 2, (uint16_t)x);
+    enc_store16(p - 2, x);
     *pp = p - 2 * (size_t)need;
-    x >>= need << 4;
-    q = (uint32_t)((((uint64_t)x * e->rcp >> 32) + x) >> e->shift);
-    return x + q * e->cmpl + e->cum;
+    x = ((x >> 16) & m) | (x & ~m);
+    return x + enc_div(x, e) * e->cmpl + e->cum;
 }
 
 /* Bytes a round of one symbol per state can write, plus the spare word the
