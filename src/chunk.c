@@ -294,7 +294,9 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
         if (e->bytes < best || order != 0) {
             best = e->bytes;
             p.stage = PTWM_METHOD_RANS;
-            p.level = order;
+            /* Among several stages, order 1 must save enough to pay for its
+             * slower decode (-2); a RANS-only chain gets the smaller (-1). */
+            p.level = order == -1 ? -2 : order;
         }
     } else if (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) {
         /* Huffman's integer code lengths lose a little over the entropy. */

@@ -70,6 +70,11 @@
 #define RANS_PREC_MIN 8
 #define RANS_PREC_MAX0 15
 #define RANS_PREC_MAX1 12
+/* Order -2 (pick, favouring decode speed): order 1 only on planes of at
+ * least O1_MIN_AUTO bytes and only if estimated at most O1_WORTH of order
+ * 0's size. */
+#define O1_MIN_AUTO 65536
+#define O1_WORTH 0.97
 
 enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3 };
 
@@ -701,7 +706,7 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
     size_t len = 0;
     int s, present = 0, last = 0;
     if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
-    if (order < -1 || order > 1) return PTWM_ERR_INVALID_ARG;
+    if (order < -2 || order > 1) return PTWM_ERR_INVALID_ARG;
     ptwm_histogram(src, n, cnt);
     for (s = 0; s < 256; s++)
         if (cnt[s]) {
@@ -718,24 +723,30 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
     if (present > 1) {
         plan p0 = {0, 0.0}, p1 = {0, 0.0};
         uint64_t *cnt1 = NULL, ctx_total[256];
+        int pick = order < 0;
         if (order != 1) p0 = plan_o0(cnt, n);
         /* Order 1 needs ~100 bytes of tables per context: on a small plane
-         * it cannot win unless asked for. */
-        if (order == 1 || (order == -1 && n >= 4096)) {
+         * it cannot win unless asked for. With order -2 it must also save
+         * O1_WORTH over order 0 or RAW: it decodes several times slower
+         * (its tables leave L1). */
+        if (order == 1 || (order == -1 && n >= 4096) || (order == -2 && n >= O1_MIN_AUTO)) {
+            double bar = (p0.prec ? p0.est : (double)n) * (order == -2 ? O1_WORTH : 1.0);
             cnt1 = (uint64_t *)rans_buf(BUF_CNT1, sizeof(uint64_t) * 256 * 256);
             if (!cnt1) return PTWM_ERR_NOMEM;
             o1_counts(src, n, cnt1, ctx_total);
             /* Plan order 1 only if its floor (ideal coding, one byte per
-             * table entry) beats what order 0 or RAW already give. */
-            if (order == 1 || o1_floor(cnt1, ctx_total) < (p0.prec ? p0.est : (double)n))
+             * table entry) clears the bar. */
+            if (!pick || o1_floor(cnt1, ctx_total) < bar) {
                 p1 = plan_o1(cnt1, ctx_total, n);
+                if (pick && p1.est >= bar) p1.prec = 0;
+            }
         }
         /* Code only what the estimate (within ~0.1% of the outcome) says
          * saves the 1/256 required below. */
         if (p1.prec && (!p0.prec || p1.est < p0.est)) {
             if (p1.est + (double)(n / 256) < (double)n)
                 len = encode_o1(src, n, cnt1, ctx_total, p1.prec, dst, cap);
-        } else if (p0.est + (double)(n / 256) < (double)n) {
+        } else if (p0.prec && p0.est + (double)(n / 256) < (double)n) {
             len = encode_o0(src, n, cnt, p0.prec, dst, cap);
         }
         /* Keep rANS only if it saves at least 1/256 of the plane: below that
