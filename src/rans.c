@@ -64,6 +64,18 @@
 #include <stdlib.h>
 #include "entropy.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#define RANS_AVX2 1
+#include <immintrin.h>
+
+/* Vector loads and stores go through void * casts: unaligned by design
+ * (loadu/storeu), and the casts must not claim an alignment (-Wcast-align). */
+#define RANS_LD256(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define RANS_ST256(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
+#define RANS_LD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+static int rans_have_avx2(void);
+#endif
+
 #define RANS_STATES 32 /* four vectors of eight; order 1: one state per segment */
 #define RANS_O0_STATES RANS_STATES
 #define RANS_L (1u << 16)
@@ -499,16 +511,131 @@ PTWM_INLINE uint32_t enc_put_fast(uint32_t x, const enc_sym *e, uint8_t **pp) {
  * fast form stores below p. */
 #define ENC_ROUND_MARGIN (2 * RANS_STATES + 2)
 
-static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t, uint8_t *at,
-                               uint8_t *end) {
+/* The order-0 encoder's tables for the vector loop: per symbol the 32-bit
+ * reciprocal r - 2^32 of the portable form (see enc_sym) and f << 16 | cum;
+ * x_max = f << (32 - prec), M - f and s = ceil(log2 f) follow from f. */
+typedef struct enc_vsym {
+    uint32_t rcp[256];
+    uint32_t fc[256];
+} enc_vsym;
+
+static void build_vtab(const uint32_t freq[256], enc_vsym *v) {
+    uint32_t cum = 0;
+    int s;
+    for (s = 0; s < 256; s++) {
+        uint32_t f = freq[s], sh = 0;
+        v->rcp[s] = v->fc[s] = 0;
+        if (!f) continue;
+        while ((1u << sh) < f) sh++;
+        v->rcp[s] = (uint32_t)((((uint64_t)1 << (32 + sh)) + f - 1) / f - ((uint64_t)1 << 32));
+        v->fc[s] = f << 16 | cum;
+        cum += f;
+    }
+}
+
+#ifdef RANS_AVX2
+/* enc_pack[m]: shuffle that moves the 16-bit words of the lanes set in m to
+ * the top of a 16-byte register, in lane order (the scalar encoder's order
+ * in memory: lower lanes at lower addresses). */
+static uint8_t enc_pack[256][16];
+static pthread_once_t enc_pack_once = PTHREAD_ONCE_INIT;
+
+static void enc_pack_init(void) {
+    int m, l, c, t;
+    for (m = 0; m < 256; m++) {
+        for (c = 0, l = 0; l < 8; l++) c += (m >> l) & 1;
+        memset(enc_pack[m], 0x80, 16);
+        for (t = 0, l = 0; l < 8; l++)
+            if ((m >> l) & 1) {
+                enc_pack[m][16 - 2 * c + 2 * t] = (uint8_t)(2 * l);
+                enc_pack[m][16 - 2 * c + 2 * t + 1] = (uint8_t)(2 * l + 1);
+                t++;
+            }
+    }
+}
+
+/* One vector of 8 states (lanes = states 8V..8V+7) codes symbols S. */
+#define RANS_ENC_AVX2(X, V)                                                                     \
+    do {                                                                                        \
+        __m256i sy_ = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(s + 8 * (V)))); \
+        __m256i rc_ = _mm256_i32gather_epi32((const int *)(const void *)vt->rcp, sy_, 4);      \
+        __m256i fc_ = _mm256_i32gather_epi32((const int *)(const void *)vt->fc, sy_, 4);       \
+        __m256i f_ = _mm256_srli_epi32(fc_, 16);                                                \
+        __m256i xm_ = _mm256_sll_epi32(f_, xshift);                                             \
+        /* x >= x_max, unsigned; x_max = 0 stands for 2^32 (f = M) */                          \
+        __m256i nd_ = _mm256_andnot_si256(_mm256_cmpeq_epi32(xm_, zero),                        \
+                                          _mm256_cmpeq_epi32(_mm256_max_epu32(X, xm_), X));     \
+        unsigned m_ = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(nd_));                   \
+        __m256i w_ = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(X, packw), 0x08);             \
+        __m128i o_ = _mm_shuffle_epi8(_mm256_castsi256_si128(w_),                               \
+                                      _mm_loadu_si128((const __m128i *)(const void *)enc_pack[m_])); \
+        __m256i sh_, ev_, od_, q_;                                                              \
+        _mm_storeu_si128((__m128i *)(void *)(p - 16), o_);                                      \
+        p -= 2 * (size_t)__builtin_popcount(m_);                                                \
+        X = _mm256_blendv_epi8(X, _mm256_srli_epi32(X, 16), nd_);                               \
+        /* s = ceil(log2 f): the exponent of float(f - 1), 0 for f = 1 */                      \
+        sh_ = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(           \
+                                   _mm256_cvtepi32_ps(_mm256_sub_epi32(f_, one))), 23), c126),  \
+                               zero);                                                           \
+        ev_ = _mm256_add_epi64(_mm256_srli_epi64(_mm256_mul_epu32(X, rc_), 32),                 \
+                               _mm256_and_si256(X, lo32));                                      \
+        ev_ = _mm256_srlv_epi64(ev_, _mm256_and_si256(sh_, lo32));                              \
+        od_ = _mm256_add_epi64(_mm256_srli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(X, 32),     \
+                                                                  _mm256_srli_epi64(rc_, 32)), 32), \
+                               _mm256_srli_epi64(X, 32));                                       \
+        od_ = _mm256_srlv_epi64(od_, _mm256_srli_epi64(sh_, 32));                               \
+        q_ = _mm256_blend_epi32(ev_, _mm256_slli_epi64(od_, 32), 0xAA);                         \
+        X = _mm256_add_epi32(_mm256_add_epi32(X, _mm256_mullo_epi32(q_, _mm256_sub_epi32(mm, f_))), \
+                             _mm256_and_si256(fc_, lo16));                                      \
+    } while (0)
+
+/* Rounds of 32 symbols, from symbol i down, while the writer has the margin
+ * of a round; returns where the scalar loop goes on. */
+__attribute__((target("avx2,popcnt"))) static size_t
+encode_o0_avx2(const uint8_t *src, size_t i, const enc_vsym *vt, unsigned prec,
+               uint32_t x[RANS_O0_STATES], ewriter *w) {
+    const __m256i zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1);
+    const __m256i c126 = _mm256_set1_epi32(126), lo16 = _mm256_set1_epi32(0xffff);
+    const __m256i lo32 = _mm256_set1_epi64x(0xffffffff);
+    const __m256i mm = _mm256_set1_epi32((int)(1u << prec));
+    const __m256i packw = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1,
+                                           -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1,
+                                           -1, -1);
+    const __m128i xshift = _mm_cvtsi32_si128((int)(32 - prec));
+    __m256i X0 = RANS_LD256(x), X1 = RANS_LD256((x + 8));
+    __m256i X2 = RANS_LD256((x + 16)), X3 = RANS_LD256((x + 24));
+    uint8_t *p = w->p;
+    pthread_once(&enc_pack_once, enc_pack_init);
+    for (; i > 0 && p - w->lim >= ENC_ROUND_MARGIN; i -= RANS_O0_STATES) {
+        const uint8_t *s = src + i - RANS_O0_STATES;
+        RANS_ENC_AVX2(X3, 3);
+        RANS_ENC_AVX2(X2, 2);
+        RANS_ENC_AVX2(X1, 1);
+        RANS_ENC_AVX2(X0, 0);
+    }
+    RANS_ST256(x, X0);
+    RANS_ST256((x + 8), X1);
+    RANS_ST256((x + 16), X2);
+    RANS_ST256((x + 24), X3);
+    w->p = p;
+    return i;
+}
+#endif
+
+static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t,
+                               const enc_vsym *vt, unsigned prec, uint8_t *at, uint8_t *end) {
     uint32_t x[RANS_O0_STATES];
     ewriter w;
     size_t i, full = n - n % RANS_O0_STATES;
     if (!enc_start(&w, x, RANS_O0_STATES, at, end)) return 0;
     /* The partial last round first (the encoder runs backwards). */
     for (i = n; i-- > full;) x[i % RANS_O0_STATES] = enc_put(x[i % RANS_O0_STATES], &t[src[i]], &w);
+    i = full;
     if (unlikely(w.full)) return 0;
-    for (i = full; i > 0; i -= RANS_O0_STATES) {
+#ifdef RANS_AVX2
+    if (vt && rans_have_avx2()) i = encode_o0_avx2(src, i, vt, prec, x, &w);
+#endif
+    for (; i > 0; i -= RANS_O0_STATES) {
         const uint8_t *s = src + i - RANS_O0_STATES;
         int k;
         if (likely(w.p - w.lim >= ENC_ROUND_MARGIN)) {
@@ -659,6 +786,7 @@ static size_t encode_o0(const uint8_t *src, size_t n, const uint64_t cnt[256], u
                         uint8_t *dst, size_t cap) {
     uint32_t freq[256];
     enc_sym t[256];
+    enc_vsym vt;
     size_t h, len;
     normalize_freqs(cnt, n, prec, freq);
     h = freqtab_write(freq, NULL);
@@ -667,7 +795,8 @@ static size_t encode_o0(const uint8_t *src, size_t n, const uint64_t cnt[256], u
     dst[1] = (uint8_t)prec;
     freqtab_write(freq, dst + 2);
     build_etab(freq, prec, t);
-    len = encode_o0_stream(src, n, t, dst + 2 + h, dst + cap);
+    build_vtab(freq, &vt);
+    len = encode_o0_stream(src, n, t, &vt, prec, dst + 2 + h, dst + cap);
     return len ? 2 + h + len : 0;
 }
 
@@ -815,15 +944,7 @@ static ptwm_error check_end(const uint8_t *p, const uint8_t *end, const uint32_t
 }
 
 /* The tables of one order-0 stream: slot -> (freq, bias) and slot -> symbol. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
-#define RANS_AVX2 1
-#include <immintrin.h>
-
-/* Vector loads and stores go through void * casts: unaligned by design
- * (loadu/storeu), and the casts must not claim an alignment (-Wcast-align). */
-#define RANS_LD256(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
-#define RANS_ST256(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
-#define RANS_LD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+#ifdef RANS_AVX2
 
 /* rans_lanes[m][k]: for a set m of lanes that need a word, which of the next
  * words lane k takes (the words go to the needing lanes in lane order, as the
