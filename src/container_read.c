@@ -853,6 +853,20 @@ static ptwm_error sdrive_retire(sdrive *d, sjob **out, ptwm_err *err) {
     return j->rc;
 }
 
+/* After job j retired cleanly: if it was its tensor's last chunk, check the
+ * tensor's payload hash (a tensor that fails is zeroed: never hand back
+ * wrong bytes). */
+static ptwm_error hash_if_last(const ptwm_reader *r, const sjob *j, void *const *dsts,
+                               const size_t *sizes, ptwm_err *err) {
+    const rtensor *t = &r->t[j->tensor];
+    uint8_t h[16];
+    ptwm_error rc;
+    if (j->chunk + 1 != t->nchunks || !(t->flags & PTWM_TF_PAYLOAD_HASH)) return PTWM_OK;
+    ptwm_xxh128_oneshot(dsts[j->item], sizes[j->item], h);
+    if ((rc = check_hash(r, t, h, err))) memset(dsts[j->item], 0, sizes[j->item]);
+    return rc;
+}
+
 ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *const *dsts,
                                    const size_t *sizes, size_t n, ptwm_err *err) {
     sdrive d;
@@ -876,24 +890,31 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
         sdrive_free(&d);
         return rc;
     }
-    /* A tensor is complete when its last chunk retires (jobs retire in order). */
+    /* A tensor is complete when its last chunk retires (jobs retire in
+     * order): its hash is checked then, on this thread, while the workers
+     * decode the chunks behind it. */
     for (i = 0; i < n && !rc; i++) {
         const rtensor *t = &r->t[indices[i]];
         for (k = 0; k < t->nchunks && !rc; k++) {
-            if (d.npending == d.window && (rc = sdrive_retire(&d, &j, err))) break;
+            if (d.npending == d.window &&
+                ((rc = sdrive_retire(&d, &j, err)) || (rc = hash_if_last(r, j, dsts, sizes, err))))
+                break;
             rc = sdrive_submit(&d, i, indices[i], k, (uint8_t *)dsts[i] + t->chunks[k].start, err);
         }
     }
-    while (d.npending)
-        if ((r2 = sdrive_retire(&d, &j, rc ? NULL : err)) && !rc) rc = r2;
+    while (d.npending) {
+        r2 = sdrive_retire(&d, &j, rc ? NULL : err);
+        if (!r2 && !rc) r2 = hash_if_last(r, j, dsts, sizes, err);
+        if (r2 && !rc) rc = r2;
+    }
     sdrive_free(&d);
-    /* Hashes last: only tensors whose every chunk decoded get here. */
+    /* Tensors without chunks (empty): the hash of no bytes. */
     for (i = 0; i < n && !rc; i++) {
         const rtensor *t = &r->t[indices[i]];
-        if (t->flags & PTWM_TF_PAYLOAD_HASH) {
+        if (t->nchunks == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
             uint8_t h[16];
             ptwm_xxh128_oneshot(dsts[i], sizes[i], h);
-            if ((rc = check_hash(r, t, h, err))) memset(dsts[i], 0, sizes[i]);   /* never hand back wrong bytes */
+            rc = check_hash(r, t, h, err);
         }
     }
     return rc;
