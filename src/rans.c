@@ -170,10 +170,27 @@ typedef struct rem_item {
     int sym;
 } rem_item;
 
-static int rem_cmp(const void *a, const void *b) {
-    const rem_item *x = (const rem_item *)a, *y = (const rem_item *)b;
-    if (x->frac != y->frac) return x->frac < y->frac ? 1 : -1;
-    return x->sym - y->sym;
+/* The k-th largest of a[0..n) (1 <= k <= n; a is reordered): quickselect,
+ * far cheaper than sorting 256 remainders for every table. */
+static uint64_t kth_largest(uint64_t *a, int n, int k) {
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        uint64_t piv = a[lo + (hi - lo) / 2], t;
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > piv) i++;
+            while (a[j] < piv) j--;
+            if (i <= j) {
+                t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else return a[want];
+    }
+    return a[lo];
 }
 
 static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned prec,
@@ -218,8 +235,25 @@ static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned pr
         }
     }
     rem = B - sum; /* < nitems: each floor lost less than one */
-    qsort(items, (size_t)nitems, sizeof(items[0]), rem_cmp);
-    for (s = 0; s < (int)rem; s++) freq[items[s].sym]++;
+    if (rem) {
+        /* The rem largest remainders (ties: lower symbol first) get one
+         * more: everything above the rem-th largest remainder, then the
+         * lowest symbols equal to it (items are in symbol order). */
+        uint64_t fr[256], thr;
+        uint32_t more = 0;
+        for (s = 0; s < nitems; s++) fr[s] = items[s].frac;
+        thr = kth_largest(fr, nitems, (int)rem);
+        for (s = 0; s < nitems; s++)
+            if (items[s].frac > thr) {
+                freq[items[s].sym]++;
+                more++;
+            }
+        for (s = 0; s < nitems && more < rem; s++)
+            if (items[s].frac == thr) {
+                freq[items[s].sym]++;
+                more++;
+            }
+    }
 }
 
 /* Coded bits of the counts under the frequencies. */
