@@ -18,8 +18,10 @@ size_t ptwm_entropy_bound(int stage, size_t n);
 
 /* Encode n bytes. `level` matters for ZSTD only (0 = default 3); for RANS it
  * selects the order: 0 = order 0, 1 = order 1, -1 = whichever is smaller,
- * -2 = order 1 only where it saves at least 3% (it decodes several times
- * slower; the AUTO stage choice uses this). */
+ * -2 = order 1 only on planes of at least PTWM_RANS_O1_MIN_AUTO bytes and
+ * where it saves at least 3% (it decodes several times slower; the AUTO
+ * stage choice uses this). */
+#define PTWM_RANS_O1_MIN_AUTO 65536
 ptwm_error ptwm_entropy_encode(int stage, int level, const uint8_t *src, size_t n,
                                uint8_t *dst, size_t cap, size_t *out_len);
 /* Decode exactly dst_size bytes; src must be consumed exactly. */

@@ -85,7 +85,7 @@ static int rans_have_avx2(void);
 /* Order -2 (pick, favouring decode speed): order 1 only on planes of at
  * least O1_MIN_AUTO bytes and only if estimated at most O1_WORTH of order
  * 0's size. */
-#define O1_MIN_AUTO 65536
+#define O1_MIN_AUTO PTWM_RANS_O1_MIN_AUTO
 #define O1_WORTH 0.97
 
 enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3 };
