@@ -47,7 +47,8 @@ typedef struct wjob {
     unsigned nchains;
     const uint8_t *chain_ptr[PTWM_FMT_MAX_CHAINS];   /* into the tensor's chain_bytes */
     size_t chain_len[PTWM_FMT_MAX_CHAINS];
-    uint8_t *raw;
+    uint8_t *raw;               /* the slot's own copy of the chunk */
+    const uint8_t *src;         /* the bytes to code: raw, or the caller's (borrowing) */
     size_t raw_len;
     uint8_t *out;
     size_t out_len;
@@ -77,6 +78,7 @@ struct ptwm_writer {
     char *src_name;
     uint64_t src_file_size;
     int has_source;
+    int borrow;                 /* callers' tensor bytes outlive the writer: code them in place */
     ptwm_queue *queue;
     unsigned nworkers;
     wjob *jobs;                 /* a ring of `window` slots */
@@ -351,12 +353,12 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     cp.method = w->p.method;
     cp.zstd_level = w->p.zstd_level;
     cp.emit_crc = j->plane_crc;
-    j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->raw, j->raw_len,
+    j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
                               j->out, w->bound, &j->out_len, &j->err);
     j->chain = 0;
     for (c = 1; c < j->nchains && !j->rc; c++) {
         size_t len;
-        ptwm_error rc = ptwm_chunk_encode(j->chain_ptr[c], j->chain_len[c], j->dtype, &cp, j->raw,
+        ptwm_error rc = ptwm_chunk_encode(j->chain_ptr[c], j->chain_len[c], j->dtype, &cp, j->src,
                                           j->raw_len, w->scratch[worker], w->bound, &len, &j->err);
         if (rc) {
             j->rc = rc;
@@ -547,10 +549,14 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
                 w_fail(w, rc);
                 break;
             }
+            j->src = j->raw;
+        } else if (w->borrow) {
+            j->src = (const uint8_t *)d->data + off;
         } else {
             memcpy(j->raw, (const uint8_t *)d->data + off, len);
+            j->src = j->raw;
         }
-        if (h.state) ptwm_xxh128_update(&h, j->raw, len);
+        if (h.state) ptwm_xxh128_update(&h, j->src, len);
         j->tensor = ti;
         j->chunk = k;
         j->dtype = t.dtype;
@@ -744,6 +750,7 @@ ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
     *out = NULL;
     *len = 0;
     if ((rc = ptwm_writer_open_memory(params, &w, err))) return rc;
+    w->borrow = 1; /* the tensors outlive the writer: no copy per chunk */
     if ((rc = add_all(w, tensors, n, chains, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -757,6 +764,7 @@ ptwm_error ptwm_compress_file(const char *path, const ptwm_tensor_desc *tensors,
     ptwm_writer *w;
     ptwm_error rc;
     if ((rc = ptwm_writer_open_file(path, params, &w, err))) return rc;
+    w->borrow = 1; /* the tensors outlive the writer: no copy per chunk */
     if ((rc = add_all(w, tensors, n, chains, err))) {
         ptwm_writer_free(w);
         return rc;
