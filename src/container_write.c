@@ -2,7 +2,8 @@
  *
  * One pass, bounded memory: each tensor's raw bytes are cut into chunks that
  * join a ring of at most `window` pending jobs (owned copies, so a caller's
- * buffer is free again when ptwm_writer_add returns). Workers code jobs as
+ * buffer is free again when ptwm_writer_add returns; ptwm_compress_blob and
+ * ptwm_compress_file, whose tensors outlive the writer, code them in place). Workers code jobs as
  * they are queued, across tensor boundaries; the writing thread takes them
  * back oldest first (coding queued jobs itself while it waits) and appends
  * them in job order, so the file is the same for any thread count. Only the table (a few dozen bytes per chunk) stays in memory
