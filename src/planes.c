@@ -205,9 +205,44 @@ size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_
     return z;
 }
 
+/* Branchless compaction of elements of W bytes (loaded as one integer by
+ * LOAD): every element is stored at dst + j * W and j advances only past
+ * nonzero ones; bitmap bytes are built in a register. Zeros are scattered,
+ * so a branch would mispredict. */
+#define SPARSE_COMPACT(W, LOAD, STORE)                                                          \
+    do {                                                                                        \
+        for (i = 0; i < n; i += 8) {                                                            \
+            size_t k, stop = n - i < 8 ? n - i : 8;                                              \
+            unsigned acc = 0;                                                                   \
+            for (k = 0; k < stop; k++) {                                                        \
+                uint64_t v_ = LOAD(src + (i + k) * (W));                                        \
+                unsigned nz_ = v_ != 0;                                                         \
+                STORE(dst + j * (W), v_);                                                       \
+                acc |= nz_ << k;                                                                \
+                j += nz_;                                                                       \
+            }                                                                                   \
+            bitmap[i >> 3] = (uint8_t)acc;                                                      \
+        }                                                                                       \
+    } while (0)
+
+#define ST16(p, v) ptwm_store_le16(p, (uint16_t)(v))
+#define ST32(p, v) ptwm_store_le32(p, (uint32_t)(v))
+
 size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t *bitmap,
                            uint8_t *dst) {
     size_t i, j = 0;
+    if (width == 2) {
+        SPARSE_COMPACT(2, ptwm_load_le16, ST16);
+        return j;
+    }
+    if (width == 4) {
+        SPARSE_COMPACT(4, ptwm_load_le32, ST32);
+        return j;
+    }
+    if (width == 8) {
+        SPARSE_COMPACT(8, ptwm_load_le64, ptwm_store_le64);
+        return j;
+    }
     memset(bitmap, 0, n / 8 + (n % 8 != 0));
     for (i = 0; i < n; i++) {
         const uint8_t *p = src + i * width;
