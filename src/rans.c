@@ -52,9 +52,12 @@
  * 32 states so that an AVX2 decoder keeps four vectors of 8 in flight (one
  * vector alone waits on its gathers); the scalar decoder runs them 8 at a time
  * in registers. Order 1 runs its 32 segments the same way, with one more
- * gather for the context's table. The encoder picks prec (and with order -1 the order)
- * from an exact table cost plus an entropy estimate; tables are normalised
- * exactly (largest remainder, every present symbol at least 1). It writes
+ * gather for the context's table. The encoder picks prec (and with order -1 the order;
+ * with -2 order 1 only where it saves 3% on a plane of 64 KiB or more) from
+ * an exact table cost plus an entropy estimate; tables are normalised
+ * exactly (largest remainder, every present symbol at least 1). Its order-0
+ * loop runs 8 states a vector under AVX2 (same bytes as the scalar loop),
+ * branch-free: whether a state emits a word is close to a coin toss. It writes
  * SINGLE for a one-symbol plane and RAW unless rANS saves at least 1/256 of
  * the plane (near-uniform sign+mantissa planes: RAW costs < 0.4% there and
  * decodes at memcpy speed). Decoders accept any valid encoding, whatever the
