@@ -785,13 +785,17 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
 }
 
 /* `chunks`: how many chunks the call will decode; a single chunk runs on the
- * calling thread, sparing thread start-up for one small tensor. */
-static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, uint64_t chunks, ptwm_err *err) {
+ * calling thread, sparing thread start-up for one small tensor.
+ * `into_caller`: jobs decode into the caller's buffers. */
+static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, uint64_t chunks, int into_caller,
+                              ptwm_err *err) {
     int threads = chunks <= 1 ? 1 : r->threads;
     memset(d, 0, sizeof(*d));
     d->r = r;
-    /* Enough slots per thread that no thread waits for the consumer. */
-    d->window = 3 * (size_t)ptwm_threads_resolve(threads) + 2;
+    /* Enough slots per thread that no thread waits for the consumer; deeper
+     * when slots hold no buffers (an image in memory decoded into the
+     * caller's buffers), which keeps every thread busy to the end. */
+    d->window = (r->mem && into_caller ? 8 : 3) * (size_t)ptwm_threads_resolve(threads) + 2;
     d->jobs = (sjob *)calloc(d->window, sizeof(sjob));
     if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     return ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err);
@@ -886,7 +890,7 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
                              (unsigned long long)t->nbytes, sizes[i]);
         chunks += t->nchunks;
     }
-    if ((rc = sdrive_init(&d, r, chunks, err))) {
+    if ((rc = sdrive_init(&d, r, chunks, 1, err))) {
         sdrive_free(&d);
         return rc;
     }
@@ -956,7 +960,7 @@ ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, 
     size_t i;
     uint64_t k;
     if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
-    if ((rc = sdrive_init(&d, r, UINT64_MAX, err))) {
+    if ((rc = sdrive_init(&d, r, UINT64_MAX, 0, err))) {
         sdrive_free(&d);
         return rc;
     }

@@ -166,7 +166,12 @@ static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
     return PTWM_OK;
 }
 
-static ptwm_error writer_new(const ptwm_cparams *params, ptwm_writer **out, ptwm_err *err) {
+/* borrow: the caller's tensor bytes outlive the writer (compress_blob,
+ * compress_file): chunks are coded in place, so slots need no raw buffer and
+ * the ring can be deeper (more chunks queued ahead keeps every thread busy
+ * to the end on files of a few MB). */
+static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer **out,
+                             ptwm_err *err) {
     static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
     ptwm_writer *w;
     ptwm_error rc;
@@ -184,14 +189,15 @@ static ptwm_error writer_new(const ptwm_cparams *params, ptwm_writer **out, ptwm
     w->bound = ptwm_chunk_bound((size_t)chunk);
     w->nworkers = ptwm_threads_resolve(w->p.threads);
     /* Enough jobs per thread that a thread never waits for the writer. */
-    w->window = 3 * (size_t)w->nworkers + 2;
+    w->borrow = borrow;
+    w->window = (borrow ? 8 : 3) * (size_t)w->nworkers + 2;
     w->jobs = (wjob *)calloc(w->window, sizeof(wjob));
     w->scratch = (uint8_t **)calloc(w->nworkers, sizeof(uint8_t *));
     if (!w->jobs || !w->scratch) goto nomem;
     for (i = 0; i < w->window; i++) {
-        w->jobs[i].raw = (uint8_t *)ptwm_malloc(chunk);
+        w->jobs[i].raw = borrow ? NULL : (uint8_t *)ptwm_malloc(chunk);
         w->jobs[i].out = (uint8_t *)ptwm_malloc(w->bound);
-        if (!w->jobs[i].raw || !w->jobs[i].out) goto nomem;
+        if ((!borrow && !w->jobs[i].raw) || !w->jobs[i].out) goto nomem;
     }
     for (i = 0; i < w->nworkers; i++)
         if (!(w->scratch[i] = (uint8_t *)ptwm_malloc(w->bound))) goto nomem;
@@ -215,12 +221,12 @@ static ptwm_error write_head(ptwm_writer *w, ptwm_err *err) {
     return w_emit(w, head, sizeof(head), err);
 }
 
-ptwm_error ptwm_writer_open_file(const char *path, const ptwm_cparams *params, ptwm_writer **out,
-                                 ptwm_err *err) {
+static ptwm_error open_file(const char *path, const ptwm_cparams *params, int borrow,
+                            ptwm_writer **out, ptwm_err *err) {
     ptwm_writer *w;
     ptwm_error rc;
     if (!out || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL path or output handle");
-    if ((rc = writer_new(params, &w, err))) return rc;
+    if ((rc = writer_new(params, borrow, &w, err))) return rc;
     w->to_file = 1;
     if ((rc = ptwm_atomic_open(path, &w->af, err)) || (rc = write_head(w, err))) {
         ptwm_writer_free(w);
@@ -230,17 +236,27 @@ ptwm_error ptwm_writer_open_file(const char *path, const ptwm_cparams *params, p
     return PTWM_OK;
 }
 
-ptwm_error ptwm_writer_open_memory(const ptwm_cparams *params, ptwm_writer **out, ptwm_err *err) {
+static ptwm_error open_memory(const ptwm_cparams *params, int borrow, ptwm_writer **out,
+                              ptwm_err *err) {
     ptwm_writer *w;
     ptwm_error rc;
     if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output handle");
-    if ((rc = writer_new(params, &w, err))) return rc;
+    if ((rc = writer_new(params, borrow, &w, err))) return rc;
     if ((rc = write_head(w, err))) {
         ptwm_writer_free(w);
         return rc;
     }
     *out = w;
     return PTWM_OK;
+}
+
+ptwm_error ptwm_writer_open_file(const char *path, const ptwm_cparams *params, ptwm_writer **out,
+                                 ptwm_err *err) {
+    return open_file(path, params, 0, out, err);
+}
+
+ptwm_error ptwm_writer_open_memory(const ptwm_cparams *params, ptwm_writer **out, ptwm_err *err) {
+    return open_memory(params, 0, out, err);
 }
 
 void ptwm_writer_free(ptwm_writer *w) {
@@ -543,6 +559,10 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         if (w->npending == w->window && (rc = retire_one(w, err))) break;
         slot = (w->head + w->npending) % w->window;
         j = &w->jobs[slot];
+        if (read && !j->raw) {
+            rc = w_fail(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG, "streamed tensor on a borrowing writer"));
+            break;
+        }
         if (read) {
             if ((rc = read(ctx, off, j->raw, len, err))) {
                 ptwm_err_prefix(err, "tensor '%s': reading bytes %llu..%llu", t.name,
@@ -745,13 +765,12 @@ static ptwm_error add_all(ptwm_writer *w, const ptwm_tensor_desc *tensors, size_
 ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
                               const ptwm_chain_list *chains, const ptwm_cparams *params, void **out,
                               size_t *len, ptwm_err *err) {
-    ptwm_writer *w;
+    ptwm_writer *w = NULL;
     ptwm_error rc;
     if (!out || !len) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output");
     *out = NULL;
     *len = 0;
-    if ((rc = ptwm_writer_open_memory(params, &w, err))) return rc;
-    w->borrow = 1; /* the tensors outlive the writer: no copy per chunk */
+    if ((rc = open_memory(params, 1, &w, err))) return rc; /* the tensors outlive the writer */
     if ((rc = add_all(w, tensors, n, chains, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -762,10 +781,9 @@ ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
 ptwm_error ptwm_compress_file(const char *path, const ptwm_tensor_desc *tensors, size_t n,
                               const ptwm_chain_list *chains, const ptwm_cparams *params,
                               ptwm_err *err) {
-    ptwm_writer *w;
+    ptwm_writer *w = NULL;
     ptwm_error rc;
-    if ((rc = ptwm_writer_open_file(path, params, &w, err))) return rc;
-    w->borrow = 1; /* the tensors outlive the writer: no copy per chunk */
+    if ((rc = open_file(path, params, 1, &w, err))) return rc; /* the tensors outlive the writer */
     if ((rc = add_all(w, tensors, n, chains, err))) {
         ptwm_writer_free(w);
         return rc;
