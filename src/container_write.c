@@ -8,7 +8,9 @@
  * back oldest first (coding queued jobs itself while it waits) and appends
  * them in job order, so the file is the same for any thread count. Only the table (a few dozen bytes per chunk) stays in memory
  * until ptwm_writer_finish appends it with the footer. Peak memory is about
- * window x (chunk + bound(chunk)) plus one bound(chunk) of scratch per thread. */
+ * window x (chunk + bound(chunk)) plus one bound(chunk) of scratch per thread
+ * (window = 3 x threads + 2; borrowing writers, which hold no raw copies:
+ * 8 x threads + 2 slots of bound(chunk), touched only as far as coded). */
 #include "container_format.h"
 #include "chunk.h"
 #include "fileio.h"
