@@ -8,13 +8,18 @@
  *
  * Each input is tried as given and once more with its table and footer CRCs
  * made right, so mutations reach the table parser instead of stopping at
- * the CRC checks. */
+ * the CRC checks. Then the table is switched between its plain and its
+ * zstd-packed form (section 4) and tried again, so mutations of a plain table
+ * reach the parser through the packed path too (and those of a packed seed
+ * through the plain one). A packed table that opens must open plain too,
+ * with the same tensors. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptwm.h"
 #include "container_format.h"
+#include "entropy.h"
 #include "hash.h"
 
 #define FUZZ_MAX_RAW ((uint64_t)4 << 20)
@@ -59,14 +64,15 @@ static void check_tensor(ptwm_reader *r, size_t i, const ptwm_tensor_info *info,
     free(b);
 }
 
-static void one_input(const uint8_t *data, size_t size) {
+/* Returns the tensor count, or -1 if the input does not open. */
+static long one_input(const uint8_t *data, size_t size) {
     ptwm_reader *r = NULL;
     ptwm_err err;
     size_t i, n;
     int all_ok = 1, skipped = 0;
     if (ptwm_reader_open_memory(data, size, "fuzz", &r, &err) != PTWM_OK) {
         if (!err.message[0]) __builtin_trap();
-        return;
+        return -1;
     }
     ptwm_reader_set_threads(r, 1);
     n = ptwm_reader_count(r);
@@ -89,6 +95,83 @@ static void one_input(const uint8_t *data, size_t size) {
         if (!all_ok && rc == PTWM_OK) __builtin_trap();
     }
     ptwm_reader_close(r);
+    return (long)n;
+}
+
+/* Fix the table and footer CRCs in place (sizes as the footer says). */
+static void reseal(uint8_t *p, size_t size) {
+    uint8_t *foot = p + size - PTWM_FMT_FOOT_SIZE;
+    uint64_t off = ptwm_load_le64(foot + PTWM_FOOT_TABLE_OFFSET);
+    uint64_t len = ptwm_load_le64(foot + PTWM_FOOT_TABLE_SIZE);
+    if (off <= size && len <= size - off)
+        ptwm_store_le32(foot + PTWM_FOOT_TABLE_CRC, ptwm_crc32(0, p + off, (size_t)len));
+    ptwm_store_le32(foot + PTWM_FOOT_CRC, ptwm_crc32(0, foot, PTWM_FOOT_CRC));
+}
+
+/* The file with table bytes `tab` in place of its table; NULL if unusable. */
+static uint8_t *swap_table(const uint8_t *p, size_t size, uint64_t off, const uint8_t *tab, size_t n,
+                           size_t *out_size) {
+    size_t total = (size_t)off + n + PTWM_FMT_FOOT_SIZE;
+    uint8_t *q = (uint8_t *)malloc(total), *foot;
+    if (!q) __builtin_trap();
+    memcpy(q, p, (size_t)off);
+    memcpy(q + off, tab, n);
+    memcpy(q + off + n, p + size - PTWM_FMT_FOOT_SIZE, PTWM_FMT_FOOT_SIZE);
+    foot = q + total - PTWM_FMT_FOOT_SIZE;
+    ptwm_store_le64(foot + PTWM_FOOT_TABLE_SIZE, n);
+    ptwm_store_le64(foot + PTWM_FOOT_FILE_SIZE, total);
+    reseal(q, total);
+    *out_size = total;
+    return q;
+}
+
+/* Try `p` (CRCs right) with its table in the other form. */
+static void other_form(const uint8_t *p, size_t size, long opened) {
+    const uint8_t *foot = p + size - PTWM_FMT_FOOT_SIZE;
+    uint64_t off = ptwm_load_le64(foot + PTWM_FOOT_TABLE_OFFSET);
+    uint64_t len = ptwm_load_le64(foot + PTWM_FOOT_TABLE_SIZE);
+    const uint8_t *tab;
+    uint8_t *t = NULL, *q;
+    size_t n = 0, qsize = 0;
+    if (off < PTWM_FMT_HEAD_SIZE || off > size - PTWM_FMT_FOOT_SIZE || len != size - PTWM_FMT_FOOT_SIZE - off ||
+        len < PTWM_FMT_SECTION_HEAD || ptwm_load_le64(foot + PTWM_FOOT_FILE_SIZE) != size)
+        return;   /* swap_table rewrites the sizes: only a file whose sizes are right */
+    tab = p + off;
+    if (tab[0] == PTWM_SEC_PACKED) {
+        uint64_t raw;
+        if (len < PTWM_FMT_SECTION_HEAD + 8) return;
+        raw = ptwm_load_le64(tab + PTWM_FMT_SECTION_HEAD);
+        if (raw > ((uint64_t)1 << 20)) return;
+        t = (uint8_t *)malloc(raw ? (size_t)raw : 1);
+        if (!t) __builtin_trap();
+        if (ptwm_zstd_decode(tab + PTWM_FMT_SECTION_HEAD + 8, (size_t)len - PTWM_FMT_SECTION_HEAD - 8, t,
+                             (size_t)raw) != PTWM_OK) {
+            if (opened >= 0) __builtin_trap();   /* it opened, so the frame was good */
+            free(t);
+            return;
+        }
+        n = (size_t)raw;
+        q = swap_table(p, size, off, t, n, &qsize);
+        if (one_input(q, qsize) != opened && opened >= 0) __builtin_trap();
+    } else {
+        size_t cap = ptwm_zstd_bound((size_t)len) + PTWM_FMT_SECTION_HEAD + 8, zlen = 0;
+        t = (uint8_t *)malloc(cap);
+        if (!t) __builtin_trap();
+        if (ptwm_zstd_encode(tab, (size_t)len, 3, t + PTWM_FMT_SECTION_HEAD + 8, cap - PTWM_FMT_SECTION_HEAD - 8,
+                             &zlen) != PTWM_OK)
+            __builtin_trap();
+        t[0] = PTWM_SEC_PACKED;
+        ptwm_store_le64(t + 1, 8 + (uint64_t)zlen);
+        ptwm_store_le64(t + PTWM_FMT_SECTION_HEAD, len);
+        n = PTWM_FMT_SECTION_HEAD + 8 + zlen;
+        q = swap_table(p, size, off, t, n, &qsize);
+        {
+            long packed = one_input(q, qsize);
+            if (packed >= 0 && packed != opened) __builtin_trap();
+        }
+    }
+    free(q);
+    free(t);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -96,16 +179,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     one_input(data, size);
     if (size >= PTWM_FMT_HEAD_SIZE + PTWM_FMT_FOOT_SIZE) {
         uint8_t *copy = (uint8_t *)malloc(size);
-        uint8_t *foot = copy + size - PTWM_FMT_FOOT_SIZE;
-        uint64_t off, len;
+        long opened;
         if (!copy) __builtin_trap();
         memcpy(copy, data, size);
-        off = ptwm_load_le64(foot + PTWM_FOOT_TABLE_OFFSET);
-        len = ptwm_load_le64(foot + PTWM_FOOT_TABLE_SIZE);
-        if (off <= size && len <= size - off)
-            ptwm_store_le32(foot + PTWM_FOOT_TABLE_CRC, ptwm_crc32(0, copy + off, (size_t)len));
-        ptwm_store_le32(foot + PTWM_FOOT_CRC, ptwm_crc32(0, foot, PTWM_FOOT_CRC));
-        one_input(copy, size);
+        reseal(copy, size);
+        opened = one_input(copy, size);
+        other_form(copy, size, opened);
         free(copy);
     }
     return 0;

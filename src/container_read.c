@@ -6,6 +6,7 @@
  * for a file (so decoding a big file keeps only a window of chunks resident)
  * or straight from the caller's buffer for an in-memory image. */
 #include "container_format.h"
+#include "entropy.h"
 #include "container_read.h"
 #include "chunk.h"
 #include "fileio.h"
@@ -319,8 +320,46 @@ static ptwm_error parse_source(ptwm_reader *r, cursor *c, ptwm_err *err) {
     return PTWM_OK;
 }
 
-static ptwm_error parse_table(ptwm_reader *r, ptwm_err *err) {
-    cursor c = {r->table, r->table_size};
+/* A packed table (section 4, the only one): u64 raw_size, then one zstd frame
+ * of exactly raw_size bytes holding the plain sections. raw_size is capped by
+ * the stored table size before anything is allocated. */
+static ptwm_error unpack_table(ptwm_reader *r, cursor *body, uint8_t **out, uint64_t *out_len, ptwm_err *err) {
+    uint64_t raw, limit;
+    uint8_t *buf;
+    ptwm_error rc;
+    if (!cur_u64(body, &raw)) return TRUNC("the packed table size");
+    if (ptwm_mul_overflow(r->table_size, PTWM_FMT_PACK_RATIO, &limit)) limit = UINT64_MAX;
+    if (limit > PTWM_FMT_PACK_MAX) limit = PTWM_FMT_PACK_MAX;
+    if (raw > limit)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "packed table declares %llu raw bytes, more than the limit %llu (%u x %llu stored "
+                         "bytes, at most 1 GiB)",
+                         (unsigned long long)raw, (unsigned long long)limit, PTWM_FMT_PACK_RATIO,
+                         (unsigned long long)r->table_size);
+    if (raw < PTWM_FMT_SECTION_HEAD)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "packed table declares %llu raw bytes, less than one section",
+                         (unsigned long long)raw);
+    buf = (uint8_t *)ptwm_malloc(raw);
+    if (!buf) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a %llu-byte packed table",
+                               (unsigned long long)raw);
+    rc = ptwm_zstd_decode(body->p, (size_t)body->left, buf, (size_t)raw);
+    if (rc) {
+        free(buf);
+        if (rc == PTWM_ERR_NOMEM) return ptwm_fail(err, rc, "out of memory unpacking the table");
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "packed table: %llu zstd bytes are not one frame of exactly the declared %llu bytes",
+                         (unsigned long long)body->left, (unsigned long long)raw);
+    }
+    *out = buf;
+    *out_len = raw;
+    return PTWM_OK;
+}
+
+/* The sections of `p`; a packed section is allowed only as the whole
+ * stored table (it replaces r->table by the unpacked bytes, which the chain
+ * pointers then point into). */
+static ptwm_error parse_table(ptwm_reader *r, const uint8_t *p, uint64_t size, int stored, ptwm_err *err) {
+    cursor c = {p, size};
     ptwm_error rc;
     while (c.left) {
         uint8_t id;
@@ -338,6 +377,16 @@ static ptwm_error parse_table(ptwm_reader *r, ptwm_err *err) {
         case PTWM_SEC_TENSORS: rc = parse_tensors(r, &body, err); break;
         case PTWM_SEC_METADATA: rc = parse_metadata(r, &body, err); break;
         case PTWM_SEC_SOURCE: rc = parse_source(r, &body, err); break;
+        case PTWM_SEC_PACKED: {
+            uint8_t *raw = NULL;
+            uint64_t raw_len = 0;
+            if (!stored || body.p != p + PTWM_FMT_SECTION_HEAD || c.left)
+                return ptwm_fail(err, PTWM_ERR_CORRUPT, "a packed table section that is not the whole table");
+            if ((rc = unpack_table(r, &body, &raw, &raw_len, err))) return rc;
+            free(r->table);
+            r->table = raw;
+            return parse_table(r, raw, raw_len, 0, err);
+        }
         default: return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown table section id %u", id);
         }
         if (rc) return rc;
@@ -410,7 +459,7 @@ static ptwm_error open_common(ptwm_reader *r, ptwm_err *err) {
         return ptwm_fail(err, PTWM_ERR_CRC, "tensor table CRC 0x%08x, expected 0x%08x",
                          ptwm_crc32(0, r->table, (size_t)r->table_size),
                          ptwm_load_le32(foot + PTWM_FOOT_TABLE_CRC));
-    return parse_table(r, err);
+    return parse_table(r, r->table, r->table_size, 1, err);
 }
 
 static ptwm_reader *reader_new(const char *label) {

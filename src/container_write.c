@@ -13,6 +13,7 @@
  * 8 x threads + 2 slots of bound(chunk), touched only as far as coded). */
 #include "container_format.h"
 #include "chunk.h"
+#include "entropy.h"
 #include "fileio.h"
 #include "hash.h"
 #include "threads.h"
@@ -694,6 +695,37 @@ static ptwm_error build_table(ptwm_writer *w, wbuf *tab, ptwm_err *err) {
     return PTWM_OK;
 }
 
+/* Replace the table by one packed section (names, the source header that
+ * repeats them, chains and sizes shrink ~10x) when that is smaller and the
+ * reader's caps allow it. */
+static ptwm_error pack_table(wbuf *tab, ptwm_err *err) {
+    wbuf packed = {NULL, 0, 0};
+    size_t bound = ptwm_zstd_bound(tab->len), zlen = 0;
+    uint64_t stored;
+    ptwm_error rc;
+    if (!bound || tab->len > PTWM_FMT_PACK_MAX) return PTWM_OK;
+    if (!wbuf_reserve(&packed, PTWM_FMT_SECTION_HEAD + 8 + bound))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory packing the tensor table");
+    rc = ptwm_zstd_encode(tab->p, tab->len, PTWM_FMT_PACK_LEVEL, packed.p + PTWM_FMT_SECTION_HEAD + 8, bound,
+                          &zlen);
+    if (rc == PTWM_ERR_NOMEM) {
+        free(packed.p);
+        return ptwm_fail(err, rc, "out of memory packing the tensor table");
+    }
+    stored = PTWM_FMT_SECTION_HEAD + 8 + (uint64_t)zlen;
+    if (rc || stored >= tab->len || tab->len > PTWM_FMT_PACK_RATIO * stored) {
+        free(packed.p);     /* not worth it (or not allowed): keep the plain table */
+        return PTWM_OK;
+    }
+    packed.p[0] = PTWM_SEC_PACKED;
+    ptwm_store_le64(packed.p + 1, 8 + (uint64_t)zlen);
+    ptwm_store_le64(packed.p + PTWM_FMT_SECTION_HEAD, tab->len);
+    packed.len = (size_t)stored;
+    free(tab->p);
+    *tab = packed;
+    return PTWM_OK;
+}
+
 static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     wbuf tab = {NULL, 0, 0};
     uint8_t foot[PTWM_FMT_FOOT_SIZE];
@@ -702,7 +734,7 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
     if ((rc = drain(w, err))) return rc;
     if ((rc = check_duplicates(w, err))) return rc;
-    if ((rc = build_table(w, &tab, err))) {
+    if ((rc = build_table(w, &tab, err)) || (rc = pack_table(&tab, err))) {
         free(tab.p);
         return rc;
     }

@@ -5,6 +5,7 @@
 #include "testutil.h"
 #include "container_format.h"
 #include "container_read.h"
+#include "entropy.h"
 #include "hash.h"
 
 #include <stdlib.h>
@@ -65,6 +66,30 @@ static void reseal(image *im) {
     uint64_t size = ptwm_load_le64(foot + PTWM_FOOT_TABLE_SIZE);
     ptwm_store_le32(foot + PTWM_FOOT_TABLE_CRC, ptwm_crc32(0, im->p + off, (size_t)size));
     ptwm_store_le32(foot + PTWM_FOOT_CRC, ptwm_crc32(0, foot, PTWM_FOOT_CRC));
+}
+
+/* The same file with its packed table (section 4) stored plain, so damage to
+ * table fields reaches the parser without going through zstd. */
+static image plain(image packed) {
+    uint8_t *foot = packed.p + packed.len - PTWM_FMT_FOOT_SIZE;
+    uint64_t off = ptwm_load_le64(foot + PTWM_FOOT_TABLE_OFFSET);
+    uint64_t size = ptwm_load_le64(foot + PTWM_FOOT_TABLE_SIZE), raw;
+    image im = {NULL, 0};
+    CHECK_MSG(packed.p[off] == PTWM_SEC_PACKED, "writer left the table unpacked (id %u)", packed.p[off]);
+    if (packed.p[off] != PTWM_SEC_PACKED) return packed;
+    raw = ptwm_load_le64(packed.p + off + PTWM_FMT_SECTION_HEAD);
+    im.len = (size_t)(off + raw) + PTWM_FMT_FOOT_SIZE;
+    im.p = (uint8_t *)malloc(im.len);
+    memcpy(im.p, packed.p, (size_t)off);
+    CHECK(ptwm_zstd_decode(packed.p + off + PTWM_FMT_SECTION_HEAD + 8, (size_t)size - PTWM_FMT_SECTION_HEAD - 8,
+                           im.p + off, (size_t)raw) == PTWM_OK);
+    memcpy(im.p + off + raw, foot, PTWM_FMT_FOOT_SIZE);
+    foot = im.p + im.len - PTWM_FMT_FOOT_SIZE;
+    ptwm_store_le64(foot + PTWM_FOOT_TABLE_SIZE, raw);
+    ptwm_store_le64(foot + PTWM_FOOT_FILE_SIZE, im.len);
+    reseal(&im);
+    free(packed.p);
+    return im;
 }
 
 /* Find `pat` inside the table; returns its file offset or 0. */
@@ -130,7 +155,7 @@ static void test_payload_damage(void) {
 }
 
 static void test_hash_damage(void) {
-    image good = make_image(0, 1), im;
+    image good = plain(make_image(0, 1)), im;
     uint8_t h[16];
     size_t at;
     ptwm_err err;
@@ -158,7 +183,7 @@ static void test_hash_damage(void) {
 }
 
 static void test_structure_damage(void) {
-    image good = make_image(1, 1), im;
+    image good = plain(make_image(1, 1)), im;
     ptwm_err err;
     uint64_t toff = table_offset(&good);
     size_t at, i;
@@ -300,6 +325,131 @@ static void test_structure_damage(void) {
     free(good.p);
 }
 
+/* Replace the stored table (sections) by `tab`, fixing sizes and CRCs. */
+static image with_table(const image *im, const uint8_t *tab, size_t n) {
+    uint64_t off = table_offset(im);
+    image out;
+    uint8_t *foot;
+    out.len = (size_t)off + n + PTWM_FMT_FOOT_SIZE;
+    out.p = (uint8_t *)malloc(out.len);
+    memcpy(out.p, im->p, (size_t)off);
+    memcpy(out.p + off, tab, n);
+    memcpy(out.p + off + n, im->p + im->len - PTWM_FMT_FOOT_SIZE, PTWM_FMT_FOOT_SIZE);
+    foot = out.p + out.len - PTWM_FMT_FOOT_SIZE;
+    ptwm_store_le64(foot + PTWM_FOOT_TABLE_SIZE, n);
+    ptwm_store_le64(foot + PTWM_FOOT_FILE_SIZE, out.len);
+    reseal(&out);
+    return out;
+}
+
+/* Section 4 (zstd-packed table): a bad frame, a declared size the frame does
+ * not have, a size over the cap, a packed section among others or inside one. */
+static void test_packed_damage(void) {
+    image good = make_image(1, 1), flat = plain(make_image(1, 1)), im;
+    ptwm_err err;
+    uint64_t toff = table_offset(&good), tsize = good.len - PTWM_FMT_FOOT_SIZE - toff, raw;
+    uint64_t ftab = flat.len - PTWM_FMT_FOOT_SIZE - table_offset(&flat);
+    size_t at = (size_t)toff + PTWM_FMT_SECTION_HEAD;     /* u64 raw_size, then the frame */
+    char msg[200];
+    CHECK(try_all(&good, &err) == PTWM_OK);
+    CHECK(try_all(&flat, &err) == PTWM_OK);
+    CHECK_MSG(tsize * 2 < ftab, "packed table %llu bytes, plain %llu", (unsigned long long)tsize,
+              (unsigned long long)ftab);
+    raw = ptwm_load_le64(good.p + at);
+    CHECK(raw == ftab);
+    /* Not a zstd frame (magic damaged); a frame of another size than declared. */
+    im = copy(&good);
+    im.p[at + 8] ^= 0x01;
+    reseal(&im);
+    snprintf(msg, sizeof(msg), "file 'damaged.ptwm': packed table: %llu zstd bytes are not one frame of exactly the declared %llu bytes",
+             (unsigned long long)(tsize - 17), (unsigned long long)raw);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, msg);
+    free(im.p);
+    im = copy(&good);
+    ptwm_store_le64(im.p + at, raw - 1);
+    reseal(&im);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "are not one frame of exactly the declared");
+    free(im.p);
+    /* The frame cut short by one byte (section and table one byte shorter). */
+    {
+        uint8_t *t = (uint8_t *)malloc((size_t)tsize);
+        memcpy(t, good.p + toff, (size_t)tsize - 1);
+        ptwm_store_le64(t + 1, tsize - PTWM_FMT_SECTION_HEAD - 1);
+        im = with_table(&good, t, (size_t)tsize - 1);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "are not one frame of exactly the declared");
+        free(im.p);
+        free(t);
+    }
+    /* Declared sizes over the cap (64 x stored bytes) and under one section. */
+    im = copy(&good);
+    ptwm_store_le64(im.p + at, tsize * PTWM_FMT_PACK_RATIO + 1);
+    reseal(&im);
+    snprintf(msg, sizeof(msg), "file 'damaged.ptwm': packed table declares %llu raw bytes, more than the limit %llu (64 x %llu stored",
+             (unsigned long long)(tsize * 64 + 1), (unsigned long long)(tsize * 64), (unsigned long long)tsize);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, msg);
+    ptwm_store_le64(im.p + at, UINT64_MAX);
+    reseal(&im);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "declares 18446744073709551615 raw bytes, more than the limit");
+    ptwm_store_le64(im.p + at, 3);
+    reseal(&im);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "declares 3 raw bytes, less than one section");
+    free(im.p);
+    /* A packed section followed by another, or after another; one inside one. */
+    {
+        uint8_t *t = (uint8_t *)malloc((size_t)tsize + 64), *z;
+        size_t zcap = ptwm_zstd_bound((size_t)tsize) + 64, zlen = 0;
+        memcpy(t, good.p + toff, (size_t)tsize);
+        t[tsize] = PTWM_SEC_METADATA;
+        ptwm_store_le64(t + tsize + 1, 4);
+        ptwm_store_le32(t + tsize + 9, 0);
+        im = with_table(&good, t, (size_t)tsize + 13);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT,
+                  "file 'damaged.ptwm': a packed table section that is not the whole table");
+        free(im.p);
+        memcpy(t, t + tsize, 13);
+        memcpy(t + 13, good.p + toff, (size_t)tsize);
+        im = with_table(&good, t, (size_t)tsize + 13);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "a packed table section that is not the whole table");
+        free(im.p);
+        /* Pack the packed table once more. */
+        z = (uint8_t *)malloc(zcap);
+        z[0] = PTWM_SEC_PACKED;
+        CHECK(ptwm_zstd_encode(good.p + toff, (size_t)tsize, 3, z + 17, zcap - 17, &zlen) == PTWM_OK);
+        ptwm_store_le64(z + 1, 8 + zlen);
+        ptwm_store_le64(z + 9, tsize);
+        im = with_table(&good, z, zlen + 17);
+        CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "a packed table section that is not the whole table");
+        free(im.p);
+        free(z);
+        free(t);
+    }
+    free(flat.p);
+    free(good.p);
+    /* A table that zstd cannot shrink (its bulk a name of random bytes) is
+     * stored plain. */
+    {
+        uint16_t v[4] = {1, 2, 3, 4}, back[4];
+        uint64_t shape[1] = {4}, state = 5;
+        char name[1001];
+        ptwm_tensor_desc d = {name, PTWM_DTYPE_BF16, 1, shape, v, sizeof(v)};
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        ptwm_reader *r = NULL;
+        void *blob = NULL;
+        size_t len = 0, i;
+        for (i = 0; i < 1000; i++) name[i] = (char)(1 + tu_rand(&state) % 255);
+        name[1000] = 0;
+        CHECK(ptwm_compress_blob(&d, 1, NULL, &p, &blob, &len, &err) == PTWM_OK);
+        im.p = (uint8_t *)blob;
+        im.len = len;
+        CHECK_MSG(blob && im.p[table_offset(&im)] == PTWM_SEC_TENSORS, "tiny table stored as section %u",
+                  blob ? im.p[table_offset(&im)] : 0);
+        CHECK(ptwm_reader_open_memory(blob, len, "tiny", &r, &err) == PTWM_OK);
+        CHECK(r && ptwm_reader_decode(r, 0, back, sizeof(back), &err) == PTWM_OK && memcmp(v, back, 8) == 0);
+        ptwm_reader_close(r);
+        free(blob);
+    }
+}
+
 /* The file reader sees the same damage through pread. */
 static void test_file_damage(void) {
     image good = make_image(1, 1);
@@ -338,7 +488,7 @@ static const char *golden_dir(void) {
 }
 
 /* With PTWM_GOLDEN_WRITE=1 (once per format version, by hand): write the
- * golden files of this version. They are committed and never rewritten. */
+ * golden files of this version (committed; once released, never rewritten). */
 static void golden_write(void) {
     static const int methods[2] = {PTWM_METHOD_MICROSCALE, PTWM_METHOD_HUFFMAN};
     char path[1200];
@@ -456,6 +606,7 @@ int main(void) {
     test_payload_damage();
     test_hash_damage();
     test_structure_damage();
+    test_packed_damage();
     test_file_damage();
     test_golden();
     return tu_finish("test_container_damage");
