@@ -50,19 +50,9 @@ static void test_escape_unit(void) {
 
 static const char *bin;
 static char out_path[1200], err_path[1200];
+/* Run "ptwm ARGS" with stdout and stderr captured; returns the exit status. */
+#define run(...) tu_run_cli(bin, out_path, err_path, __VA_ARGS__)
 
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char args[4096], cmd[8192];
-    va_list ap;
-    int st;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s' </dev/null", bin, args, out_path, err_path);
-    st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* No byte of the captured stream is a control character other than newline,
  * and it holds only valid UTF-8 free of C1 and bidi controls. */

@@ -54,6 +54,11 @@ uint8_t *tu_read_file(const char *path, size_t *len);
 int tu_write_file(const char *path, const void *data, size_t len);
 /* A fresh temporary directory (static buffer); removed by tu_finish. */
 const char *tu_tmpdir(void);
+/* Run "'bin' ARGS" (ARGS formatted like printf) with stdin from /dev/null and
+ * stdout and stderr captured into out_path and err_path; returns the exit
+ * status, or -1 if the program did not exit normally. */
+int tu_run_cli(const char *bin, const char *out_path, const char *err_path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Deterministic PRNG. */
 uint64_t tu_rand(uint64_t *state);
 
