@@ -7,6 +7,9 @@
  *                          when the planes would not beat the raw chunk)
  *                   bit 3: sparse: only nonzero elements are in the planes; a
  *                          bitmap plane marks them
+ *                   bit 4: joint: exponent and top 4 sign:mantissa bits as one
+ *                          symbol plane, the low 4 bits as nibbles, a side
+ *                          plane with the exponent map and escapes
  *   u8 planes P
  *   P entries       u8 stage (0 CONST, 1 HUFFMAN, 2 ZSTD, 4 RANS, 5 IDENTITY),
  *                   varint raw length, varint coded length, [u32 LE CRC32 of
@@ -14,8 +17,10 @@
  *   coded planes    concatenated in entry order; they end exactly at the end
  *
  * Plane order: the transform's planes (plane 0 holds the MICROSCALE residuals
- * when bit 1 is set), then the block-scale plane (bit 1), then a tail plane
- * with the raw_len % width bytes that do not fill an element.
+ * when bit 1 is set, planes 0 and 1 the joint symbols and nibbles when bit 4
+ * is), then the block-scale plane (bit 1) or the side plane (bit 4), the
+ * bitmap (bit 3), then a tail plane with the raw_len % width bytes that do
+ * not fill an element.
  *
  * Scratch buffers are cached per thread (pthread key with a destructor): no
  * global mutable state, and no page-faulting fresh allocation per chunk. */
@@ -34,6 +39,7 @@
 #define FLAG_MICRO 2u
 #define FLAG_RAW 4u
 #define FLAG_SPARSE 8u
+#define FLAG_JOINT 16u
 #define MAX_PLANES (PTWM_MAX_BASE_PLANES + 2)
 #define ENTRY_MAX (1 + 10 + 10 + 4)
 #define HEADER_MAX (2 + MAX_PLANES * ENTRY_MAX)
@@ -138,14 +144,16 @@ typedef struct plane_layout {
     size_t total;  /* elements in the chunk */
     size_t tail, blocks;
     int micro, sparse;
-    unsigned scale_plane, bitmap_plane, tail_plane;
+    size_t side;   /* joint planes: side plane length (0: not joint) */
+    unsigned scale_plane, bitmap_plane, tail_plane, side_plane;
 } plane_layout;
 
-/* Planes, in order: the transform's (n bytes each), the block scales
- * (MICROSCALE), the nonzero bitmap (sparse), the tail. mode < 0: bypassed,
- * one plane of raw bytes. */
+/* Planes, in order: the transform's (n bytes each; joint: plane 1 holds
+ * (n + 1) / 2 nibbles), the block scales (MICROSCALE) or the joint side
+ * plane (`side` bytes, side > 0), the nonzero bitmap (sparse), the tail.
+ * mode < 0: bypassed, one plane of raw bytes. */
 static void layout_make(const ptwm_chain_info *c, size_t raw_len, size_t n, int mode, int micro,
-                        int sparse, plane_layout *L) {
+                        int sparse, size_t side, plane_layout *L) {
     unsigned k;
     memset(L, 0, sizeof(*L));
     if (mode < 0) {
@@ -162,6 +170,13 @@ static void layout_make(const ptwm_chain_info *c, size_t raw_len, size_t n, int 
     for (k = 0; k < c->nplanes; k++) {
         L->len[L->count] = L->n;
         L->setting[L->count++] = k;
+    }
+    if (side) {
+        L->side = side;
+        L->len[1] = L->n / 2 + (L->n & 1);
+        L->side_plane = L->count;
+        L->len[L->count] = side;
+        L->setting[L->count++] = 0;
     }
     if (micro) {
         L->blocks = ptwm_micro_blocks(L->n, c->micro_block);
@@ -296,6 +311,14 @@ static uint8_t method_mask(int method, int8_t *order) {
 /* A plane whose estimate saves less than this fraction is stored raw: coding
  * it would cost time for nothing. */
 #define WORTH_CODING 0.995
+
+/* Joint planes need an exponent of one byte and a whole sign:mantissa byte
+ * above the rest of the mantissa (BF16, F32); shorter runs of elements stay
+ * plain (the joint table would not pay). */
+#define JOINT_MIN 256
+static int joint_ok(const ptwm_chain_info *c) {
+    return c->xform == PTWM_XFORM_SPLIT && c->exp_bits <= 8 && (c->man_bits + 1) % 8 == 0;
+}
 
 /* Pick a stage. A single candidate is used as is; among several, the
  * estimate decides and only the pick is encoded (zstd is tried only when it
@@ -483,7 +506,8 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     unsigned crc_flag = !prm || prm->emit_crc ? FLAG_CRC : 0;
     int zdefault = prm ? prm->zstd_level : 0;
     int micro = 0, sparse = 0, use_planes;
-    uint8_t *scale = NULL;
+    size_t side = 0;
+    uint8_t *scale = NULL, *side_plane = NULL;
     plane_est scale_est;
     ptwm_error e;
 
@@ -497,7 +521,7 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     /* Sparse: with at least 1/16 zero elements, code a bitmap and only the
      * nonzero elements (pruned or padded weights; 36% of one corpus file). */
     {
-        size_t total = raw_len / c.width, need;
+        size_t total = raw_len / c.width, need, joint_at;
         const uint8_t *el = raw;
         uint8_t *bitmap = NULL;
         size_t n = total;
@@ -510,6 +534,9 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         need = c.xform == PTWM_XFORM_BYTES
                    ? 16 /* the raw bytes are the plane */
                    : total * (c.nplanes + 2) + 16 + (sparse ? raw_len + total / 8 + 16 : 0);
+        /* Joint planes go behind everything else: symbols, nibbles, side. */
+        joint_at = need;
+        if (joint_ok(&c)) need += 3 * total + PTWM_JOINT_MAP + 16;
         pb = scratch_need(s, 0, need);
         if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", need);
         if (sparse) {
@@ -543,7 +570,30 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
                 scale_est = ed;
             }
         }
-        layout_make(&c, raw_len, n, 0, micro, sparse, &L);
+        /* Joint exponent + top sign:mantissa bits: kept when they estimate
+         * smaller than the exponent (or its block-relative form) beside the
+         * sign:mantissa plane (raw where coding it would not pay). */
+        if (joint_ok(&c) && n >= JOINT_MIN && !est[0].constant) {
+            uint8_t *jp = pb + joint_at, *nib = jp + n, *sd = nib + n / 2 + 1;
+            size_t sl = ptwm_joint_split(pb, plane[1], n, jp, nib, sd); /* pb: the exponents */
+            plane_est ej = estimate_plane(jp, n);
+            double plain = est[0].bytes + (micro ? scale_est.bytes : 0.0) +
+                           (est[1].bytes < (double)n * WORTH_CODING ? est[1].bytes : (double)n);
+            if (ej.bytes + (double)(n / 2 + (n & 1)) + (double)sl < plain) {
+                micro = 0;
+                side = sl;
+                plane[0] = jp;
+                est[0] = ej;
+                plane[1] = nib;
+                est[1] = estimate_plane(nib, n / 2 + (n & 1));
+                side_plane = sd;
+            }
+        }
+        layout_make(&c, raw_len, n, 0, micro, sparse, side, &L);
+        if (side) {
+            plane[L.side_plane] = side_plane;
+            est[L.side_plane] = estimate_plane(side_plane, side);
+        }
         if (micro) {
             plane[L.scale_plane] = scale;
             est[L.scale_plane] = scale_est;
@@ -596,8 +646,9 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         use_planes = hsize + off < raw_form_size(raw_len, crc_flag != 0);
     }
     if (use_planes) {
-        e = frame(crc_flag | (micro ? FLAG_MICRO : 0) | (sparse ? FLAG_SPARSE : 0), L.count, stage, L.len, coded, cb, off, dst,
-                  cap, out_len, err);
+        e = frame(crc_flag | (micro ? FLAG_MICRO : 0) | (sparse ? FLAG_SPARSE : 0) |
+                      (side ? FLAG_JOINT : 0),
+                  L.count, stage, L.len, coded, cb, off, dst, cap, out_len, err);
     } else {
         /* Planes no smaller than the chunk (noise, or a chain that widens
          * the data): keep the raw bytes. */
@@ -627,8 +678,8 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     uint32_t crc[MAX_PLANES];
     int stage[MAX_PLANES];
     unsigned flags, count;
-    int bypass, sparse, micro;
-    size_t n;
+    int bypass, sparse, micro, joint;
+    size_t n, side = 0;
     ptwm_error e;
 
     if ((!src && src_len) || (!raw && raw_len))
@@ -642,9 +693,14 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     bypass = (flags & FLAG_RAW) != 0;
     sparse = (flags & FLAG_SPARSE) != 0;
     micro = (flags & FLAG_MICRO) != 0;
-    if (flags & ~(FLAG_CRC | FLAG_MICRO | FLAG_RAW | FLAG_SPARSE) ||
-        (bypass && (micro || sparse)))
+    joint = (flags & FLAG_JOINT) != 0;
+    if (flags & ~(FLAG_CRC | FLAG_MICRO | FLAG_RAW | FLAG_SPARSE | FLAG_JOINT) ||
+        (bypass && (micro || sparse || joint)) || (joint && micro))
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload: unknown flags 0x%02x", flags);
+    if (joint && !joint_ok(&c))
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chunk payload: joint exponent planes, but the chain has no split with "
+                         "a one-byte exponent and whole sign:mantissa bytes");
     if (micro && !c.micro_block)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: block-relative exponents, but the chain has no "
@@ -707,7 +763,20 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
                              count ? (unsigned long long)rawl[0] : 0ull, n);
         n = (size_t)rawl[0];
     }
-    layout_make(&c, raw_len, n, bypass ? -1 : 0, micro, sparse, &L);
+    /* Joint: the side plane (after the transform's planes) gives its own
+     * length: the map plus one exponent per escape, checked against the
+     * symbols once they are decoded. */
+    if (joint) {
+        if (count <= c.nplanes || rawl[c.nplanes] < PTWM_JOINT_MAP ||
+            rawl[c.nplanes] - PTWM_JOINT_MAP > n)
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk payload: joint side plane %u of %llu bytes for %zu elements "
+                             "(%d to %zu)",
+                             c.nplanes, count > c.nplanes ? (unsigned long long)rawl[c.nplanes] : 0ull,
+                             n, PTWM_JOINT_MAP, n + PTWM_JOINT_MAP);
+        side = (size_t)rawl[c.nplanes]; /* > 0: marks the layout joint */
+    }
+    layout_make(&c, raw_len, n, bypass ? -1 : 0, micro, sparse, side, &L);
     if (count != L.count)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: %u planes, the chain makes %u for %zu raw bytes", count,
@@ -797,9 +866,12 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     {
         const uint8_t *pl[MAX_PLANES];
         uint8_t *xbuf = NULL, *el = raw;
-        size_t need = (L.micro ? L.n : 0) + (sparse ? L.n * c.width : 0) + 16;
+        size_t need = (L.micro ? L.n : 0) + (L.side ? 2 * L.n : 0) +
+                      (sparse ? L.n * c.width : 0) + 16;
+        size_t esc = 0;
+        int bf16 = c.width == 2 && c.exp_bits == 8 && c.man_bits == 7;
         for (k = 0; k < count; k++) pl[k] = plane[k];
-        if (L.micro || sparse) {
+        if (L.micro || L.side || sparse) {
             xbuf = scratch_need(s, 1, need);
             if (!xbuf) {
                 scratch_trim(s);
@@ -810,9 +882,26 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             ptwm_micro_inverse(plane[0], plane[L.scale_plane], L.n, c.micro_block, xbuf);
             pl[0] = xbuf;
         }
-        if (sparse) el = xbuf + (L.micro ? L.n : 0) + 8;
+        if (L.side && !bf16) {
+            esc = ptwm_joint_merge(plane[0], plane[1], plane[L.side_plane], L.side, L.n, xbuf,
+                                   xbuf + L.n);
+            pl[0] = xbuf;
+            pl[1] = xbuf + L.n;
+        }
+        if (sparse) el = xbuf + (L.micro ? L.n : 0) + (L.side ? 2 * L.n : 0) + 8;
+        if (L.side && bf16)
+            esc = ptwm_joint_merge_bf16(plane[0], plane[1], plane[L.side_plane], L.side, L.n, el);
+        if (L.side && esc != L.side - PTWM_JOINT_MAP) {
+            scratch_trim(s);
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk payload: joint plane 0 has %zu escape symbols, side plane %u "
+                             "holds %zu exponents",
+                             esc, L.side_plane, L.side - PTWM_JOINT_MAP);
+        }
         if (bypass) {
             if (raw_len && pl[0] != raw) memcpy(raw, pl[0], raw_len);
+        } else if (L.side && bf16) {
+            /* merged above */
         } else if (c.xform == PTWM_XFORM_SPLIT) {
             ptwm_merge_float(pl, L.n, c.width, c.exp_bits, c.man_bits, el);
         } else if (c.xform == PTWM_XFORM_PLANES) {

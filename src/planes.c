@@ -1,4 +1,5 @@
 /* Float field splits and byte planes (see planes.h). */
+#include "entropy.h"
 #include "planes.h"
 
 /* One element of any geometry: the generic path (F64, FP8 splits, custom
@@ -305,4 +306,165 @@ void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, uns
             }
         }
     }
+}
+
+/* ---- joint exponent + top sign:mantissa bits ------------------------------ */
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#define JOINT_X86 1
+#include <immintrin.h>
+#define JOINT_LD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+#define JOINT_ST128(p, v) _mm_storeu_si128((__m128i *)(void *)(p), v)
+
+/* Symbols j[i..i+16) and their nibbles: the ranks, and the sign:mantissa
+ * bytes (the nibbles unpack into element order). */
+__attribute__((target("ssse3"))) static inline __m128i joint_unpack(const uint8_t *j,
+                                                                    const uint8_t *nib, size_t i,
+                                                                    __m128i *rank) {
+    const __m128i lo4 = _mm_set1_epi8(15);
+    __m128i v = JOINT_LD128(j + i);
+    __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(nib + i / 2));
+    __m128i nb =
+        _mm_unpacklo_epi8(_mm_and_si128(b, lo4), _mm_and_si128(_mm_srli_epi16(b, 4), lo4));
+    *rank = _mm_and_si128(_mm_srli_epi16(v, 4), lo4);
+    return _mm_or_si128(_mm_andnot_si128(lo4, _mm_slli_epi16(v, 4)), nb);
+}
+
+/* 16 elements a step: the map lookup is one byte shuffle (the map has 16
+ * entries with the escape slot). */
+__attribute__((target("ssse3"))) static size_t joint_merge_ssse3(
+    const uint8_t *restrict j, const uint8_t *restrict nib, const uint8_t *map, size_t n,
+    uint8_t *restrict ex, uint8_t *restrict sm) {
+    const __m128i m = JOINT_LD128(map);
+    size_t i;
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m128i r, y = joint_unpack(j, nib, i, &r);
+        JOINT_ST128(ex + i, _mm_shuffle_epi8(m, r));
+        JOINT_ST128(sm + i, y);
+    }
+    return i;
+}
+#endif
+
+/* Index of the first escape symbol in j[i..n), or n. */
+static size_t next_escape(const uint8_t *j, size_t i, size_t n) {
+#ifdef JOINT_X86
+    const __m128i top = _mm_set1_epi8((char)(PTWM_JOINT_MAP << 4));
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = JOINT_LD128(j + i);
+        unsigned mk = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(v, top), v));
+        if (mk) return i + (size_t)__builtin_ctz(mk);
+    }
+#endif
+    for (; i < n; i++)
+        if (j[i] >= PTWM_JOINT_MAP << 4) return i;
+    return n;
+}
+
+size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n,
+                        uint8_t *restrict j, uint8_t *restrict nib, uint8_t *restrict side) {
+    uint64_t cnt[256];
+    size_t i, ne = PTWM_JOINT_MAP;
+    uint8_t rank[256];
+    unsigned r, s;
+    ptwm_histogram(ex, n, cnt);
+    memset(rank, PTWM_JOINT_MAP, sizeof(rank));
+    /* The most frequent exponents, ties to the smaller value; unused map
+     * entries repeat the last pick (never produced: decoders accept them). */
+    for (r = 0; r < PTWM_JOINT_MAP; r++) {
+        unsigned best = 256;
+        for (s = 0; s < 256; s++)
+            if (rank[s] == PTWM_JOINT_MAP && cnt[s] && (best == 256 || cnt[s] > cnt[best]))
+                best = s;
+        if (best == 256) {
+            side[r] = r ? side[r - 1] : 0;
+            continue;
+        }
+        rank[best] = (uint8_t)r;
+        side[r] = (uint8_t)best;
+    }
+    for (i = 0; i < n; i++) j[i] = (uint8_t)(rank[ex[i]] << 4 | sm[i] >> 4);
+    for (i = next_escape(j, 0, n); i < n; i = next_escape(j, i + 1, n)) side[ne++] = ex[i];
+    for (i = 0; i < n / 2; i++) nib[i] = (uint8_t)((sm[2 * i] & 15) | (sm[2 * i + 1] & 15) << 4);
+    if (n & 1) nib[n / 2] = (uint8_t)(sm[n - 1] & 15);
+    return ne;
+}
+
+/* Writes the escaped exponents of j[0..n) through put (at most `avail`), and
+ * returns how many escapes there are. */
+static size_t joint_escapes(const uint8_t *j, size_t n, const uint8_t *esc, size_t avail,
+                            uint8_t *dst, unsigned stride, int bf16) {
+    size_t i, c = 0;
+    for (i = next_escape(j, 0, n); i < n; i = next_escape(j, i + 1, n), c++) {
+        unsigned e;
+        if (c >= avail) continue;
+        e = esc[c];
+        if (bf16) {
+            dst[2 * i] = (uint8_t)((dst[2 * i] & 0x7f) | (e & 1) << 7);
+            dst[2 * i + 1] = (uint8_t)((dst[2 * i + 1] & 0x80) | e >> 1);
+        } else {
+            dst[i * stride] = (uint8_t)e;
+        }
+    }
+    return c;
+}
+
+#ifdef JOINT_X86
+/* BF16 straight to the elements: low byte = exponent bit 0 : mantissa[6..0],
+ * high byte = sign : exponent[7..1], the exponent parts from two shuffles. */
+__attribute__((target("ssse3"))) static size_t joint_bf16_ssse3(
+    const uint8_t *restrict j, const uint8_t *restrict nib, const uint8_t *mlo,
+    const uint8_t *mhi, size_t n, uint8_t *restrict dst) {
+    const __m128i lo = JOINT_LD128(mlo), hi = JOINT_LD128(mhi), m7 = _mm_set1_epi8(0x7f);
+    size_t i;
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m128i r, sm = joint_unpack(j, nib, i, &r);
+        __m128i l = _mm_or_si128(_mm_shuffle_epi8(lo, r), _mm_and_si128(sm, m7));
+        __m128i h = _mm_or_si128(_mm_shuffle_epi8(hi, r), _mm_andnot_si128(m7, sm));
+        JOINT_ST128(dst + 2 * i, _mm_unpacklo_epi8(l, h));
+        JOINT_ST128(dst + 2 * i + 16, _mm_unpackhi_epi8(l, h));
+    }
+    return i;
+}
+#endif
+
+size_t ptwm_joint_merge_bf16(const uint8_t *restrict j, const uint8_t *restrict nib,
+                             const uint8_t *restrict side, size_t side_len, size_t n,
+                             uint8_t *restrict dst) {
+    uint8_t mlo[16], mhi[16];
+    size_t i = 0;
+    unsigned r;
+    for (r = 0; r < 16; r++) {
+        unsigned e = r < PTWM_JOINT_MAP ? side[r] : 0;
+        mlo[r] = (uint8_t)((e & 1) << 7);
+        mhi[r] = (uint8_t)(e >> 1);
+    }
+#ifdef JOINT_X86
+    if (__builtin_cpu_supports("ssse3")) i = joint_bf16_ssse3(j, nib, mlo, mhi, n, dst);
+#endif
+    for (; i < n; i++) {
+        unsigned sm = (unsigned)(j[i] << 4 & 0xf0) | ((nib[i / 2] >> (4 * (i & 1))) & 15);
+        dst[2 * i] = (uint8_t)(mlo[j[i] >> 4] | (sm & 0x7f));
+        dst[2 * i + 1] = (uint8_t)(mhi[j[i] >> 4] | (sm & 0x80));
+    }
+    return joint_escapes(j, n, side + PTWM_JOINT_MAP, side_len - PTWM_JOINT_MAP, dst, 2, 1);
+}
+
+size_t ptwm_joint_merge(const uint8_t *restrict j, const uint8_t *restrict nib,
+                      const uint8_t *restrict side, size_t side_len, size_t n,
+                      uint8_t *restrict ex, uint8_t *restrict sm) {
+    uint8_t map[16];
+    size_t i, i0 = 0; /* even: the vector loop stops at a multiple of 16 */
+    memcpy(map, side, PTWM_JOINT_MAP);
+    map[PTWM_JOINT_MAP] = 0;
+#ifdef JOINT_X86
+    if (__builtin_cpu_supports("ssse3")) i0 = joint_merge_ssse3(j, nib, map, n, ex, sm);
+#endif
+    for (i = i0; i + 1 < n; i += 2) {
+        sm[i] = (uint8_t)(j[i] << 4 | (nib[i / 2] & 15));
+        sm[i + 1] = (uint8_t)(j[i + 1] << 4 | nib[i / 2] >> 4);
+    }
+    if (n & 1) sm[n - 1] = (uint8_t)(j[n - 1] << 4 | (nib[n / 2] & 15));
+    for (i = i0; i < n; i++) ex[i] = map[j[i] >> 4];
+    return joint_escapes(j, n, side + PTWM_JOINT_MAP, side_len - PTWM_JOINT_MAP, ex, 1, 0);
 }

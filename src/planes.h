@@ -20,6 +20,27 @@ void ptwm_split_float(const uint8_t *src, size_t n, unsigned width, unsigned e, 
 void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, unsigned e,
                       unsigned m, uint8_t *dst);
 
+/* Joint exponent coding (docs/CHAINS.md, "Joint planes"): the exponent byte
+ * ex[i] and the top 4 bits of the sign:mantissa byte sm[i] become one symbol
+ * j[i] = rank << 4 | sm[i] >> 4, rank = the exponent's index in a map of the
+ * chunk's PTWM_JOINT_MAP most frequent exponents, or PTWM_JOINT_MAP (escape)
+ * with the exponent in esc; the low 4 bits of sm go to a nibble plane (element
+ * 2k in the low half of byte k). side = map[PTWM_JOINT_MAP] then the escaped
+ * exponents in element order; ptwm_joint_split returns the side length and
+ * needs room for PTWM_JOINT_MAP + n side bytes and (n + 1) / 2 nibbles. */
+#define PTWM_JOINT_MAP 15
+size_t ptwm_joint_split(const uint8_t *ex, const uint8_t *sm, size_t n, uint8_t *j,
+                        uint8_t *nib, uint8_t *side);
+/* Inverse into ex[n] and sm[n] (any bytes give some output). side_len >=
+ * PTWM_JOINT_MAP; escapes past the side plane's exponents are left at 0.
+ * Returns the number of escape symbols in j: the caller checks it against
+ * side_len - PTWM_JOINT_MAP. */
+size_t ptwm_joint_merge(const uint8_t *j, const uint8_t *nib, const uint8_t *side,
+                        size_t side_len, size_t n, uint8_t *ex, uint8_t *sm);
+/* The same straight into n BF16 elements (SPLIT(2, 8, 7) merged). */
+size_t ptwm_joint_merge_bf16(const uint8_t *j, const uint8_t *nib, const uint8_t *side,
+                             size_t side_len, size_t n, uint8_t *dst);
+
 /* Byte k of each element into plane k (k = 0 is the least significant). */
 void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes);
 void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst);

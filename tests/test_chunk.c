@@ -356,6 +356,117 @@ static void test_sparse(void) {
     free(enc);
 }
 
+/* Float values whose top mantissa bits mostly follow the exponent (what
+ * joint planes capture, strongly), with random low bits and sign; one in 200
+ * has an exponent far out (escapes from the map of 15). */
+static void fill_joint(uint8_t *buf, size_t count, int f32, uint64_t *rng) {
+    size_t k;
+    for (k = 0; k < count; k++) {
+        uint32_t e = 120 + (uint32_t)(tu_rand(rng) % 6), top = e & 7, u;
+        if (tu_rand(rng) % 4 == 0) top = (uint32_t)tu_rand(rng) & 7;
+        if (tu_rand(rng) % 200 == 0) e = 40 + (uint32_t)(tu_rand(rng) % 60);
+        u = (uint32_t)(tu_rand(rng) & 0x800fffffu) | e << 23 | top << 20;
+        if (f32)
+            ptwm_store_le32(buf + 4 * k, u);
+        else
+            ptwm_store_le16(buf + 2 * k, (uint16_t)(u >> 16));
+    }
+}
+
+/* Joint exponent planes: chosen on float-like data, round trips (BF16 fused
+ * path, F32 generic path, odd lengths), and hand-made hostile payloads. */
+static void test_joint(void) {
+    uint8_t buf[4 * 4096], *enc = NULL, dec[128], bad[256];
+    uint8_t chain[PTWM_CHAIN_MAX_BYTES], u8chain[PTWM_CHAIN_MAX_BYTES];
+    size_t clen, u8len, len, k, n = 37, pos;
+    uint64_t rng = 21;
+    ptwm_err err;
+    fill_joint(buf, 4096, 0, &rng);
+    len = round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, buf, 2 * 4096, &enc);
+    CHECK_MSG(enc && (enc[0] & 0x10) && enc[1] == 3, "BF16 joint: flags 0x%02x, %u planes",
+              enc ? enc[0] : 0, enc ? enc[1] : 0);
+    CHECK(len > 0 && len < 2 * 4096 * 7 / 10);
+    free(enc);
+    for (k = 1; k < 40; k += 3) round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, buf, 2 * (300 + k), NULL);
+    fill_joint(buf, 3 * 1024 + 1, 1, &rng);
+    len = round_trip(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, buf, 4 * (3 * 1024 + 1), &enc);
+    CHECK_MSG(enc && (enc[0] & 0x10) && enc[1] == 5, "F32 joint: flags 0x%02x, %u planes",
+              enc ? enc[0] : 0, enc ? enc[1] : 0);
+    free(enc);
+    /* With a third of the elements zero: sparse and joint together. */
+    fill_joint(buf, 4096, 0, &rng);
+    for (k = 0; k < 4096; k += 3) ptwm_store_le16(buf + 2 * k, 0);
+    round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, buf, 2 * 4096, &enc);
+    CHECK_MSG(enc && enc[0] == 0x19, "BF16 sparse joint: flags 0x%02x", enc ? enc[0] : 0);
+    free(enc);
+
+    /* By hand: 37 BF16 elements, every plane IDENTITY: symbols (37), nibbles
+     * (19), side (map of 15 + escapes). Symbol 0x12 = map[1] with sign:mantissa
+     * 0x2_; nibble byte 0x43: element 2k gets 3, element 2k+1 gets 4. */
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain),
+                              &clen, &err) == PTWM_OK);
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_U8, PTWM_METHOD_MICROSCALE, u8chain, sizeof(u8chain),
+                              &u8len, &err) == PTWM_OK);
+#define JOINT_PAYLOAD(side_len)                                                              \
+    do {                                                                                     \
+        pos = 0;                                                                             \
+        bad[pos++] = 0x10;                                                                   \
+        bad[pos++] = 3;                                                                      \
+        bad[pos++] = 5, bad[pos++] = 37, bad[pos++] = 37;                                    \
+        bad[pos++] = 5, bad[pos++] = 19, bad[pos++] = 19;                                    \
+        bad[pos++] = 5, bad[pos++] = (uint8_t)(side_len), bad[pos++] = (uint8_t)(side_len);  \
+        memset(bad + pos, 0x12, 37);                                                         \
+        memset(bad + pos + 37, 0x43, 19);                                                    \
+        for (k = 0; k < (side_len); k++) bad[pos + 56 + k] = (uint8_t)(120 + k);             \
+        pos += 56 + (side_len);                                                              \
+    } while (0)
+#define JOINT_BAD(msg)                                                                     \
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err), &err, \
+              PTWM_ERR_CORRUPT, msg)
+    JOINT_PAYLOAD(15);
+    CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
+    for (k = 0; k < n; k++) {
+        unsigned sm = k & 1 ? 0x24 : 0x23;
+        CHECK_MSG(ptwm_load_le16(dec + 2 * k) == (121u << 7 | sm), "element %zu: %04x", k,
+                  ptwm_load_le16(dec + 2 * k));
+    }
+    /* An escape symbol with its exponent in the side plane. */
+    JOINT_PAYLOAD(16);
+    bad[11 + 36] = 0xF3;
+    bad[11 + 56 + 15] = 200;
+    CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
+    CHECK(ptwm_load_le16(dec + 2 * 36) == (200u << 7 | 0x33));
+    CHECK(ptwm_load_le16(dec + 2 * 35) == (121u << 7 | 0x24));
+    /* The escape without its exponent, an exponent without its escape. */
+    JOINT_PAYLOAD(15);
+    bad[11 + 36] = 0xF3;
+    JOINT_BAD("plane 0 has 1 escape symbols, side plane 2 holds 0 exponents");
+    JOINT_PAYLOAD(17);
+    JOINT_BAD("plane 0 has 0 escape symbols, side plane 2 holds 2 exponents");
+    /* Side plane lengths outside 15..15 + n. */
+    JOINT_PAYLOAD(14);
+    JOINT_BAD("joint side plane 2 of 14 bytes for 37 elements (15 to 52)");
+    JOINT_PAYLOAD(53);
+    JOINT_BAD("joint side plane 2 of 53 bytes");
+    /* Nibble plane of the wrong length; joint with MICROSCALE; joint on a
+     * chain without a float split; too few planes. */
+    JOINT_PAYLOAD(15);
+    bad[6] = bad[7] = 18;
+    JOINT_BAD("plane 1: raw length 18, expected 19");
+    JOINT_PAYLOAD(15);
+    bad[0] = 0x12;
+    JOINT_BAD("unknown flags 0x12");
+    bad[0] = 0x14;
+    JOINT_BAD("unknown flags 0x14");
+    bad[0] = 0x10;
+    CHECK_ERR(ptwm_chunk_decode(u8chain, u8len, PTWM_DTYPE_U8, bad, pos, dec, 2 * n, &err), &err,
+              PTWM_ERR_CORRUPT, "joint exponent planes, but the chain has no split");
+    bad[1] = 2;
+    JOINT_BAD("joint side plane 2 of 0 bytes");
+#undef JOINT_BAD
+#undef JOINT_PAYLOAD
+}
+
 /* Random noise takes the bypassed form and stays within the bound. */
 static void test_bypass(void) {
     size_t n = 10000, k, c;
@@ -435,6 +546,7 @@ int main(void) {
     test_damage();
     test_bypass();
     test_sparse();
+    test_joint();
     test_corpus();
     return tu_finish("test_chunk");
 }
