@@ -334,6 +334,8 @@ typedef struct ptwm_cparams {
 } ptwm_cparams;
 
 #define PTWM_DEFAULT_CHUNK ((uint64_t)1 << 20)
+#define PTWM_MIN_CHUNK ((uint64_t)4096)      /* chunk_size bounds the writer accepts */
+#define PTWM_MAX_CHUNK ((uint64_t)1 << 28)
 #define PTWM_CPARAMS_DEFAULT { PTWM_METHOD_MICROSCALE, 1, 1, 0, 0, 0, NULL, NULL, 0 }
 
 /* Optional per-tensor chains: `count` candidate chain blobs; each chunk is

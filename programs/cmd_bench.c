@@ -77,7 +77,7 @@ static int parse(int argc, char **argv, bench_opts *o, const char ***paths, int 
         } else if ((k = opt_value("bench", argc, argv, &i, "--method", &v)) != 0) {
             if (k < 0 || opt_method("bench", v, &o->p.method) != CLI_OK) return CLI_USAGE;
         } else if ((k = opt_value("bench", argc, argv, &i, "--chunk", &v)) != 0) {
-            if (k < 0 || opt_size("bench", "--chunk", v, &o->p.chunk_size) != CLI_OK) return CLI_USAGE;
+            if (k < 0 || opt_chunk("bench", v, &o->p.chunk_size) != CLI_OK) return CLI_USAGE;
         } else if ((k = opt_value("bench", argc, argv, &i, "--runs", &v)) != 0) {
             char *end;
             long n = k < 0 ? 0 : strtol(v, &end, 10);

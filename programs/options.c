@@ -33,6 +33,16 @@ int opt_size(const char *cmd, const char *name, const char *text, uint64_t *out)
     return CLI_OK;
 }
 
+int opt_chunk(const char *cmd, const char *text, uint64_t *out) {
+    int rc = opt_size(cmd, "--chunk", text, out);
+    if (rc != CLI_OK) return rc;
+    if (*out < PTWM_MIN_CHUNK || *out > PTWM_MAX_CHUNK)
+        return cli_usage_error(cmd, "--chunk: %llu bytes is outside %llu (4KiB) to %llu (256MiB)",
+                               (unsigned long long)*out, (unsigned long long)PTWM_MIN_CHUNK,
+                               (unsigned long long)PTWM_MAX_CHUNK);
+    return CLI_OK;
+}
+
 int opt_threads(const char *cmd, const char *text, int *out) {
     char *end;
     long v = strtol(text, &end, 10);
@@ -83,7 +93,7 @@ int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt
         } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--method", &v)) != 0) {
             rc = m < 0 ? CLI_USAGE : opt_method(cmd, v, &a->opt.method);
         } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--chunk", &v)) != 0) {
-            rc = m < 0 ? CLI_USAGE : opt_size(cmd, "--chunk", v, &a->opt.chunk_size);
+            rc = m < 0 ? CLI_USAGE : opt_chunk(cmd, v, &a->opt.chunk_size);
         } else {
             return opt_unexpected(cmd, argv[i]);
         }

@@ -58,8 +58,8 @@
 
 /* Chunk sizes: raw bytes per chunk are a multiple of the granule
  * (32 elements = dtype bits * 4 bytes) and at most this. */
-#define PTWM_FMT_MIN_CHUNK 4096u
-#define PTWM_FMT_MAX_CHUNK ((uint64_t)1 << 28)
+#define PTWM_FMT_MIN_CHUNK ((unsigned)PTWM_MIN_CHUNK)
+#define PTWM_FMT_MAX_CHUNK PTWM_MAX_CHUNK
 
 /* Bytes of one 32-element granule of a dtype (0 for an invalid dtype). */
 PTWM_INLINE uint64_t ptwm_fmt_granule(ptwm_dtype dtype) {

@@ -96,6 +96,11 @@ static void test_usage_errors(const char *file, const char *tmp) {
     CHECK(run("compress '%s' -o '%s/u' --max-shard-size 12XB", file, tmp) == 2 &&
           err_has("--max-shard-size"));
     CHECK(run("compress '%s' -o '%s/u' --threads -3", file, tmp) == 2 && err_has("--threads"));
+    /* A chunk size the writer would refuse is a usage error, said before any work. */
+    CHECK(run("compress '%s' -o '%s/u' --chunk 1", file, tmp) == 2 &&
+          err_has("--chunk: 1 bytes is outside 4096"));
+    CHECK(run("compress '%s' -o '%s/u' --chunk 99TB", file, tmp) == 2 && err_has("256MiB"));
+    CHECK(run("bench '%s' --chunk 1KiB", file) == 2 && err_has("--chunk"));
     CHECK(run("compress '%s' -o '%s/u' --method lzma", file, tmp) == 2 &&
           err_has("unknown method 'lzma'"));
     CHECK(run("compress '%s' extra -o '%s/u'", file, tmp) == 2 &&
