@@ -84,5 +84,7 @@ void ptwm_err_prefix(ptwm_err *err, const char *fmt, ...) PTWM_PRINTF(2, 3);
 void *ptwm_malloc(uint64_t size);
 void *ptwm_calloc(uint64_t n, uint64_t size);
 void *ptwm_realloc(void *p, uint64_t size);
+/* Free an array of n key/value pairs whose strings were malloc'd, and the array. */
+void ptwm_kv_free(ptwm_kv *kv, size_t n);
 
 #endif

@@ -521,11 +521,7 @@ void ptwm_reader_close(ptwm_reader *r) {
     }
     free(r->t);
     free(r->by_name);
-    for (i = 0; i < r->nmeta; i++) {
-        free((char *)r->meta[i].key);
-        free((char *)r->meta[i].value);
-    }
-    free(r->meta);
+    ptwm_kv_free(r->meta, r->nmeta);
     free(r->src_header);
     free(r->src_name);
     free(r->table);

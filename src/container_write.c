@@ -274,11 +274,7 @@ void ptwm_writer_free(ptwm_writer *w) {
         free(w->t[i].chunks);
     }
     free(w->t);
-    for (i = 0; i < w->nmeta; i++) {
-        free((char *)w->meta[i].key);
-        free((char *)w->meta[i].value);
-    }
-    free(w->meta);
+    ptwm_kv_free(w->meta, w->nmeta);
     free(w->src_header);
     free(w->src_name);
     if (w->jobs)
@@ -345,11 +341,7 @@ ptwm_error ptwm_writer_set_metadata(ptwm_writer *w, const ptwm_kv *meta, size_t 
             if (strcmp(meta[i].key, meta[j].key) == 0)
                 return ptwm_fail(err, PTWM_ERR_DUPLICATE, "metadata key '%s' given twice", meta[i].key);
     }
-    for (i = 0; i < w->nmeta; i++) {
-        free((char *)w->meta[i].key);
-        free((char *)w->meta[i].value);
-    }
-    free(w->meta);
+    ptwm_kv_free(w->meta, w->nmeta);
     w->nmeta = 0;
     w->meta = (ptwm_kv *)calloc(n ? n : 1, sizeof(ptwm_kv));
     if (!w->meta) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for metadata");

@@ -106,3 +106,13 @@ void *ptwm_realloc(void *p, uint64_t size) {
     if (size > PTWM_ALLOC_CAP || size > SIZE_MAX) return NULL;
     return realloc(p, size ? (size_t)size : 1);
 }
+
+void ptwm_kv_free(ptwm_kv *kv, size_t n) {
+    size_t i;
+    if (!kv) return;
+    for (i = 0; i < n; i++) {
+        free((char *)kv[i].key);
+        free((char *)kv[i].value);
+    }
+    free(kv);
+}
