@@ -208,7 +208,7 @@ out:
 static int in_child(int kind, const char *a, const char *b, double *mb, double *secs) {
     struct rusage ru;
     int status = 0;
-    double t0 = bc_now();
+    double t0 = bench_now();
     pid_t pid = fork();
     if (pid < 0) return 1;
     if (pid == 0) {
@@ -231,7 +231,7 @@ static int in_child(int kind, const char *a, const char *b, double *mb, double *
         _exit(rc ? 1 : 0);
     }
     if (wait4(pid, &status, 0, &ru) != pid) return 1;
-    *secs = bc_now() - t0;
+    *secs = bench_now() - t0;
     *mb = (double)ru.ru_maxrss / 1024.0;
     return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "entropy.h"
+#include "../programs/bench_time.h"
 
 typedef struct {
     const char *name;
@@ -43,11 +44,6 @@ typedef struct {
     int ok;
 } result;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint8_t *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -116,28 +112,24 @@ static int load_planes(const char *dir, plane *pl, int *count) {
     return 1;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Time `reps` calls; returns seconds per call. */
 static double time_encode(const stage_def *s, const plane *p, uint8_t *enc, size_t cap, int reps) {
-    double t0 = now();
+    double t0 = bench_now();
     size_t len;
     int r;
     for (r = 0; r < reps; r++)
         if (ptwm_entropy_encode(s->stage, s->level, p->data, p->n, enc, cap, &len)) return -1;
-    return (now() - t0) / reps;
+    return (bench_now() - t0) / reps;
 }
 
 static double time_decode(const stage_def *s, const plane *p, const uint8_t *enc, size_t len,
                           uint8_t *dec, int reps) {
-    double t0 = now();
+    double t0 = bench_now();
     int r;
     for (r = 0; r < reps; r++)
         if (ptwm_entropy_decode(s->stage, enc, len, dec, p->n)) return -1;
-    return (now() - t0) / reps;
+    return (bench_now() - t0) / reps;
 }
 
 static result bench_one(const stage_def *s, const plane *p, int runs) {
@@ -165,8 +157,8 @@ static result bench_one(const stage_def *s, const plane *p, int runs) {
         dec_t[r] = time_decode(s, p, enc, len, dec, reps_d);
         if (enc_t[r] < 0 || dec_t[r] < 0) res.ok = 0;
     }
-    qsort(enc_t, (size_t)runs, sizeof(double), cmp_double);
-    qsort(dec_t, (size_t)runs, sizeof(double), cmp_double);
+    qsort(enc_t, (size_t)runs, sizeof(double), bench_cmp_double);
+    qsort(dec_t, (size_t)runs, sizeof(double), bench_cmp_double);
     res.enc_mbs = (double)p->n / enc_t[runs / 2] / 1e6;
     res.dec_mbs = (double)p->n / dec_t[runs / 2] / 1e6;
     /* the output of the last timed decode is the plane again */

@@ -14,17 +14,13 @@
 #include <time.h>
 #include <zstd.h>
 #include "chunk.h"
+#include "../programs/bench_time.h"
 
 typedef struct totals {
     double raw, coded, zcoded;
     double ct, dt, zct, zdt; /* seconds */
 } totals;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void add(totals *a, const totals *b) {
     a->raw += b->raw;
@@ -82,29 +78,29 @@ static int bench_file(const char *path, size_t chunk, int method, const uint8_t 
             for (off = 0; off < ti.nbytes; off += chunk) {
                 size_t n = (size_t)PTWM_MIN((uint64_t)chunk, ti.nbytes - off), out = 0, zn;
                 const uint8_t *src = (const uint8_t *)ti.data + off;
-                double t0 = now(), t1, t2, t3, t4;
+                double t0 = bench_now(), t1, t2, t3, t4;
                 if (ptwm_chunk_encode(chain, clen, ti.dtype, &prm, src, n, enc, cap, &out, &err)) {
                     fprintf(stderr, "%s: %s: %s\n", path, ti.name, err.message);
                     rc = 1;
                     break;
                 }
-                t1 = now();
+                t1 = bench_now();
                 if (ptwm_chunk_decode(chain, clen, ti.dtype, enc, out, dec, n, &err) ||
                     memcmp(dec, src, n) != 0) {
                     fprintf(stderr, "%s: %s: round trip failed: %s\n", path, ti.name, err.message);
                     rc = 1;
                     break;
                 }
-                t2 = now();
+                t2 = bench_now();
                 zn = ZSTD_compressCCtx(zc, zbuf, zcap, src, n, 3);
-                t3 = now();
+                t3 = bench_now();
                 if (ZSTD_isError(zn) ||
                     ZSTD_decompressDCtx(zd, dec, n, zbuf, zn) != n) {
                     fprintf(stderr, "zstd failed\n");
                     rc = 1;
                     break;
                 }
-                t4 = now();
+                t4 = bench_now();
                 ct += t1 - t0;
                 dt += t2 - t1;
                 zct += t3 - t2;

@@ -42,6 +42,7 @@
 #endif
 
 #include "ptwm.h"
+#include "../programs/bench_time.h"
 
 #define MAX_RUNS 31
 #define BLOSC_CLEVEL 5
@@ -54,24 +55,6 @@ static int g_failed;
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n) {
-    double s[MAX_RUNS];
-    if (n <= 0) return 0;
-    memcpy(s, v, (size_t)n * sizeof(double));
-    qsort(s, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-}
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
@@ -546,11 +529,11 @@ static void run_once(const method *m, const group *g, coded *c, uint8_t *out, sc
     /* Poison the output so a decoder that writes nothing cannot pass. */
     poison ^= 0xFF;
     memset(out, poison, (size_t)g->raw);
-    t0 = now_s();
+    t0 = bench_now();
     rc = m->kind == K_PTWM ? ptwm_do_compress(m, g, c) : peer_compress(m, g, c, sc);
-    t1 = now_s();
+    t1 = bench_now();
     if (!rc) rc = m->kind == K_PTWM ? ptwm_do_decompress(m, g, c, out) : peer_decompress(m, g, c, out, sc);
-    t2 = now_s();
+    t2 = bench_now();
     if (!rc && memcmp(out, g->data, (size_t)g->raw) != 0) {
         size_t i = 0;
         while (out[i] == g->data[i]) i++;
@@ -604,8 +587,8 @@ static void measure_group(const char *file, const group *g, const method *ms, si
         res.m = &ms[i];
         res.raw = g->raw;
         res.coded = t[i].coded;
-        res.c_s = median(t[i].c, t[i].n);
-        res.d_s = median(t[i].d, t[i].n);
+        res.c_s = bench_median(t[i].c, t[i].n);
+        res.d_s = bench_median(t[i].d, t[i].n);
         res.runs = t[i].n;
         res_add(&res);
         snprintf(note, sizeof(note), "round trip checked %d/%d", t[i].n, t[i].n);
@@ -905,8 +888,8 @@ static void scale(const char *list, input *ins, size_t nin, int runs) {
             double cs, ds;
             char note[64];
             if (t[i].failed || !t[i].n) continue;
-            cs = median(t[i].c, t[i].n);
-            ds = median(t[i].d, t[i].n);
+            cs = bench_median(t[i].c, t[i].n);
+            ds = bench_median(t[i].d, t[i].n);
             snprintf(note, sizeof(note), "in memory; round trip checked %d/%d", t[i].n, t[i].n);
             csv_row("scale_mem", file, ptwm_dtype_name(g.dtype), ms[i].label, ms[i].level, ms[i].threads,
                     g.raw, t[i].coded, cs, ds, 0, t[i].n, note);

@@ -9,24 +9,10 @@
 #include <string.h>
 #include <time.h>
 #include "ptwm.h"
+#include "../programs/bench_time.h"
 
 #define RUNS 21
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    return t[n / 2];
-}
 
 static int bench_file(const char *dir, const char *name) {
     char path[1024];
@@ -62,24 +48,24 @@ static int bench_file(const char *dir, const char *name) {
     memset(b, 2, count * 4);
     memset(dst, 0, count * 4);
     for (r = 0; r < RUNS; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         if (ptwm_load_layout(s, e, n, PTWM_CONVERT_FLOAT, dst, count, &err)) {
             fprintf(stderr, "%s\n", err.message);
             return 1;
         }
-        t_load[r] = now() - t0;
-        t0 = now();
+        t_load[r] = bench_now() - t0;
+        t0 = bench_now();
         memcpy(b, a, src_bytes);
-        t_cpy[r] = now() - t0;
-        t0 = now();
+        t_cpy[r] = bench_now() - t0;
+        t0 = bench_now();
         memcpy(b, a, count * 4);
-        t_cpy_out[r] = now() - t0;
+        t_cpy_out[r] = bench_now() - t0;
         a[r] ^= b[count * 4 - 1 - r];  /* keep the copies observable */
     }
     {
-        double gl = (double)src_bytes / median(t_load, RUNS) / 1e9;
-        double gc = (double)src_bytes / median(t_cpy, RUNS) / 1e9;
-        double go = (double)src_bytes / median(t_cpy_out, RUNS) / 1e9;
+        double gl = (double)src_bytes / bench_median(t_load, RUNS) / 1e9;
+        double gc = (double)src_bytes / bench_median(t_cpy, RUNS) / 1e9;
+        double go = (double)src_bytes / bench_median(t_cpy_out, RUNS) / 1e9;
         printf("%-36s %8.2f MB  load %6.2f GB/s  memcpy(src) %6.2f GB/s  "
                "memcpy(dst size) %6.2f GB/s  load/memcpy %.2f\n",
                name, (double)src_bytes / 1e6, gl, gc, go, gl / gc);

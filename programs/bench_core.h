@@ -12,6 +12,7 @@
 #include <zstd.h>
 
 #include "ptwm.h"
+#include "bench_time.h"
 
 /* The tensors of one file, grouped by dtype: one set per dtype present. */
 typedef struct bc_set {
@@ -46,21 +47,6 @@ static ptwm_error bc_fail(ptwm_err *err, ptwm_error code, const char *what) {
     return code;
 }
 
-static double bc_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int bc_cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double bc_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), bc_cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void bc_file_free(bc_file *f) {
     size_t i;
@@ -203,13 +189,13 @@ static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int ru
         void *blob = NULL;
         size_t len = 0;
         ptwm_reader *rd = NULL;
-        double t0 = bc_now();
+        double t0 = bench_now();
         if ((rc = ptwm_compress_blob(s->d, s->n, NULL, params, &blob, &len, err))) break;
-        tc[r] = bc_now() - t0;
+        tc[r] = bench_now() - t0;
         out->coded = len;
         if (zlevel) {
             uint64_t total = 0;
-            t0 = bc_now();
+            t0 = bench_now();
             for (i = 0; i < s->n; i++) {
                 size_t z = ZSTD_compressCCtx(cctx, zbuf, zcap, s->d[i].data, (size_t)s->d[i].nbytes, zlevel);
                 if (ZSTD_isError(z)) {
@@ -218,15 +204,15 @@ static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int ru
                 }
                 total += z;
             }
-            zc[r] = bc_now() - t0;
+            zc[r] = bench_now() - t0;
             out->zcoded = total;
         }
         /* Decode every tensor in one call, so chunks of small tensors share the threads. */
-        t0 = bc_now();
+        t0 = bench_now();
         if (!rc) rc = ptwm_reader_open_memory(blob, len, "bench", &rd, err);
         if (!rc) ptwm_reader_set_threads(rd, params->threads);
         if (!rc) rc = ptwm_reader_decode_many(rd, idx, (void *const *)dsts, sizes, s->n, err);
-        td[r] = bc_now() - t0;
+        td[r] = bench_now() - t0;
         for (i = 0; i < s->n && !rc && r == 0; i++)
             if (memcmp(dsts[i], s->d[i].data, sizes[i]) != 0)
                 rc = bc_fail(err, PTWM_ERR_MISMATCH, "round trip: decoded bytes differ");
@@ -236,20 +222,20 @@ static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int ru
             double zt = 0;
             for (i = 0; i < s->n && !rc; i++) {
                 size_t z = ZSTD_compressCCtx(cctx, zbuf, zcap, s->d[i].data, (size_t)s->d[i].nbytes, zlevel), got;
-                t0 = bc_now();
+                t0 = bench_now();
                 got = ZSTD_decompressDCtx(dctx, buf, maxn, zbuf, z);
-                zt += bc_now() - t0;
+                zt += bench_now() - t0;
                 if (got != s->d[i].nbytes) rc = bc_fail(err, PTWM_ERR_MISMATCH, "zstd round trip failed");
             }
             zd[r] = zt;
         }
     }
     if (!rc) {
-        out->c_s = bc_median(tc, runs);
-        out->d_s = bc_median(td, runs);
+        out->c_s = bench_median(tc, runs);
+        out->d_s = bench_median(td, runs);
         if (zlevel) {
-            out->zc_s = bc_median(zc, runs);
-            out->zd_s = bc_median(zd, runs);
+            out->zc_s = bench_median(zc, runs);
+            out->zd_s = bench_median(zd, runs);
         }
     }
 out:
