@@ -16,8 +16,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "== inspect"
-"$ptwm" inspect "$src" | grep '^total'
-"$ptwm" inspect "$src" | head -n 4
+listing=$("$ptwm" inspect "$src")
+grep '^total' <<< "$listing"
+head -n 4 <<< "$listing"
 echo "== compress"
 "$ptwm" compress "$src" -o "$work/packed"
 echo "== decompress"
