@@ -252,17 +252,23 @@ typedef struct plane_est {
     double entropy;    /* ideal order-0 bytes, no table */
     unsigned distinct; /* symbols seen */
     int constant;      /* every byte equal (checked exactly) */
+    int exact;         /* hist counts every byte */
+    uint32_t hist[256];
 } plane_est;
 
 static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
-    uint32_t hist[256];
     plane_est e;
+    uint32_t *hist = e.hist;
     size_t seen;
     int s;
     e.bytes = e.entropy = 0.0;
     e.distinct = 0;
     e.constant = 0;
-    if (n == 0) return e;
+    e.exact = step == 1;
+    if (n == 0) {
+        memset(e.hist, 0, sizeof(e.hist));
+        return e;
+    }
     histogram(src, n, step, hist);
     seen = (n + step - 1) / step;
     for (s = 0; s < 256; s++) {
@@ -362,9 +368,12 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
  * a symbol, the 16-byte jump table). The estimate is exact (every byte
  * counted) on planes of at most SAMPLE_ABOVE bytes; a byte of slack covers
  * rounding. */
-static int huf_may_beat(const plane_est *e, size_t coded) {
+static int huf_may_beat(const plane_est *e, size_t len, size_t coded) {
     if (coded == SIZE_MAX) return 1;
-    return e->entropy + 3.0 + 16.0 + (double)e->distinct / 2.0 - 1.0 < (double)coded;
+    if (e->entropy + 3.0 + 16.0 + (double)e->distinct / 2.0 - 1.0 >= (double)coded) return 0;
+    /* From exact counts, the code lengths give the size to within 3 bytes
+     * without running the encoder. */
+    return !e->exact || ptwm_huf_size_floor(e->hist, len) < coded;
 }
 
 /* Whether the picked order-0 stage could code smaller than `coded` bytes: it
@@ -434,7 +443,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
          * state costs make the call close (on large planes rANS won every
          * time on the corpus). */
         if (p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
-            len <= SECOND_TRY_SMALL && huf_may_beat(est, *coded))
+            len <= SECOND_TRY_SMALL && huf_may_beat(est, len, *coded))
             try_other(PTWM_METHOD_HUFFMAN, 0, src, len, out, cap, &best, coded);
         if (*coded < len) {
             *stage = best;
@@ -509,6 +518,7 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     size_t side = 0;
     uint8_t *scale = NULL, *side_plane = NULL;
     plane_est scale_est;
+    uint32_t ex_hist[256];
     ptwm_error e;
 
     if (!out_len || (!raw && raw_len) || (!dst && cap))
@@ -553,6 +563,8 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         else
             plane[0] = (uint8_t *)(uintptr_t)raw; /* BYTES: the raw bytes are the plane */
         for (k = 0; k < c.nplanes; k++) est[k] = estimate_plane(plane[k], n);
+        /* The exponents' (sampled) counts pick the joint map below. */
+        if (joint_ok(&c)) memcpy(ex_hist, est[0].hist, sizeof(ex_hist));
 
         /* MICROSCALE: keep block-relative exponents when they estimate smaller. */
         if (c.micro_block && n >= 2 * (size_t)c.micro_block && !est[0].constant) {
@@ -575,7 +587,7 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
          * sign:mantissa plane (raw where coding it would not pay). */
         if (joint_ok(&c) && n >= JOINT_MIN && !est[0].constant) {
             uint8_t *jp = pb + joint_at, *nib = jp + n, *sd = nib + n / 2 + 1;
-            size_t sl = ptwm_joint_split(pb, plane[1], n, jp, nib, sd); /* pb: the exponents */
+            size_t sl = ptwm_joint_split(pb, plane[1], n, ex_hist, jp, nib, sd); /* pb: the exponents */
             plane_est ej = estimate_plane(jp, n);
             double plain = est[0].bytes + (micro ? scale_est.bytes : 0.0) +
                            (est[1].bytes < (double)n * WORTH_CODING ? est[1].bytes : (double)n);

@@ -193,7 +193,9 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     w->nworkers = ptwm_threads_resolve(w->p.threads);
     /* Enough jobs per thread that a thread never waits for the writer. */
     w->borrow = borrow;
-    w->window = (borrow ? 8 : 3) * (size_t)w->nworkers + 2;
+    /* One thread codes each job as it waits for it: one slot, reused while
+     * it is warm in cache, is all it needs. */
+    w->window = w->nworkers == 1 ? 1 : (borrow ? 8 : 3) * (size_t)w->nworkers + 2;
     w->jobs = (wjob *)calloc(w->window, sizeof(wjob));
     w->scratch = (uint8_t **)calloc(w->nworkers, sizeof(uint8_t *));
     if (!w->jobs || !w->scratch) goto nomem;

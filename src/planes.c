@@ -361,13 +361,45 @@ static size_t next_escape(const uint8_t *j, size_t i, size_t n) {
     return n;
 }
 
+#ifdef JOINT_X86
+/* 64 elements a step: the 256-entry rank lookup is two two-table byte
+ * permutes (128 entries each) blended on the index's top bit; the nibbles
+ * pack as 16-bit lanes narrowed to bytes. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static size_t joint_split_vbmi(
+    const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n, const uint8_t rank[256],
+    uint8_t *restrict j, uint8_t *restrict nib) {
+    const __m512i r0 = _mm512_loadu_si512(rank), r1 = _mm512_loadu_si512(rank + 64);
+    const __m512i r2 = _mm512_loadu_si512(rank + 128), r3 = _mm512_loadu_si512(rank + 192);
+    const __m512i lo4 = _mm512_set1_epi8(15), hi4 = _mm512_set1_epi8((char)0xf0);
+    const __m512i w_lo = _mm512_set1_epi16(0x000f), w_hi = _mm512_set1_epi16(0x00f0);
+    size_t i;
+    for (i = 0; i + 64 <= n; i += 64) {
+        __m512i e = _mm512_loadu_si512(ex + i), s = _mm512_loadu_si512(sm + i);
+        __m512i rk = _mm512_mask_blend_epi8(_mm512_movepi8_mask(e),
+                                            _mm512_permutex2var_epi8(r0, e, r1),
+                                            _mm512_permutex2var_epi8(r2, e, r3));
+        __m512i w = _mm512_or_si512(_mm512_and_si512(s, w_lo),
+                                    _mm512_and_si512(_mm512_srli_epi16(s, 4), w_hi));
+        _mm512_storeu_si512(j + i, _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi16(rk, 4), hi4),
+                                                   _mm512_and_si512(_mm512_srli_epi16(s, 4), lo4)));
+        _mm256_storeu_si256((__m256i *)(void *)(nib + i / 2), _mm512_cvtepi16_epi8(w));
+    }
+    return i;
+}
+#endif
+
 size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n,
-                        uint8_t *restrict j, uint8_t *restrict nib, uint8_t *restrict side) {
+                        const uint32_t *ex_hist, uint8_t *restrict j, uint8_t *restrict nib,
+                        uint8_t *restrict side) {
     uint64_t cnt[256];
-    size_t i, ne = PTWM_JOINT_MAP;
+    size_t i, i0 = 0, ne = PTWM_JOINT_MAP;
     uint8_t rank[256];
     unsigned r, s;
-    ptwm_histogram(ex, n, cnt);
+    if (ex_hist) {
+        for (s = 0; s < 256; s++) cnt[s] = ex_hist[s];
+    } else {
+        ptwm_histogram(ex, n, cnt);
+    }
     memset(rank, PTWM_JOINT_MAP, sizeof(rank));
     /* The most frequent exponents, ties to the smaller value; unused map
      * entries repeat the last pick (never produced: decoders accept them). */
@@ -383,9 +415,13 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
         rank[best] = (uint8_t)r;
         side[r] = (uint8_t)best;
     }
-    for (i = 0; i < n; i++) j[i] = (uint8_t)(rank[ex[i]] << 4 | sm[i] >> 4);
+#ifdef JOINT_X86
+    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi"))
+        i0 = joint_split_vbmi(ex, sm, n, rank, j, nib); /* even: a multiple of 64 */
+#endif
+    for (i = i0; i < n; i++) j[i] = (uint8_t)(rank[ex[i]] << 4 | sm[i] >> 4);
     for (i = next_escape(j, 0, n); i < n; i = next_escape(j, i + 1, n)) side[ne++] = ex[i];
-    for (i = 0; i < n / 2; i++) nib[i] = (uint8_t)((sm[2 * i] & 15) | (sm[2 * i + 1] & 15) << 4);
+    for (i = i0 / 2; i < n / 2; i++) nib[i] = (uint8_t)((sm[2 * i] & 15) | (sm[2 * i + 1] & 15) << 4);
     if (n & 1) nib[n / 2] = (uint8_t)(sm[n - 1] & 15);
     return ne;
 }

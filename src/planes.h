@@ -27,10 +27,12 @@ void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, un
  * with the exponent in esc; the low 4 bits of sm go to a nibble plane (element
  * 2k in the low half of byte k). side = map[PTWM_JOINT_MAP] then the escaped
  * exponents in element order; ptwm_joint_split returns the side length and
- * needs room for PTWM_JOINT_MAP + n side bytes and (n + 1) / 2 nibbles. */
+ * needs room for PTWM_JOINT_MAP + n side bytes and (n + 1) / 2 nibbles.
+ * The map comes from ex_hist (counts of the exponents, or of a sample of
+ * them: any counts give a valid split) or, if NULL, from counting ex. */
 #define PTWM_JOINT_MAP 15
-size_t ptwm_joint_split(const uint8_t *ex, const uint8_t *sm, size_t n, uint8_t *j,
-                        uint8_t *nib, uint8_t *side);
+size_t ptwm_joint_split(const uint8_t *ex, const uint8_t *sm, size_t n, const uint32_t *ex_hist,
+                        uint8_t *j, uint8_t *nib, uint8_t *side);
 /* Inverse into ex[n] and sm[n] (any bytes give some output). side_len >=
  * PTWM_JOINT_MAP; escapes past the side plane's exponents are left at 0.
  * Returns the number of escape symbols in j: the caller checks it against

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "chain.h"
 #include "chunk.h"
+#include "planes.h"
 #include "testutil.h"
 
 static const int methods[] = {PTWM_METHOD_HUFFMAN, PTWM_METHOD_ZSTD, PTWM_METHOD_MICROSCALE,
@@ -468,6 +469,49 @@ static void test_joint(void) {
 }
 
 /* Random noise takes the bypassed form and stays within the bound. */
+/* ptwm_joint_split against the definition in planes.h, element by element,
+ * at lengths around the vector width (64) and with a map from sampled counts
+ * (where exponents missing from the sample must escape). */
+static void test_joint_split_reference(void) {
+    static const size_t lens[] = {1, 2, 63, 64, 65, 127, 128, 129, 1000, 4096, 4097};
+    uint64_t rng = 0x5eed;
+    size_t li;
+    for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+        size_t n = lens[li], i, ne, esc = 0;
+        uint8_t *ex = (uint8_t *)malloc(n), *sm = (uint8_t *)malloc(n), *j = (uint8_t *)malloc(n);
+        uint8_t *nib = (uint8_t *)malloc(n / 2 + 1), *side = (uint8_t *)malloc(n + PTWM_JOINT_MAP);
+        uint32_t hist[256];
+        int sampled;
+        for (i = 0; i < n; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            /* ~20 common exponents, some rare ones across the whole byte range */
+            ex[i] = (uint8_t)((rng >> 60) < 14 ? 110 + (rng >> 33) % 20 : (rng >> 24) & 0xff);
+            sm[i] = (uint8_t)(rng >> 40);
+        }
+        for (sampled = 0; sampled < 2; sampled++) {
+            uint8_t rank[256];
+            memset(hist, 0, sizeof(hist));
+            for (i = 0; i < n; i += sampled ? 8 : 1) hist[ex[i]]++;
+            ne = ptwm_joint_split(ex, sm, n, hist, j, nib, side);
+            memset(rank, PTWM_JOINT_MAP, sizeof(rank));
+            for (i = 0; i < PTWM_JOINT_MAP; i++)
+                if (hist[side[i]] && rank[side[i]] == PTWM_JOINT_MAP) rank[side[i]] = (uint8_t)i;
+            esc = PTWM_JOINT_MAP;
+            for (i = 0; i < n; i++) {
+                unsigned want = (unsigned)(rank[ex[i]] << 4 | sm[i] >> 4);
+                unsigned wn = (nib[i / 2] >> (4 * (i & 1))) & 15;
+                if (j[i] != want || wn != (sm[i] & 15u)) break;
+                if (rank[ex[i]] == PTWM_JOINT_MAP && side[esc++] != ex[i]) break;
+            }
+            CHECK_MSG(i == n && ne == esc,
+                      "joint split of %zu elements (%s counts): element %zu differs, %zu side "
+                      "bytes, expected %zu",
+                      n, sampled ? "sampled" : "exact", i, ne, esc);
+        }
+        free(ex), free(sm), free(j), free(nib), free(side);
+    }
+}
+
 static void test_bypass(void) {
     size_t n = 10000, k, c;
     uint8_t *buf = malloc(n);
@@ -547,6 +591,7 @@ int main(void) {
     test_bypass();
     test_sparse();
     test_joint();
+    test_joint_split_reference();
     test_corpus();
     return tu_finish("test_chunk");
 }
