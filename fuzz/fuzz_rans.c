@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ptwm_error rc;
     if (size < 3) return 0;
     order = (int)((data[0] & 0x7f) % 3) - 1;
-    ptwm_rans_force_scalar(data[0] & 0x80); /* both decoders */
+    ptwm_rans_limit_isa(data[0] >> 6); /* every rANS decoder: scalar, AVX2, AVX-512 */
     want = (size_t)data[1] | ((size_t)data[2] << 8);
     payload = data + 3;
     n = size - 3;

@@ -399,6 +399,28 @@ static void build_dtab(const uint32_t freq[256], unsigned prec, uint32_t *tab, u
     }
 }
 
+/* Packed decode table for prec <= RANS_PACK_PREC: the symbol in the top
+ * byte, frequency and slot - cum in 12 bits each (a one-symbol table, f =
+ * 2^12, does not fit: dtab_packs). */
+#define RANS_PACK_PREC 12
+static int dtab_packs(const uint32_t freq[256], unsigned prec) {
+    int s;
+    if (prec > RANS_PACK_PREC) return 0;
+    for (s = 0; s < 256; s++)
+        if (freq[s] >> RANS_PACK_PREC) return 0;
+    return 1;
+}
+
+static void build_dtab_packed(const uint32_t freq[256], uint32_t *tab) {
+    uint32_t cum = 0;
+    int s;
+    for (s = 0; s < 256; s++) {
+        uint32_t f = freq[s], k;
+        for (k = 0; k < f; k++) tab[cum + k] = (uint32_t)s << 24 | f << 12 | k;
+        cum += f;
+    }
+}
+
 /* ------------------------------------------------------------------------- */
 /* Encoder                                                                    */
 
@@ -791,8 +813,10 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     for (prec = 10; prec <= hi; prec++) {
         double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
         /* A higher precision must earn its bigger (slower: past 2^13 slots
-         * the table leaves L1) decode table: 0.1% per bit. */
-        if (!best.prec || e < best.est * 0.999) {
+         * the table leaves L1) decode table: 0.1% per bit, and 0.3% past
+         * RANS_PACK_PREC, where the AVX-512 decoder needs two gathers a
+         * step instead of one (measured ~6% slower). */
+        if (!best.prec || e < best.est * (prec > RANS_PACK_PREC ? 0.997 : 0.999)) {
             best.prec = prec;
             best.est = e;
         }
@@ -997,21 +1021,30 @@ static void rans_lanes_init(void) {
     }
 }
 
-static int rans_scalar_only; /* ptwm_rans_force_scalar */
+static int rans_isa_cap = PTWM_RANS_ISA_BEST; /* ptwm_rans_limit_isa */
 
-/* Checked once; the table is built before any vector loop can use it. */
-static int rans_have_avx2(void) {
+/* The best instruction set this CPU has (checked once; the lane table is
+ * built before any vector loop can use it): 2 AVX-512 (F, BW), 1 AVX2, 0. */
+static int rans_isa_detect(void) {
     static int have = -1;
     int h = __atomic_load_n(&have, __ATOMIC_ACQUIRE);
     if (h < 0) {
         h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
         if (h) pthread_once(&rans_lanes_once, rans_lanes_init);
+        if (h && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) h = 2;
         __atomic_store_n(&have, h, __ATOMIC_RELEASE);
     }
-    return h && !__atomic_load_n(&rans_scalar_only, __ATOMIC_RELAXED);
+    return h;
 }
 
-void ptwm_rans_force_scalar(int on) { __atomic_store_n(&rans_scalar_only, on != 0, __ATOMIC_RELAXED); }
+static int rans_isa(void) {
+    int h = rans_isa_detect(), cap = __atomic_load_n(&rans_isa_cap, __ATOMIC_RELAXED);
+    return h < cap ? h : cap;
+}
+
+static int rans_have_avx2(void) { return rans_isa() >= 1; }
+
+void ptwm_rans_limit_isa(int isa) { __atomic_store_n(&rans_isa_cap, isa, __ATOMIC_RELAXED); }
 
 /* x = f * (x >> prec) + bias for 8 states from their entries E, then the
  * renormalisation: the lanes below L take the next words in lane order. */
@@ -1083,9 +1116,95 @@ decode_o0_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec, const uin
     *pp = p;
     return i;
 }
+
+/* AVX-512: the 32 states in two vectors of 16. The renormalisation words go
+ * to the needing lanes in lane order by an expand, so no lane table. */
+#define RANS_AVX512_RENORM(X)                                                                   \
+    do {                                                                                        \
+        __mmask16 k_ = _mm512_cmplt_epu32_mask(X, lim);                                         \
+        __m512i w_ = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)); \
+        X = _mm512_mask_or_epi32(X, k_, _mm512_slli_epi32(X, 16), _mm512_maskz_expand_epi32(k_, w_)); \
+        p += 2 * (unsigned)__builtin_popcount(k_);                                              \
+    } while (0)
+
+/* Split table: two gathers (entry, symbol) per 16 symbols. */
+#define RANS_AVX512_STEP(X, OUT)                                                                \
+    do {                                                                                        \
+        __m512i slot_ = _mm512_and_si512(X, slot_mask);                                         \
+        __m512i e_ = _mm512_i32gather_epi32(slot_, (const void *)tab, 4);                       \
+        __m512i s_ = _mm512_i32gather_epi32(slot_, (const void *)sym, 1);                       \
+        X = _mm512_add_epi32(                                                                   \
+            _mm512_mullo_epi32(_mm512_srli_epi32(e_, 16), _mm512_srl_epi32(X, shift)),          \
+            _mm512_and_si512(e_, low16));                                                       \
+        RANS_AVX512_RENORM(X);                                                                  \
+        _mm_storeu_si128((__m128i *)(void *)(OUT), _mm512_cvtepi32_epi8(s_));                   \
+    } while (0)
+
+/* Packed table: one gather per 16 symbols. */
+#define RANS_AVX512_STEP_PACKED(X, OUT)                                                         \
+    do {                                                                                        \
+        __m512i e_ = _mm512_i32gather_epi32(_mm512_and_si512(X, slot_mask), (const void *)tab, 4); \
+        X = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(e_, 12), m12), \
+                                                _mm512_srl_epi32(X, shift)),                    \
+                             _mm512_and_si512(e_, m12));                                        \
+        RANS_AVX512_RENORM(X);                                                                  \
+        _mm_storeu_si128((__m128i *)(void *)(OUT), _mm512_cvtepi32_epi8(_mm512_srli_epi32(e_, 24))); \
+    } while (0)
+
+/* Both loops: rounds of 32 symbols while a round's 64 bytes of words are
+ * there (each step loads 32 bytes at p, p moves at most 32 in between);
+ * return how many symbols they decoded and advance *pp. sym (split table)
+ * has 3 bytes of slack as for the AVX2 loop; tab == packed when sym is NULL. */
+__attribute__((target("avx512f,avx512bw,popcnt"))) static size_t
+decode_o0_avx512(const uint32_t *tab, const uint8_t *sym, unsigned prec, const uint8_t **pp,
+                 const uint8_t *end, uint32_t x[RANS_O0_STATES], uint8_t *dst, size_t n) {
+    const uint8_t *p = *pp;
+    const __m512i slot_mask = _mm512_set1_epi32((int)((1u << prec) - 1));
+    const __m512i low16 = _mm512_set1_epi32(0xffff), lim = _mm512_set1_epi32((int)RANS_L);
+    const __m512i m12 = _mm512_set1_epi32((1 << RANS_PACK_PREC) - 1);
+    const __m128i shift = _mm_cvtsi32_si128((int)prec);
+    __m512i X0 = _mm512_loadu_si512(x), X1 = _mm512_loadu_si512(x + 16);
+    size_t i = 0;
+    if (sym) {
+        while (n - i >= RANS_O0_STATES && end - p >= 2 * RANS_O0_STATES) {
+            RANS_AVX512_STEP(X0, dst + i);
+            RANS_AVX512_STEP(X1, dst + i + 16);
+            i += RANS_O0_STATES;
+        }
+    } else {
+        while (n - i >= RANS_O0_STATES && end - p >= 2 * RANS_O0_STATES) {
+            RANS_AVX512_STEP_PACKED(X0, dst + i);
+            RANS_AVX512_STEP_PACKED(X1, dst + i + 16);
+            i += RANS_O0_STATES;
+        }
+    }
+    _mm512_storeu_si512(x, X0);
+    _mm512_storeu_si512(x + 16, X1);
+    *pp = p;
+    return i;
+}
 #else
-void ptwm_rans_force_scalar(int on) { (void)on; }
+void ptwm_rans_limit_isa(int isa) { (void)isa; }
 #endif
+
+/* The checked scalar loop over a packed table (what the AVX-512 loop leaves). */
+static ptwm_error decode_o0_packed_tail(const uint32_t *tab, unsigned prec, const uint8_t *p,
+                                        const uint8_t *end, uint32_t x[RANS_O0_STATES],
+                                        uint8_t *dst, size_t n) {
+    uint32_t mask = (1u << prec) - 1;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        uint32_t *xs = &x[i % RANS_O0_STATES], e = tab[*xs & mask];
+        dst[i] = (uint8_t)(e >> 24);
+        *xs = (e >> 12 & 0xfff) * (*xs >> prec) + (e & 0xfff);
+        if (*xs < RANS_L) {
+            PTWM_CHECK(end - p >= 2);
+            *xs = *xs << 16 | ptwm_load_le16(p);
+            p += 2;
+        }
+    }
+    return check_end(p, end, x, RANS_O0_STATES);
+}
 
 static ptwm_error decode_o0_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
                                 unsigned prec, const uint8_t *p, const uint8_t *end,
@@ -1129,6 +1248,18 @@ static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     if (!tab) return PTWM_ERR_NOMEM;
     sym = (uint8_t *)(tab + ((size_t)1 << prec));
     memset(sym + ((size_t)1 << prec), 0, 4);
+#ifdef RANS_AVX2
+    if (rans_isa() >= 2) {
+        /* Precision 12 or less fits the packed table: one gather, not two. */
+        int packed = dtab_packs(freq, prec);
+        size_t done;
+        if (packed) build_dtab_packed(freq, tab);
+        else build_dtab(freq, prec, tab, sym);
+        done = decode_o0_avx512(tab, packed ? NULL : sym, prec, &c->p, c->end, x, dst, n);
+        if (packed) return decode_o0_packed_tail(tab, prec, c->p, c->end, x, dst + done, n - done);
+        return decode_o0_run(tab, sym, prec, c->p, c->end, x, dst + done, n - done);
+    }
+#endif
     build_dtab(freq, prec, tab, sym);
 #ifdef RANS_AVX2
     if (rans_have_avx2()) {

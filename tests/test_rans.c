@@ -332,13 +332,15 @@ static void test_hostile(void) {
     free(b);
 }
 
-/* The portable decoder on real planes (1 MiB windows keep the sanitizer
+static int isa_now = PTWM_RANS_ISA_BEST;
+
+/* The capped decoders on real planes (1 MiB windows keep the sanitizer
  * build quick): every order, bytes compared. */
 static void scalar_plane(const char *file, const char *label, const uint8_t *plane, size_t n) {
     char what[200];
     int order;
     if (n > (1u << 20)) n = 1u << 20;
-    snprintf(what, sizeof(what), "scalar %s %s", file, label);
+    snprintf(what, sizeof(what), "isa %d %s %s", isa_now, file, label);
     for (order = 0; order <= 1; order++) round_trip(plane, n, order, what);
 }
 
@@ -346,11 +348,16 @@ int main(void) {
     test_edges();
     test_hostile();
     cp_for_each(rans_plane);
-    /* Again with the scalar loops where this machine has a vector path. */
-    ptwm_rans_force_scalar(1);
+    /* Again with the scalar loops, then with AVX2 only, where this machine
+     * has a better path. */
+    ptwm_rans_limit_isa(isa_now = 0);
     test_edges();
     test_hostile();
     cp_for_each(scalar_plane);
-    ptwm_rans_force_scalar(0);
+    ptwm_rans_limit_isa(isa_now = 1);
+    test_edges();
+    test_hostile();
+    cp_for_each(scalar_plane);
+    ptwm_rans_limit_isa(PTWM_RANS_ISA_BEST);
     return tu_finish("rans");
 }
