@@ -902,23 +902,34 @@ static ptwm_error sdrive_retire(sdrive *d, sjob **out, ptwm_err *err) {
     return j->rc;
 }
 
-/* After job j retired cleanly: if it was its tensor's last chunk, check the
- * tensor's payload hash (a tensor that fails is zeroed: never hand back
+/* After job j retired cleanly: hash its chunk while the decoded bytes are
+ * still in cache. Jobs retire in order, so one state `h` serves the tensor
+ * being retired; a one-chunk tensor needs none. At the tensor's last chunk,
+ * check its payload hash (a tensor that fails is zeroed: never hand back
  * wrong bytes). */
-static ptwm_error hash_if_last(const ptwm_reader *r, const sjob *j, void *const *dsts,
+static ptwm_error hash_retired(const ptwm_reader *r, const sjob *j, ptwm_xxh128 *h, void *const *dsts,
                                const size_t *sizes, ptwm_err *err) {
     const rtensor *t = &r->t[j->tensor];
-    uint8_t h[16];
+    uint32_t raw = t->chunks[j->chunk].raw;
+    uint8_t got[16];
     ptwm_error rc;
-    if (j->chunk + 1 != t->nchunks || !(t->flags & PTWM_TF_PAYLOAD_HASH)) return PTWM_OK;
-    ptwm_xxh128_oneshot(dsts[j->item], sizes[j->item], h);
-    if ((rc = check_hash(r, t, h, err))) memset(dsts[j->item], 0, sizes[j->item]);
+    if (!(t->flags & PTWM_TF_PAYLOAD_HASH)) return PTWM_OK;
+    if (t->nchunks == 1) {
+        ptwm_xxh128_oneshot(j->dst, raw, got);
+    } else {
+        if (j->chunk == 0 && (rc = ptwm_xxh128_begin(h, err))) return rc;
+        ptwm_xxh128_update(h, j->dst, raw);
+        if (j->chunk + 1 != t->nchunks) return PTWM_OK;
+        ptwm_xxh128_digest(h, got);
+    }
+    if ((rc = check_hash(r, t, got, err))) memset(dsts[j->item], 0, sizes[j->item]);
     return rc;
 }
 
 ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *const *dsts,
                                    const size_t *sizes, size_t n, ptwm_err *err) {
     sdrive d;
+    ptwm_xxh128 h = {NULL};
     ptwm_error rc = PTWM_OK, r2;
     size_t i;
     uint64_t k, chunks = 0;
@@ -939,31 +950,32 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
         sdrive_free(&d);
         return rc;
     }
-    /* A tensor is complete when its last chunk retires (jobs retire in
-     * order): its hash is checked then, on this thread, while the workers
-     * decode the chunks behind it. */
+    /* Each chunk is hashed as it retires, on this thread, while the workers
+     * decode the chunks behind it; a tensor is checked when its last chunk
+     * retires (jobs retire in order). */
     for (i = 0; i < n && !rc; i++) {
         const rtensor *t = &r->t[indices[i]];
         for (k = 0; k < t->nchunks && !rc; k++) {
             if (d.npending == d.window &&
-                ((rc = sdrive_retire(&d, &j, err)) || (rc = hash_if_last(r, j, dsts, sizes, err))))
+                ((rc = sdrive_retire(&d, &j, err)) || (rc = hash_retired(r, j, &h, dsts, sizes, err))))
                 break;
             rc = sdrive_submit(&d, i, indices[i], k, (uint8_t *)dsts[i] + t->chunks[k].start, err);
         }
     }
     while (d.npending) {
         r2 = sdrive_retire(&d, &j, rc ? NULL : err);
-        if (!r2 && !rc) r2 = hash_if_last(r, j, dsts, sizes, err);
+        if (!r2 && !rc) r2 = hash_retired(r, j, &h, dsts, sizes, err);
         if (r2 && !rc) rc = r2;
     }
+    ptwm_xxh128_free(&h);
     sdrive_free(&d);
     /* Tensors without chunks (empty): the hash of no bytes. */
     for (i = 0; i < n && !rc; i++) {
         const rtensor *t = &r->t[indices[i]];
         if (t->nchunks == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
-            uint8_t h[16];
-            ptwm_xxh128_oneshot(dsts[i], sizes[i], h);
-            rc = check_hash(r, t, h, err);
+            uint8_t got[16];
+            ptwm_xxh128_oneshot(dsts[i], sizes[i], got);
+            rc = check_hash(r, t, got, err);
         }
     }
     return rc;
@@ -982,17 +994,19 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     if (rc) return rc;
     t = &d->r->t[j->tensor];
     c = &t->chunks[j->chunk];
-    if (j->chunk == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH) && (rc = ptwm_xxh128_begin(h, err))) return rc;
-    if (h->state) ptwm_xxh128_update(h, j->dst, c->raw);
+    if (t->flags & PTWM_TF_PAYLOAD_HASH) {
+        if (j->chunk == 0 && (rc = ptwm_xxh128_begin(h, err))) return rc;
+        ptwm_xxh128_update(h, j->dst, c->raw);
+    }
     if (sink && (rc = sink(ctx, j->dst, c->raw, err))) return rc;
     if (j->own_cap > SLOT_KEEP) {
         free(j->own);
         j->own = NULL;
         j->own_cap = 0;
     }
-    if (j->chunk + 1 == t->nchunks && h->state) {
+    if (j->chunk + 1 == t->nchunks && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
         uint8_t got[16];
-        ptwm_xxh128_end(h, got);
+        ptwm_xxh128_digest(h, got);   /* the state stays for the next tensor */
         return check_hash(d->r, t, got, err);
     }
     return PTWM_OK;

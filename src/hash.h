@@ -12,18 +12,37 @@
 /* CRC32 (IEEE, as zlib): pass 0 to start, the previous value to continue. */
 uint32_t ptwm_crc32(uint32_t crc, const void *p, size_t n);
 
-/* Streaming XXH3-128. A zeroed struct is "not started"; ptwm_xxh128_free on it is fine. */
+/* Streaming XXH3-128. A zeroed struct is "not started"; ptwm_xxh128_free on it is fine.
+ * Each state belongs to one thread at a time. */
 typedef struct ptwm_xxh128 {
     void *state;
 } ptwm_xxh128;
 
+/* Start a hash; a started struct is reset, keeping its memory. */
 ptwm_error ptwm_xxh128_begin(ptwm_xxh128 *h, ptwm_err *err);
 void ptwm_xxh128_update(ptwm_xxh128 *h, const void *p, size_t n);
-/* Write the canonical 16 bytes and release the state. */
+/* Write the canonical 16 bytes of what was hashed; the state stays for begin. */
+void ptwm_xxh128_digest(const ptwm_xxh128 *h, uint8_t out[16]);
+/* Digest, then release the state. */
 void ptwm_xxh128_end(ptwm_xxh128 *h, uint8_t out[16]);
 void ptwm_xxh128_free(ptwm_xxh128 *h);
 /* One-shot form. */
 void ptwm_xxh128_oneshot(const void *p, size_t n, uint8_t out[16]);
+
+/* The functions above use hash_avx2.c when the CPU has AVX2 (checked once),
+ * else libxxhash. Tests call both paths directly; callers of the AVX2 forms
+ * check ptwm_xxh128_have_avx2() first. */
+int ptwm_xxh128_have_avx2(void);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#define PTWM_HASH_AVX2 1
+void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
+/* An opaque XXH3 state, NULL when out of memory; reset before the first update. */
+void *ptwm_xxh128_avx2_create(void);
+void ptwm_xxh128_avx2_reset(void *s);
+void ptwm_xxh128_avx2_update(void *s, const void *p, size_t n);
+void ptwm_xxh128_avx2_digest(const void *s, uint8_t out[16]);
+void ptwm_xxh128_avx2_free(void *s);
+#endif
 /* Lowercase hex of 16 bytes into buf (33 bytes). */
 const char *ptwm_hex128(const uint8_t h[16], char buf[33]);
 
