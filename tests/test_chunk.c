@@ -512,6 +512,46 @@ static void test_joint_split_reference(void) {
     }
 }
 
+/* ptwm_sparse_compact and ptwm_sparse_expand against their definition, for
+ * every width with a vector path (2, 4) and two without (3, 8), at lengths
+ * around the vector steps, with runs of zeros and scattered zeros. */
+static void test_sparse_reference(void) {
+    static const size_t lens[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 64, 95, 1000, 4099};
+    static const unsigned widths[] = {2, 3, 4, 8};
+    uint64_t rng = 0xbeef;
+    size_t li, wi;
+    for (wi = 0; wi < 4; wi++)
+        for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+            unsigned w = widths[wi];
+            size_t n = lens[li], i, j = 0, got, bad = SIZE_MAX;
+            uint8_t *src = (uint8_t *)calloc(n, w), *dst = (uint8_t *)malloc(n * w + 8);
+            uint8_t *bm = (uint8_t *)malloc(n / 8 + 1), *back = (uint8_t *)malloc(n * w + 8);
+            for (i = 0; i < n; i++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                /* zero runs in the first quarter, then one element in three */
+                if (i < n / 4 ? (rng >> 62) == 0 : (rng >> 33) % 3 != 0)
+                    memcpy(src + i * w, &rng, w);
+                if (i % 5 == 0 && w > 2) src[i * w + w - 1] = 0; /* zero high byte, nonzero element */
+            }
+            got = ptwm_sparse_compact(src, n, w, bm, dst);
+            for (i = 0; i < n && bad == SIZE_MAX; i++) {
+                size_t k;
+                int nz = 0;
+                for (k = 0; k < w; k++) nz |= src[i * w + k] != 0;
+                if (((bm[i / 8] >> (i % 8)) & 1) != nz || (nz && memcmp(dst + j * w, src + i * w, w)))
+                    bad = i;
+                j += (size_t)nz;
+            }
+            CHECK_MSG(bad == SIZE_MAX && got == j && ptwm_bitmap_count(bm, n) == j,
+                      "sparse compact, width %u, %zu elements: element %zu wrong, %zu kept of %zu",
+                      w, n, bad, got, j);
+            memset(back, 0xAA, n * w);
+            ptwm_sparse_expand(dst, bm, n, w, back);
+            CHECK_MSG(memcmp(back, src, n * w) == 0, "sparse expand, width %u, %zu elements", w, n);
+            free(src), free(dst), free(bm), free(back);
+        }
+}
+
 static void test_bypass(void) {
     size_t n = 10000, k, c;
     uint8_t *buf = malloc(n);
@@ -592,6 +632,7 @@ int main(void) {
     test_sparse();
     test_joint();
     test_joint_split_reference();
+    test_sparse_reference();
     test_corpus();
     return tu_finish("test_chunk");
 }
