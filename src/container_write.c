@@ -799,6 +799,16 @@ ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
     *out = NULL;
     *len = 0;
     if ((rc = open_memory(params, 1, &w, err))) return rc; /* the tensors outlive the writer */
+    {
+        /* Room for the image at its raw size up front: growing by doubling
+         * copied the image again at every step, on the thread that also
+         * appends every chunk (pages are only touched as far as written).
+         * If the reservation fails, the image grows as it goes. */
+        uint64_t raw = 0;
+        size_t i;
+        for (i = 0; i < n && tensors; i++) raw += tensors[i].nbytes;
+        if (raw < (uint64_t)SIZE_MAX / 2) (void)wbuf_reserve(&w->mem, (size_t)raw + 4096);
+    }
     if ((rc = add_all(w, tensors, n, chains, err))) {
         ptwm_writer_free(w);
         return rc;

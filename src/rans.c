@@ -806,20 +806,32 @@ static unsigned prec_limit(size_t n, unsigned lo, unsigned hi, int slack) {
     return bits < (int)lo ? lo : bits > (int)hi ? hi : (unsigned)bits;
 }
 
+/* The precision of an order-0 table: starting at RANS_PACK_PREC (or the
+ * plane's limit), a lower precision is taken while it costs under 0.1% more
+ * (a smaller table decodes faster and codes a small plane no worse), a higher
+ * one only if it saves 0.3% (past RANS_PACK_PREC the AVX-512 decoder needs
+ * two gathers a step instead of one, measured ~6% slower). The estimate
+ * changes little from one precision to the next, so the walk stops at the
+ * first step that does not pay: two or three tables evaluated, not six. */
 static plan plan_o0(const uint64_t cnt[256], size_t n) {
-    plan best = {0, 0.0};
+    plan best;
     uint32_t freq[256];
     unsigned prec, hi = prec_limit(n, 10, RANS_PREC_MAX0, 1);
-    for (prec = 10; prec <= hi; prec++) {
+    unsigned start = hi < RANS_PACK_PREC ? hi : RANS_PACK_PREC;
+    best.prec = start;
+    best.est = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, start, freq);
+    for (prec = start - 1; prec >= 10; prec--) {
         double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
-        /* A higher precision must earn its bigger (slower: past 2^13 slots
-         * the table leaves L1) decode table: 0.1% per bit, and 0.3% past
-         * RANS_PACK_PREC, where the AVX-512 decoder needs two gathers a
-         * step instead of one (measured ~6% slower). */
-        if (!best.prec || e < best.est * (prec > RANS_PACK_PREC ? 0.997 : 0.999)) {
-            best.prec = prec;
-            best.est = e;
-        }
+        if (e * 0.999 > best.est) break;
+        best.prec = prec;
+        best.est = e;
+    }
+    if (best.prec < start) return best;
+    for (prec = start + 1; prec <= hi; prec++) {
+        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
+        if (e >= best.est * 0.997) break;
+        best.prec = prec;
+        best.est = e;
     }
     return best;
 }
