@@ -403,6 +403,7 @@ static void build_dtab(const uint32_t freq[256], unsigned prec, uint32_t *tab, u
  * byte, frequency and slot - cum in 12 bits each (a one-symbol table, f =
  * 2^12, does not fit: dtab_packs). */
 #define RANS_PACK_PREC 12
+#ifdef RANS_AVX2
 static int dtab_packs(const uint32_t freq[256], unsigned prec) {
     int s;
     if (prec > RANS_PACK_PREC) return 0;
@@ -420,6 +421,7 @@ static void build_dtab_packed(const uint32_t freq[256], uint32_t *tab) {
         cum += f;
     }
 }
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* Encoder                                                                    */
@@ -693,6 +695,9 @@ static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t,
     if (unlikely(w.full)) return 0;
 #ifdef RANS_AVX2
     if (vt && rans_have_avx2()) i = encode_o0_avx2(src, i, vt, prec, x, &w);
+#else
+    (void)vt;
+    (void)prec;
 #endif
     for (; i > 0; i -= RANS_O0_STATES) {
         const uint8_t *s = src + i - RANS_O0_STATES;
@@ -1195,9 +1200,6 @@ decode_o0_avx512(const uint32_t *tab, const uint8_t *sym, unsigned prec, const u
     *pp = p;
     return i;
 }
-#else
-void ptwm_rans_limit_isa(int isa) { (void)isa; }
-#endif
 
 /* The checked scalar loop over a packed table (what the AVX-512 loop leaves). */
 static ptwm_error decode_o0_packed_tail(const uint32_t *tab, unsigned prec, const uint8_t *p,
@@ -1217,6 +1219,9 @@ static ptwm_error decode_o0_packed_tail(const uint32_t *tab, unsigned prec, cons
     }
     return check_end(p, end, x, RANS_O0_STATES);
 }
+#else
+void ptwm_rans_limit_isa(int isa) { (void)isa; }
+#endif
 
 static ptwm_error decode_o0_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
                                 unsigned prec, const uint8_t *p, const uint8_t *end,
