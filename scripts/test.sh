@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run every test: install what is missing, build (release and ASan+UBSan), run
-# the unit, round-trip and hostile-input tests in both builds, run each fuzz
+# Run every test: install what is missing, build (release, ASan+UBSan, and a
+# portable build without SIMD), run the unit, round-trip and hostile-input
+# tests in each build, run each fuzz
 # harness for a bounded time (the Python package's tests are one of the ctest tests).
 #   PTWM_FUZZ_SECONDS  seconds per fuzz harness (default 20; 0 skips fuzzing)
 set -uo pipefail
@@ -47,6 +48,11 @@ step "tests (release)" ctest --test-dir build -j"$jobs" --output-on-failure
 step "build (asan+ubsan)" scripts/build.sh build-asan -DPTWM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 step "tests (asan+ubsan)" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure
+
+# The portable paths (no SIMD, no AVX-512 or AVX2 clones) that machines
+# without these instruction sets run: same tests, built without them.
+step "build (portable, no SIMD)" scripts/build.sh build-portable -DCMAKE_C_FLAGS=-DPTWM_NO_SIMD
+step "tests (portable)" ctest --test-dir build-portable -j"$jobs" --output-on-failure
 
 fuzz_seconds=${PTWM_FUZZ_SECONDS:-20}
 if [[ "$fuzz_seconds" != 0 ]]; then
