@@ -61,6 +61,22 @@ typedef struct wjob {
     ptwm_err err;
 } wjob;
 
+/* Payloads already written, by a hash of their bytes (open addressing,
+ * at most half full): a chunk whose coded bytes equal an earlier chunk's
+ * (tied or repeated tensors, repeated constant chunks) points its entry at
+ * those bytes instead of writing them again. Only equal bytes are shared,
+ * checked byte for byte, so every entry still decodes to its own chunk. */
+typedef struct pslot {
+    uint64_t hash;     /* 0: empty */
+    uint64_t offset;
+    uint32_t len;
+} pslot;
+
+typedef struct pstore {
+    pslot *slot;
+    size_t cap, used;
+} pstore;
+
 typedef struct wbuf {
     uint8_t *p;
     size_t len, cap;
@@ -89,6 +105,8 @@ struct ptwm_writer {
     size_t window, head, npending;
     size_t bound;               /* ptwm_chunk_bound(chunk_size) */
     uint8_t **scratch;          /* one bound-sized buffer per worker */
+    pstore dedup;               /* payloads already written, by content */
+    uint8_t *cmp;               /* file writers: a written payload read back */
 };
 
 /* ---- growable byte buffer ------------------------------------------------ */
@@ -288,6 +306,8 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->scratch)
         for (i = 0; i < w->nworkers; i++) free(w->scratch[i]);
     free(w->scratch);
+    free(w->dedup.slot);
+    free(w->cmp);
     free(w);
 }
 
@@ -387,8 +407,59 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     }
 }
 
+static uint64_t payload_hash(const uint8_t *p, size_t n) {
+    uint8_t h[16];
+    uint64_t v;
+    ptwm_xxh128_oneshot(p, n, h);
+    memcpy(&v, h, 8);
+    return v | 1; /* never 0, the empty mark */
+}
+
+/* Whether the `len` bytes at `offset` of the output equal p. */
+static int payload_equal(ptwm_writer *w, uint64_t offset, const uint8_t *p, size_t len) {
+    if (!w->to_file) return memcmp(w->mem.p + offset, p, len) == 0;
+    if (!w->cmp && !(w->cmp = (uint8_t *)ptwm_malloc(w->bound))) return 0;
+    if (len > w->bound || ptwm_pread_full(w->af.fd, w->cmp, len, offset, w->af.final_path, NULL))
+        return 0;
+    return memcmp(w->cmp, p, len) == 0;
+}
+
+/* The offset of an earlier payload equal to p (UINT64_MAX if none); else
+ * records p as written at `at`. A full or unallocatable store only stops
+ * sharing. */
+static uint64_t payload_find_or_add(ptwm_writer *w, const uint8_t *p, size_t len, uint64_t at) {
+    pstore *d = &w->dedup;
+    uint64_t h = payload_hash(p, len);
+    size_t i;
+    if (d->used * 2 >= d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 1024, k;
+        pslot *ns = (pslot *)ptwm_calloc(cap, sizeof(pslot));
+        if (!ns) return UINT64_MAX;
+        for (k = 0; k < d->cap; k++) {
+            size_t j;
+            if (!d->slot[k].hash) continue;
+            for (j = d->slot[k].hash & (cap - 1); ns[j].hash; j = (j + 1) & (cap - 1)) {
+            }
+            ns[j] = d->slot[k];
+        }
+        free(d->slot);
+        d->slot = ns;
+        d->cap = cap;
+    }
+    for (i = h & (d->cap - 1); d->slot[i].hash; i = (i + 1) & (d->cap - 1))
+        if (d->slot[i].hash == h && d->slot[i].len == len &&
+            payload_equal(w, d->slot[i].offset, p, len))
+            return d->slot[i].offset;
+    d->slot[i].hash = h;
+    d->slot[i].offset = at;
+    d->slot[i].len = (uint32_t)len;
+    d->used++;
+    return UINT64_MAX;
+}
+
 /* Take back the oldest pending job (coding queued jobs meanwhile) and
- * append it. After a failure, jobs are still taken back but not written. */
+ * append it, or point it at an equal payload written before. After a
+ * failure, jobs are still taken back but not written. */
 static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
     wjob *j = &w->jobs[w->head];
     wtensor *t = &w->t[j->tensor];
@@ -407,13 +478,16 @@ static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
     if (j->out_len > UINT32_MAX)
         return w_fail(w, ptwm_fail(err, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
                                    t->name, (unsigned long long)j->chunk, j->out_len));
-    c->offset = w->pos;
+    c->offset = payload_find_or_add(w, j->out, j->out_len, w->pos);
     c->coded = (uint32_t)j->out_len;
     c->raw = (uint32_t)j->raw_len;
     c->chain = j->chain;
-    if ((rc = w_emit(w, j->out, j->out_len, err))) return w_fail(w, rc);
+    if (c->offset == UINT64_MAX) {
+        c->offset = w->pos;
+        if ((rc = w_emit(w, j->out, j->out_len, err))) return w_fail(w, rc);
+        w->coded_total += j->out_len;
+    }
     t->coded += j->out_len;
-    w->coded_total += j->out_len;
     w->raw_done += j->raw_len;
     if (w->p.progress) w->p.progress(w->p.progress_ctx, w->raw_done, w->p.progress_total);
     return PTWM_OK;

@@ -406,6 +406,77 @@ static void test_decode_many(void) {
     ptwm_st_close(st);
 }
 
+/* Equal payloads are stored once: a tensor repeated under another name
+ * points at the first one's payloads, every tensor (also the same bytes as
+ * another dtype, coded with another chain) decodes to its own bytes, in
+ * memory and in a file, and the image is smaller than the sum of the
+ * tensors' coded bytes by the repeat. */
+static void check_shared(const void *img, size_t len, const ptwm_tensor_desc *d, size_t n,
+                         const char *what) {
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    uint64_t coded_sum = 0, coded0 = 0, off0, off, off2;
+    size_t i;
+    CHECK_MSG(ptwm_reader_open_memory(img, len, what, &r, &err) == PTWM_OK, "%s: %s", what, err.message);
+    if (!r) return;
+    for (i = 0; i < n; i++) {
+        ptwm_tensor_info info;
+        uint8_t *out = (uint8_t *)malloc((size_t)d[i].nbytes);
+        ptwm_reader_tensor(r, i, &info);
+        coded_sum += info.coded_bytes;
+        if (i == 0) coded0 = info.coded_bytes;
+        CHECK_MSG(ptwm_reader_decode(r, i, out, (size_t)d[i].nbytes, &err) == PTWM_OK &&
+                      memcmp(out, d[i].data, (size_t)d[i].nbytes) == 0,
+                  "%s: tensor %zu does not decode to its bytes", what, i);
+        free(out);
+    }
+    CHECK(ptwm_reader_chunk_info(r, 0, 1, &off0, NULL, NULL, NULL) == PTWM_OK);
+    CHECK(ptwm_reader_chunk_info(r, 1, 1, &off, NULL, NULL, NULL) == PTWM_OK);
+    CHECK(ptwm_reader_chunk_info(r, 2, 0, &off2, NULL, NULL, NULL) == PTWM_OK);
+    CHECK_MSG(off == off0 && off2 != off0, "%s: repeated tensor's chunk at %llu, first at %llu, other at %llu",
+              what, (unsigned long long)off, (unsigned long long)off0, (unsigned long long)off2);
+    /* Tensor 1 repeats tensor 0: the image holds those payloads once (the
+     * rest is the table, a few KB). */
+    CHECK_MSG(len + coded0 >= coded_sum && len + coded0 < coded_sum + 4096,
+              "%s: image of %zu bytes, tensors code to %llu, the repeated one to %llu", what, len,
+              (unsigned long long)coded_sum, (unsigned long long)coded0);
+    ptwm_reader_close(r);
+}
+
+static void test_shared_payloads(void) {
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    ptwm_tensor_desc d[4];
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    const ptwm_tensor_desc *all;
+    void *blob = NULL;
+    size_t len = 0, n, i, big = 0;
+    char path[1024];
+    CHECK(ptwm_st_open(tu_corpus_path("faceres-deep.bf16.safetensors"), PTWM_OPEN_MMAP, &st, &err) == PTWM_OK);
+    if (!st) return;
+    all = descs_of(st, &n);
+    for (i = 1; i < n; i++)
+        if (all[i].nbytes > all[big].nbytes) big = i;
+    p.chunk_size = 65536;
+    d[0] = all[big];                 /* several chunks */
+    d[1] = all[big];
+    d[1].name = "copy";
+    d[2] = all[big == 0 ? 1 : 0];    /* other bytes */
+    d[3] = all[big];
+    d[3].name = "as f16";
+    d[3].dtype = PTWM_DTYPE_F16;     /* same bytes, another chain: shared only if equal */
+    CHECK_MSG(ptwm_compress_blob(d, 4, NULL, &p, &blob, &len, &err) == PTWM_OK, "%s", err.message);
+    if (blob) check_shared(blob, len, d, 4, "blob");
+    free(blob);
+    snprintf(path, sizeof(path), "%s/shared.ptwm", tu_tmpdir());
+    CHECK_MSG(ptwm_compress_file(path, d, 4, NULL, &p, &err) == PTWM_OK, "%s", err.message);
+    blob = tu_read_file(path, &len);
+    if (blob) check_shared(blob, len, d, 4, "file");
+    free(blob);
+    free((void *)all);
+    ptwm_st_close(st);
+}
+
 typedef struct progress_log {
     int calls;
     uint64_t last, total;
@@ -456,6 +527,7 @@ int main(void) {
     test_ranges();
     test_header_order();
     test_decode_many();
+    test_shared_payloads();
     test_progress();
     test_writer_features();
     test_threads_identical();
