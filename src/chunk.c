@@ -371,8 +371,8 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
 static int huf_may_beat(const plane_est *e, size_t len, size_t coded) {
     if (coded == SIZE_MAX) return 1;
     if (e->entropy + 3.0 + 16.0 + (double)e->distinct / 2.0 - 1.0 >= (double)coded) return 0;
-    /* From exact counts, the code lengths give the size to within 3 bytes
-     * without running the encoder. */
+    /* From exact counts, an optimal code's size bounds it without running
+     * the encoder. */
     return !e->exact || ptwm_huf_size_floor(e->hist, len) < coded;
 }
 

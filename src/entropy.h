@@ -32,9 +32,10 @@ ptwm_error ptwm_entropy_decode(int stage, const uint8_t *src, size_t src_size,
 size_t ptwm_huf_bound(size_t n);
 ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
                            size_t *out_len);
-/* The smallest HUFFMAN-coded size of a plane of n bytes with these symbol
- * counts (its Huffman form is at most 3 bytes more; the encoder may store
- * the plane instead): lets a caller skip an encode that cannot win. */
+/* A floor under the HUFFMAN-coded size of a plane of n bytes with these
+ * symbol counts (an optimal code's bits plus the header; the encoder's
+ * length-limited code takes at least that): lets a caller skip an encode
+ * that cannot win. */
 size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n);
 ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
 

@@ -118,9 +118,51 @@ static void huf_canonical(const uint8_t len[256], uint16_t code[256]) {
 /* Encoder                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static int huf_cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
+/* The m used symbols as keys count << 8 | symbol, ascending (keys are
+ * distinct, so the order is total): an LSD radix sort on the 40-bit keys
+ * (counts < 2^32), five byte passes, which costs a fraction of qsort's
+ * comparator calls on the planes of small tensors. Returns m. */
+static size_t huf_sorted_keys(const uint64_t freq[256], uint64_t keys[256]) {
+    uint64_t tmp[256], *a = keys, *b = tmp;
+    size_t m = 0, i;
+    unsigned pass;
+    for (i = 0; i < 256; i++)
+        if (freq[i]) keys[m++] = freq[i] << 8 | i;
+    for (pass = 1; pass < 5; pass++) {   /* byte 0 is the symbol: already in order */
+        size_t cnt[257] = {0};
+        unsigned sh = 8 * pass;
+        for (i = 0; i < m; i++) cnt[((a[i] >> sh) & 0xff) + 1]++;
+        for (i = 1; i < 257; i++) cnt[i] += cnt[i - 1];
+        for (i = 0; i < m; i++) b[cnt[(a[i] >> sh) & 0xff]++] = a[i];
+        {
+            uint64_t *t = a;
+            a = b;
+            b = t;
+        }
+    }
+    if (a != keys) memcpy(keys, a, m * sizeof(keys[0]));
+    return m;
+}
+
+/* Bits of an optimal prefix code (no length limit) for sorted keys: the sum
+ * of the merged weights, two queues (leaves, then the merged nodes, which
+ * come out in increasing order). A lower bound for any limited code. */
+static uint64_t huf_optimal_bits(const uint64_t *keys, size_t m) {
+    uint64_t node[256], bits = 0;
+    size_t a = 0, h = 0, t = 0, k;
+    for (k = 1; k < m; k++) {
+        uint64_t w[2];
+        int j;
+        for (j = 0; j < 2; j++) {
+            if (a < m && (h == t || (keys[a] >> 8) <= node[h]))
+                w[j] = keys[a++] >> 8;
+            else
+                w[j] = node[h++];
+        }
+        node[t++] = w[0] + w[1];
+        bits += w[0] + w[1];
+    }
+    return bits;
 }
 
 /* Optimal code lengths limited to `limit` bits by package-merge (Larmore and
@@ -129,20 +171,15 @@ static int huf_cmp_u64(const void *a, const void *b) {
  * the lengths: a leaf's length is the number of lists whose selected prefix
  * contains it. Lists are sorted, so each selected part is a prefix and the
  * leaves in it are the lightest ones. Requires 2 <= m <= 2^limit. */
-static void huf_limited_lengths(const uint64_t freq[256], unsigned limit, uint8_t len[256]) {
-    uint64_t keys[256];
+static void huf_limited_lengths(const uint64_t *keys, size_t m, unsigned limit, uint8_t len[256]) {
     uint8_t sym[256];
     uint64_t wa[512], wb[512];
     uint8_t leaf[HUF_MAX_LEN][512];
     size_t size[HUF_MAX_LEN];
     uint64_t *prev = wa, *cur = wb;
-    size_t m = 0, i, j, take;
+    size_t i, j, take;
 
-    for (i = 0; i < 256; i++) {
-        len[i] = 0;
-        if (freq[i]) keys[m++] = (freq[i] << 8) | i;
-    }
-    qsort(keys, m, sizeof(keys[0]), huf_cmp_u64);
+    memset(len, 0, 256);
     for (i = 0; i < m; i++) {
         sym[i] = (uint8_t)keys[i];
         prev[i] = keys[i] >> 8;
@@ -183,10 +220,11 @@ static void huf_limited_lengths(const uint64_t freq[256], unsigned limit, uint8_
  * lose up to 2% at 11 bits, so 13 is used when it saves more than 0.4%. */
 static void huf_choose_lengths(const uint64_t freq[256], uint8_t len[256]) {
     uint8_t len13[256];
-    uint64_t bits11 = 0, bits13 = 0;
+    uint64_t bits11 = 0, bits13 = 0, keys[256];
     unsigned i;
-    huf_limited_lengths(freq, HUF_FAST_LEN, len);
-    huf_limited_lengths(freq, HUF_MAX_LEN, len13);
+    size_t m = huf_sorted_keys(freq, keys);
+    huf_limited_lengths(keys, m, HUF_FAST_LEN, len);
+    huf_limited_lengths(keys, m, HUF_MAX_LEN, len13);
     for (i = 0; i < 256; i++) {
         bits11 += freq[i] * len[i];
         bits13 += freq[i] * len13[i];
@@ -349,8 +387,7 @@ static ptwm_error huf_store(const uint8_t *src, size_t n, uint8_t *dst, size_t c
 }
 
 size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n) {
-    uint64_t freq[256], bits = 0;
-    uint8_t len[256];
+    uint64_t freq[256], keys[256], bits;
     size_t used = 0, lo = 256, hi = 0, i;
     if (n < 2 || n > UINT32_MAX) return n + 1;
     for (i = 0; i < 256; i++) {
@@ -362,10 +399,10 @@ size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n) {
         }
     }
     if (used <= 1) return 2;
-    huf_choose_lengths(freq, len);
-    for (i = lo; i <= hi; i++) bits += freq[i] * len[i];
-    /* Each stream rounds up to whole bytes plus a sentinel: the streams
-     * together take at least bits / 8 + 1 bytes. */
+    /* The optimal code's bits: the limited code the encoder builds takes at
+     * least as many. Each stream rounds up to whole bytes plus a sentinel:
+     * the streams together take at least bits / 8 + 1 bytes. */
+    bits = huf_optimal_bits(keys, huf_sorted_keys(freq, keys));
     return 3 + (hi - lo + 2) / 2 + HUF_JUMP_BYTES + (size_t)(bits / 8) + 1;
 }
 
