@@ -362,6 +362,10 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
 }
 
 #define SECOND_TRY_SMALL ((size_t)64 << 10)
+#define LZ_SAMPLE ((size_t)16 << 10)
+/* rANS's 32 states and table, paid once per plane, weigh more on the slice
+ * than on the plane. */
+#define LZ_RANS_FIXED 300
 
 /* Whether a Huffman coding could be smaller than `coded` bytes: it takes at
  * least the plane's order-0 entropy plus its header (mode, lo, hi, a nibble
@@ -426,7 +430,20 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
     *coded = SIZE_MAX;
     if (p.stage != PTWM_METHOD_IDENTITY || lz) {
         int best = PTWM_METHOD_IDENTITY;
-        if (lz) {
+        if (lz && p.stage != PTWM_METHOD_IDENTITY && len >= 4 * LZ_SAMPLE) {
+            /* A large plane: both candidates code a slice from its middle,
+             * and only the one smaller there codes the plane (one full
+             * encode instead of two; the slice's pick agreed with the full
+             * planes' on the corpus to within 0.1% of F16 and U8 sizes). */
+            size_t a, b;
+            const uint8_t *mid = src + (len - LZ_SAMPLE) / 2;
+            if (ptwm_entropy_encode(PTWM_METHOD_ZSTD, zlevel, mid, LZ_SAMPLE, out, cap, &a) ||
+                ptwm_entropy_encode(p.stage, p.level, mid, LZ_SAMPLE, out, cap, &b) ||
+                a + LZ_RANS_FIXED < b)
+                try_other(PTWM_METHOD_ZSTD, zlevel, src, len, out, cap, &best, coded);
+            else
+                try_other(p.stage, p.level, src, len, out, cap, &best, coded);
+        } else if (lz) {
             /* zstd first: it wins most integer planes (F16 byte planes: 420
              * of 472, handtrack.u8: 123 of 202), and the estimated stage is
              * then run only if its floor could beat zstd's result. */
