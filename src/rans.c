@@ -792,7 +792,8 @@ static double o1_floor(const uint64_t *cnt, const uint64_t ctx_total[256]) {
 
 typedef struct plan {
     unsigned prec;
-    double est; /* estimated coded bytes */
+    double est;          /* estimated coded bytes */
+    uint32_t freq[256];  /* order 0: the table at prec (normalised once) */
 } plan;
 
 /* Estimated bytes for one context's table and symbols at a precision. */
@@ -824,12 +825,13 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     unsigned prec, hi = prec_limit(n, 10, RANS_PREC_MAX0, 1);
     unsigned start = hi < RANS_PACK_PREC ? hi : RANS_PACK_PREC;
     best.prec = start;
-    best.est = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, start, freq);
+    best.est = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, start, best.freq);
     for (prec = start - 1; prec >= 10; prec--) {
         double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
         if (e * 0.999 > best.est) break;
         best.prec = prec;
         best.est = e;
+        memcpy(best.freq, freq, sizeof(freq));
     }
     if (best.prec < start) return best;
     for (prec = start + 1; prec <= hi; prec++) {
@@ -837,15 +839,18 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
         if (e >= best.est * 0.997) break;
         best.prec = prec;
         best.est = e;
+        memcpy(best.freq, freq, sizeof(freq));
     }
     return best;
 }
 
 static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n) {
-    plan best = {0, 0.0};
+    plan best;
     uint32_t freq[256], used[256];
     unsigned prec, hi = prec_limit(n, 9, RANS_PREC_MAX1, -4);
     int c;
+    best.prec = 0;
+    best.est = 0.0;
     for (c = 0; c < 256; c++) used[c] = ctx_total[c] != 0;
     for (prec = 9; prec <= hi; prec++) {
         double e = 2 + 4 * RANS_STATES + (double)symset_write(used, NULL);
@@ -860,13 +865,11 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n
 }
 
 /* Returns the coded length, or 0 if it did not fit in cap. */
-static size_t encode_o0(const uint8_t *src, size_t n, const uint64_t cnt[256], unsigned prec,
+static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], unsigned prec,
                         uint8_t *dst, size_t cap) {
-    uint32_t freq[256];
     enc_sym t[256];
     enc_vsym vt;
     size_t h, len;
-    normalize_freqs(cnt, n, prec, freq);
     h = freqtab_write(freq, NULL);
     if (2 + h > cap) return 0;
     dst[0] = MODE_O0;
@@ -928,9 +931,11 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
         return PTWM_OK;
     }
     if (present > 1) {
-        plan p0 = {0, 0.0}, p1 = {0, 0.0};
+        plan p0, p1;
         uint64_t *cnt1 = NULL, ctx_total[256];
         int pick = order < 0;
+        p0.prec = p1.prec = 0;
+        p0.est = p1.est = 0.0;
         if (order != 1) p0 = plan_o0(cnt, n);
         /* Order 1 needs ~100 bytes of tables per context: on a small plane
          * it cannot win unless asked for. With order -2 it must also save
@@ -954,7 +959,7 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
             if (p1.est + (double)(n / 256) < (double)n)
                 len = encode_o1(src, n, cnt1, ctx_total, p1.prec, dst, cap);
         } else if (p0.prec && p0.est + (double)(n / 256) < (double)n) {
-            len = encode_o0(src, n, cnt, p0.prec, dst, cap);
+            len = encode_o0(src, n, p0.freq, p0.prec, dst, cap);
         }
         /* Keep rANS only if it saves at least 1/256 of the plane: below that
          * (sign+mantissa planes: 7.97 bits) RAW costs under 0.4% and decodes
