@@ -362,6 +362,8 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
 }
 
 #define SECOND_TRY_SMALL ((size_t)64 << 10)
+/* Estimated rANS and Huffman sizes closer than this both get coded. */
+#define CLOSE_CALL 0.005
 #define LZ_SAMPLE ((size_t)16 << 10)
 /* rANS's 32 states and table, paid once per plane, weigh more on the slice
  * than on the plane. */
@@ -412,6 +414,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
                                size_t cap, int *stage, size_t *coded) {
     stage_pick p;
     ptwm_error e;
+    int second = 0;
     if (len == 0) {
         *stage = PTWM_METHOD_IDENTITY;
         *coded = 0;
@@ -451,16 +454,33 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             if (p.stage != PTWM_METHOD_IDENTITY && stage_may_beat(est, &p, len, *coded))
                 try_other(p.stage, p.level, src, len, out, cap, &best, coded);
         } else if (p.stage != PTWM_METHOD_IDENTITY) {
-            e = ptwm_entropy_encode(p.stage, p.level, src, len, out, cap, coded);
+            /* Small planes: Huffman beside rANS, where table and state costs
+             * make the call close (on large planes rANS won every time on
+             * the corpus; on small ones Huffman wins most). From exact
+             * counts both sizes are known closely enough to code only the
+             * smaller one, unless they are within CLOSE_CALL. */
+            second = p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
+                     len <= SECOND_TRY_SMALL;
+            if (second && est->exact && len < PTWM_RANS_O1_MIN_AUTO) {
+                double r = ptwm_rans_o0_size(est->hist, len);
+                double h = (double)ptwm_huf_size(est->hist, len);
+                if (h < r * (1.0 - CLOSE_CALL)) {
+                    p.stage = PTWM_METHOD_HUFFMAN;
+                    p.level = 0;
+                    second = 0;
+                } else if (r < h * (1.0 - CLOSE_CALL)) {
+                    second = 0;
+                }
+            }
+            if (p.stage == PTWM_METHOD_RANS && est->exact)
+                e = ptwm_rans_encode_counts(src, len, p.level, est->hist, out, cap, coded);
+            else
+                e = ptwm_entropy_encode(p.stage, p.level, src, len, out, cap, coded);
             if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
             if (e != PTWM_OK) *coded = SIZE_MAX;
             best = p.stage;
         }
-        /* Second try: Huffman beside rANS on small planes, where table and
-         * state costs make the call close (on large planes rANS won every
-         * time on the corpus). */
-        if (p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
-            len <= SECOND_TRY_SMALL && huf_may_beat(est, len, *coded))
+        if (second && huf_may_beat(est, len, *coded))
             try_other(PTWM_METHOD_HUFFMAN, 0, src, len, out, cap, &best, coded);
         if (*coded < len) {
             *stage = best;

@@ -37,9 +37,20 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
  * length-limited code takes at least that): lets a caller skip an encode
  * that cannot win. */
 size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n);
+/* The HUFFMAN-coded size from exact counts, to within 2 bytes (n + 1 where
+ * the encoder would store the plane; it may also store a plane whose
+ * sampled bytes look incompressible). */
+size_t ptwm_huf_size(const uint32_t hist[256], size_t n);
 ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
 
 size_t ptwm_rans_bound(size_t n);
+/* The same with the plane's symbol counts given (hist: exact counts of src,
+ * or NULL to count them). */
+ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, const uint32_t *hist,
+                                   uint8_t *dst, size_t cap, size_t *out_len);
+/* Estimated order-0 coded size (within ~0.1%) from exact counts, as the
+ * encoder would code it (n + 1 if it would store the plane raw). */
+double ptwm_rans_o0_size(const uint32_t hist[256], size_t n);
 ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
                             size_t *out_len);
 ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);

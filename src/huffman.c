@@ -406,6 +406,27 @@ size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n) {
     return 3 + (hi - lo + 2) / 2 + HUF_JUMP_BYTES + (size_t)(bits / 8) + 1;
 }
 
+size_t ptwm_huf_size(const uint32_t hist[256], size_t n) {
+    uint64_t freq[256], bits = 0;
+    uint8_t len[256];
+    size_t used = 0, lo = 256, hi = 0, i, total;
+    if (n < 2 || n > UINT32_MAX) return n + 1;
+    for (i = 0; i < 256; i++) {
+        freq[i] = hist[i];
+        if (freq[i]) {
+            used++;
+            if (lo == 256) lo = i;
+            hi = i;
+        }
+    }
+    if (used == 1) return 2;
+    huf_choose_lengths(freq, len);
+    for (i = lo; i <= hi; i++) bits += freq[i] * len[i];
+    /* The streams take bits / 8 + 1 to + 4 bytes together (see the floor). */
+    total = 3 + (hi - lo + 2) / 2 + HUF_JUMP_BYTES + (size_t)(bits / 8) + 2;
+    return total >= n - n / 128 ? n + 1 : total;
+}
+
 ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
                            size_t *out_len) {
     uint32_t hist[HUF_STREAMS][256];

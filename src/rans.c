@@ -910,14 +910,38 @@ static size_t encode_o1(const uint8_t *src, size_t n, const uint64_t *cnt,
     return len ? h + len : 0;
 }
 
+double ptwm_rans_o0_size(const uint32_t hist[256], size_t n) {
+    uint64_t cnt[256];
+    int s, present = 0;
+    for (s = 0; s < 256; s++) {
+        cnt[s] = hist[s];
+        present += hist[s] != 0;
+    }
+    if (present <= 1) return 2.0;
+    {
+        double e = plan_o0(cnt, n).est;
+        /* What ptwm_rans_encode would keep: rANS only if it saves 1/256. */
+        return e + (double)(n / 256) < (double)n ? e : (double)n + 1.0;
+    }
+}
+
 ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
                             size_t *out_len) {
+    return ptwm_rans_encode_counts(src, n, order, NULL, dst, cap, out_len);
+}
+
+ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, const uint32_t *hist,
+                                   uint8_t *dst, size_t cap, size_t *out_len) {
     uint64_t cnt[256];
     size_t len = 0;
     int s, present = 0, last = 0;
     if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
     if (order < -2 || order > 1) return PTWM_ERR_INVALID_ARG;
-    ptwm_histogram(src, n, cnt);
+    if (hist) {
+        for (s = 0; s < 256; s++) cnt[s] = hist[s];
+    } else {
+        ptwm_histogram(src, n, cnt);
+    }
     for (s = 0; s < 256; s++)
         if (cnt[s]) {
             present++;
