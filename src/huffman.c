@@ -386,44 +386,48 @@ static ptwm_error huf_store(const uint8_t *src, size_t n, uint8_t *dst, size_t c
     return PTWM_OK;
 }
 
-size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n) {
-    uint64_t freq[256], keys[256], bits;
-    size_t used = 0, lo = 256, hi = 0, i;
-    if (n < 2 || n > UINT32_MAX) return n + 1;
+/* Counts widened, with the used symbol range; returns how many are used. */
+static size_t huf_counts(const uint32_t hist[256], uint64_t freq[256], size_t *lo, size_t *hi) {
+    size_t used = 0, i;
+    *lo = 256;
+    *hi = 0;
     for (i = 0; i < 256; i++) {
         freq[i] = hist[i];
         if (freq[i]) {
             used++;
-            if (lo == 256) lo = i;
-            hi = i;
+            if (*lo == 256) *lo = i;
+            *hi = i;
         }
     }
-    if (used <= 1) return 2;
+    return used;
+}
+
+/* Header bytes before the streams: mode, lo, hi, the nibble lengths, the
+ * jump table. */
+#define HUF_HEAD(lo, hi) (3 + ((hi) - (lo) + 2) / 2 + HUF_JUMP_BYTES)
+
+size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n) {
+    uint64_t freq[256], keys[256], bits;
+    size_t lo, hi;
+    if (n < 2 || n > UINT32_MAX) return n + 1;
+    if (huf_counts(hist, freq, &lo, &hi) <= 1) return 2;
     /* The optimal code's bits: the limited code the encoder builds takes at
      * least as many. Each stream rounds up to whole bytes plus a sentinel:
      * the streams together take at least bits / 8 + 1 bytes. */
     bits = huf_optimal_bits(keys, huf_sorted_keys(freq, keys));
-    return 3 + (hi - lo + 2) / 2 + HUF_JUMP_BYTES + (size_t)(bits / 8) + 1;
+    return HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1;
 }
 
 size_t ptwm_huf_size(const uint32_t hist[256], size_t n) {
     uint64_t freq[256], bits = 0;
     uint8_t len[256];
-    size_t used = 0, lo = 256, hi = 0, i, total;
+    size_t lo, hi, i, total;
     if (n < 2 || n > UINT32_MAX) return n + 1;
-    for (i = 0; i < 256; i++) {
-        freq[i] = hist[i];
-        if (freq[i]) {
-            used++;
-            if (lo == 256) lo = i;
-            hi = i;
-        }
-    }
-    if (used == 1) return 2;
+    if (huf_counts(hist, freq, &lo, &hi) <= 1) return 2;
     huf_choose_lengths(freq, len);
     for (i = lo; i <= hi; i++) bits += freq[i] * len[i];
     /* The streams take bits / 8 + 1 to + 4 bytes together (see the floor). */
-    total = 3 + (hi - lo + 2) / 2 + HUF_JUMP_BYTES + (size_t)(bits / 8) + 2;
+    total = HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 2;
     return total >= n - n / 128 ? n + 1 : total;
 }
 
