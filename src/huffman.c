@@ -218,13 +218,70 @@ static void huf_limited_lengths(const uint64_t *keys, size_t m, unsigned limit, 
 /* Lengths limited to 11 bits decode fastest (5 symbols per refill from a 4 KiB
  * table); planes with many rare symbols (exponent planes hold ~100 of them)
  * lose up to 2% at 11 bits, so 13 is used when it saves more than 0.4%. */
+/* Optimal code lengths with no limit, for sorted keys (m >= 2), in place
+ * over the weights in three linear passes (Moffat and Katajainen, "In-place
+ * calculation of minimum-redundancy codes", 1995): parent links, then
+ * internal depths, then leaf depths. Returns the longest length. */
+static unsigned huf_optimal_lengths(const uint64_t *keys, size_t m, uint8_t len[256]) {
+    uint64_t a[256];
+    size_t root = 0, leaf = 2, next, avail = 1, used = 0, depth = 0, r, i;
+    memset(len, 0, 256);
+    if (m < 2) return 0; /* callers have two symbols or more */
+    for (i = 0; i < m; i++) a[i] = keys[i] >> 8;
+    /* pass 1: a[next] becomes the weight of internal node next, and each
+     * merged internal node's slot the index of its parent */
+    a[0] += a[1];
+    for (next = 1; next < m - 1; next++) {
+        if (leaf >= m || a[root] < a[leaf]) {
+            a[next] = a[root];
+            a[root++] = next;
+        } else {
+            a[next] = a[leaf++];
+        }
+        if (leaf >= m || (root < next && a[root] < a[leaf])) {
+            a[next] += a[root];
+            a[root++] = next;
+        } else {
+            a[next] += a[leaf++];
+        }
+    }
+    /* pass 2: internal node depths, from the root (node m - 2) down */
+    a[m - 2] = 0;
+    for (r = m - 2; r-- > 0;) a[r] = a[a[r]] + 1;
+    /* pass 3: leaf depths; the deepest leaves are the lightest */
+    next = m;
+    r = m - 1; /* internal nodes m - 2 .. 0, as r - 1 */
+    while (avail > 0) {
+        while (r > 0 && a[r - 1] == depth) {
+            used++;
+            r--;
+        }
+        while (avail > used) {
+            a[--next] = depth;
+            avail--;
+        }
+        avail = 2 * used;
+        depth++;
+        used = 0;
+    }
+    for (i = 0; i < m; i++) len[(uint8_t)keys[i]] = (uint8_t)a[i];
+    return (unsigned)a[0];
+}
+
 static void huf_choose_lengths(const uint64_t freq[256], uint8_t len[256]) {
     uint8_t len13[256];
     uint64_t bits11 = 0, bits13 = 0, keys[256];
-    unsigned i;
+    unsigned i, longest;
     size_t m = huf_sorted_keys(freq, keys);
+    /* The optimal code when it fits the fast limit (package-merge would
+     * find one of the same cost); package-merge only past it. */
+    longest = huf_optimal_lengths(keys, m, len13);
+    if (longest <= HUF_FAST_LEN) {
+        memcpy(len, len13, sizeof(len13));
+        return;
+    }
     huf_limited_lengths(keys, m, HUF_FAST_LEN, len);
-    huf_limited_lengths(keys, m, HUF_MAX_LEN, len13);
+    if (longest > HUF_MAX_LEN) huf_limited_lengths(keys, m, HUF_MAX_LEN, len13);
     for (i = 0; i < 256; i++) {
         bits11 += freq[i] * len[i];
         bits13 += freq[i] * len13[i];
