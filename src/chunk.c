@@ -289,13 +289,16 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
     return e;
 }
 
-/* Planes shorter than this are estimated from every byte; longer ones from
- * every 4th, and above 4x this from every 8th (the estimate only picks a
- * stage; 32K samples of 256 symbols bias the entropy by under 0.1%). */
+/* Planes of at most SAMPLE_EXACT bytes are estimated from every byte;
+ * longer ones from every 4th, and above 4 x SAMPLE_ABOVE from every 8th (the
+ * estimate only picks forms and stages; 32K samples of 256 symbols bias the
+ * entropy by under 0.1%). A plane that is then coded is counted exactly
+ * (encode_plane). */
 #define SAMPLE_ABOVE 65536
+#define SAMPLE_EXACT 4096
 
 static plane_est estimate_plane(const uint8_t *src, size_t n) {
-    return estimate(src, n, n > 4 * SAMPLE_ABOVE ? 8 : n > SAMPLE_ABOVE ? 4 : 1);
+    return estimate(src, n, n > 4 * SAMPLE_ABOVE ? 8 : n > SAMPLE_EXACT ? 4 : 1);
 }
 
 typedef struct stage_pick {
@@ -372,8 +375,8 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
 /* Whether a Huffman coding could be smaller than `coded` bytes: it takes at
  * least the plane's order-0 entropy plus its header (mode, lo, hi, a nibble
  * a symbol, the 16-byte jump table). The estimate is exact (every byte
- * counted) on planes of at most SAMPLE_ABOVE bytes; a byte of slack covers
- * rounding. */
+ * counted) on the coded planes of at most SECOND_TRY_SMALL bytes; a byte of
+ * slack covers rounding. */
 static int huf_may_beat(const plane_est *e, size_t len, size_t coded) {
     if (coded == SIZE_MAX) return 1;
     if (e->entropy + 3.0 + 16.0 + (double)e->distinct / 2.0 - 1.0 >= (double)coded) return 0;
@@ -409,12 +412,14 @@ static void try_other(int stage, int level, const uint8_t *src, size_t len, uint
 /* Encode one plane into out (room for the HUFFMAN, RANS and ZSTD bounds
  * together). `lz` marks planes of integer or quantized data, where zstd's
  * matches can beat order-0/1 statistics. */
-static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *est,
+static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *sampled,
                                unsigned mask, int zlevel, int order, int lz, uint8_t *out,
                                size_t cap, int *stage, size_t *coded) {
     stage_pick p;
     ptwm_error e;
     int second = 0;
+    plane_est exact;
+    const plane_est *est = sampled;
     if (len == 0) {
         *stage = PTWM_METHOD_IDENTITY;
         *coded = 0;
@@ -427,6 +432,13 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
         return PTWM_OK;
     }
     p = pick_stage(est, len, mask, zlevel, order);
+    /* A plane that gets coded gets exact counts (estimates of the planes
+     * that stay raw, or lose to another form, are sampled): the stages and
+     * the Huffman/rANS call read them. */
+    if (!est->exact && len <= SECOND_TRY_SMALL && p.stage != PTWM_METHOD_IDENTITY) {
+        exact = estimate(src, len, 1);
+        est = &exact;
+    }
     /* zstd's matches are invisible to the estimate: on integer planes it is
      * tried even where no order-0/1 stage pays. */
     lz = lz && (mask & (mask - 1)) != 0 && (mask & PTWM_EMASK(PTWM_METHOD_ZSTD));
