@@ -152,7 +152,8 @@ static int bench_corpus(const char *dir, int runs, uint64_t chunk) {
 /* ---- memory ---------------------------------------------------------------- */
 
 /* A safetensors file of about `target` bytes: the tensors of the given corpus
- * files repeated under prefixed names, written tensor by tensor. */
+ * files repeated under prefixed names (each copy's elements rotated),
+ * written tensor by tensor. */
 static int make_big(const char *dir, const char *out, uint64_t target) {
     static const char *const src[] = {"faceres-deep.f32", "faceres-deep.bf16", "posenet.bf16"};
     bc_file f[3];
@@ -193,7 +194,15 @@ static int make_big(const char *dir, const char *out, uint64_t target) {
     fp = fopen(out, "wb");
     if (!fp) goto out;
     rc = fwrite(hdr, 1, hl, fp) != hl;
-    for (i = 0; i < n && !rc; i++) rc = fwrite(d[i].data, 1, (size_t)d[i].nbytes, fp) != d[i].nbytes;
+    /* Copy k of a tensor is its elements rotated by k x 4099 elements: the
+     * same statistics, but not the same chunks (equal chunks would be stored
+     * once, and the file would not exercise the coder). */
+    for (i = 0; i < n && !rc; i++) {
+        const uint8_t *b = (const uint8_t *)d[i].data;
+        size_t len = (size_t)d[i].nbytes, w = (ptwm_dtype_bits(d[i].dtype) + 7) / 8;
+        size_t off = len ? (size_t)((uint64_t)(i / per) * 4099u * w % len) / w * w : 0;
+        rc = fwrite(b + off, 1, len - off, fp) != len - off || fwrite(b, 1, off, fp) != off;
+    }
     if (fclose(fp) != 0) rc = 1;
     printf("made %s: %zu tensors, %.2f GB\n", out, n, (double)(hl + copies * per_bytes) / 1e9);
 out:
