@@ -723,6 +723,7 @@ static void pool_build(input *ins, size_t nin, pool *p) {
 
 typedef struct layout_item {
     const ptwm_tensor_desc *src;
+    uint64_t rot;         /* the copy starts this many bytes into src, wrapping */
     uint64_t nbytes;      /* may be a prefix of src (the last, cut tensor) */
     uint64_t shape1;      /* element count when cut: a 1-D tensor */
     char name[64];
@@ -750,6 +751,12 @@ static layout_item *layout_build(const pool *p, uint64_t target, size_t *count) 
         }
         li = &it[n++];
         li->src = t;
+        /* Repetition r of a tensor is rotated by r x 4099 elements: the same
+         * statistics, but not the same chunks (ptwm stores equal chunks
+         * once, which would measure a file of one copy). */
+        li->rot = t->nbytes ? (uint64_t)(j / p->n) * 4099u * elem_bytes(t->dtype) % t->nbytes /
+                                  elem_bytes(t->dtype) * elem_bytes(t->dtype)
+                            : 0;
         li->nbytes = take;
         li->shape1 = take / elem_bytes(t->dtype);
         snprintf(li->name, sizeof(li->name), "rep%zu.t%zu", j / p->n, j % p->n);
@@ -778,6 +785,15 @@ static void layout_descs(const layout_item *it, size_t n, ptwm_tensor_desc *d, c
     }
 }
 
+/* The bytes of a layout item: its source from `rot` on, wrapping. */
+static void item_copy(const layout_item *li, uint8_t *dst) {
+    const uint8_t *b = (const uint8_t *)li->src->data;
+    uint64_t first = li->src->nbytes - li->rot;
+    if (first > li->nbytes) first = li->nbytes;
+    memcpy(dst, b + li->rot, (size_t)first);
+    memcpy(dst + first, b, (size_t)(li->nbytes - first));
+}
+
 static int make_file(const char *out, uint64_t mb, input *ins, size_t nin) {
     pool p;
     size_t n, i;
@@ -799,9 +815,14 @@ static int make_file(const char *out, uint64_t mb, input *ins, size_t nin) {
         perror(out);
         rc = -1;
     } else {
+        uint8_t *buf = NULL;
         if (fwrite(hdr, 1, hlen, fp) != hlen) rc = -1;
-        for (i = 0; i < n && !rc; i++)
-            if (fwrite(it[i].src->data, 1, (size_t)it[i].nbytes, fp) != it[i].nbytes) rc = -1;
+        for (i = 0; i < n && !rc; i++) {
+            if (!(buf = (uint8_t *)realloc(buf, (size_t)it[i].nbytes + 1))) exit(2);
+            item_copy(&it[i], buf);
+            if (fwrite(buf, 1, (size_t)it[i].nbytes, fp) != it[i].nbytes) rc = -1;
+        }
+        free(buf);
         if (fclose(fp) || rc) {
             fprintf(stderr, "bench_suite: writing %s failed\n", out);
             rc = -1;
@@ -861,7 +882,7 @@ static void scale(const char *list, input *ins, size_t nin, int runs) {
         g.data = (uint8_t *)xmalloc((size_t)g.raw);
         base = g.data;
         for (i = 0; i < n; i++) {
-            memcpy(base, it[i].src->data, (size_t)it[i].nbytes);
+            item_copy(&it[i], base);
             base += it[i].nbytes;
         }
         layout_descs(it, n, g.d, g.data);
