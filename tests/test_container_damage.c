@@ -168,6 +168,32 @@ static void test_hash_damage(void) {
     im.p[at + 5] ^= 0x04;
     reseal(&im);
     CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_HASH, "tensor 'conv2/w': payload XXH3-128 ");
+    /* A tensor whose hash fails is not handed back: the buffer is zeroed, by
+     * decode and by decode_many (which hashes chunk by chunk as they retire),
+     * and the tensors beside it still decode. */
+    {
+        ptwm_reader *r = NULL;
+        uint8_t *out = (uint8_t *)malloc(sizeof(wv[1])), *o0 = (uint8_t *)malloc(sizeof(wv[0]));
+        void *dsts[2];
+        size_t idx[2] = {0, 1}, sizes[2] = {sizeof(wv[0]), sizeof(wv[1])}, i, nonzero = 0;
+        CHECK(ptwm_reader_open_memory(im.p, im.len, "damaged.ptwm", &r, &err) == PTWM_OK);
+        if (r && out && o0) {
+            memset(out, 0xAA, sizeof(wv[1]));
+            CHECK_ERR(ptwm_reader_decode(r, 1, out, sizeof(wv[1]), &err), &err, PTWM_ERR_HASH, "conv2/w");
+            for (i = 0; i < sizeof(wv[1]); i++) nonzero += out[i] != 0;
+            CHECK_MSG(nonzero == 0, "decode: %zu bytes of a tensor whose hash failed handed back", nonzero);
+            memset(out, 0xAA, sizeof(wv[1]));
+            dsts[0] = o0;
+            dsts[1] = out;
+            CHECK_ERR(ptwm_reader_decode_many(r, idx, dsts, sizes, 2, &err), &err, PTWM_ERR_HASH, "conv2/w");
+            for (i = 0, nonzero = 0; i < sizeof(wv[1]); i++) nonzero += out[i] != 0;
+            CHECK_MSG(nonzero == 0, "decode_many: %zu bytes of a tensor whose hash failed handed back", nonzero);
+            CHECK(memcmp(o0, wv[0], sizeof(wv[0])) == 0);
+        }
+        ptwm_reader_close(r);
+        free(out);
+        free(o0);
+    }
     free(im.p);
     /* Without plane CRCs, payload damage is caught by the decoder or the hash. */
     chunk_where(&good, 1, 5, &off, &coded);
