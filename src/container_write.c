@@ -886,7 +886,8 @@ ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
         uint64_t raw = 0;
         size_t i;
         for (i = 0; i < n && tensors; i++) raw += tensors[i].nbytes;
-        if (raw < (uint64_t)SIZE_MAX / 2) (void)wbuf_reserve(&w->mem, (size_t)raw + 4096);
+        if (raw < (uint64_t)SIZE_MAX / 2 && wbuf_reserve(&w->mem, (size_t)raw + 4096))
+            ptwm_advise_huge(w->mem.p, w->mem.cap); /* 20% of compress time went to faults */
     }
     if ((rc = add_all(w, tensors, n, chains, err))) {
         ptwm_writer_free(w);

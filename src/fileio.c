@@ -67,6 +67,17 @@ ptwm_error ptwm_map_file(const char *path, ptwm_map *m, ptwm_err *err) {
     return PTWM_OK;
 }
 
+void ptwm_advise_huge(void *p, size_t len) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + len) & ~(huge - 1);
+    if (p && e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE); /* advice: failure is fine */
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
 void ptwm_unmap(ptwm_map *m) {
     if (m && m->base) munmap(m->base, (size_t)m->size);
     if (m) memset(m, 0, sizeof(*m));

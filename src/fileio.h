@@ -14,6 +14,10 @@ typedef struct ptwm_map {
 /* Map a whole file read-only. */
 ptwm_error ptwm_map_file(const char *path, ptwm_map *m, ptwm_err *err);
 void ptwm_unmap(ptwm_map *m);
+/* Ask for huge pages over the 2 MiB-aligned part of [p, p + len) (Linux
+ * transparent huge pages in madvise mode; a no-op elsewhere): a fresh
+ * multi-megabyte output image otherwise takes a page fault per 4 KiB. */
+void ptwm_advise_huge(void *p, size_t len);
 
 /* Open a regular file for reading (a directory, pipe, socket or device is
  * PTWM_ERR_IO, without waiting on a FIFO); *size receives the file size. */
