@@ -417,8 +417,10 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
                                size_t cap, int *stage, size_t *coded) {
     stage_pick p;
     ptwm_error e;
-    int second = 0;
+    int second = 0, planned = 0;
     plane_est exact;
+    ptwm_rans_plan rplan;
+    uint8_t hlen[256];
     const plane_est *est = sampled;
     if (len == 0) {
         *stage = PTWM_METHOD_IDENTITY;
@@ -474,17 +476,25 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             second = p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
                      len <= SECOND_TRY_SMALL;
             if (second && est->exact && len < PTWM_RANS_O1_MIN_AUTO) {
-                double r = ptwm_rans_o0_size(est->hist, len);
-                double h = (double)ptwm_huf_size(est->hist, len);
+                /* (order 1 is not tried below 64 KiB: the plan is order 0's) */
+                double r = ptwm_rans_o0_size(est->hist, len, &rplan);
+                size_t hs = ptwm_huf_size(est->hist, len, hlen);
+                double h = (double)hs;
+                planned = 1;
                 if (h < r * (1.0 - CLOSE_CALL)) {
                     p.stage = PTWM_METHOD_HUFFMAN;
                     p.level = 0;
                     second = 0;
+                    planned = hs > 2 && hs <= len;
                 } else if (r < h * (1.0 - CLOSE_CALL)) {
                     second = 0;
                 }
             }
-            if (p.stage == PTWM_METHOD_RANS && est->exact)
+            if (planned && p.stage == PTWM_METHOD_RANS)
+                e = ptwm_rans_encode_plan(src, len, &rplan, out, cap, coded);
+            else if (planned && p.stage == PTWM_METHOD_HUFFMAN)
+                e = ptwm_huf_encode_lengths(src, len, hlen, out, cap, coded);
+            else if (p.stage == PTWM_METHOD_RANS && est->exact)
                 e = ptwm_rans_encode_counts(src, len, p.level, est->hist, out, cap, coded);
             else
                 e = ptwm_entropy_encode(p.stage, p.level, src, len, out, cap, coded);

@@ -39,8 +39,13 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
 size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n);
 /* The HUFFMAN-coded size from exact counts, to within 2 bytes (n + 1 where
  * the encoder would store the plane; it may also store a plane whose
- * sampled bytes look incompressible). */
-size_t ptwm_huf_size(const uint32_t hist[256], size_t n);
+ * sampled bytes look incompressible), and the code lengths it chose (len:
+ * 256 entries; unset when the size is n + 1 or 2). ptwm_huf_encode_lengths
+ * codes src with such lengths (NULL: choose them), giving the bytes
+ * ptwm_huf_encode gives. */
+size_t ptwm_huf_size(const uint32_t hist[256], size_t n, uint8_t len[256]);
+ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *lengths,
+                                   uint8_t *dst, size_t cap, size_t *out_len);
 ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
 
 size_t ptwm_rans_bound(size_t n);
@@ -49,8 +54,16 @@ size_t ptwm_rans_bound(size_t n);
 ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, const uint32_t *hist,
                                    uint8_t *dst, size_t cap, size_t *out_len);
 /* Estimated order-0 coded size (within ~0.1%) from exact counts, as the
- * encoder would code it (n + 1 if it would store the plane raw). */
-double ptwm_rans_o0_size(const uint32_t hist[256], size_t n);
+ * encoder would code it (n + 1 if it would store the plane raw), and the
+ * table it planned: ptwm_rans_encode_plan codes src with it, giving the
+ * bytes ptwm_rans_encode(src, n, 0, ...) gives. */
+typedef struct ptwm_rans_plan {
+    unsigned prec;      /* 0: no table (one symbol, or stored raw) */
+    uint32_t freq[256];
+} ptwm_rans_plan;
+double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *plan);
+ptwm_error ptwm_rans_encode_plan(const uint8_t *src, size_t n, const ptwm_rans_plan *plan,
+                                 uint8_t *dst, size_t cap, size_t *out_len);
 ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
                             size_t *out_len);
 ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);

@@ -475,9 +475,8 @@ size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n) {
     return HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1;
 }
 
-size_t ptwm_huf_size(const uint32_t hist[256], size_t n) {
+size_t ptwm_huf_size(const uint32_t hist[256], size_t n, uint8_t len[256]) {
     uint64_t freq[256], bits = 0;
-    uint8_t len[256];
     size_t lo, hi, i, total;
     if (n < 2 || n > UINT32_MAX) return n + 1;
     if (huf_counts(hist, freq, &lo, &hi) <= 1) return 2;
@@ -490,6 +489,11 @@ size_t ptwm_huf_size(const uint32_t hist[256], size_t n) {
 
 ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
                            size_t *out_len) {
+    return ptwm_huf_encode_lengths(src, n, NULL, dst, cap, out_len);
+}
+
+ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *lengths,
+                                   uint8_t *dst, size_t cap, size_t *out_len) {
     uint32_t hist[HUF_STREAMS][256];
     uint64_t freq[256];
     uint8_t len[256];
@@ -525,7 +529,10 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
         return PTWM_OK;
     }
 
-    huf_choose_lengths(freq, len);
+    if (lengths)
+        memcpy(len, lengths, sizeof(len));
+    else
+        huf_choose_lengths(freq, len);
     nib = (hi - lo + 2) / 2;
     total = 3 + nib + HUF_JUMP_BYTES;
     for (s = 0; s < HUF_STREAMS; s++) {

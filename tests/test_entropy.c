@@ -207,11 +207,49 @@ static void test_order0(void) {
     CHECK(fabs(ptwm_entropy_order0(b, 4) - 0.8112781244591328) < 1e-12);
 }
 
+/* The size estimates the chunk codec uses to code only the smaller stage:
+ * from exact counts, rANS order 0's plan and Huffman's lengths code the
+ * plane to the same bytes as the plain encoders, and their sizes are close
+ * (rANS within 0.5% plus a few bytes, Huffman within 2 bytes). Windows of the
+ * corpus planes at the sizes where the codec uses them (up to 64 KiB). */
+static void plan_plane(const char *file, const char *label, const uint8_t *plane, size_t n) {
+    static const size_t sizes[] = {2, 300, 4096, 20000, 65535};
+    size_t k;
+    for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]) && sizes[k] <= n; k++) {
+        size_t m = sizes[k], i, la, lb, lh, lg, hs;
+        uint32_t hist[256];
+        uint8_t len[256];
+        ptwm_rans_plan pl;
+        double est;
+        uint8_t *a = (uint8_t *)malloc(m + 64), *b = (uint8_t *)malloc(m + 64);
+        memset(hist, 0, sizeof(hist));
+        for (i = 0; i < m; i++) hist[plane[i]]++;
+        est = ptwm_rans_o0_size(hist, m, &pl);
+        CHECK(ptwm_rans_encode(plane, m, 0, a, m + 64, &la) == PTWM_OK);
+        CHECK(ptwm_rans_encode_plan(plane, m, &pl, b, m + 64, &lb) == PTWM_OK);
+        CHECK_MSG(la == lb && memcmp(a, b, la) == 0, "%s %s, %zu bytes: planned rANS differs (%zu vs %zu)",
+                  file, label, m, lb, la);
+        CHECK_MSG(fabs(est - (double)la) <= (double)la * 0.005 + 8.0,
+                  "%s %s, %zu bytes: rANS estimate %.0f, coded %zu", file, label, m, est, la);
+        hs = ptwm_huf_size(hist, m, len);
+        CHECK(ptwm_huf_encode(plane, m, a, m + 64, &lh) == PTWM_OK);
+        CHECK(ptwm_huf_encode_lengths(plane, m, hs > 2 && hs <= m ? len : NULL, b, m + 64, &lg) == PTWM_OK);
+        CHECK_MSG(lh == lg && memcmp(a, b, lh) == 0, "%s %s, %zu bytes: Huffman with given lengths differs",
+                  file, label, m);
+        /* The encoder may store a plane that looks incompressible (n + 1). */
+        CHECK_MSG(lh == m + 1 || (hs + 2 >= lh && hs <= lh + 2), "%s %s, %zu bytes: Huffman size %zu, coded %zu",
+                  file, label, m, hs, lh);
+        free(a);
+        free(b);
+    }
+}
+
 int main(void) {
     test_order0();
     test_refusals();
     test_edges();
     test_threads();
     cp_for_each(dispatch_plane);
+    cp_for_each(plan_plane);
     return tu_finish("entropy");
 }
