@@ -910,6 +910,22 @@ static size_t encode_o1(const uint8_t *src, size_t n, const uint64_t *cnt,
     return len ? h + len : 0;
 }
 
+/* Keep a rANS coding of `len` bytes (0: none) only if it saves at least
+ * 1/256 of the plane: below that (sign+mantissa planes: 7.97 bits) RAW costs
+ * under 0.4% and decodes at memcpy speed. */
+static ptwm_error keep_or_raw(const uint8_t *src, size_t n, size_t len, uint8_t *dst, size_t cap,
+                              size_t *out_len) {
+    if (len && len + n / 256 <= n) {
+        *out_len = len;
+        return PTWM_OK;
+    }
+    if (cap < n + 1) return PTWM_ERR_DST_SIZE;
+    dst[0] = MODE_RAW;
+    if (n) memcpy(dst + 1, src, n);
+    *out_len = n + 1;
+    return PTWM_OK;
+}
+
 double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *out) {
     uint64_t cnt[256];
     int s, present = 0;
@@ -933,20 +949,9 @@ double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *out
 
 ptwm_error ptwm_rans_encode_plan(const uint8_t *src, size_t n, const ptwm_rans_plan *pl,
                                  uint8_t *dst, size_t cap, size_t *out_len) {
-    size_t len;
     if (!pl || !pl->prec) return ptwm_rans_encode(src, n, 0, dst, cap, out_len);
     if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
-    len = encode_o0(src, n, pl->freq, pl->prec, dst, cap);
-    /* The same rule as ptwm_rans_encode: RAW unless rANS saves 1/256. */
-    if (len && len + n / 256 <= n) {
-        *out_len = len;
-        return PTWM_OK;
-    }
-    if (cap < n + 1) return PTWM_ERR_DST_SIZE;
-    dst[0] = MODE_RAW;
-    if (n) memcpy(dst + 1, src, n);
-    *out_len = n + 1;
-    return PTWM_OK;
+    return keep_or_raw(src, n, encode_o0(src, n, pl->freq, pl->prec, dst, cap), dst, cap, out_len);
 }
 
 ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
@@ -1009,19 +1014,8 @@ ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, cons
         } else if (p0.prec && p0.est + (double)(n / 256) < (double)n) {
             len = encode_o0(src, n, p0.freq, p0.prec, dst, cap);
         }
-        /* Keep rANS only if it saves at least 1/256 of the plane: below that
-         * (sign+mantissa planes: 7.97 bits) RAW costs under 0.4% and decodes
-         * at memcpy speed. */
-        if (len && len + n / 256 <= n) {
-            *out_len = len;
-            return PTWM_OK;
-        }
     }
-    if (cap < n + 1) return PTWM_ERR_DST_SIZE;
-    dst[0] = MODE_RAW;
-    if (n) memcpy(dst + 1, src, n);
-    *out_len = n + 1;
-    return PTWM_OK;
+    return keep_or_raw(src, n, len, dst, cap, out_len);
 }
 
 /* ------------------------------------------------------------------------- */
