@@ -507,6 +507,20 @@ static void test_joint_split_reference(void) {
                       "joint split of %zu elements (%s counts): element %zu differs, %zu side "
                       "bytes, expected %zu",
                       n, sampled ? "sampled" : "exact", i, ne, esc);
+            /* And back: the BF16 elements (sign, exponent, mantissa) from the
+             * joint planes, vector and scalar parts. */
+            {
+                uint8_t *bf = (uint8_t *)malloc(2 * n);
+                size_t got = ptwm_joint_merge_bf16(j, nib, side, ne, n, bf);
+                for (i = 0; i < n; i++) {
+                    unsigned v = (unsigned)(sm[i] & 0x80) << 8 | (unsigned)ex[i] << 7 | (sm[i] & 0x7fu);
+                    if (bf[2 * i] != (uint8_t)v || bf[2 * i + 1] != (uint8_t)(v >> 8)) break;
+                }
+                CHECK_MSG(i == n && got == ne - PTWM_JOINT_MAP,
+                          "joint merge to BF16 of %zu elements: element %zu differs, %zu escapes", n, i,
+                          got);
+                free(bf);
+            }
         }
         free(ex), free(sm), free(j), free(nib), free(side);
     }
