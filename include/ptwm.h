@@ -134,7 +134,9 @@ typedef struct ptwm_tensor_info {
     uint32_t ndim;
     const uint64_t *shape;
     uint64_t nbytes;        /* raw (decoded) bytes */
-    uint64_t coded_bytes;   /* stored bytes (equals nbytes for safetensors) */
+    uint64_t coded_bytes;   /* stored bytes: the payloads this tensor adds to the file (a
+                               payload shared with an earlier tensor counts there); equals
+                               nbytes for safetensors */
     const void *data;       /* zero-copy raw bytes, or NULL when not mapped (pread mode, .ptwm) */
 } ptwm_tensor_info;
 

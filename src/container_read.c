@@ -239,6 +239,45 @@ static ptwm_error sort_by_name(ptwm_reader *r, size_t n, ptwm_err *err) {
     return PTWM_OK;
 }
 
+typedef struct payload_ref {
+    uint64_t offset, order;
+    size_t tensor;
+    uint32_t coded;
+} payload_ref;
+
+static int cmp_payload_ref(const void *a, const void *b) {
+    const payload_ref *x = (const payload_ref *)a, *y = (const payload_ref *)b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* A payload named by several chunk entries (the writer stores equal payloads
+ * once) counts in the stored bytes of the first tensor, in table order, that
+ * names it: the tensors' coded bytes then add up to the file's payloads. */
+static ptwm_error attribute_shared(ptwm_reader *r, ptwm_err *err) {
+    uint64_t total = 0, k, m = 0;
+    size_t i;
+    payload_ref *refs;
+    for (i = 0; i < r->nt; i++) total += r->t[i].nchunks; /* bounded by the table size */
+    if (total < 2) return PTWM_OK;
+    refs = (payload_ref *)ptwm_calloc(total, sizeof(payload_ref));
+    if (!refs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %llu chunk entries",
+                                (unsigned long long)total);
+    for (i = 0; i < r->nt; i++)
+        for (k = 0; k < r->t[i].nchunks; k++, m++) {
+            refs[m].offset = r->t[i].chunks[k].offset;
+            refs[m].coded = r->t[i].chunks[k].coded;
+            refs[m].order = m;
+            refs[m].tensor = i;
+        }
+    qsort(refs, (size_t)total, sizeof(payload_ref), cmp_payload_ref);
+    for (k = 1; k < total; k++)
+        if (refs[k].offset == refs[k - 1].offset && refs[k].coded == refs[k - 1].coded)
+            r->t[refs[k].tensor].coded -= refs[k].coded;
+    free(refs);
+    return PTWM_OK;
+}
+
 static ptwm_error parse_tensors(ptwm_reader *r, cursor *c, ptwm_err *err) {
     uint32_t n;
     size_t i;
@@ -267,7 +306,7 @@ static ptwm_error parse_tensors(ptwm_reader *r, cursor *c, ptwm_err *err) {
         if (strcmp(r->t[r->by_name[i - 1]].name, r->t[r->by_name[i]].name) == 0)
             return ptwm_fail(err, PTWM_ERR_DUPLICATE, "tensor name '%s' appears twice",
                              r->t[r->by_name[i]].name);
-    return PTWM_OK;
+    return attribute_shared(r, err);
 }
 
 static ptwm_error parse_metadata(ptwm_reader *r, cursor *c, ptwm_err *err) {
