@@ -334,6 +334,34 @@ static void test_hostile(void) {
 
 static int isa_now = PTWM_RANS_ISA_BEST;
 
+/* Every encoder loop (scalar, AVX2, AVX-512 VBMI) writes the same bytes, on
+ * real planes and on lengths around their steps (32 and 64 symbols). */
+static void encoders_agree(const char *file, const char *label, const uint8_t *plane, size_t n) {
+    static const size_t cuts[] = {31, 32, 63, 64, 65, 127, 129, 1000, 4097};
+    size_t k, cap, len[3];
+    uint8_t *out[3];
+    int isa, order;
+    if (n > (1u << 20)) n = 1u << 20;
+    cap = ptwm_rans_bound(n);
+    for (isa = 0; isa < 3; isa++) out[isa] = (uint8_t *)malloc(cap);
+    for (k = 0; k <= sizeof(cuts) / sizeof(cuts[0]); k++) {
+        size_t m = k < sizeof(cuts) / sizeof(cuts[0]) ? cuts[k] : n;
+        if (m > n) continue;
+        for (order = 0; order <= 1; order++) {
+            for (isa = 0; isa < 3; isa++) {
+                ptwm_rans_limit_isa(isa);
+                CHECK(ptwm_rans_encode(plane, m, order, out[isa], cap, &len[isa]) == PTWM_OK);
+            }
+            CHECK_MSG(len[0] == len[1] && len[0] == len[2] && memcmp(out[0], out[1], len[0]) == 0 &&
+                          memcmp(out[0], out[2], len[0]) == 0,
+                      "%s %s, %zu symbols, order %d: encoders differ (%zu, %zu, %zu bytes)", file,
+                      label, m, order, len[0], len[1], len[2]);
+        }
+    }
+    ptwm_rans_limit_isa(PTWM_RANS_ISA_BEST);
+    for (isa = 0; isa < 3; isa++) free(out[isa]);
+}
+
 /* The capped decoders on real planes (1 MiB windows keep the sanitizer
  * build quick): every order, bytes compared. */
 static void scalar_plane(const char *file, const char *label, const uint8_t *plane, size_t n) {
@@ -348,6 +376,7 @@ int main(void) {
     test_edges();
     test_hostile();
     cp_for_each(rans_plane);
+    cp_for_each(encoders_agree);
     /* Again with the scalar loops, then with AVX2 only, where this machine
      * has a better path. */
     ptwm_rans_limit_isa(isa_now = 0);
