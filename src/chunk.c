@@ -271,12 +271,15 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
     }
     histogram(src, n, step, hist);
     seen = (n + step - 1) / step;
+    /* sum h log2(seen / h) = seen log2 seen - sum h log2 h */
+    e.entropy = ptwm_xlogx(seen);
     for (s = 0; s < 256; s++) {
         if (hist[s]) {
             e.distinct++;
-            e.entropy -= (double)hist[s] * log2((double)hist[s] / (double)seen);
+            e.entropy -= ptwm_xlogx(hist[s]);
         }
     }
+    if (e.entropy < 0.0) e.entropy = 0.0; /* rounding, for one symbol */
     e.entropy = e.entropy / 8.0 * ((double)n / (double)seen);
     if (e.distinct == 1) {
         size_t i;

@@ -82,6 +82,8 @@ ptwm_error ptwm_zstd_decode(const uint8_t *src, size_t src_size, uint8_t *dst, s
 /* Zero-order entropy of a byte plane in bits per symbol (for benchmarks and
  * for choosing stages cheaply). */
 double ptwm_entropy_order0(const uint8_t *src, size_t n);
+/* k log2 k (0 for 0), exact to double rounding; fast for small k. */
+double ptwm_xlogx(uint64_t k);
 
 /* Byte histogram of src[0..n) into count[256] (overwritten). */
 void ptwm_histogram(const uint8_t *src, size_t n, uint64_t count[256]);

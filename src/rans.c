@@ -902,36 +902,18 @@ static void o1_counts(const uint8_t *src, size_t n, uint64_t *cnt /* [256][256] 
     }
 }
 
-/* k log2 k, from a table for the small counts that make up most of the
- * 65536 (context, symbol) cells of order-1 counts (log2 was a third of
- * planning order 1 on handtrack.u8). */
-#define XLOGX_SMALL 4096
-static double xlogx_tab[XLOGX_SMALL];
-static pthread_once_t xlogx_once = PTHREAD_ONCE_INIT;
-
-static void xlogx_init(void) {
-    int k;
-    xlogx_tab[0] = 0.0;
-    for (k = 1; k < XLOGX_SMALL; k++) xlogx_tab[k] = (double)k * log2((double)k);
-}
-
-static double xlogx(uint64_t k) {
-    return k < XLOGX_SMALL ? xlogx_tab[k] : (double)k * log2((double)k);
-}
-
 /* A lower bound on the order-1 coded size: the conditional entropy plus one
  * byte per (context, symbol) table entry. */
 static double o1_floor(const uint64_t *cnt, const uint64_t ctx_total[256]) {
     double bits = 0.0, entries = 0.0;
     int c, s;
-    pthread_once(&xlogx_once, xlogx_init);
     for (c = 0; c < 256; c++) {
         if (!ctx_total[c]) continue;
-        bits += xlogx(ctx_total[c]);
+        bits += ptwm_xlogx(ctx_total[c]);
         for (s = 0; s < 256; s++) {
             uint64_t k = cnt[256 * c + s];
             if (k) {
-                bits -= xlogx(k);
+                bits -= ptwm_xlogx(k);
                 entries += 1.0;
             }
         }
