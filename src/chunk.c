@@ -229,20 +229,32 @@ static int get_varint(const uint8_t *p, size_t avail, size_t *pos, uint64_t *out
 
 /* ---- stage choice ------------------------------------------------------- */
 
-static void histogram(const uint8_t *restrict src, size_t n, size_t step, uint32_t *restrict hist) {
+/* Counts of the bytes of src[0..n) (step 1), or of one 64-byte block in
+ * every `step` (whole cache lines: a byte every step-th position would still
+ * read every line of the plane); returns how many bytes were counted. */
+#define SAMPLE_BLOCK 64
+static size_t histogram(const uint8_t *restrict src, size_t n, size_t step,
+                        uint32_t *restrict hist) {
     /* Four tables break the store-to-load chain on runs of one symbol. */
     uint32_t h[4][256];
-    size_t i;
+    size_t b, i, seen = 0;
     int s;
     memset(h, 0, sizeof(h));
-    for (i = 0; i + 4 * step <= n; i += 4 * step) {
-        h[0][src[i]]++;
-        h[1][src[i + step]]++;
-        h[2][src[i + 2 * step]]++;
-        h[3][src[i + 3 * step]]++;
+    for (b = 0; b < n; b += step * SAMPLE_BLOCK) {
+        size_t end = n - b < SAMPLE_BLOCK ? n : b + SAMPLE_BLOCK;
+        if (step == 1) end = n; /* every byte: one pass */
+        for (i = b; i + 4 <= end; i += 4) {
+            h[0][src[i]]++;
+            h[1][src[i + 1]]++;
+            h[2][src[i + 2]]++;
+            h[3][src[i + 3]]++;
+        }
+        for (; i < end; i++) h[0][src[i]]++;
+        seen += end - b;
+        if (step == 1) break;
     }
-    for (; i < n; i += step) h[0][src[i]]++;
     for (s = 0; s < 256; s++) hist[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
+    return seen;
 }
 
 /* Order-0 estimate of a plane: ideal code bytes plus a table cost. Counts
@@ -269,8 +281,7 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
         memset(e.hist, 0, sizeof(e.hist));
         return e;
     }
-    histogram(src, n, step, hist);
-    seen = (n + step - 1) / step;
+    seen = histogram(src, n, step, hist);
     /* sum h log2(seen / h) = seen log2 seen - sum h log2 h */
     e.entropy = ptwm_xlogx(seen);
     for (s = 0; s < 256; s++) {
