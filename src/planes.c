@@ -346,13 +346,23 @@ size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t
     return sparse_compact_plain(src, n, width, bitmap, dst);
 }
 
+/* Set bits of a 64-bit word, without a popcount instruction (the baseline
+ * build has none; a library call per byte was 2% of F16 decoding). */
+static unsigned popcount64(uint64_t v) {
+    v -= (v >> 1) & 0x5555555555555555ull;
+    v = (v & 0x3333333333333333ull) + ((v >> 2) & 0x3333333333333333ull);
+    v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (unsigned)((v * 0x0101010101010101ull) >> 56);
+}
+
 size_t ptwm_bitmap_count(const uint8_t *bitmap, size_t n) {
-    size_t i, full = n / 8, c = 0;
-    for (i = 0; i < full; i++) c += (size_t)__builtin_popcount(bitmap[i]);
+    size_t i = 0, full = n / 8, c = 0;
+    for (; i + 8 <= full; i += 8) c += popcount64(ptwm_load_le64(bitmap + i));
+    for (; i < full; i++) c += popcount64(bitmap[i]);
     if (n % 8) {
         unsigned last = bitmap[full];
         if (last >> (n % 8)) return SIZE_MAX;
-        c += (size_t)__builtin_popcount(last);
+        c += popcount64(last);
     }
     return c;
 }
