@@ -60,6 +60,7 @@ typedef struct wjob {
     uint8_t *out;
     size_t out_len;
     uint8_t chain;
+    uint64_t phash;             /* payload_hash of out[0..out_len) */
     ptwm_error rc;
     ptwm_err err;
 } wjob;
@@ -177,6 +178,16 @@ static ptwm_error w_fail(ptwm_writer *w, ptwm_error rc) {
 /* ---- setup --------------------------------------------------------------- */
 
 static void encode_task(void *ctx, size_t i, unsigned worker);
+
+/* The key of a payload in the sharing store (computed by the worker that
+ * coded it, off the appending thread). */
+static uint64_t payload_hash(const uint8_t *p, size_t n) {
+    uint8_t h[16];
+    uint64_t v;
+    ptwm_xxh128_oneshot(p, n, h);
+    memcpy(&v, h, 8);
+    return v | 1; /* never 0, the empty mark */
+}
 
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
     if (!ptwm_method_name(p->method))
@@ -410,14 +421,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
             j->chain = (uint8_t)c;
         }
     }
-}
-
-static uint64_t payload_hash(const uint8_t *p, size_t n) {
-    uint8_t h[16];
-    uint64_t v;
-    ptwm_xxh128_oneshot(p, n, h);
-    memcpy(&v, h, 8);
-    return v | 1; /* never 0, the empty mark */
+    if (!j->rc) j->phash = payload_hash(j->out, j->out_len);
 }
 
 /* Whether the `len` bytes at `offset` of the output equal p. */
@@ -432,9 +436,9 @@ static int payload_equal(ptwm_writer *w, uint64_t offset, const uint8_t *p, size
 /* The offset of an earlier payload equal to p (UINT64_MAX if none); else
  * records p as written at `at`. A full or unallocatable store only stops
  * sharing. */
-static uint64_t payload_find_or_add(ptwm_writer *w, const uint8_t *p, size_t len, uint64_t at) {
+static uint64_t payload_find_or_add(ptwm_writer *w, const uint8_t *p, size_t len, uint64_t h,
+                                    uint64_t at) {
     pstore *d = &w->dedup;
-    uint64_t h = payload_hash(p, len);
     size_t i;
     if (d->used * 2 >= d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 1024, k;
@@ -483,7 +487,7 @@ static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
     if (j->out_len > UINT32_MAX)
         return w_fail(w, ptwm_fail(err, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
                                    t->name, (unsigned long long)j->chunk, j->out_len));
-    c->offset = payload_find_or_add(w, j->out, j->out_len, w->pos);
+    c->offset = payload_find_or_add(w, j->out, j->out_len, j->phash, w->pos);
     c->coded = (uint32_t)j->out_len;
     c->raw = (uint32_t)j->raw_len;
     c->chain = j->chain;
