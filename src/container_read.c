@@ -837,6 +837,7 @@ typedef struct sjob {
     uint8_t *dst;
     uint8_t *own, *coded;
     size_t own_cap, coded_cap;
+    uint8_t hash[16];            /* a one-chunk tensor's XXH3-128, by the worker */
     ptwm_error rc;
     ptwm_err err;
 } sjob;
@@ -866,6 +867,10 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
         return;
     j->rc = ptwm_chunk_decode(t->chain_ptr[c->chain], t->chain_len[c->chain], t->dtype, src, c->coded,
                               j->dst, c->raw, &j->err);
+    /* A tensor of one chunk is hashed here, in parallel and while its bytes
+     * are in cache; longer tensors are hashed in order as chunks retire. */
+    if (!j->rc && t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
+        ptwm_xxh128_oneshot(j->dst, c->raw, j->hash);
 }
 
 /* `chunks`: how many chunks the call will decode; a single chunk runs on the
@@ -954,7 +959,7 @@ static ptwm_error hash_retired(const ptwm_reader *r, const sjob *j, ptwm_xxh128 
     ptwm_error rc;
     if (!(t->flags & PTWM_TF_PAYLOAD_HASH)) return PTWM_OK;
     if (t->nchunks == 1) {
-        ptwm_xxh128_oneshot(j->dst, raw, got);
+        memcpy(got, j->hash, 16); /* hashed by the worker */
     } else {
         if (j->chunk == 0 && (rc = ptwm_xxh128_begin(h, err))) return rc;
         ptwm_xxh128_update(h, j->dst, raw);
@@ -1033,7 +1038,7 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     if (rc) return rc;
     t = &d->r->t[j->tensor];
     c = &t->chunks[j->chunk];
-    if (t->flags & PTWM_TF_PAYLOAD_HASH) {
+    if ((t->flags & PTWM_TF_PAYLOAD_HASH) && t->nchunks > 1) {
         if (j->chunk == 0 && (rc = ptwm_xxh128_begin(h, err))) return rc;
         ptwm_xxh128_update(h, j->dst, c->raw);
     }
@@ -1045,7 +1050,10 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     }
     if (j->chunk + 1 == t->nchunks && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
         uint8_t got[16];
-        ptwm_xxh128_digest(h, got);   /* the state stays for the next tensor */
+        if (t->nchunks == 1)
+            memcpy(got, j->hash, 16);   /* hashed by the worker */
+        else
+            ptwm_xxh128_digest(h, got); /* the state stays for the next tensor */
         return check_hash(d->r, t, got, err);
     }
     return PTWM_OK;

@@ -19,8 +19,8 @@ typedef struct image {
 static uint16_t wv[3][20000];
 static const char *const wnames[3] = {"conv1/w", "conv2/w", "fc/bias"};
 
-/* Three BF16 tensors in 4 KiB chunks. */
-static image make_image(int plane_crc, int payload_hash) {
+/* Three BF16 tensors of 40,000 bytes in chunks of `chunk` bytes. */
+static image make_image_chunked(int plane_crc, int payload_hash, uint64_t chunk) {
     uint64_t shape[3][1] = {{20000}, {20000}, {20000}}, state = 11;
     ptwm_tensor_desc d[3];
     ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
@@ -37,13 +37,18 @@ static image make_image(int plane_crc, int payload_hash) {
         d[k].data = wv[k];
         d[k].nbytes = sizeof(wv[k]);
     }
-    p.chunk_size = 4096;
+    p.chunk_size = chunk;
     p.emit_plane_crc = plane_crc;
     p.emit_payload_hash = payload_hash;
     p.threads = 2;
     CHECK(ptwm_compress_blob(d, 3, NULL, &p, &blob, &im.len, &err) == PTWM_OK);
     im.p = (uint8_t *)blob;
     return im;
+}
+
+/* In 4 KiB chunks. */
+static image make_image(int plane_crc, int payload_hash) {
+    return make_image_chunked(plane_crc, payload_hash, 4096);
 }
 
 static image copy(const image *a) {
@@ -162,6 +167,36 @@ static void test_hash_damage(void) {
     uint64_t off = 0;
     uint32_t coded = 0;
     ptwm_xxh128_oneshot(wv[1], sizeof(wv[1]), h);
+    /* Tensors of one chunk are hashed by the decoding worker, longer ones
+     * in order as their chunks come back: both catch a wrong hash, and the
+     * one-chunk tensor comes back zeroed from a decode of all three. */
+    {
+        image g1 = plain(make_image_chunked(0, 1, 65536));
+        ptwm_reader *r = NULL;
+        void *dsts[3];
+        size_t idx[3] = {0, 1, 2}, sizes[3], i, nonzero = 0;
+        at = find_in_table(&g1, h, 16);
+        CHECK(at != 0);
+        g1.p[at + 9] ^= 0x10;
+        reseal(&g1);
+        CHECK_ERR(try_all(&g1, &err), &err, PTWM_ERR_HASH, "tensor 'conv2/w': payload XXH3-128 ");
+        CHECK(ptwm_reader_open_memory(g1.p, g1.len, "one-chunk.ptwm", &r, &err) == PTWM_OK);
+        for (i = 0; i < 3; i++) {
+            sizes[i] = sizeof(wv[i]);
+            dsts[i] = malloc(sizes[i]);
+            memset(dsts[i], 0xAA, sizes[i]);
+        }
+        if (r) {
+            ptwm_reader_set_threads(r, 2);
+            CHECK_ERR(ptwm_reader_decode_many(r, idx, dsts, sizes, 3, &err), &err, PTWM_ERR_HASH, "conv2/w");
+            for (i = 0; i < sizes[1]; i++) nonzero += ((uint8_t *)dsts[1])[i] != 0;
+            CHECK_MSG(nonzero == 0, "one-chunk tensor with a wrong hash: %zu bytes handed back", nonzero);
+            CHECK(memcmp(dsts[0], wv[0], sizes[0]) == 0);
+        }
+        ptwm_reader_close(r);
+        for (i = 0; i < 3; i++) free(dsts[i]);
+        free(g1.p);
+    }
     at = find_in_table(&good, h, 16);
     CHECK(at != 0);
     im = copy(&good);
