@@ -61,6 +61,8 @@ typedef struct wjob {
     size_t out_len;
     uint8_t chain;
     uint64_t phash;             /* payload_hash of out[0..out_len) */
+    int hash_raw;               /* the chunk is its tensor: hash it (into raw_hash) */
+    uint8_t raw_hash[16];
     ptwm_error rc;
     ptwm_err err;
 } wjob;
@@ -422,6 +424,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
         }
     }
     if (!j->rc) j->phash = payload_hash(j->out, j->out_len);
+    if (!j->rc && j->hash_raw) ptwm_xxh128_oneshot(j->src, j->raw_len, j->raw_hash);
 }
 
 /* Whether the `len` bytes at `offset` of the output equal p. */
@@ -487,6 +490,7 @@ static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
     if (j->out_len > UINT32_MAX)
         return w_fail(w, ptwm_fail(err, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
                                    t->name, (unsigned long long)j->chunk, j->out_len));
+    if (j->hash_raw) memcpy(t->hash, j->raw_hash, 16);
     c->offset = payload_find_or_add(w, j->out, j->out_len, j->phash, w->pos);
     c->coded = (uint32_t)j->out_len;
     c->raw = (uint32_t)j->raw_len;
@@ -632,7 +636,11 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     }
     ti = w->nt++;
     w->t[ti] = t;
-    if ((t.flags & PTWM_TF_PAYLOAD_HASH) && (rc = ptwm_xxh128_begin(&h, err))) return w_fail(w, rc);
+    /* A tensor of one chunk is hashed by the worker that codes it (in
+     * parallel); others here (in order, as their chunks are queued; an empty
+     * tensor gets the hash of no bytes). */
+    if ((t.flags & PTWM_TF_PAYLOAD_HASH) && t.nchunks != 1 && (rc = ptwm_xxh128_begin(&h, err)))
+        return w_fail(w, rc);
     for (k = 0; k < t.nchunks; k++) {
         wjob *j;
         size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off), slot;
@@ -662,6 +670,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         j->chunk = k;
         j->dtype = t.dtype;
         j->plane_crc = (t.flags & PTWM_TF_PLANE_CRC) != 0;
+        j->hash_raw = t.nchunks == 1 && (t.flags & PTWM_TF_PAYLOAD_HASH);
         j->nchains = t.nchains;
         memcpy(j->chain_ptr, t.chain_ptr, sizeof(j->chain_ptr));
         memcpy(j->chain_len, t.chain_len, sizeof(j->chain_len));
