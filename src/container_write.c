@@ -12,7 +12,7 @@
  * per chunk) stays in memory until ptwm_writer_finish appends it with the
  * footer. Peak memory is about window x (chunk + bound(chunk)) plus one
  * bound(chunk) of scratch per thread (window = 3 x threads + 2; borrowing
- * writers, which hold no raw copies: 4 x threads slots of bound(chunk),
+ * writers, which hold no raw copies: 8 x threads slots of bound(chunk),
  * touched only as far as coded; one thread: one slot). */
 #include "container_format.h"
 #include "chunk.h"
@@ -21,6 +21,7 @@
 #include "hash.h"
 #include "threads.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 typedef struct wchunk {
@@ -191,6 +192,36 @@ static uint64_t payload_hash(const uint8_t *p, size_t n) {
     return v | 1; /* never 0, the empty mark */
 }
 
+/* Output buffers of writers that finished, kept for the next writers: a
+ * slot's buffer is fresh memory the first time each call touches it (page
+ * faults over the whole coded size on a file of a few chunks per slot, on
+ * every call), and deeper windows keep two threads busy. At most
+ * SPARE_SLOTS buffers of one size (the default chunk's bound) are kept. */
+#define SPARE_SLOTS 24
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *spare_buf[SPARE_SLOTS];
+static size_t spare_size, nspare;
+
+static uint8_t *slot_alloc(size_t size) {
+    uint8_t *p = NULL;
+    pthread_mutex_lock(&spare_mu);
+    if (nspare && spare_size == size) p = spare_buf[--nspare];
+    pthread_mutex_unlock(&spare_mu);
+    return p ? p : (uint8_t *)ptwm_malloc(size);
+}
+
+static void slot_free(uint8_t *p, size_t size) {
+    if (!p) return;
+    pthread_mutex_lock(&spare_mu);
+    if (nspare == 0) spare_size = size;
+    if (spare_size == size && nspare < SPARE_SLOTS) {
+        spare_buf[nspare++] = p;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&spare_mu);
+    free(p);
+}
+
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
     if (!ptwm_method_name(p->method))
         return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown method %d (1..5)", p->method);
@@ -226,22 +257,23 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     w->bound = ptwm_chunk_bound((size_t)chunk);
     w->nworkers = ptwm_threads_resolve(w->p.threads);
     w->borrow = borrow;
-    /* Enough jobs per thread that a thread never waits for the writer, and
-     * no more: every slot's output buffer is fresh memory the first time
-     * (18 slots for two threads made the second thread cost 80% more CPU
-     * time on a 14 MB file than 8). One thread codes each job as it waits
-     * for it: one slot, reused while warm in cache, is all it needs. */
-    w->window = w->nworkers == 1 ? 1 : borrow ? 4 * (size_t)w->nworkers : 3 * (size_t)w->nworkers + 2;
+    /* Enough jobs per thread that a thread never waits for the writer (the
+     * writing thread codes too, and while it does it submits nothing: 4
+     * slots a thread left the second thread idle a quarter of the time).
+     * Slot buffers come from the spares of earlier writers, so a deep ring
+     * does not fault in fresh memory on every call. One thread codes each
+     * job as it waits for it: one slot, reused while warm in cache. */
+    w->window = w->nworkers == 1 ? 1 : borrow ? 8 * (size_t)w->nworkers : 3 * (size_t)w->nworkers + 2;
     w->jobs = (wjob *)calloc(w->window, sizeof(wjob));
     w->scratch = (uint8_t **)calloc(w->nworkers, sizeof(uint8_t *));
     if (!w->jobs || !w->scratch) goto nomem;
     for (i = 0; i < w->window; i++) {
         w->jobs[i].raw = borrow ? NULL : (uint8_t *)ptwm_malloc(chunk);
-        w->jobs[i].out = (uint8_t *)ptwm_malloc(w->bound);
+        w->jobs[i].out = slot_alloc(w->bound);
         if ((!borrow && !w->jobs[i].raw) || !w->jobs[i].out) goto nomem;
     }
     for (i = 0; i < w->nworkers; i++)
-        if (!(w->scratch[i] = (uint8_t *)ptwm_malloc(w->bound))) goto nomem;
+        if (!(w->scratch[i] = slot_alloc(w->bound))) goto nomem;
     if ((rc = ptwm_queue_create(w->p.threads, w->window, encode_task, w, &w->queue, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -318,11 +350,11 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->jobs)
         for (i = 0; i < w->window; i++) {
             free(w->jobs[i].raw);
-            free(w->jobs[i].out);
+            slot_free(w->jobs[i].out, w->bound);
         }
     free(w->jobs);
     if (w->scratch)
-        for (i = 0; i < w->nworkers; i++) free(w->scratch[i]);
+        for (i = 0; i < w->nworkers; i++) slot_free(w->scratch[i], w->bound);
     free(w->scratch);
     free(w->dedup.slot);
     free(w->cmp);
