@@ -492,6 +492,53 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
     return ptwm_huf_encode_lengths(src, n, NULL, dst, cap, out_len);
 }
 
+/* Bits of src[0..n) under the code lengths len: the size of one stream
+ * when the lengths are known (no histograms needed). */
+static uint64_t huf_bits_plain(const uint8_t *src, size_t n, const uint8_t len[256]) {
+    uint64_t b0 = 0, b1 = 0;
+    size_t i;
+    for (i = 0; i + 2 <= n; i += 2) {
+        b0 += len[src[i]];
+        b1 += len[src[i + 1]];
+    }
+    if (i < n) b0 += len[src[i]];
+    return b0 + b1;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#define HUF_BITS_VBMI 1
+#include <immintrin.h>
+/* 64 lengths a step from the 256-entry table by two two-register byte
+ * permutes, summed by vpsadbw (13 x 64 fits the 16-bit partial sums). */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static uint64_t huf_bits_vbmi(
+    const uint8_t *src, size_t n, const uint8_t len[256]) {
+    const __m512i t0 = _mm512_loadu_si512(len), t1 = _mm512_loadu_si512(len + 64);
+    const __m512i t2 = _mm512_loadu_si512(len + 128), t3 = _mm512_loadu_si512(len + 192);
+    __m512i acc = _mm512_setzero_si512();
+    size_t i;
+    for (i = 0; i + 64 <= n; i += 64) {
+        __m512i v = _mm512_loadu_si512(src + i);
+        __m512i l = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), _mm512_permutex2var_epi8(t0, v, t1),
+                                           _mm512_permutex2var_epi8(t2, v, t3));
+        acc = _mm512_add_epi64(acc, _mm512_sad_epu8(l, _mm512_setzero_si512()));
+    }
+    return (uint64_t)_mm512_reduce_add_epi64(acc) + huf_bits_plain(src + i, n - i, len);
+}
+#endif
+
+static uint64_t huf_bits(const uint8_t *src, size_t n, const uint8_t len[256]) {
+#ifdef HUF_BITS_VBMI
+    static int have = -1; /* checked once; threads may race to store the same value */
+    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+    if (h < 0) {
+        h = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
+        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
+    }
+    if (h) return huf_bits_vbmi(src, n, len);
+#endif
+    return huf_bits_plain(src, n, len);
+}
+
 ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *lengths,
                                    uint8_t *dst, size_t cap, size_t *out_len) {
     uint32_t hist[HUF_STREAMS][256];
@@ -512,32 +559,45 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
 
     if (huf_looks_incompressible(src, n)) return huf_store(src, n, dst, cap, out_len);
     huf_segments(n, begin);
-    huf_histograms(src, begin, hist);
-    for (i = 0; i < 256; i++) {
-        freq[i] = (uint64_t)hist[0][i] + hist[1][i] + hist[2][i] + hist[3][i];
-        if (freq[i]) {
-            used++;
-            if (lo == 256) lo = i;
-            hi = i;
-        }
-    }
-    if (used == 1) {
-        if (cap < 2) return PTWM_ERR_DST_SIZE;
-        dst[0] = HUF_MODE_RLE;
-        dst[1] = (uint8_t)lo;
-        *out_len = 2;
-        return PTWM_OK;
-    }
-
-    if (lengths)
+    if (lengths) {
+        /* Lengths from the plane's exact counts (ptwm_huf_size): every
+         * symbol present has one, so the used range is where they are, and
+         * each stream's bits are summed directly. */
         memcpy(len, lengths, sizeof(len));
-    else
+        for (i = 0; i < 256; i++)
+            if (len[i]) {
+                used++;
+                if (lo == 256) lo = i;
+                hi = i;
+            }
+        if (used < 2) return ptwm_huf_encode_lengths(src, n, NULL, dst, cap, out_len);
+    } else {
+        huf_histograms(src, begin, hist);
+        for (i = 0; i < 256; i++) {
+            freq[i] = (uint64_t)hist[0][i] + hist[1][i] + hist[2][i] + hist[3][i];
+            if (freq[i]) {
+                used++;
+                if (lo == 256) lo = i;
+                hi = i;
+            }
+        }
+        if (used == 1) {
+            if (cap < 2) return PTWM_ERR_DST_SIZE;
+            dst[0] = HUF_MODE_RLE;
+            dst[1] = (uint8_t)lo;
+            *out_len = 2;
+            return PTWM_OK;
+        }
         huf_choose_lengths(freq, len);
+    }
     nib = (hi - lo + 2) / 2;
     total = 3 + nib + HUF_JUMP_BYTES;
     for (s = 0; s < HUF_STREAMS; s++) {
         uint64_t bits = 0;
-        for (i = lo; i <= hi; i++) bits += (uint64_t)hist[s][i] * len[i];
+        if (lengths)
+            bits = huf_bits(src + begin[s], begin[s + 1] - begin[s], len);
+        else
+            for (i = lo; i <= hi; i++) bits += (uint64_t)hist[s][i] * len[i];
         ssize[s] = (size_t)(bits / 8 + 1);
         total += ssize[s];
         big |= ssize[s] > UINT32_MAX;
