@@ -952,21 +952,34 @@ static ptwm_error sdrive_retire(sdrive *d, sjob **out, ptwm_err *err) {
  * being retired; a one-chunk tensor needs none. At the tensor's last chunk,
  * check its payload hash (a tensor that fails is zeroed: never hand back
  * wrong bytes). */
-static ptwm_error hash_retired(const ptwm_reader *r, const sjob *j, ptwm_xxh128 *h, void *const *dsts,
-                               const size_t *sizes, ptwm_err *err) {
-    const rtensor *t = &r->t[j->tensor];
-    uint32_t raw = t->chunks[j->chunk].raw;
-    uint8_t got[16];
+/* Add a retired chunk to its tensor's payload hash: a tensor of one chunk
+ * was hashed by the worker; longer ones go through the running state h (jobs
+ * retire in order; the state is kept for the next tensor). *done is set, and
+ * got filled, once the tensor is complete and hashed. */
+static ptwm_error retired_hash(const rtensor *t, const sjob *j, ptwm_xxh128 *h, uint8_t got[16],
+                               int *done, ptwm_err *err) {
     ptwm_error rc;
+    *done = 0;
     if (!(t->flags & PTWM_TF_PAYLOAD_HASH)) return PTWM_OK;
     if (t->nchunks == 1) {
-        memcpy(got, j->hash, 16); /* hashed by the worker */
+        memcpy(got, j->hash, 16);
     } else {
         if (j->chunk == 0 && (rc = ptwm_xxh128_begin(h, err))) return rc;
-        ptwm_xxh128_update(h, j->dst, raw);
+        ptwm_xxh128_update(h, j->dst, t->chunks[j->chunk].raw);
         if (j->chunk + 1 != t->nchunks) return PTWM_OK;
         ptwm_xxh128_digest(h, got);
     }
+    *done = 1;
+    return PTWM_OK;
+}
+
+static ptwm_error hash_retired(const ptwm_reader *r, const sjob *j, ptwm_xxh128 *h, void *const *dsts,
+                               const size_t *sizes, ptwm_err *err) {
+    const rtensor *t = &r->t[j->tensor];
+    uint8_t got[16];
+    int done;
+    ptwm_error rc = retired_hash(t, j, h, got, &done, err);
+    if (rc || !done) return rc;
     if ((rc = check_hash(r, t, got, err))) memset(dsts[j->item], 0, sizes[j->item]);
     return rc;
 }
@@ -1035,29 +1048,20 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     sjob *j = NULL;
     const rtensor *t;
     const rchunk *c;
+    uint8_t got[16];
+    int done;
     ptwm_error rc = sdrive_retire(d, &j, err);
     if (rc) return rc;
     t = &d->r->t[j->tensor];
     c = &t->chunks[j->chunk];
-    if ((t->flags & PTWM_TF_PAYLOAD_HASH) && t->nchunks > 1) {
-        if (j->chunk == 0 && (rc = ptwm_xxh128_begin(h, err))) return rc;
-        ptwm_xxh128_update(h, j->dst, c->raw);
-    }
+    if ((rc = retired_hash(t, j, h, got, &done, err))) return rc;
     if (sink && (rc = sink(ctx, j->dst, c->raw, err))) return rc;
     if (j->own_cap > SLOT_KEEP) {
         free(j->own);
         j->own = NULL;
         j->own_cap = 0;
     }
-    if (j->chunk + 1 == t->nchunks && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
-        uint8_t got[16];
-        if (t->nchunks == 1)
-            memcpy(got, j->hash, 16);   /* hashed by the worker */
-        else
-            ptwm_xxh128_digest(h, got); /* the state stays for the next tensor */
-        return check_hash(d->r, t, got, err);
-    }
-    return PTWM_OK;
+    return done ? check_hash(d->r, t, got, err) : PTWM_OK;
 }
 
 ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
