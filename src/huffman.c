@@ -144,27 +144,6 @@ static size_t huf_sorted_keys(const uint64_t freq[256], uint64_t keys[256]) {
     return m;
 }
 
-/* Bits of an optimal prefix code (no length limit) for sorted keys: the sum
- * of the merged weights, two queues (leaves, then the merged nodes, which
- * come out in increasing order). A lower bound for any limited code. */
-static uint64_t huf_optimal_bits(const uint64_t *keys, size_t m) {
-    uint64_t node[256], bits = 0;
-    size_t a = 0, h = 0, t = 0, k;
-    for (k = 1; k < m; k++) {
-        uint64_t w[2];
-        int j;
-        for (j = 0; j < 2; j++) {
-            if (a < m && (h == t || (keys[a] >> 8) <= node[h]))
-                w[j] = keys[a++] >> 8;
-            else
-                w[j] = node[h++];
-        }
-        node[t++] = w[0] + w[1];
-        bits += w[0] + w[1];
-    }
-    return bits;
-}
-
 /* Optimal code lengths limited to `limit` bits by package-merge (Larmore and
  * Hirschberg). With m used symbols, list j holds the m leaves merged with the
  * packages (pairs) of list j-1; the first 2m-2 items of the last list select
@@ -215,9 +194,6 @@ static void huf_limited_lengths(const uint64_t *keys, size_t m, unsigned limit, 
     }
 }
 
-/* Lengths limited to 11 bits decode fastest (5 symbols per refill from a 4 KiB
- * table); planes with many rare symbols (exponent planes hold ~100 of them)
- * lose up to 2% at 11 bits, so 13 is used when it saves more than 0.4%. */
 /* Optimal code lengths with no limit, for sorted keys (m >= 2), in place
  * over the weights in three linear passes (Moffat and Katajainen, "In-place
  * calculation of minimum-redundancy codes", 1995): parent links, then
@@ -227,7 +203,9 @@ static unsigned huf_optimal_lengths(const uint64_t *keys, size_t m, uint8_t len[
     size_t root = 0, leaf = 2, next, avail = 1, used = 0, depth = 0, r, i;
     memset(len, 0, 256);
     if (m < 2) return 0; /* callers have two symbols or more */
-    for (i = 0; i < m; i++) a[i] = keys[i] >> 8;
+    a[0] = keys[0] >> 8;
+    a[1] = keys[1] >> 8;
+    for (i = 2; i < m; i++) a[i] = keys[i] >> 8;
     /* pass 1: a[next] becomes the weight of internal node next, and each
      * merged internal node's slot the index of its parent */
     a[0] += a[1];
@@ -268,6 +246,9 @@ static unsigned huf_optimal_lengths(const uint64_t *keys, size_t m, uint8_t len[
     return (unsigned)a[0];
 }
 
+/* Lengths limited to 11 bits decode fastest (5 symbols per refill from a 4 KiB
+ * table); planes with many rare symbols (exponent planes hold ~100 of them)
+ * lose up to 2% at 11 bits, so 13 is used when it saves more than 0.4%. */
 static void huf_choose_lengths(const uint64_t freq[256], uint8_t len[256]) {
     uint8_t len13[256];
     uint64_t bits11 = 0, bits13 = 0, keys[256];
@@ -464,14 +445,16 @@ static size_t huf_counts(const uint32_t hist[256], uint64_t freq[256], size_t *l
 #define HUF_HEAD(lo, hi) (3 + ((hi) - (lo) + 2) / 2 + HUF_JUMP_BYTES)
 
 size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n) {
-    uint64_t freq[256], keys[256], bits;
-    size_t lo, hi;
+    uint64_t freq[256], keys[256], bits = 0;
+    uint8_t len[256];
+    size_t lo, hi, i;
     if (n < 2 || n > UINT32_MAX) return n + 1;
     if (huf_counts(hist, freq, &lo, &hi) <= 1) return 2;
     /* The optimal code's bits: the limited code the encoder builds takes at
      * least as many. Each stream rounds up to whole bytes plus a sentinel:
      * the streams together take at least bits / 8 + 1 bytes. */
-    bits = huf_optimal_bits(keys, huf_sorted_keys(freq, keys));
+    huf_optimal_lengths(keys, huf_sorted_keys(freq, keys), len);
+    for (i = lo; i <= hi; i++) bits += freq[i] * len[i];
     return HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1;
 }
 
