@@ -237,12 +237,12 @@ static size_t histogram(const uint8_t *restrict src, size_t n, size_t step,
                         uint32_t *restrict hist) {
     /* Four tables break the store-to-load chain on runs of one symbol. */
     uint32_t h[4][256];
+    size_t block = step == 1 ? n : SAMPLE_BLOCK; /* every byte: one block */
     size_t b, i, seen = 0;
     int s;
     memset(h, 0, sizeof(h));
-    for (b = 0; b < n; b += step * SAMPLE_BLOCK) {
-        size_t end = n - b < SAMPLE_BLOCK ? n : b + SAMPLE_BLOCK;
-        if (step == 1) end = n; /* every byte: one pass */
+    for (b = 0; b < n; b += step * block) {
+        size_t end = n - b < block ? n : b + block;
         for (i = b; i + 4 <= end; i += 4) {
             h[0][src[i]]++;
             h[1][src[i + 1]]++;
@@ -251,14 +251,13 @@ static size_t histogram(const uint8_t *restrict src, size_t n, size_t step,
         }
         for (; i < end; i++) h[0][src[i]]++;
         seen += end - b;
-        if (step == 1) break;
     }
     for (s = 0; s < 256; s++) hist[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
     return seen;
 }
 
 /* Order-0 estimate of a plane: ideal code bytes plus a table cost. Counts
- * come from every `step`-th byte and are scaled to the plane. */
+ * come from one 64-byte block in every `step` and are scaled to the plane. */
 typedef struct plane_est {
     double bytes;      /* estimated coded size with an order-0 stage */
     double entropy;    /* ideal order-0 bytes, no table */
