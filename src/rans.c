@@ -78,6 +78,7 @@
 #define RANS_LD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
 static int rans_have_avx2(void);
 static int rans_isa(void);
+#define RANS_HAVE_VBMI 4 /* beside the level rans_isa_detect gives */
 #endif
 
 #define RANS_STATES 32 /* four vectors of eight; order 1: one state per segment */
@@ -765,16 +766,8 @@ encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec
     return i;
 }
 
-static int rans_have_vbmi(void) {
-    static int have = -1;
-    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
-    if (h < 0) {
-        h = __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
-            __builtin_cpu_supports("avx512vbmi2");
-        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
-    }
-    return h && rans_isa() >= 2;
-}
+static int rans_isa_detect(void);
+static int rans_have_vbmi(void) { return (rans_isa_detect() & RANS_HAVE_VBMI) && rans_isa() >= 2; }
 
 /* Rounds of 32 symbols, from symbol i down, while the writer has the margin
  * of a round; returns where the scalar loop goes on. */
@@ -1221,21 +1214,29 @@ static void rans_lanes_init(void) {
 static int rans_isa_cap = PTWM_RANS_ISA_BEST; /* ptwm_rans_limit_isa */
 
 /* The best instruction set this CPU has (checked once; the lane table is
- * built before any vector loop can use it): 2 AVX-512 (F, BW), 1 AVX2, 0. */
+ * built before any vector loop can use it): 2 AVX-512 (F, BW), 1 AVX2, 0,
+ * with RANS_HAVE_VBMI added where the VBMI encoder can run. */
 static int rans_isa_detect(void) {
     static int have = -1;
     int h = __atomic_load_n(&have, __ATOMIC_ACQUIRE);
     if (h < 0) {
         h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
         if (h) pthread_once(&rans_lanes_once, rans_lanes_init);
-        if (h && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) h = 2;
+        if (h && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+            h = 2;
+            /* and the byte permutes, compress and masked stores of the
+             * gather-free encoder */
+            if (__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
+                __builtin_cpu_supports("avx512vbmi2"))
+                h |= RANS_HAVE_VBMI;
+        }
         __atomic_store_n(&have, h, __ATOMIC_RELEASE);
     }
     return h;
 }
 
 static int rans_isa(void) {
-    int h = rans_isa_detect(), cap = __atomic_load_n(&rans_isa_cap, __ATOMIC_RELAXED);
+    int h = rans_isa_detect() & ~RANS_HAVE_VBMI, cap = __atomic_load_n(&rans_isa_cap, __ATOMIC_RELAXED);
     return h < cap ? h : cap;
 }
 
