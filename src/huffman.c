@@ -511,13 +511,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static uint64_t huf_bits_
 
 static uint64_t huf_bits(const uint8_t *src, size_t n, const uint8_t len[256]) {
 #ifdef HUF_BITS_VBMI
-    static int have = -1; /* checked once; threads may race to store the same value */
-    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
-    if (h < 0) {
-        h = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
-        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
-    }
-    if (h) return huf_bits_vbmi(src, n, len);
+    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi"))
+        return huf_bits_vbmi(src, n, len);
 #endif
     return huf_bits_plain(src, n, len);
 }
