@@ -383,28 +383,18 @@ void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, uns
     /* Branchless for the common widths: load the next nonzero element
      * whatever the bit says (src has `width` bytes of slack), mask it, and
      * advance by the bit. Zeros are scattered, so branches would mispredict. */
+#define SPARSE_EXPAND(W, LOAD, STORE)                                                           \
+    do {                                                                                        \
+        for (i = 0; i < n; i++) {                                                               \
+            uint64_t b_ = (bitmap[i >> 3] >> (i & 7)) & 1u;                                     \
+            STORE(dst + i * (W), (uint64_t)LOAD(src + j * (W)) & (0ull - b_));                  \
+            j += (size_t)b_;                                                                    \
+        }                                                                                       \
+    } while (0)
     switch (width) {
-    case 2:
-        for (i = 0; i < n; i++) {
-            unsigned b = (bitmap[i >> 3] >> (i & 7)) & 1u;
-            ptwm_store_le16(dst + 2 * i, (uint16_t)(ptwm_load_le16(src + 2 * j) & (0u - b)));
-            j += b;
-        }
-        return;
-    case 4:
-        for (i = 0; i < n; i++) {
-            uint32_t b = (bitmap[i >> 3] >> (i & 7)) & 1u;
-            ptwm_store_le32(dst + 4 * i, ptwm_load_le32(src + 4 * j) & (0u - b));
-            j += b;
-        }
-        return;
-    case 8:
-        for (i = 0; i < n; i++) {
-            uint64_t b = (bitmap[i >> 3] >> (i & 7)) & 1u;
-            ptwm_store_le64(dst + 8 * i, ptwm_load_le64(src + 8 * j) & (0ull - b));
-            j += (size_t)b;
-        }
-        return;
+    case 2: SPARSE_EXPAND(2, ptwm_load_le16, ST16); return;
+    case 4: SPARSE_EXPAND(4, ptwm_load_le32, ST32); return;
+    case 8: SPARSE_EXPAND(8, ptwm_load_le64, ptwm_store_le64); return;
     default:
         for (i = 0; i < n; i++) {
             uint8_t *p = dst + i * width;
