@@ -50,7 +50,7 @@ static int bench_file(const char *path, size_t chunk, int method, const uint8_t 
     uint8_t *enc = malloc(cap), *dec = malloc(chunk), *zbuf = malloc(zcap);
     ZSTD_CCtx *zc = ZSTD_createCCtx();
     ZSTD_DCtx *zd = ZSTD_createDCtx();
-    ptwm_chunk_params prm = {method, 0, 1};
+    ptwm_chunk_params prm = {method, 0, 1, 0};
     int rc = 0;
     memset(&ft, 0, sizeof(ft));
     if (ptwm_st_open(path, PTWM_OPEN_MMAP, &st, &err)) {

@@ -3,7 +3,8 @@
  * Input: byte 0 picks a dtype, byte 1 a method (standard table chain), bytes
  * 2..3 a raw size; the rest is (a) decoded as a payload of that raw size:
  * it must fail cleanly or fill exactly raw size bytes; and (b) encoded as a
- * chunk and decoded back: must equal, and stay within ptwm_chunk_bound. */
+ * chunk (byte 3 doubling as the column count) and decoded back: must equal,
+ * and stay within ptwm_chunk_bound. */
 #include <stdlib.h>
 #include <string.h>
 #include "chain.h"
@@ -41,6 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     prm.method = method;
     prm.zstd_level = 1;
     prm.emit_crc = raw_len & 1;
+    prm.columns = raw_len >> 8;
     if (ptwm_chunk_encode(chain, clen, d, &prm, data, body_len, enc, cap, &len, NULL) != PTWM_OK)
         __builtin_trap();
     if (len > cap) __builtin_trap();

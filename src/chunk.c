@@ -10,6 +10,9 @@
  *                   bit 4: joint: exponent and top 4 sign:mantissa bits as one
  *                          symbol plane, the low 4 bits as nibbles, a side
  *                          plane with the exponent map and escapes
+ *                   bit 5: MICROSCALE column-relative exponents (the scale
+ *                          plane holds one scale per column; its length is
+ *                          the column count)
  *   u8 planes P
  *   P entries       u8 stage (0 CONST, 1 HUFFMAN, 2 ZSTD, 4 RANS, 5 IDENTITY),
  *                   varint raw length, varint coded length, [u32 LE CRC32 of
@@ -17,8 +20,8 @@
  *   coded planes    concatenated in entry order; they end exactly at the end
  *
  * Plane order: the transform's planes (plane 0 holds the MICROSCALE residuals
- * when bit 1 is set, planes 0 and 1 the joint symbols and nibbles when bit 4
- * is), then the block-scale plane (bit 1) or the side plane (bit 4), the
+ * when bit 1 or 5 is set, planes 0 and 1 the joint symbols and nibbles when
+ * bit 4 is), then the side plane (bit 4), the scale plane (bit 1 or 5), the
  * bitmap (bit 3), then a tail plane with the raw_len % width bytes that do
  * not fill an element.
  *
@@ -40,6 +43,7 @@
 #define FLAG_RAW 4u
 #define FLAG_SPARSE 8u
 #define FLAG_JOINT 16u
+#define FLAG_COLS 32u
 #define MAX_PLANES (PTWM_MAX_BASE_PLANES + 2)
 #define ENTRY_MAX (1 + 10 + 10 + 4)
 #define HEADER_MAX (2 + MAX_PLANES * ENTRY_MAX)
@@ -144,16 +148,17 @@ typedef struct plane_layout {
     size_t total;  /* elements in the chunk */
     size_t tail, blocks;
     int micro, sparse;
+    size_t cols;   /* column-relative exponents: the column count (0: not) */
     size_t side;   /* joint planes: side plane length (0: not joint) */
     unsigned scale_plane, bitmap_plane, tail_plane, side_plane;
 } plane_layout;
 
 /* Planes, in order: the transform's (n bytes each; joint: plane 1 holds
- * (n + 1) / 2 nibbles), the block scales (MICROSCALE) or the joint side
- * plane (`side` bytes, side > 0), the nonzero bitmap (sparse), the tail.
- * mode < 0: bypassed, one plane of raw bytes. */
+ * (n + 1) / 2 nibbles), the joint side plane (`side` bytes, side > 0), the
+ * scales (MICROSCALE: one per block, or `cols` > 0 per column), the nonzero
+ * bitmap (sparse), the tail. mode < 0: bypassed, one plane of raw bytes. */
 static void layout_make(const ptwm_chain_info *c, size_t raw_len, size_t n, int mode, int micro,
-                        int sparse, size_t side, plane_layout *L) {
+                        size_t cols, int sparse, size_t side, plane_layout *L) {
     unsigned k;
     memset(L, 0, sizeof(*L));
     if (mode < 0) {
@@ -178,8 +183,9 @@ static void layout_make(const ptwm_chain_info *c, size_t raw_len, size_t n, int 
         L->len[L->count] = side;
         L->setting[L->count++] = 0;
     }
-    if (micro) {
-        L->blocks = ptwm_micro_blocks(L->n, c->micro_block);
+    if (micro || cols) {
+        L->cols = cols;
+        L->blocks = cols ? cols : ptwm_micro_blocks(L->n, c->micro_block);
         L->scale_plane = L->count;
         L->len[L->count] = L->blocks;
         L->setting[L->count++] = 0;
@@ -591,7 +597,7 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     unsigned crc_flag = !prm || prm->emit_crc ? FLAG_CRC : 0;
     int zdefault = prm ? prm->zstd_level : 0;
     int micro = 0, sparse = 0, use_planes;
-    size_t side = 0;
+    size_t side = 0, cols = 0, want_cols = prm ? prm->columns : 0;
     uint8_t *scale = NULL, *side_plane = NULL;
     plane_est scale_est;
     uint32_t ex_hist[256];
@@ -617,9 +623,17 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             sparse = 1;
         /* Scratch 0: the transform's planes, residuals and block scales, then
          * (sparse) the nonzero elements and the bitmap. */
+        /* Column scales need a whole row twice over to pay; sparse chunks
+         * have lost the columns. */
+        if (sparse || !c.micro_block || want_cols < 2 || want_cols > total / 2 ||
+            total / want_cols >= (1u << 24))
+            want_cols = 0;
         need = c.xform == PTWM_XFORM_BYTES
                    ? 16 /* the raw bytes are the plane */
                    : total * (c.nplanes + 2) + 16 + (sparse ? raw_len + total / 8 + 16 : 0);
+        /* Column residuals, scales and sums go behind the block-relative
+         * ones. */
+        if (want_cols) need += total + 5 * want_cols + 32;
         /* Joint planes go behind everything else: symbols, nibbles, side. */
         joint_at = need;
         if (joint_ok(&c)) need += 3 * total + PTWM_JOINT_MAP + 16;
@@ -658,16 +672,38 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
                 scale_est = ed;
             }
         }
+        /* Column-relative exponents: kept when they estimate smaller than
+         * the form above. */
+        if (want_cols && !est[0].constant) {
+            uint8_t *r = pb + total * (c.nplanes + 2) + 16;
+            uint8_t *d = r + n;
+            uint32_t *sums = (uint32_t *)(void *)(pb + ((size_t)(d + want_cols - pb + 15) & ~(size_t)15));
+            plane_est er, ed;
+            ptwm_colscale_forward(pb, n, want_cols, r, d, sums); /* pb: the exponents */
+            er = estimate_plane(r, n);
+            ed = estimate_plane(d, want_cols);
+            if (er.bytes + ed.bytes < est[0].bytes + (micro ? scale_est.bytes : 0.0)) {
+                micro = 0;
+                cols = want_cols;
+                plane[0] = r;
+                est[0] = er;
+                scale = d;
+                scale_est = ed;
+                if (joint_ok(&c)) memcpy(ex_hist, er.hist, sizeof(ex_hist));
+            }
+        }
         /* Joint exponent + top sign:mantissa bits: kept when they estimate
          * smaller than the exponent (or its block-relative form) beside the
-         * sign:mantissa plane (raw where coding it would not pay). */
+         * sign:mantissa plane (raw where coding it would not pay). Over
+         * column residuals, the residuals take the exponents' place. */
         if (joint_ok(&c) && n >= JOINT_MIN && !est[0].constant) {
             uint8_t *jp = pb + joint_at, *nib = jp + n, *sd = nib + n / 2 + 1;
-            size_t sl = ptwm_joint_split(pb, plane[1], n, ex_hist, jp, nib, sd); /* pb: the exponents */
+            size_t sl = ptwm_joint_split(cols ? plane[0] : pb, plane[1], n, ex_hist, jp, nib, sd);
             plane_est ej = estimate_plane(jp, n);
-            double plain = est[0].bytes + (micro ? scale_est.bytes : 0.0) +
+            double scales = micro || cols ? scale_est.bytes : 0.0;
+            double plain = est[0].bytes + scales +
                            (est[1].bytes < (double)n * WORTH_CODING ? est[1].bytes : (double)n);
-            if (ej.bytes + (double)(n / 2 + (n & 1)) + (double)sl < plain) {
+            if (ej.bytes + (double)(n / 2 + (n & 1)) + (double)sl + (cols ? scales : 0.0) < plain) {
                 micro = 0;
                 side = sl;
                 plane[0] = jp;
@@ -677,12 +713,12 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
                 side_plane = sd;
             }
         }
-        layout_make(&c, raw_len, n, 0, micro, sparse, side, &L);
+        layout_make(&c, raw_len, n, 0, micro, cols, sparse, side, &L);
         if (side) {
             plane[L.side_plane] = side_plane;
             est[L.side_plane] = estimate_plane(side_plane, side);
         }
-        if (micro) {
+        if (micro || cols) {
             plane[L.scale_plane] = scale;
             est[L.scale_plane] = scale_est;
         }
@@ -735,7 +771,7 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     }
     if (use_planes) {
         e = frame(crc_flag | (micro ? FLAG_MICRO : 0) | (sparse ? FLAG_SPARSE : 0) |
-                      (side ? FLAG_JOINT : 0),
+                      (side ? FLAG_JOINT : 0) | (cols ? FLAG_COLS : 0),
                   L.count, stage, L.len, coded, cb, off, dst, cap, out_len, err);
     } else {
         /* Planes no smaller than the chunk (noise, or a chain that widens
@@ -755,6 +791,13 @@ static const char *stage_label(int stage) {
 ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
                              const uint8_t *src, size_t src_len, uint8_t *raw, size_t raw_len,
                              ptwm_err *err) {
+    return ptwm_chunk_decode_version(PTWM_CHUNK_VERSION, chain, chain_len, dtype, src, src_len, raw,
+                                     raw_len, err);
+}
+
+ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, size_t chain_len,
+                                     ptwm_dtype dtype, const uint8_t *src, size_t src_len,
+                                     uint8_t *raw, size_t raw_len, ptwm_err *err) {
     ptwm_chain_info c;
     plane_layout L;
     scratch *s;
@@ -766,8 +809,8 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     uint32_t crc[MAX_PLANES];
     int stage[MAX_PLANES];
     unsigned flags, count;
-    int bypass, sparse, micro, joint;
-    size_t n, side = 0;
+    int bypass, sparse, micro, joint, colrel;
+    size_t n, side = 0, cols = 0;
     ptwm_error e;
 
     if ((!src && src_len) || (!raw && raw_len))
@@ -782,17 +825,24 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     sparse = (flags & FLAG_SPARSE) != 0;
     micro = (flags & FLAG_MICRO) != 0;
     joint = (flags & FLAG_JOINT) != 0;
-    if (flags & ~(FLAG_CRC | FLAG_MICRO | FLAG_RAW | FLAG_SPARSE | FLAG_JOINT) ||
-        (bypass && (micro || sparse || joint)) || (joint && micro))
+    colrel = (flags & FLAG_COLS) != 0;
+    if (colrel && version < 2)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chunk payload: flag 0x%02x (column-relative exponents) in a version %u "
+                         "file (from version 2 on)",
+                         FLAG_COLS, version);
+    if (flags & ~(FLAG_CRC | FLAG_MICRO | FLAG_RAW | FLAG_SPARSE | FLAG_JOINT | FLAG_COLS) ||
+        (bypass && (micro || sparse || joint || colrel)) || (joint && micro) ||
+        (colrel && (micro || sparse)))
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload: unknown flags 0x%02x", flags);
     if (joint && !joint_ok(&c))
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: joint exponent planes, but the chain has no split with "
                          "a one-byte exponent and whole sign:mantissa bytes");
-    if (micro && !c.micro_block)
+    if ((micro || colrel) && !c.micro_block)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                         "chunk payload: block-relative exponents, but the chain has no "
-                         "microscale");
+                         "chunk payload: %s-relative exponents, but the chain has no microscale",
+                         micro ? "block" : "column");
     if (sparse && c.xform == PTWM_XFORM_BYTES)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: sparse elements, but the chain has no transform");
@@ -864,7 +914,18 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
                              n, PTWM_JOINT_MAP, n + PTWM_JOINT_MAP);
         side = (size_t)rawl[c.nplanes]; /* > 0: marks the layout joint */
     }
-    layout_make(&c, raw_len, n, bypass ? -1 : 0, micro, sparse, side, &L);
+    /* Column-relative: the scale plane (after the side plane) gives the
+     * column count, 2 to half the elements, as the encoder uses it. */
+    if (colrel) {
+        unsigned sp = c.nplanes + (joint ? 1u : 0u);
+        if (count <= sp || rawl[sp] < 2 || rawl[sp] > n / 2)
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk payload: column scale plane %u of %llu bytes for %zu elements "
+                             "(2 to %zu)",
+                             sp, count > sp ? (unsigned long long)rawl[sp] : 0ull, n, n / 2);
+        cols = (size_t)rawl[sp];
+    }
+    layout_make(&c, raw_len, n, bypass ? -1 : 0, micro, cols, sparse, side, &L);
     if (count != L.count)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: %u planes, the chain makes %u for %zu raw bytes", count,
@@ -954,12 +1015,14 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     {
         const uint8_t *pl[MAX_PLANES];
         uint8_t *xbuf = NULL, *el = raw;
-        size_t need = (L.micro ? L.n : 0) + (L.side ? 2 * L.n : 0) +
+        size_t need = (L.micro || L.cols ? L.n : 0) + (L.side ? 2 * L.n : 0) +
                       (sparse ? L.n * c.width : 0) + 16;
         size_t esc = 0;
-        int bf16 = c.width == 2 && c.exp_bits == 8 && c.man_bits == 7;
+        /* BF16 joint planes merge straight into elements, unless the
+         * exponents they give are column residuals. */
+        int bf16 = c.width == 2 && c.exp_bits == 8 && c.man_bits == 7 && !L.cols;
         for (k = 0; k < count; k++) pl[k] = plane[k];
-        if (L.micro || L.side || sparse) {
+        if (L.micro || L.cols || L.side || sparse) {
             xbuf = scratch_need(s, 1, need);
             if (!xbuf) {
                 scratch_trim(s);
@@ -971,10 +1034,16 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             pl[0] = xbuf;
         }
         if (L.side && !bf16) {
-            esc = ptwm_joint_merge(plane[0], plane[1], plane[L.side_plane], L.side, L.n, xbuf,
-                                   xbuf + L.n);
+            /* Behind the column exponents' room: the residuals go there. */
+            uint8_t *jx = xbuf + (L.cols ? L.n : 0);
+            esc = ptwm_joint_merge(plane[0], plane[1], plane[L.side_plane], L.side, L.n, jx,
+                                   jx + L.n);
+            pl[0] = jx;
+            pl[1] = jx + L.n;
+        }
+        if (L.cols) {
+            ptwm_colscale_inverse(pl[0], plane[L.scale_plane], L.n, L.cols, xbuf);
             pl[0] = xbuf;
-            pl[1] = xbuf + L.n;
         }
         if (sparse) el = xbuf + (L.micro ? L.n : 0) + (L.side ? 2 * L.n : 0) + 8;
         if (L.side && bf16)

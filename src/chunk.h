@@ -18,6 +18,8 @@ typedef struct ptwm_chunk_params {
     int method;       /* ptwm_method: fills stages the chain leaves open */
     int zstd_level;   /* 0 = 3 */
     int emit_crc;     /* CRC32 per coded plane */
+    size_t columns;   /* the tensor's last dimension (0: none): chunks may
+                       * code exponents relative to per-column scales */
 } ptwm_chunk_params;
 
 /* Worst-case payload size for raw_len raw bytes (any chain): raw_len plus at
@@ -35,7 +37,14 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
 
 /* Decode a payload into exactly raw_len bytes, checking every plane CRC that
  * is present before decoding that plane. Errors name the plane and numbers;
- * the container prefixes tensor and chunk. */
+ * the container prefixes tensor and chunk. Payloads are read as the
+ * container format version that holds them: version 1 knows flag bits 0-4,
+ * version 2 adds bit 5 (column-relative exponents). */
+#define PTWM_CHUNK_VERSION 2u /* what ptwm_chunk_encode writes */
+ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, size_t chain_len,
+                                     ptwm_dtype dtype, const uint8_t *src, size_t src_len,
+                                     uint8_t *raw, size_t raw_len, ptwm_err *err);
+/* The same, as PTWM_CHUNK_VERSION. */
 ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
                              const uint8_t *src, size_t src_len, uint8_t *raw, size_t raw_len,
                              ptwm_err *err);

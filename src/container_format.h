@@ -13,7 +13,8 @@
 
 #include "common.h"
 
-#define PTWM_FMT_VERSION 1u              /* written by this library */
+#define PTWM_FMT_VERSION 2u              /* written by this library (2: column-relative
+                                          * exponents in chunk payloads) */
 #define PTWM_FMT_MIN_VERSION 1u          /* oldest version read */
 
 #define PTWM_FMT_HEAD_SIZE 16u

@@ -722,8 +722,8 @@ static void decode_task(void *ctx, size_t i, unsigned worker) {
         if (j->rc) return;
         src = run->coded[worker];
     }
-    j->rc = ptwm_chunk_decode(t->chain_ptr[c->chain], t->chain_len[c->chain], t->dtype, src, c->coded,
-                              out, c->raw, &j->err);
+    j->rc = ptwm_chunk_decode_version(run->r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
+                                      t->dtype, src, c->coded, out, c->raw, &j->err);
     if (!j->rc && out != j->dst) memcpy(j->dst, out + j->skip, j->len);
 }
 
@@ -865,8 +865,8 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
     j->rc = PTWM_OK;
     if (!d->r->mem && (j->rc = ptwm_pread_full(d->r->fd, j->coded, c->coded, c->offset, d->r->label, &j->err)))
         return;
-    j->rc = ptwm_chunk_decode(t->chain_ptr[c->chain], t->chain_len[c->chain], t->dtype, src, c->coded,
-                              j->dst, c->raw, &j->err);
+    j->rc = ptwm_chunk_decode_version(d->r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
+                                      t->dtype, src, c->coded, j->dst, c->raw, &j->err);
     /* A tensor of one chunk is hashed here, in parallel and while its bytes
      * are in cache; longer tensors are hashed in order as chunks retire. */
     if (!j->rc && t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))

@@ -51,6 +51,7 @@ typedef struct wjob {
     size_t tensor;
     uint64_t chunk;
     ptwm_dtype dtype;
+    uint64_t columns;           /* the tensor's last dimension (0: under 2 dims) */
     int plane_crc;
     unsigned nchains;
     const uint8_t *chain_ptr[PTWM_FMT_MAX_CHAINS];   /* into the tensor's chain_bytes */
@@ -437,6 +438,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     cp.method = w->p.method;
     cp.zstd_level = w->p.zstd_level;
     cp.emit_crc = j->plane_crc;
+    cp.columns = (size_t)j->columns;
     j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
                               j->out, w->bound, &j->out_len, &j->err);
     j->chain = 0;
@@ -701,6 +703,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         j->tensor = ti;
         j->chunk = k;
         j->dtype = t.dtype;
+        j->columns = t.ndim >= 2 ? t.shape[t.ndim - 1] : 0;
         j->plane_crc = (t.flags & PTWM_TF_PLANE_CRC) != 0;
         j->hash_raw = t.nchunks == 1 && (t.flags & PTWM_TF_PAYLOAD_HASH);
         j->nchains = t.nchains;

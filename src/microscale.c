@@ -28,3 +28,48 @@ void ptwm_micro_inverse(const uint8_t *restrict r, const uint8_t *restrict d, si
         i = end;
     }
 }
+
+/* Row by row: each inner loop runs over contiguous columns and vectorises.
+ * The scales are built in d, then turned into deltas in place. */
+void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, size_t cols,
+                           uint8_t *restrict r, uint8_t *restrict d, uint32_t *restrict sum) {
+    size_t i, k, m = PTWM_MIN(cols, n), rows = cols ? n / cols : 0, extra = cols ? n % cols : 0;
+    uint8_t prev = 0;
+    if (!cols) return;
+    memset(sum, 0, m * sizeof(*sum));
+    for (i = 0; i < n; i += cols) {
+        size_t w = PTWM_MIN(cols, n - i);
+        for (k = 0; k < w; k++) sum[k] += x[i + k];
+    }
+    /* Rounded means: columns below n % cols hold one element more. */
+    for (k = 0; k < m; k++) {
+        size_t cnt = rows + (k < extra);
+        d[k] = (uint8_t)((sum[k] + cnt / 2) / cnt);
+    }
+    for (i = 0; i < n; i += cols) {
+        size_t w = PTWM_MIN(cols, n - i);
+        for (k = 0; k < w; k++) r[i + k] = (uint8_t)(d[k] - x[i + k]);
+    }
+    for (k = 0; k < m; k++) {
+        uint8_t s = d[k];
+        d[k] = (uint8_t)(s - prev);
+        prev = s;
+    }
+}
+
+void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d, size_t n,
+                           size_t cols, uint8_t *restrict x) {
+    size_t i, k, m = PTWM_MIN(cols, n);
+    uint8_t s = 0;
+    if (!cols) return;
+    /* The scales go into the first row of x, then each row subtracts. */
+    for (k = 0; k < m; k++) {
+        s = (uint8_t)(s + d[k]);
+        x[k] = s;
+    }
+    for (i = m; i < n; i += cols) {
+        size_t w = PTWM_MIN(cols, n - i);
+        for (k = 0; k < w; k++) x[i + k] = (uint8_t)(x[k] - r[i + k]);
+    }
+    for (k = 0; k < m; k++) x[k] = (uint8_t)(x[k] - r[k]);
+}

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "chain.h"
 #include "chunk.h"
+#include "microscale.h"
 #include "planes.h"
 #include "testutil.h"
 
@@ -14,11 +15,11 @@ static const int methods[] = {PTWM_METHOD_HUFFMAN, PTWM_METHOD_ZSTD, PTWM_METHOD
 /* Encode and decode; checks the bound, the bytes, and returns the payload
  * size (0 on failure, after a failed CHECK). out/out_len receive a copy of
  * the payload when non-NULL (malloc'd). */
-static size_t round_trip_chain(const uint8_t *chain, size_t clen, ptwm_dtype d, int method,
-                               const uint8_t *raw, size_t n, uint8_t **out) {
+static size_t round_trip_cols(const uint8_t *chain, size_t clen, ptwm_dtype d, int method,
+                              size_t cols, const uint8_t *raw, size_t n, uint8_t **out) {
     size_t cap = ptwm_chunk_bound(n), len = 0;
     uint8_t *enc = malloc(cap + 1), *dec = malloc(n + 1);
-    ptwm_chunk_params prm = {method, 0, 1};
+    ptwm_chunk_params prm = {method, 0, 1, cols};
     ptwm_err err;
     ptwm_error e;
     e = ptwm_chunk_encode(chain, clen, d, &prm, raw, n, enc, cap, &len, &err);
@@ -40,6 +41,11 @@ static size_t round_trip_chain(const uint8_t *chain, size_t clen, ptwm_dtype d, 
         if (out) *out = NULL;
     }
     return e == PTWM_OK ? len : 0;
+}
+
+static size_t round_trip_chain(const uint8_t *chain, size_t clen, ptwm_dtype d, int method,
+                               const uint8_t *raw, size_t n, uint8_t **out) {
+    return round_trip_cols(chain, clen, d, method, 0, raw, n, out);
 }
 
 static size_t round_trip(ptwm_dtype d, int method, const uint8_t *raw, size_t n, uint8_t **out) {
@@ -290,7 +296,7 @@ static void test_damage(void) {
               PTWM_ERR_CORRUPT, "expected 4095");
     /* Without CRCs, damage inside a plane is caught by its stage. */
     {
-        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0};
+        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
         size_t l2;
         ptwm_error e;
         CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_BF16, &prm, raw, n, bad,
@@ -342,7 +348,7 @@ static void test_sparse(void) {
     CHECK(ptwm_chain_standard(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen,
                               &err) == PTWM_OK);
     {
-        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0};
+        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
         uint8_t out[1024];
         CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_F32, &prm, buf, 256, out, sizeof(out), &len,
                                 &err) == PTWM_OK);
@@ -468,7 +474,136 @@ static void test_joint(void) {
 #undef JOINT_PAYLOAD
 }
 
-/* Random noise takes the bypassed form and stays within the bound. */
+/* Column-relative exponents: the transform against its definition; corpus
+ * tensors with their last dimension as columns (the form must be picked,
+ * alone and under joint planes, and save bytes); damaged column payloads. */
+static uint8_t column_mean(const uint8_t *x, size_t n, size_t cols, size_t c) {
+    size_t i, cnt = 0, sum = 0;
+    for (i = c; i < n; i += cols, cnt++) sum += x[i];
+    return (uint8_t)((sum + cnt / 2) / cnt);
+}
+
+static void test_columns(void) {
+    static const size_t lens[] = {0, 1, 5, 64, 65, 1000};
+    static const size_t colss[] = {1, 2, 3, 7, 64, 100};
+    static const char *const files[] = {"faceres-deep.bf16.safetensors",
+                                        "handskeleton.f32.safetensors"};
+    uint8_t x[1000], r[1000], d[100], y[1000], dec[64], bad[64];
+    uint32_t sums[100];
+    uint8_t chain[PTWM_CHAIN_MAX_BYTES], plain[PTWM_CHAIN_MAX_BYTES];
+    size_t a, b, i, f, clen, plen, pos, picked = 0, under_joint = 0;
+    double with = 0, without = 0;
+    uint64_t rng = 77;
+    ptwm_err err;
+    for (a = 0; a < PTWM_ARRAY_LEN(lens); a++) {
+        for (b = 0; b < PTWM_ARRAY_LEN(colss); b++) {
+            size_t n = lens[a], cols = colss[b], c;
+            /* Half the lengths take any byte (residuals wrap mod 256). */
+            for (i = 0; i < n; i++) x[i] = (uint8_t)(a & 1 ? tu_rand(&rng) : 100 + tu_rand(&rng) % 40);
+            ptwm_colscale_forward(x, n, cols, r, d, sums);
+            for (c = 0; c < PTWM_MIN(cols, n); c++) {
+                uint8_t s = column_mean(x, n, cols, c), prev = c ? column_mean(x, n, cols, c - 1) : 0;
+                for (i = c; i < n; i += cols)
+                    CHECK_MSG(r[i] == (uint8_t)(s - x[i]), "n %zu cols %zu: r[%zu]", n, cols, i);
+                CHECK_MSG(d[c] == (uint8_t)(s - prev), "n %zu cols %zu: d[%zu]", n, cols, c);
+            }
+            memset(y, 0xAA, sizeof(y));
+            ptwm_colscale_inverse(r, d, n, cols, y);
+            CHECK_MSG(n == 0 || memcmp(x, y, n) == 0, "n %zu cols %zu: inverse differs", n, cols);
+        }
+    }
+
+    for (f = 0; f < PTWM_ARRAY_LEN(files); f++) {
+        ptwm_st *st = NULL;
+        size_t t;
+        if (!tu_corpus_dir() ||
+            ptwm_st_open(tu_corpus_path(files[f]), PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
+            CHECK_MSG(0, "%s: corpus file missing", files[f]);
+            continue;
+        }
+        for (t = 0; t < ptwm_st_count(st); t++) {
+            ptwm_tensor_info ti;
+            uint8_t *enc = NULL;
+            size_t n, cl;
+            CHECK(ptwm_st_tensor(st, t, &ti) == PTWM_OK);
+            if (ti.ndim < 2) continue;
+            n = (size_t)PTWM_MIN(ti.nbytes, (uint64_t)1 << 20);
+            CHECK(ptwm_chain_standard(ti.dtype, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen,
+                                      &err) == PTWM_OK);
+            cl = round_trip_cols(chain, clen, ti.dtype, PTWM_METHOD_MICROSCALE,
+                                 (size_t)ti.shape[ti.ndim - 1], (const uint8_t *)ti.data, n, &enc);
+            if (enc && (enc[0] & 0x20)) {
+                picked++;
+                under_joint += (enc[0] & 0x10) != 0;
+            }
+            free(enc);
+            with += (double)cl;
+            without += (double)round_trip(ti.dtype, PTWM_METHOD_MICROSCALE,
+                                          (const uint8_t *)ti.data, n, NULL);
+        }
+        ptwm_st_close(st);
+    }
+    CHECK_MSG(picked > under_joint && under_joint > 0, "column form picked %zu times, %zu joint",
+              picked, under_joint);
+    CHECK_MSG(with < without * 0.995, "with columns %.0f bytes, without %.0f", with, without);
+
+    /* By hand: 8 BF16 elements in 4 columns, every plane IDENTITY:
+     * residuals, sign:mantissa, scales (deltas 120, +1, +1, -3). */
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain),
+                              &clen, &err) == PTWM_OK);
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_RANS, plain, sizeof(plain), &plen,
+                              &err) == PTWM_OK);
+#define COLS_PAYLOAD(scale_len)                                                                \
+    do {                                                                                       \
+        static const uint8_t res[8] = {0, 1, 2, 0, 3, 0, 0, 1}, sc[5] = {120, 1, 1, 253, 0};    \
+        pos = 0;                                                                               \
+        bad[pos++] = 0x20;                                                                     \
+        bad[pos++] = 3;                                                                        \
+        bad[pos++] = 5, bad[pos++] = 8, bad[pos++] = 8;                                        \
+        bad[pos++] = 5, bad[pos++] = 8, bad[pos++] = 8;                                        \
+        bad[pos++] = 5, bad[pos++] = (uint8_t)(scale_len), bad[pos++] = (uint8_t)(scale_len);  \
+        memcpy(bad + pos, res, 8);                                                             \
+        for (i = 0; i < 8; i++) bad[pos + 8 + i] = (uint8_t)(i * 17);                          \
+        memcpy(bad + pos + 16, sc, (scale_len));                                               \
+        pos += 16 + (scale_len);                                                               \
+    } while (0)
+#define COLS_BAD(msg)                                                                          \
+    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,  \
+              PTWM_ERR_CORRUPT, msg)
+    COLS_PAYLOAD(4);
+    CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err) == PTWM_OK);
+    {
+        static const uint8_t scale[4] = {120, 121, 122, 119}, res[8] = {0, 1, 2, 0, 3, 0, 0, 1};
+        for (i = 0; i < 8; i++)
+            CHECK_MSG(ptwm_load_le16(dec + 2 * i) == ((unsigned)(scale[i % 4] - res[i]) << 7 |
+                                                      (i * 17 & 0x80) << 8 | (i * 17 & 0x7f)),
+                      "element %zu: %04x", i, ptwm_load_le16(dec + 2 * i));
+    }
+    /* The same payload in a version 1 file; scale planes of 1 and 5 (2 to
+     * n / 2 columns); with block scales or sparse elements; on a chain
+     * without MICROSCALE. */
+    CHECK_ERR(ptwm_chunk_decode_version(1, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err),
+              &err, PTWM_ERR_CORRUPT, "flag 0x20 (column-relative exponents) in a version 1 file");
+    COLS_PAYLOAD(1);
+    COLS_BAD("column scale plane 2 of 1 bytes for 8 elements (2 to 4)");
+    COLS_PAYLOAD(5);
+    COLS_BAD("column scale plane 2 of 5 bytes for 8 elements (2 to 4)");
+    COLS_PAYLOAD(4);
+    bad[0] = 0x22;
+    COLS_BAD("unknown flags 0x22");
+    bad[0] = 0x28;
+    COLS_BAD("unknown flags 0x28");
+    bad[0] = 0x24;
+    COLS_BAD("unknown flags 0x24");
+    bad[0] = 0x20;
+    CHECK_ERR(ptwm_chunk_decode(plain, plen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,
+              PTWM_ERR_CORRUPT, "column-relative exponents, but the chain has no microscale");
+    bad[1] = 2;
+    COLS_BAD("column scale plane 2 of 0 bytes");
+#undef COLS_BAD
+#undef COLS_PAYLOAD
+}
+
 /* ptwm_joint_split against the definition in planes.h, element by element,
  * at lengths around the vector width (64) and with a map from sampled counts
  * (where exponents missing from the sample must escape). */
@@ -566,6 +701,7 @@ static void test_sparse_reference(void) {
         }
 }
 
+/* Random noise takes the bypassed form and stays within the bound. */
 static void test_bypass(void) {
     size_t n = 10000, k, c;
     uint8_t *buf = malloc(n);
@@ -646,6 +782,7 @@ int main(void) {
     test_sparse();
     test_joint();
     test_joint_split_reference();
+    test_columns();
     test_sparse_reference();
     test_corpus();
     return tu_finish("test_chunk");

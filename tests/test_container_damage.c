@@ -255,8 +255,8 @@ static void test_structure_damage(void) {
     CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_BAD_MAGIC, "no .ptwm magic");
     free(im.p);
     im = copy(&good);
-    ptwm_store_le32(im.p + 8, 2);
-    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_VERSION, "format version 2 (this library reads 1..1)");
+    ptwm_store_le32(im.p + 8, 3);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_VERSION, "format version 3 (this library reads 1..2)");
     free(im.p);
     im = copy(&good);
     im.p[12] = 1;
@@ -549,7 +549,9 @@ static const char *golden_dir(void) {
 }
 
 /* With PTWM_GOLDEN_WRITE=1 (once per format version, by hand): write the
- * golden files of this version (committed; once released, never rewritten). */
+ * golden files of this version (committed; once released, never rewritten).
+ * The damaged copies were made once, from version 1: damage is found the
+ * same way in every version. */
 static void golden_write(void) {
     static const int methods[2] = {PTWM_METHOD_MICROSCALE, PTWM_METHOD_HUFFMAN};
     char path[1200];
@@ -559,13 +561,14 @@ static void golden_write(void) {
         ptwm_err err;
         p.method = methods[i];
         p.chunk_size = 65536;
-        snprintf(path, sizeof(path), "%s/emotion.bf16.%s.v1.ptwm", golden_dir(), ptwm_method_name(methods[i]));
+        snprintf(path, sizeof(path), "%s/emotion.bf16.%s.v%u.ptwm", golden_dir(), ptwm_method_name(methods[i]),
+                 PTWM_FMT_VERSION);
         CHECK_MSG(ptwm_compress_safetensors(tu_corpus_path("emotion.bf16.safetensors"), path, &p, &err) == PTWM_OK,
                   "%s", err.message);
     }
     /* Damaged copies of the first: a flipped bit in the middle of the
      * second chunk of the tensor with the most chunks, and a truncation. */
-    {
+    if (PTWM_FMT_VERSION == 1) {
         image im;
         ptwm_reader *r = NULL;
         ptwm_err err;
@@ -658,12 +661,38 @@ static void test_golden(void) {
     free(text);
 }
 
+/* The version 2 golden file holds column-relative chunks (flag bit 5), so
+ * reading them back is part of the golden check. */
+static void test_golden_columns(void) {
+    char path[1200];
+    size_t len = 0, t, cols = 0;
+    uint8_t *img;
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    snprintf(path, sizeof(path), "%s/emotion.bf16.microscale.v2.ptwm", golden_dir());
+    img = tu_read_file(path, &len);
+    CHECK_MSG(img && ptwm_reader_open_memory(img, len, "g", &r, &err) == PTWM_OK, "%s", path);
+    for (t = 0; r && t < ptwm_reader_count(r); t++) {
+        uint64_t k, n = 0, off = 0;
+        uint32_t coded = 0;
+        CHECK(ptwm_reader_chunk_info(r, t, 0, NULL, NULL, NULL, &n) == PTWM_OK);
+        for (k = 0; k < n; k++)
+            if (ptwm_reader_chunk_info(r, t, k, &off, &coded, NULL, NULL) == PTWM_OK && coded &&
+                (img[off] & 0x20))
+                cols++;
+    }
+    CHECK_MSG(cols > 0, "%s: no column-relative chunk", path);
+    ptwm_reader_close(r);
+    free(img);
+}
+
 int main(void) {
     if (!tu_corpus_dir()) {
         fprintf(stderr, "corpus not found (set PTWM_CORPUS)\n");
         return 1;
     }
     if (getenv("PTWM_GOLDEN_WRITE")) golden_write();
+    test_golden_columns();
     test_payload_damage();
     test_hash_damage();
     test_structure_damage();
