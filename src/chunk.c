@@ -415,13 +415,18 @@ static int stage_may_beat(const plane_est *e, const stage_pick *p, size_t len, s
 }
 
 /* Encode src with another stage behind the current result in out, and keep
- * whichever is smaller at the front of out. */
-static void try_other(int stage, int level, const uint8_t *src, size_t len, uint8_t *out,
-                      size_t cap, int *best_stage, size_t *best_len) {
+ * whichever is smaller at the front of out. Huffman takes planned code
+ * lengths when hlen is given (ptwm_huf_size's). */
+static void try_other(int stage, int level, const uint8_t *hlen, const uint8_t *src, size_t len,
+                      uint8_t *out, size_t cap, int *best_stage, size_t *best_len) {
     size_t off2 = *best_len == SIZE_MAX ? 0 : *best_len, got;
+    ptwm_error e;
     if (cap - off2 < ptwm_entropy_bound(stage, len)) return;
-    if (ptwm_entropy_encode(stage, level, src, len, out + off2, cap - off2, &got) == PTWM_OK &&
-        got < *best_len) {
+    if (stage == PTWM_METHOD_HUFFMAN && hlen)
+        e = ptwm_huf_encode_lengths(src, len, hlen, out + off2, cap - off2, &got);
+    else
+        e = ptwm_entropy_encode(stage, level, src, len, out + off2, cap - off2, &got);
+    if (e == PTWM_OK && got < *best_len) {
         memmove(out, out + off2, got);
         *best_len = got;
         *best_stage = stage;
@@ -437,6 +442,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
     stage_pick p;
     ptwm_error e;
     int second = 0, planned = 0;
+    size_t hs = 0;
     plane_est exact;
     ptwm_rans_plan rplan;
     uint8_t hlen[256];
@@ -480,16 +486,16 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             if (ptwm_entropy_encode(PTWM_METHOD_ZSTD, zlevel, mid, LZ_SAMPLE, out, cap, &a) ||
                 ptwm_entropy_encode(p.stage, p.level, mid, LZ_SAMPLE, out, cap, &b) ||
                 a + LZ_RANS_FIXED < b)
-                try_other(PTWM_METHOD_ZSTD, zlevel, src, len, out, cap, &best, coded);
+                try_other(PTWM_METHOD_ZSTD, zlevel, NULL, src, len, out, cap, &best, coded);
             else
-                try_other(p.stage, p.level, src, len, out, cap, &best, coded);
+                try_other(p.stage, p.level, NULL, src, len, out, cap, &best, coded);
         } else if (lz) {
             /* zstd first: it wins most integer planes (F16 byte planes: 420
              * of 472, handtrack.u8: 123 of 202), and the estimated stage is
              * then run only if its floor could beat zstd's result. */
-            try_other(PTWM_METHOD_ZSTD, zlevel, src, len, out, cap, &best, coded);
+            try_other(PTWM_METHOD_ZSTD, zlevel, NULL, src, len, out, cap, &best, coded);
             if (p.stage != PTWM_METHOD_IDENTITY && stage_may_beat(est, &p, len, *coded))
-                try_other(p.stage, p.level, src, len, out, cap, &best, coded);
+                try_other(p.stage, p.level, NULL, src, len, out, cap, &best, coded);
         } else if (p.stage != PTWM_METHOD_IDENTITY) {
             /* Small planes: Huffman beside rANS, where table and state costs
              * make the call close (on large planes rANS won every time on
@@ -501,8 +507,11 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             if (second && est->exact && len < PTWM_RANS_O1_MIN_AUTO) {
                 /* (order 1 is not tried below 64 KiB: the plan is order 0's) */
                 double r = ptwm_rans_o0_size(est->hist, len, &rplan);
-                size_t hs = ptwm_huf_size(est->hist, len, hlen);
-                double h = (double)hs;
+                double h;
+                /* (a Huffman floor past r / (1 - CLOSE_CALL) has lost:
+                 * its lengths are then not limited) */
+                hs = ptwm_huf_size(est->hist, len, (size_t)(r / (1.0 - CLOSE_CALL)), hlen);
+                h = (double)hs;
                 planned = 1;
                 if (h < r * (1.0 - CLOSE_CALL)) {
                     p.stage = PTWM_METHOD_HUFFMAN;
@@ -526,7 +535,8 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             best = p.stage;
         }
         if (second && huf_may_beat(est, len, *coded))
-            try_other(PTWM_METHOD_HUFFMAN, 0, src, len, out, cap, &best, coded);
+            try_other(PTWM_METHOD_HUFFMAN, 0, planned && hs > 2 && hs <= len ? hlen : NULL, src,
+                      len, out, cap, &best, coded);
         if (*coded < len) {
             *stage = best;
             return PTWM_OK;

@@ -248,26 +248,35 @@ static unsigned huf_optimal_lengths(const uint64_t *keys, size_t m, uint8_t len[
 
 /* Lengths limited to 11 bits decode fastest (5 symbols per refill from a 4 KiB
  * table); planes with many rare symbols (exponent planes hold ~100 of them)
- * lose up to 2% at 11 bits, so 13 is used when it saves more than 0.4%. */
-static void huf_choose_lengths(const uint64_t freq[256], uint8_t len[256]) {
+ * lose up to 2% at 11 bits, so 13 is used when it saves more than 0.4%. From
+ * the optimal lengths `opt` of the sorted keys (`longest` the longest): used
+ * as they are when they fit 11 bits (package-merge would find a code of the
+ * same cost), package-merge past that. */
+static void huf_limit_choice(const uint64_t freq[256], const uint64_t *keys, size_t m,
+                             const uint8_t opt[256], unsigned longest, uint8_t len[256]) {
     uint8_t len13[256];
-    uint64_t bits11 = 0, bits13 = 0, keys[256];
-    unsigned i, longest;
-    size_t m = huf_sorted_keys(freq, keys);
-    /* The optimal code when it fits the fast limit (package-merge would
-     * find one of the same cost); package-merge only past it. */
-    longest = huf_optimal_lengths(keys, m, len13);
+    uint64_t bits11 = 0, bits13 = 0;
+    unsigned i;
     if (longest <= HUF_FAST_LEN) {
-        memcpy(len, len13, sizeof(len13));
+        memcpy(len, opt, 256);
         return;
     }
+    if (longest > HUF_MAX_LEN)
+        huf_limited_lengths(keys, m, HUF_MAX_LEN, len13);
+    else
+        memcpy(len13, opt, sizeof(len13));
+    for (i = 0; i < 256; i++) bits13 += freq[i] * len13[i];
     huf_limited_lengths(keys, m, HUF_FAST_LEN, len);
-    if (longest > HUF_MAX_LEN) huf_limited_lengths(keys, m, HUF_MAX_LEN, len13);
-    for (i = 0; i < 256; i++) {
-        bits11 += freq[i] * len[i];
-        bits13 += freq[i] * len13[i];
-    }
+    for (i = 0; i < 256; i++) bits11 += freq[i] * len[i];
     if (bits11 > bits13 + bits13 / 250) memcpy(len, len13, sizeof(len13));
+}
+
+static void huf_choose_lengths(const uint64_t freq[256], uint8_t len[256]) {
+    uint8_t opt[256];
+    uint64_t keys[256];
+    size_t m = huf_sorted_keys(freq, keys);
+    unsigned longest = huf_optimal_lengths(keys, m, opt);
+    huf_limit_choice(freq, keys, m, opt, longest, len);
 }
 
 /* Per-segment histograms in one pass: four independent counters also avoid
@@ -458,13 +467,20 @@ size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n) {
     return HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1;
 }
 
-size_t ptwm_huf_size(const uint32_t hist[256], size_t n, uint8_t len[256]) {
-    uint64_t freq[256], bits = 0;
-    size_t lo, hi, i, total;
+size_t ptwm_huf_size(const uint32_t hist[256], size_t n, size_t beat, uint8_t len[256]) {
+    uint64_t freq[256], keys[256], bits = 0;
+    uint8_t opt[256];
+    size_t lo, hi, i, m, total;
+    unsigned longest;
     if (n < 2 || n > UINT32_MAX) return n + 1;
     if (huf_counts(hist, freq, &lo, &hi) <= 1) return 2;
-    huf_choose_lengths(freq, len);
-    for (i = lo; i <= hi; i++) bits += freq[i] * len[i];
+    m = huf_sorted_keys(freq, keys);
+    longest = huf_optimal_lengths(keys, m, opt);
+    for (i = lo; i <= hi; i++) bits += freq[i] * opt[i];
+    /* The optimal code's floor (see ptwm_huf_size_floor) already loses. */
+    if (HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1 > beat) return HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1;
+    huf_limit_choice(freq, keys, m, opt, longest, len);
+    for (bits = 0, i = lo; i <= hi; i++) bits += freq[i] * len[i];
     /* The streams take bits / 8 + 1 to + 4 bytes together (see the floor). */
     total = HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 2;
     return total >= n - n / 128 ? n + 1 : total;

@@ -231,7 +231,14 @@ static void plan_plane(const char *file, const char *label, const uint8_t *plane
                   file, label, m, lb, la);
         CHECK_MSG(fabs(est - (double)la) <= (double)la * 0.005 + 8.0,
                   "%s %s, %zu bytes: rANS estimate %.0f, coded %zu", file, label, m, est, la);
-        hs = ptwm_huf_size(hist, m, len);
+        hs = ptwm_huf_size(hist, m, SIZE_MAX, len);
+        {
+            /* A floor past `beat` comes back as the floor. */
+            size_t fl = ptwm_huf_size_floor(hist, m);
+            uint8_t unused[256];
+            CHECK_MSG(fl <= hs + 2 || hs == m + 1, "%s %s: floor %zu over the size %zu", file, label, fl, hs);
+            if (fl > 2) CHECK(ptwm_huf_size(hist, m, fl - 1, unused) == fl);
+        }
         CHECK(ptwm_huf_encode(plane, m, a, m + 64, &lh) == PTWM_OK);
         CHECK(ptwm_huf_encode_lengths(plane, m, hs > 2 && hs <= m ? len : NULL, b, m + 64, &lg) == PTWM_OK);
         CHECK_MSG(lh == lg && memcmp(a, b, lh) == 0, "%s %s, %zu bytes: Huffman with given lengths differs",
