@@ -1029,11 +1029,11 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
         const uint8_t *pl[MAX_PLANES];
         uint8_t *xbuf = NULL, *el = raw;
         size_t need = (L.micro || L.cols ? L.n : 0) + (L.side ? 2 * L.n : 0) +
-                      (sparse ? L.n * c.width : 0) + 16;
+                      (sparse ? L.n * c.width : 0) + 2 * L.cols + 512 + 32;
         size_t esc = 0;
-        /* BF16 joint planes merge straight into elements, unless the
-         * exponents they give are column residuals. */
-        int bf16 = c.width == 2 && c.exp_bits == 8 && c.man_bits == 7 && !L.cols;
+        /* BF16 joint planes merge straight into elements (column residuals
+         * in the exponent fields, finished in place below). */
+        int bf16 = c.width == 2 && c.exp_bits == 8 && c.man_bits == 7;
         for (k = 0; k < count; k++) pl[k] = plane[k];
         if (L.micro || L.cols || L.side || sparse) {
             xbuf = scratch_need(s, 1, need);
@@ -1054,7 +1054,7 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
             pl[0] = jx;
             pl[1] = jx + L.n;
         }
-        if (L.cols) {
+        if (L.cols && !(L.side && bf16)) {
             ptwm_colscale_inverse(pl[0], plane[L.scale_plane], L.n, L.cols, xbuf);
             pl[0] = xbuf;
         }
@@ -1067,6 +1067,12 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
                              "chunk payload: joint plane 0 has %zu escape symbols, side plane %u "
                              "holds %zu exponents",
                              esc, L.side_plane, L.side - PTWM_JOINT_MAP);
+        }
+        if (L.side && bf16 && L.cols) {
+            /* Scratch for the scales past the planes above (16-aligned). */
+            size_t off7 = (L.n + 2 * L.n + 15) & ~(size_t)15;
+            ptwm_colscale_inverse_bf16(el, L.n, plane[L.scale_plane], L.cols,
+                                       (uint16_t *)(void *)(xbuf + off7));
         }
         if (bypass) {
             if (raw_len && pl[0] != raw) memcpy(raw, pl[0], raw_len);

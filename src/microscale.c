@@ -31,7 +31,7 @@ void ptwm_micro_inverse(const uint8_t *restrict r, const uint8_t *restrict d, si
 
 /* Row by row: each inner loop runs over contiguous columns and vectorises.
  * The scales are built in d, then turned into deltas in place. */
-void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, size_t cols,
+PTWM_VEC_CLONES void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, size_t cols,
                            uint8_t *restrict r, uint8_t *restrict d, uint32_t *restrict sum) {
     size_t i, k, m = PTWM_MIN(cols, n), rows = cols ? n / cols : 0, extra = cols ? n % cols : 0;
     uint8_t prev = 0;
@@ -57,7 +57,7 @@ void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, size_t cols,
     }
 }
 
-void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d, size_t n,
+PTWM_VEC_CLONES void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d, size_t n,
                            size_t cols, uint8_t *restrict x) {
     size_t i, k, m = PTWM_MIN(cols, n);
     uint8_t s = 0;
@@ -72,4 +72,36 @@ void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d,
         for (k = 0; k < w; k++) x[i + k] = (uint8_t)(x[k] - r[i + k]);
     }
     for (k = 0; k < m; k++) x[k] = (uint8_t)(x[k] - r[k]);
+}
+
+/* With the scale at the field's place (s << 7), the field of v = r << 7 | rest
+ * becomes (s << 7) - (v & 0x7f80) masked to the field: no shifts per element.
+ * Narrow rows are repeated in s7 to at least 256 elements, so the vector
+ * loop runs long. */
+PTWM_VEC_CLONES void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uint8_t *restrict d,
+                                                size_t cols, uint16_t *restrict s7) {
+    size_t i, k, m = PTWM_MIN(cols, n), span;
+    uint8_t s = 0;
+    if (!cols) return;
+    for (k = 0; k < m; k++) {
+        s = (uint8_t)(s + d[k]);
+        s7[k] = (uint16_t)(s << 7);
+    }
+    span = cols * (cols >= 256 ? 1 : (256 + cols - 1) / cols);
+    for (k = m; k < span; k++) s7[k] = s7[k - cols];
+    for (i = 0; i < n; i += span) {
+        size_t w = PTWM_MIN(span, n - i);
+        uint8_t *restrict row = el + 2 * i;
+        for (k = 0; k < w; k++) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            uint16_t v; /* a plain 16-bit load: the loop vectorises */
+            memcpy(&v, row + 2 * k, 2);
+            v = (uint16_t)((v & 0x807f) | ((s7[k] - (v & 0x7f80)) & 0x7f80));
+            memcpy(row + 2 * k, &v, 2);
+#else
+            uint16_t v = ptwm_load_le16(row + 2 * k);
+            ptwm_store_le16(row + 2 * k, (uint16_t)((v & 0x807f) | ((s7[k] - (v & 0x7f80)) & 0x7f80)));
+#endif
+        }
+    }
 }

@@ -25,6 +25,14 @@ void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, size_t cols,
 void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d, size_t n,
                            size_t cols, uint8_t *restrict x);
 
+/* The same inverse on merged BF16 elements el[0..n) (2n bytes, little-endian)
+ * whose exponent fields hold the residuals: each field becomes
+ * s_(i % cols) - r[i] mod 256 in place, sign and mantissa kept (joint BF16
+ * planes merge straight into elements; this finishes them in one pass).
+ * s7: scratch for cols + 256 values. */
+void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uint8_t *restrict d, size_t cols,
+                                uint16_t *restrict s7);
+
 /* Number of blocks (scale plane length) for n exponents. */
 PTWM_INLINE size_t ptwm_micro_blocks(size_t n, unsigned block) {
     return n / block + (n % block != 0);

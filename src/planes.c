@@ -2,15 +2,8 @@
 #include "entropy.h"
 #include "planes.h"
 
-/* The plain loops below vectorise; cloned for AVX-512 and AVX2 (chosen at
- * load time by the CPU) they run at up to 4x the width of the baseline
- * SSE2 build. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PTWM_NO_SIMD) && \
-    defined(__ELF__)
-#define PLANES_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#else
-#define PLANES_CLONES
-#endif
+/* The plain loops below vectorise and are cloned per instruction set. */
+#define PLANES_CLONES PTWM_VEC_CLONES
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
 #define JOINT_X86 1

@@ -490,6 +490,8 @@ static void test_columns(void) {
                                         "handskeleton.f32.safetensors"};
     uint8_t x[1000], r[1000], d[100], y[1000], dec[64], bad[64];
     uint32_t sums[100];
+    uint16_t s7[100 + 256];
+    uint8_t el[2000], sms[1000];
     uint8_t chain[PTWM_CHAIN_MAX_BYTES], plain[PTWM_CHAIN_MAX_BYTES];
     size_t a, b, i, f, clen, plen, pos, picked = 0, under_joint = 0;
     double with = 0, without = 0;
@@ -510,6 +512,18 @@ static void test_columns(void) {
             memset(y, 0xAA, sizeof(y));
             ptwm_colscale_inverse(r, d, n, cols, y);
             CHECK_MSG(n == 0 || memcmp(x, y, n) == 0, "n %zu cols %zu: inverse differs", n, cols);
+            /* On BF16 elements whose exponent fields hold the residuals. */
+            for (i = 0; i < n; i++) {
+                unsigned sm = (unsigned)tu_rand(&rng) & 0xff;
+                ptwm_store_le16(el + 2 * i, (uint16_t)((sm & 0x80) << 8 | r[i] << 7 | (sm & 0x7f)));
+                sms[i] = (uint8_t)sm;
+            }
+            ptwm_colscale_inverse_bf16(el, n, d, cols, s7);
+            for (i = 0; i < n; i++)
+                CHECK_MSG(ptwm_load_le16(el + 2 * i) ==
+                              ((sms[i] & 0x80) << 8 | x[i] << 7 | (sms[i] & 0x7f)),
+                          "n %zu cols %zu: BF16 element %zu is %04x", n, cols, i,
+                          ptwm_load_le16(el + 2 * i));
         }
     }
 
