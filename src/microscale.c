@@ -88,7 +88,11 @@ PTWM_VEC_CLONES void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uin
         s7[k] = (uint16_t)(s << 7);
     }
     span = cols * (cols >= 256 ? 1 : (256 + cols - 1) / cols);
-    for (k = m; k < span; k++) s7[k] = s7[k - cols];
+    if (m == cols) {
+        for (k = cols; k < span; k++) s7[k] = s7[k - cols];
+    } else {
+        span = cols; /* n < cols: one partial row */
+    }
     for (i = 0; i < n; i += span) {
         size_t w = PTWM_MIN(span, n - i);
         uint8_t *restrict row = el + 2 * i;
