@@ -947,11 +947,6 @@ static ptwm_error sdrive_retire(sdrive *d, sjob **out, ptwm_err *err) {
     return j->rc;
 }
 
-/* After job j retired cleanly: hash its chunk while the decoded bytes are
- * still in cache. Jobs retire in order, so one state `h` serves the tensor
- * being retired; a one-chunk tensor needs none. At the tensor's last chunk,
- * check its payload hash (a tensor that fails is zeroed: never hand back
- * wrong bytes). */
 /* Add a retired chunk to its tensor's payload hash: a tensor of one chunk
  * was hashed by the worker; longer ones go through the running state h (jobs
  * retire in order; the state is kept for the next tensor). *done is set, and
@@ -973,6 +968,9 @@ static ptwm_error retired_hash(const rtensor *t, const sjob *j, ptwm_xxh128 *h, 
     return PTWM_OK;
 }
 
+/* After job j retired cleanly: hash its chunk while the decoded bytes are
+ * still in cache; at the tensor's last chunk, check its payload hash (a
+ * tensor that fails is zeroed: never hand back wrong bytes). */
 static ptwm_error hash_retired(const ptwm_reader *r, const sjob *j, ptwm_xxh128 *h, void *const *dsts,
                                const size_t *sizes, ptwm_err *err) {
     const rtensor *t = &r->t[j->tensor];
