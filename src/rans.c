@@ -202,60 +202,68 @@ static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned pr
                             uint32_t freq[256]) {
     uint32_t M = 1u << prec, B = M, sum = 0, rem;
     uint64_t T = total;
-    uint8_t fixed[256];
+    uint8_t live[256]; /* present symbols not yet fixed at 1, in symbol order */
     rem_item items[256];
-    int s, nitems = 0, changed = 1;
-    memset(fixed, 0, sizeof(fixed));
+    int s, i, nlive = 0, changed = 1;
+    double inv;
+    memset(freq, 0, 256 * sizeof(freq[0]));
+    for (s = 0; s < 256; s++)
+        if (cnt[s]) live[nlive++] = (uint8_t)s;
+    /* Symbols whose share is under one slot get 1, judged against the
+     * slots and count the others leave; each pass tests every live symbol
+     * against the pass's starting B and T, until none moves. Only present
+     * symbols are visited (exponent planes use 30-100 of 256). */
     while (changed) {
+        uint32_t nb = B;
+        uint64_t nt = T;
+        int k = 0;
         changed = 0;
-        for (s = 0; s < 256; s++) {
-            if (cnt[s] && !fixed[s] && cnt[s] * B < T) {
-                fixed[s] = 1;
+        for (i = 0; i < nlive; i++) {
+            s = live[i];
+            if (cnt[s] * B < T) {
+                freq[s] = 1;
+                nb--;
+                nt -= cnt[s];
                 changed = 1;
+            } else {
+                live[k++] = (uint8_t)s;
             }
         }
-        if (changed) {
-            B = M;
-            T = total;
-            for (s = 0; s < 256; s++)
-                if (fixed[s]) {
-                    B--;
-                    T -= cnt[s];
-                }
-        }
+        nlive = k;
+        B = nb;
+        T = nt;
     }
-    for (s = 0; s < 256; s++) {
-        if (!cnt[s]) {
-            freq[s] = 0;
-        } else if (fixed[s]) {
-            freq[s] = 1;
-        } else {
-            /* cnt*B <= 2^40 * 2^15 for any plane below 1 TiB: no overflow. */
-            uint64_t q = cnt[s] * B;
-            freq[s] = (uint32_t)(q / T);
-            sum += freq[s];
-            items[nitems].frac = q % T;
-            items[nitems].sym = s;
-            nitems++;
-        }
+    /* floor(q / T) from a double estimate, corrected to the exact quotient
+     * (q / T <= 2^15, so the estimate is off by at most one): no 64-bit
+     * division per symbol. */
+    inv = 1.0 / (double)T;
+    for (i = 0; i < nlive; i++) {
+        /* cnt*B <= 2^40 * 2^15 for any plane below 1 TiB: no overflow. */
+        uint64_t q = cnt[live[i]] * B, f = (uint64_t)((double)q * inv);
+        while (f * T > q) f--;
+        while ((f + 1) * T <= q) f++;
+        freq[live[i]] = (uint32_t)f;
+        sum += (uint32_t)f;
+        items[i].frac = q - f * T;
+        items[i].sym = live[i];
     }
-    rem = B - sum; /* < nitems: each floor lost less than one */
+    rem = B - sum; /* < nlive: each floor lost less than one */
     if (rem) {
         /* The rem largest remainders (ties: lower symbol first) get one
          * more: everything above the rem-th largest remainder, then the
          * lowest symbols equal to it (items are in symbol order). */
         uint64_t fr[256], thr;
         uint32_t more = 0;
-        for (s = 0; s < nitems; s++) fr[s] = items[s].frac;
-        thr = kth_largest(fr, nitems, (int)rem);
-        for (s = 0; s < nitems; s++)
-            if (items[s].frac > thr) {
-                freq[items[s].sym]++;
+        for (i = 0; i < nlive; i++) fr[i] = items[i].frac;
+        thr = kth_largest(fr, nlive, (int)rem);
+        for (i = 0; i < nlive; i++)
+            if (items[i].frac > thr) {
+                freq[items[i].sym]++;
                 more++;
             }
-        for (s = 0; s < nitems && more < rem; s++)
-            if (items[s].frac == thr) {
-                freq[items[s].sym]++;
+        for (i = 0; i < nlive && more < rem; i++)
+            if (items[i].frac == thr) {
+                freq[items[i].sym]++;
                 more++;
             }
     }
