@@ -383,7 +383,9 @@ static stage_pick pick_stage(const plane_est *e, size_t n, unsigned mask, int zl
     return p;
 }
 
-#define SECOND_TRY_SMALL ((size_t)64 << 10)
+/* Planes up to this size choose between rANS and Huffman (docs/CHAINS.md:
+ * past 16 KiB Huffman's sizing and encoder cost more than its wins save). */
+#define SECOND_TRY_SMALL ((size_t)16 << 10)
 /* Estimated rANS and Huffman sizes closer than this both get coded. */
 #define CLOSE_CALL 0.005
 #define LZ_SAMPLE ((size_t)16 << 10)
