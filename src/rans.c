@@ -256,11 +256,11 @@ static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned pr
         uint32_t more = 0;
         for (i = 0; i < nlive; i++) fr[i] = items[i].frac;
         thr = kth_largest(fr, nlive, (int)rem);
-        for (i = 0; i < nlive; i++)
-            if (items[i].frac > thr) {
-                freq[items[i].sym]++;
-                more++;
-            }
+        for (i = 0; i < nlive; i++) { /* no branch: remainders are random */
+            uint32_t up = items[i].frac > thr;
+            freq[items[i].sym] += up;
+            more += up;
+        }
         for (i = 0; i < nlive && more < rem; i++)
             if (items[i].frac == thr) {
                 freq[items[i].sym]++;
