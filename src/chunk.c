@@ -246,6 +246,13 @@ static size_t histogram(const uint8_t *restrict src, size_t n, size_t step,
     size_t block = step == 1 ? n : SAMPLE_BLOCK; /* every byte: one block */
     size_t b, i, seen = 0;
     int s;
+    if (step == 1 && n < 1024) {
+        /* A small plane: clearing and merging four tables would cost more
+         * than its runs. */
+        memset(hist, 0, 256 * sizeof(hist[0]));
+        for (i = 0; i < n; i++) hist[src[i]]++;
+        return n;
+    }
     memset(h, 0, sizeof(h));
     for (b = 0; b < n; b += step * block) {
         size_t end = n - b < block ? n : b + block;

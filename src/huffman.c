@@ -105,13 +105,21 @@ static void huf_segments(size_t n, size_t begin[HUF_STREAMS + 1]) {
  * (length, symbol) in the same order; `pos` is the code left-aligned to
  * HUF_MAX_LEN bits, as the decoder's table fill advances through its entries. */
 static void huf_canonical(const uint8_t len[256], uint16_t code[256]) {
-    unsigned l, s, pos = 0;
-    for (l = 1; l <= HUF_MAX_LEN; l++)
-        for (s = 0; s < 256; s++)
-            if (len[s] == l) {
-                code[s] = (uint16_t)(pos >> (HUF_MAX_LEN - l));
-                pos += 1u << (HUF_MAX_LEN - l);
-            }
+    unsigned l, s, pos = 0, start[HUF_MAX_LEN + 2] = {0}, count[HUF_MAX_LEN + 2] = {0};
+    /* Where each length's run starts, then the symbols in order: one pass
+     * each instead of one pass over the symbols per length. */
+    for (s = 0; s < 256; s++) count[len[s]]++;
+    for (l = 1; l <= HUF_MAX_LEN; l++) {
+        start[l] = pos;
+        pos += count[l] << (HUF_MAX_LEN - l);
+    }
+    for (s = 0; s < 256; s++) {
+        l = len[s];
+        if (l) {
+            code[s] = (uint16_t)(start[l] >> (HUF_MAX_LEN - l));
+            start[l] += 1u << (HUF_MAX_LEN - l);
+        }
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -120,15 +128,21 @@ static void huf_canonical(const uint8_t len[256], uint16_t code[256]) {
 
 /* The m used symbols as keys count << 8 | symbol, ascending (keys are
  * distinct, so the order is total): an LSD radix sort on the 40-bit keys
- * (counts < 2^32), five byte passes, which costs a fraction of qsort's
+ * (counts < 2^32), one pass per count byte that is nonzero in some count
+ * (the symbol byte is in order already), which costs a fraction of qsort's
  * comparator calls on the planes of small tensors. Returns m. */
 static size_t huf_sorted_keys(const uint64_t freq[256], uint64_t keys[256]) {
-    uint64_t tmp[256], *a = keys, *b = tmp;
+    uint64_t tmp[256], *a = keys, *b = tmp, top = 0;
     size_t m = 0, i;
-    unsigned pass;
+    unsigned pass, passes = 1;
     for (i = 0; i < 256; i++)
-        if (freq[i]) keys[m++] = freq[i] << 8 | i;
-    for (pass = 1; pass < 5; pass++) {   /* byte 0 is the symbol: already in order */
+        if (freq[i]) {
+            keys[m++] = freq[i] << 8 | i;
+            top |= freq[i];
+        }
+    /* Only the count bytes that are nonzero somewhere need a pass. */
+    while (passes < 4 && top >> (8 * passes)) passes++;
+    for (pass = 1; pass <= passes; pass++) { /* byte 0 is the symbol: already in order */
         size_t cnt[257] = {0};
         unsigned sh = 8 * pass;
         for (i = 0; i < m; i++) cnt[((a[i] >> sh) & 0xff) + 1]++;

@@ -484,21 +484,25 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
                         uint8_t *restrict side) {
     uint64_t cnt[256];
     size_t i, i0 = 0, ne = PTWM_JOINT_MAP;
-    uint8_t rank[256];
-    unsigned r, s;
+    uint8_t rank[256], present[256];
+    unsigned r, s, k, npresent = 0;
     if (ex_hist) {
         for (s = 0; s < 256; s++) cnt[s] = ex_hist[s];
     } else {
         ptwm_histogram(ex, n, cnt);
     }
     memset(rank, PTWM_JOINT_MAP, sizeof(rank));
+    for (s = 0; s < 256; s++)
+        if (cnt[s]) present[npresent++] = (uint8_t)s;
     /* The most frequent exponents, ties to the smaller value; unused map
-     * entries repeat the last pick (never produced: decoders accept them). */
+     * entries repeat the last pick (never produced: decoders accept them).
+     * Only present values are scanned (a few dozen exponents). */
     for (r = 0; r < PTWM_JOINT_MAP; r++) {
         unsigned best = 256;
-        for (s = 0; s < 256; s++)
-            if (rank[s] == PTWM_JOINT_MAP && cnt[s] && (best == 256 || cnt[s] > cnt[best]))
-                best = s;
+        for (k = 0; k < npresent; k++) {
+            s = present[k];
+            if (rank[s] == PTWM_JOINT_MAP && (best == 256 || cnt[s] > cnt[best])) best = s;
+        }
         if (best == 256) {
             side[r] = r ? side[r - 1] : 0;
             continue;
