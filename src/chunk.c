@@ -296,11 +296,16 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
     seen = histogram(src, n, step, hist);
     /* sum h log2(seen / h) = seen log2 seen - sum h log2 h */
     e.entropy = ptwm_xlogx(seen);
-    for (s = 0; s < 256; s++) {
-        if (hist[s]) {
-            e.distinct++;
-            e.entropy -= ptwm_xlogx(hist[s]);
+    {
+        const double *xt = ptwm_xlogx_table(); /* one lookup a count, no call */
+        double ent = e.entropy;
+        for (s = 0; s < 256; s++) {
+            if (hist[s]) {
+                e.distinct++;
+                ent -= hist[s] < PTWM_XLOGX_SMALL ? xt[hist[s]] : ptwm_xlogx(hist[s]);
+            }
         }
+        e.entropy = ent;
     }
     if (e.entropy < 0.0) e.entropy = 0.0; /* rounding, for one symbol */
     e.entropy = e.entropy / 8.0 * ((double)n / (double)seen);

@@ -88,7 +88,7 @@ void ptwm_histogram(const uint8_t *src, size_t n, uint64_t count[256]) {
 
 /* k log2 k for the small counts that dominate histograms, from a table (a
  * log2 call per symbol was a fifth of estimating a small plane). */
-#define XLOGX_SMALL 4096
+#define XLOGX_SMALL PTWM_XLOGX_SMALL
 static double xlogx_tab[XLOGX_SMALL];
 static pthread_once_t xlogx_once = PTHREAD_ONCE_INIT;
 
@@ -96,6 +96,11 @@ static void xlogx_init(void) {
     int k;
     xlogx_tab[0] = 0.0;
     for (k = 1; k < XLOGX_SMALL; k++) xlogx_tab[k] = (double)k * log2((double)k);
+}
+
+const double *ptwm_xlogx_table(void) {
+    pthread_once(&xlogx_once, xlogx_init);
+    return xlogx_tab;
 }
 
 double ptwm_xlogx(uint64_t k) {
