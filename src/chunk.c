@@ -645,13 +645,13 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         if (c.xform != PTWM_XFORM_BYTES && c.width >= 2 && total >= 64 &&
             ptwm_count_zero_elems(raw, total, c.width, 8) * 16 >= (total + 7) / 8)
             sparse = 1;
-        /* Scratch 0: the transform's planes, residuals and block scales, then
-         * (sparse) the nonzero elements and the bitmap. */
         /* Column scales need a whole row twice over to pay; sparse chunks
          * have lost the columns. */
         if (sparse || !c.micro_block || want_cols < 2 || want_cols > total / 2 ||
             total / want_cols >= (1u << 24))
             want_cols = 0;
+        /* Scratch 0: the transform's planes, residuals and block scales, then
+         * (sparse) the nonzero elements and the bitmap. */
         need = c.xform == PTWM_XFORM_BYTES
                    ? 16 /* the raw bytes are the plane */
                    : total * (c.nplanes + 2) + 16 + (sparse ? raw_len + total / 8 + 16 : 0);
@@ -700,7 +700,7 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             }
         }
         /* Column-relative exponents: kept when they estimate smaller than
-         * the form above. */
+         * the plain ones. */
         if (want_cols && !est[0].constant) {
             uint8_t *r = pb + total * (c.nplanes + 2) + 16;
             uint8_t *d = r + n;
@@ -709,8 +709,7 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             ptwm_colscale_forward(pb, n, want_cols, r, d, sums); /* pb: the exponents */
             er = estimate_plane(r, n);
             ed = estimate_plane(d, want_cols);
-            if (er.bytes + ed.bytes < est[0].bytes + (micro ? scale_est.bytes : 0.0)) {
-                micro = 0;
+            if (er.bytes + ed.bytes < est[0].bytes) {
                 cols = want_cols;
                 plane[0] = r;
                 est[0] = er;
