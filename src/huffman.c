@@ -492,7 +492,8 @@ size_t ptwm_huf_size(const uint32_t hist[256], size_t n, size_t beat, uint8_t le
     longest = huf_optimal_lengths(keys, m, opt);
     for (i = lo; i <= hi; i++) bits += freq[i] * opt[i];
     /* The optimal code's floor (see ptwm_huf_size_floor) already loses. */
-    if (HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1 > beat) return HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1;
+    total = HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1;
+    if (total > beat) return total;
     huf_limit_choice(freq, keys, m, opt, longest, len);
     for (bits = 0, i = lo; i <= hi; i++) bits += freq[i] * len[i];
     /* The streams take bits / 8 + 1 to + 4 bytes together (see the floor). */

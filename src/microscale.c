@@ -32,7 +32,8 @@ void ptwm_micro_inverse(const uint8_t *restrict r, const uint8_t *restrict d, si
 /* Row by row: each inner loop runs over contiguous columns and vectorises.
  * The scales are built in d, then turned into deltas in place. */
 PTWM_VEC_CLONES void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, size_t cols,
-                           uint8_t *restrict r, uint8_t *restrict d, uint32_t *restrict sum) {
+                                           uint8_t *restrict r, uint8_t *restrict d,
+                                           uint32_t *restrict sum) {
     size_t i, k, m = PTWM_MIN(cols, n), rows = cols ? n / cols : 0, extra = cols ? n % cols : 0;
     uint8_t prev = 0;
     if (!cols) return;
@@ -57,8 +58,8 @@ PTWM_VEC_CLONES void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, 
     }
 }
 
-PTWM_VEC_CLONES void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d, size_t n,
-                           size_t cols, uint8_t *restrict x) {
+PTWM_VEC_CLONES void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d,
+                                           size_t n, size_t cols, uint8_t *restrict x) {
     size_t i, k, m = PTWM_MIN(cols, n);
     uint8_t s = 0;
     if (!cols) return;
