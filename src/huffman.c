@@ -468,17 +468,12 @@ static size_t huf_counts(const uint32_t hist[256], uint64_t freq[256], size_t *l
 #define HUF_HEAD(lo, hi) (3 + ((hi) - (lo) + 2) / 2 + HUF_JUMP_BYTES)
 
 size_t ptwm_huf_size_floor(const uint32_t hist[256], size_t n) {
-    uint64_t freq[256], keys[256], bits = 0;
-    uint8_t len[256];
-    size_t lo, hi, i;
-    if (n < 2 || n > UINT32_MAX) return n + 1;
-    if (huf_counts(hist, freq, &lo, &hi) <= 1) return 2;
     /* The optimal code's bits: the limited code the encoder builds takes at
      * least as many. Each stream rounds up to whole bytes plus a sentinel:
-     * the streams together take at least bits / 8 + 1 bytes. */
-    huf_optimal_lengths(keys, huf_sorted_keys(freq, keys), len);
-    for (i = lo; i <= hi; i++) bits += freq[i] * len[i];
-    return HUF_HEAD(lo, hi) + (size_t)(bits / 8) + 1;
+     * the streams together take at least bits / 8 + 1 bytes. That is what
+     * ptwm_huf_size returns for a plane that cannot beat 0 bytes. */
+    uint8_t unused[256];
+    return ptwm_huf_size(hist, n, 0, unused);
 }
 
 size_t ptwm_huf_size(const uint32_t hist[256], size_t n, size_t beat, uint8_t len[256]) {
