@@ -325,7 +325,8 @@ typedef struct ptwm_cparams {
     int emit_plane_crc;       /* CRC32 of each coded plane of each chunk */
     uint64_t chunk_size;      /* raw bytes per chunk; 0 = default */
     int threads;              /* 0 = all cores; the output is identical for any count */
-    int zstd_level;           /* for ZSTD stages; 0 = 3 */
+    int zstd_level;           /* for ZSTD stages; 0 = 3 (1 where zstd is one
+                               * candidate among several: docs/CHAINS.md) */
     /* Optional progress report, called on the writing thread after each
      * coded chunk is written (about once per chunk_size raw bytes): raw bytes
      * coded so far and progress_total (0 if the caller set none;
