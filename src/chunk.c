@@ -491,7 +491,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
          * never won a corpus plane: order 0 only, sparing its 64K-context
          * counts. */
         if (lz && p.stage == PTWM_METHOD_RANS && p.level == -2) p.level = 0;
-        if (lz && p.stage != PTWM_METHOD_IDENTITY && len >= 4 * LZ_SAMPLE) {
+        if (lz && p.stage != PTWM_METHOD_IDENTITY && len >= 2 * LZ_SAMPLE) {
             /* A large plane: both candidates code a slice from its middle,
              * and only the one smaller there codes the plane (one full
              * encode instead of two; the slice's pick agreed with the full
