@@ -420,13 +420,17 @@ static int huf_may_beat(const plane_est *e, size_t len, size_t coded) {
 }
 
 /* Whether the picked order-0 stage could code smaller than `coded` bytes: it
- * takes at least the plane's order-0 entropy (2% off for a sampled
- * estimate) plus its fixed costs (rANS: 32 states; Huffman: header). Order 1
- * can go below that entropy, so it is always tried where it may run. */
+ * takes at least the plane's estimated order-0 size (entropy and a table of
+ * about a byte a symbol; 0.5% off for a sampled estimate) plus its fixed
+ * costs (rANS: 32 states; Huffman: header). With the entropy alone (2% off)
+ * rANS was run after zstd on many handtrack.u8 planes and lost every time:
+ * with the table counted, the corpus codes to the same bytes and U8
+ * compresses 1.15x faster. Order 1 can go below that entropy, so it is
+ * always tried where it may run. */
 static int stage_may_beat(const plane_est *e, const stage_pick *p, size_t len, size_t coded) {
     if (coded == SIZE_MAX || p->level == 1 || (p->level < 0 && len >= PTWM_RANS_O1_MIN_AUTO))
         return 1;
-    return e->entropy * 0.98 + (p->stage == PTWM_METHOD_RANS ? 130.0 : 19.0) < (double)coded;
+    return e->bytes * 0.995 + (p->stage == PTWM_METHOD_RANS ? 130.0 : 19.0) < (double)coded;
 }
 
 /* Encode src with another stage behind the current result in out, and keep
