@@ -435,14 +435,18 @@ static int stage_may_beat(const plane_est *e, const stage_pick *p, size_t len, s
 
 /* Encode src with another stage behind the current result in out, and keep
  * whichever is smaller at the front of out. Huffman takes planned code
- * lengths when hlen is given (ptwm_huf_size's). */
-static void try_other(int stage, int level, const uint8_t *hlen, const uint8_t *src, size_t len,
-                      uint8_t *out, size_t cap, int *best_stage, size_t *best_len) {
+ * lengths when hlen is given (ptwm_huf_size's); rANS the plane's exact
+ * counts when est has them (no second count). */
+static void try_other(int stage, int level, const uint8_t *hlen, const plane_est *est,
+                      const uint8_t *src, size_t len, uint8_t *out, size_t cap, int *best_stage,
+                      size_t *best_len) {
     size_t off2 = *best_len == SIZE_MAX ? 0 : *best_len, got;
     ptwm_error e;
     if (cap - off2 < ptwm_entropy_bound(stage, len)) return;
     if (stage == PTWM_METHOD_HUFFMAN && hlen)
         e = ptwm_huf_encode_lengths(src, len, hlen, out + off2, cap - off2, &got);
+    else if (stage == PTWM_METHOD_RANS && est && est->exact)
+        e = ptwm_rans_encode_counts(src, len, level, est->hist, out + off2, cap - off2, &got);
     else
         e = ptwm_entropy_encode(stage, level, src, len, out + off2, cap - off2, &got);
     if (e == PTWM_OK && got < *best_len) {
@@ -505,16 +509,16 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             if (ptwm_entropy_encode(PTWM_METHOD_ZSTD, zlevel, mid, LZ_SAMPLE, out, cap, &a) ||
                 ptwm_entropy_encode(p.stage, p.level, mid, LZ_SAMPLE, out, cap, &b) ||
                 a + LZ_RANS_FIXED < b)
-                try_other(PTWM_METHOD_ZSTD, zlevel, NULL, src, len, out, cap, &best, coded);
+                try_other(PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
             else
-                try_other(p.stage, p.level, NULL, src, len, out, cap, &best, coded);
+                try_other(p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
         } else if (lz) {
             /* zstd first: it wins most integer planes (F16 byte planes: 420
              * of 472, handtrack.u8: 123 of 202), and the estimated stage is
              * then run only if its floor could beat zstd's result. */
-            try_other(PTWM_METHOD_ZSTD, zlevel, NULL, src, len, out, cap, &best, coded);
+            try_other(PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
             if (p.stage != PTWM_METHOD_IDENTITY && stage_may_beat(est, &p, len, *coded))
-                try_other(p.stage, p.level, NULL, src, len, out, cap, &best, coded);
+                try_other(p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
         } else if (p.stage != PTWM_METHOD_IDENTITY) {
             /* Small planes: Huffman beside rANS, where table and state costs
              * make the call close (on large planes rANS won every time on
@@ -554,8 +558,8 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             best = p.stage;
         }
         if (second && huf_may_beat(est, len, *coded))
-            try_other(PTWM_METHOD_HUFFMAN, 0, planned && hs > 2 && hs <= len ? hlen : NULL, src,
-                      len, out, cap, &best, coded);
+            try_other(PTWM_METHOD_HUFFMAN, 0, planned && hs > 2 && hs <= len ? hlen : NULL, NULL,
+                      src, len, out, cap, &best, coded);
         if (*coded < len) {
             *stage = best;
             return PTWM_OK;
