@@ -433,22 +433,32 @@ static int stage_may_beat(const plane_est *e, const stage_pick *p, size_t len, s
     return e->bytes * 0.995 + (p->stage == PTWM_METHOD_RANS ? 130.0 : 19.0) < (double)coded;
 }
 
+/* Code src with one stage, using what sizing already found: Huffman the
+ * planned code lengths (hlen, ptwm_huf_size's), rANS the planned table
+ * (rplan) or else the plane's exact counts when est has them (no second
+ * count). Each may be NULL. */
+static ptwm_error encode_stage(int stage, int level, const uint8_t *hlen,
+                               const ptwm_rans_plan *rplan, const plane_est *est,
+                               const uint8_t *src, size_t len, uint8_t *out, size_t cap,
+                               size_t *got) {
+    if (stage == PTWM_METHOD_HUFFMAN && hlen)
+        return ptwm_huf_encode_lengths(src, len, hlen, out, cap, got);
+    if (stage == PTWM_METHOD_RANS && rplan) return ptwm_rans_encode_plan(src, len, rplan, out, cap, got);
+    if (stage == PTWM_METHOD_RANS && est && est->exact)
+        return ptwm_rans_encode_counts(src, len, level, est->hist, out, cap, got);
+    return ptwm_entropy_encode(stage, level, src, len, out, cap, got);
+}
+
 /* Encode src with another stage behind the current result in out, and keep
- * whichever is smaller at the front of out. Huffman takes planned code
- * lengths when hlen is given (ptwm_huf_size's); rANS the plane's exact
- * counts when est has them (no second count). */
+ * whichever is smaller at the front of out (planned lengths and counts as
+ * encode_stage takes them). */
 static void try_other(int stage, int level, const uint8_t *hlen, const plane_est *est,
                       const uint8_t *src, size_t len, uint8_t *out, size_t cap, int *best_stage,
                       size_t *best_len) {
     size_t off2 = *best_len == SIZE_MAX ? 0 : *best_len, got;
     ptwm_error e;
     if (cap - off2 < ptwm_entropy_bound(stage, len)) return;
-    if (stage == PTWM_METHOD_HUFFMAN && hlen)
-        e = ptwm_huf_encode_lengths(src, len, hlen, out + off2, cap - off2, &got);
-    else if (stage == PTWM_METHOD_RANS && est && est->exact)
-        e = ptwm_rans_encode_counts(src, len, level, est->hist, out + off2, cap - off2, &got);
-    else
-        e = ptwm_entropy_encode(stage, level, src, len, out + off2, cap - off2, &got);
+    e = encode_stage(stage, level, hlen, NULL, est, src, len, out + off2, cap - off2, &got);
     if (e == PTWM_OK && got < *best_len) {
         memmove(out, out + off2, got);
         *best_len = got;
@@ -545,14 +555,8 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
                     second = 0;
                 }
             }
-            if (planned && p.stage == PTWM_METHOD_RANS)
-                e = ptwm_rans_encode_plan(src, len, &rplan, out, cap, coded);
-            else if (planned && p.stage == PTWM_METHOD_HUFFMAN)
-                e = ptwm_huf_encode_lengths(src, len, hlen, out, cap, coded);
-            else if (p.stage == PTWM_METHOD_RANS && est->exact)
-                e = ptwm_rans_encode_counts(src, len, p.level, est->hist, out, cap, coded);
-            else
-                e = ptwm_entropy_encode(p.stage, p.level, src, len, out, cap, coded);
+            e = encode_stage(p.stage, p.level, planned ? hlen : NULL, planned ? &rplan : NULL, est,
+                             src, len, out, cap, coded);
             if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
             if (e != PTWM_OK) *coded = SIZE_MAX;
             best = p.stage;
