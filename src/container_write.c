@@ -35,7 +35,7 @@ typedef struct wtensor {
     ptwm_dtype dtype;
     uint32_t ndim;
     uint64_t shape[PTWM_MAX_NDIM];
-    uint64_t nbytes, chunk_size, nchunks, coded;
+    uint64_t nbytes, chunk_size, nchunks;
     unsigned nchains;
     uint8_t *chain_bytes;                       /* concatenated candidate blobs */
     size_t chain_len[PTWM_FMT_MAX_CHAINS];
@@ -534,7 +534,6 @@ static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
         if ((rc = w_emit(w, j->out, j->out_len, err))) return w_fail(w, rc);
         w->coded_total += j->out_len;
     }
-    t->coded += j->out_len;
     w->raw_done += j->raw_len;
     if (w->p.progress) w->p.progress(w->p.progress_ctx, w->raw_done, w->p.progress_total);
     return PTWM_OK;
