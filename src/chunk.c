@@ -321,15 +321,21 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
 }
 
 /* Planes of at most SAMPLE_EXACT bytes are estimated from every byte;
- * longer ones from every 4th, and above 4 x SAMPLE_ABOVE from every 8th (the
- * estimate only picks forms and stages; 32K samples of 256 symbols bias the
- * entropy by under 0.1%). A plane that is then coded is counted exactly
- * (encode_plane). */
-#define SAMPLE_ABOVE 65536
+ * longer ones from every 4th byte, or every 8th, 16th... while that still
+ * leaves SAMPLE_MIN samples (the estimate picks forms and stages; 32K
+ * samples of 256 symbols bias the entropy by under 0.1%). A coded plane of
+ * up to SECOND_TRY_SMALL bytes is then counted exactly (encode_plane); from
+ * SAMPLED_TABLE bytes on (32K samples or more) order-0 rANS builds its table
+ * from the sample (ptwm_rans_encode_sampled: counting was a tenth of large
+ * tensors' compress time; the table costs 0.01-0.03% more). */
+#define SAMPLE_MIN 32768
 #define SAMPLE_EXACT 4096
+#define SAMPLED_TABLE ((size_t)4 * SAMPLE_MIN)
 
 static plane_est estimate_plane(const uint8_t *src, size_t n) {
-    return estimate(src, n, n > 4 * SAMPLE_ABOVE ? 8 : n > SAMPLE_EXACT ? 4 : 1);
+    size_t step = n > SAMPLE_EXACT ? 4 : 1;
+    while (n / (2 * step) >= SAMPLE_MIN) step *= 2;
+    return estimate(src, n, step);
 }
 
 typedef struct stage_pick {
@@ -446,6 +452,8 @@ static ptwm_error encode_stage(int stage, int level, const uint8_t *hlen,
     if (stage == PTWM_METHOD_RANS && rplan) return ptwm_rans_encode_plan(src, len, rplan, out, cap, got);
     if (stage == PTWM_METHOD_RANS && est && est->exact)
         return ptwm_rans_encode_counts(src, len, level, est->hist, out, cap, got);
+    if (stage == PTWM_METHOD_RANS && est && level == 0 && len >= SAMPLED_TABLE)
+        return ptwm_rans_encode_sampled(src, len, est->hist, out, cap, got);
     return ptwm_entropy_encode(stage, level, src, len, out, cap, got);
 }
 

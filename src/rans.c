@@ -1093,18 +1093,11 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
     return ptwm_rans_encode_counts(src, n, order, NULL, dst, cap, out_len);
 }
 
-ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, const uint32_t *hist,
-                                   uint8_t *dst, size_t cap, size_t *out_len) {
-    uint64_t cnt[256];
+/* Code src with its symbol counts cnt (summing to n). */
+static ptwm_error encode_counted(const uint8_t *src, size_t n, int order, const uint64_t cnt[256],
+                                 uint8_t *dst, size_t cap, size_t *out_len) {
     size_t len = 0;
     int s, present = 0, last = 0;
-    if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
-    if (order < -2 || order > 1) return PTWM_ERR_INVALID_ARG;
-    if (hist) {
-        for (s = 0; s < 256; s++) cnt[s] = hist[s];
-    } else {
-        ptwm_histogram(src, n, cnt);
-    }
     for (s = 0; s < 256; s++)
         if (cnt[s]) {
             present++;
@@ -1150,6 +1143,108 @@ ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, cons
         }
     }
     return keep_or_raw(src, n, len, dst, cap, out_len);
+}
+
+ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, const uint32_t *hist,
+                                   uint8_t *dst, size_t cap, size_t *out_len) {
+    uint64_t cnt[256];
+    int s;
+    if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
+    if (order < -2 || order > 1) return PTWM_ERR_INVALID_ARG;
+    if (hist) {
+        for (s = 0; s < 256; s++) cnt[s] = hist[s];
+    } else {
+        ptwm_histogram(src, n, cnt);
+    }
+    return encode_counted(src, n, order, cnt, dst, cap, out_len);
+}
+
+/* The start of the first whole 64-byte block from i on (in steps of 64)
+ * holding a symbol marked in `absent`, else of the partial block at the
+ * end: a lookup and an OR a byte, no store. */
+static size_t skip_seen(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]) {
+    for (; n - i >= 64; i += 64) {
+        const uint8_t *b = src + i;
+        unsigned acc = 0;
+        int j;
+        for (j = 0; j < 64; j += 8)
+            acc |= (unsigned)absent[b[j]] | absent[b[j + 1]] | absent[b[j + 2]] |
+                   absent[b[j + 3]] | absent[b[j + 4]] | absent[b[j + 5]] | absent[b[j + 6]] |
+                   absent[b[j + 7]];
+        if (acc) break;
+    }
+    return i;
+}
+
+#ifdef RANS_AVX2
+/* The same, 64 bytes a step: the flag table is four vectors, looked up by
+ * two byte permutes and the symbol's top bit. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static size_t
+skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]) {
+    const __m512i t0 = _mm512_loadu_si512(absent), t1 = _mm512_loadu_si512(absent + 64);
+    const __m512i t2 = _mm512_loadu_si512(absent + 128), t3 = _mm512_loadu_si512(absent + 192);
+    for (; n - i >= 64; i += 64) {
+        __m512i v = _mm512_loadu_si512(src + i);
+        __m512i lo = _mm512_permutex2var_epi8(t0, v, t1), hi = _mm512_permutex2var_epi8(t2, v, t3);
+        __m512i r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), lo, hi);
+        if (_mm512_test_epi8_mask(r, r)) break;
+    }
+    return i;
+}
+#endif
+
+/* Give every symbol of src[0..n) that cnt lacks (a sample missed it) a
+ * count of 1; returns how many it found. */
+static size_t add_unseen(const uint8_t *src, size_t n, uint64_t cnt[256]) {
+    uint8_t absent[256];
+    size_t i = 0, found = 0, end;
+    int s;
+#ifdef RANS_AVX2
+    int vbmi = rans_have_vbmi();
+#endif
+    for (s = 0; s < 256; s++) absent[s] = cnt[s] == 0;
+    while (i < n) {
+#ifdef RANS_AVX2
+        i = vbmi ? skip_seen_vbmi(src, i, n, absent) : skip_seen(src, i, n, absent);
+#else
+        i = skip_seen(src, i, n, absent);
+#endif
+        /* The block that holds one (or the tail): mark its new symbols. */
+        for (end = n - i < 64 ? n : i + 64; i < end; i++)
+            if (absent[src[i]]) {
+                absent[src[i]] = 0;
+                cnt[src[i]] = 1;
+                found++;
+            }
+    }
+    return found;
+}
+
+ptwm_error ptwm_rans_encode_sampled(const uint8_t *src, size_t n, const uint32_t sample[256],
+                                    uint8_t *dst, size_t cap, size_t *out_len) {
+    uint64_t cnt[256], seen = 0, sum = 0;
+    int s, top = 0;
+    double scale;
+    if (!out_len || (!src && n) || (!dst && cap) || !sample) return PTWM_ERR_INVALID_ARG;
+    for (s = 0; s < 256; s++) seen += sample[s];
+    if (seen == 0 || seen > n) return ptwm_rans_encode_counts(src, n, 0, NULL, dst, cap, out_len);
+    /* The sample's counts scaled to the plane (each kept at least 1), the
+     * symbols it missed at 1, and the rounding settled on the most frequent
+     * symbol so that the counts sum to n as a plane's do. */
+    scale = (double)n / (double)seen;
+    for (s = 0; s < 256; s++) {
+        cnt[s] = sample[s] ? (uint64_t)((double)sample[s] * scale + 0.5) : 0;
+        if (sample[s] && !cnt[s]) cnt[s] = 1;
+    }
+    add_unseen(src, n, cnt);
+    for (s = 0; s < 256; s++) {
+        sum += cnt[s];
+        if (cnt[s] > cnt[top]) top = s;
+    }
+    if (sum > n && sum - n >= cnt[top])
+        return ptwm_rans_encode_counts(src, n, 0, NULL, dst, cap, out_len);
+    cnt[top] = cnt[top] + n - sum; /* modulo 2^64: sum - n < cnt[top] */
+    return encode_counted(src, n, 0, cnt, dst, cap, out_len);
 }
 
 /* ------------------------------------------------------------------------- */
