@@ -517,18 +517,25 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
          * never won a corpus plane: order 0 only, sparing its 64K-context
          * counts. */
         if (lz && p.stage == PTWM_METHOD_RANS && p.level == -2) p.level = 0;
-        if (lz && p.stage != PTWM_METHOD_IDENTITY && len >= 2 * LZ_SAMPLE) {
-            /* A large plane: both candidates code a slice from its middle,
+        if (lz && len >= 2 * LZ_SAMPLE) {
+            /* A large plane: the candidates code a slice from its middle,
              * and only the one smaller there codes the plane (one full
              * encode instead of two; the slice's pick agreed with the full
-             * planes' on the corpus to within 0.1% of F16 and U8 sizes). */
+             * planes' on the corpus to within 0.1% of F16 and U8 sizes).
+             * Where no order-0 stage pays, zstd codes the plane only if it
+             * saved WORTH_CODING on the slice (F16 low mantissa bytes). */
             size_t a, b;
             const uint8_t *mid = src + (len - LZ_SAMPLE) / 2;
-            if (ptwm_entropy_encode(PTWM_METHOD_ZSTD, zlevel, mid, LZ_SAMPLE, out, cap, &a) ||
-                ptwm_entropy_encode(p.stage, p.level, mid, LZ_SAMPLE, out, cap, &b) ||
-                a + LZ_RANS_FIXED < b)
-                try_other(PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
+            int z = ptwm_entropy_encode(PTWM_METHOD_ZSTD, zlevel, mid, LZ_SAMPLE, out, cap, &a) ==
+                    PTWM_OK;
+            if (p.stage == PTWM_METHOD_IDENTITY)
+                z = z && (double)a < (double)LZ_SAMPLE * WORTH_CODING;
             else
+                z = !z || ptwm_entropy_encode(p.stage, p.level, mid, LZ_SAMPLE, out, cap, &b) ||
+                    a + LZ_RANS_FIXED < b;
+            if (z)
+                try_other(PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
+            else if (p.stage != PTWM_METHOD_IDENTITY)
                 try_other(p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
         } else if (lz) {
             /* zstd first: it wins most integer planes (F16 byte planes: 420
