@@ -1,8 +1,9 @@
 /* libFuzzer harness over the chunk codec.
  *
- * Input: byte 0 picks a dtype, byte 1 a method (standard table chain), bytes
- * 2..3 a raw size; the rest is (a) decoded as a payload of that raw size:
- * it must fail cleanly or fill exactly raw size bytes; and (b) encoded as a
+ * Input: byte 0 picks a dtype, byte 1 a method (standard table chain) and a
+ * format version, bytes 2..3 a raw size; the rest is (a) decoded as a
+ * payload of that raw size, read as that version: it must fail cleanly or
+ * fill exactly raw size bytes; and (b) encoded as a
  * chunk (byte 3 doubling as the column count) and decoded back: must equal,
  * and stay within ptwm_chunk_bound. */
 #include <stdlib.h>
@@ -17,11 +18,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t clen, raw_len, body_len, cap, len = 0;
     ptwm_dtype d;
     int method;
+    unsigned version;
     uint8_t *out, *enc, *dec;
     ptwm_chunk_params prm;
     if (size < 4) return 0;
     d = (ptwm_dtype)(data[0] % PTWM_DTYPE_COUNT);
     method = 1 + data[1] % 5;
+    version = 1 + (unsigned)(data[1] / 5) % PTWM_CHUNK_VERSION;
     raw_len = ptwm_load_le16(data + 2);
     data += 4;
     body_len = size - 4;
@@ -31,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* (a) Hostile payload. */
     out = malloc(raw_len + 1);
     if (!out) return 0;
-    (void)ptwm_chunk_decode(chain, clen, d, data, body_len, out, raw_len, NULL);
+    (void)ptwm_chunk_decode_version(version, chain, clen, d, data, body_len, out, raw_len, NULL);
     free(out);
 
     /* (b) Encode then decode. */

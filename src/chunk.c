@@ -13,6 +13,9 @@
  *                   bit 5: MICROSCALE column-relative exponents (the scale
  *                          plane holds one scale per column; its length is
  *                          the column count)
+ *                   bit 6: signed zeros (with bit 3; version 3 on): zero
+ *                          elements may have their top bit set, and a
+ *                          signs plane gives it for each
  *   u8 planes P
  *   P entries       u8 stage (0 CONST, 1 HUFFMAN, 2 ZSTD, 4 RANS, 5 IDENTITY),
  *                   varint raw length, varint coded length, [u32 LE CRC32 of
@@ -22,8 +25,8 @@
  * Plane order: the transform's planes (plane 0 holds the MICROSCALE residuals
  * when bit 1 or 5 is set, planes 0 and 1 the joint symbols and nibbles when
  * bit 4 is), then the side plane (bit 4), the scale plane (bit 1 or 5), the
- * bitmap (bit 3), then a tail plane with the raw_len % width bytes that do
- * not fill an element.
+ * bitmap (bit 3), the signs (bit 6), then a tail plane with the raw_len %
+ * width bytes that do not fill an element.
  *
  * Scratch buffers are cached per thread (pthread key with a destructor): no
  * global mutable state, and no page-faulting fresh allocation per chunk. */
@@ -44,7 +47,8 @@
 #define FLAG_SPARSE 8u
 #define FLAG_JOINT 16u
 #define FLAG_COLS 32u
-#define MAX_PLANES (PTWM_MAX_BASE_PLANES + 2)
+#define FLAG_SIGNS 64u
+#define MAX_PLANES (PTWM_MAX_BASE_PLANES + 3)
 #define ENTRY_MAX (1 + 10 + 10 + 4)
 #define HEADER_MAX (2 + MAX_PLANES * ENTRY_MAX)
 
@@ -147,16 +151,17 @@ typedef struct plane_layout {
     size_t n;      /* elements the transform codes (the nonzero ones when sparse) */
     size_t total;  /* elements in the chunk */
     size_t tail, blocks;
-    int micro, sparse;
+    int micro, sparse; /* sparse: 1 bitmap, 2 bitmap and signs */
     size_t cols;   /* column-relative exponents: the column count (0: not) */
     size_t side;   /* joint planes: side plane length (0: not joint) */
-    unsigned scale_plane, bitmap_plane, tail_plane, side_plane;
+    unsigned scale_plane, bitmap_plane, signs_plane, tail_plane, side_plane;
 } plane_layout;
 
 /* Planes, in order: the transform's (n bytes each; joint: plane 1 holds
  * (n + 1) / 2 nibbles), the joint side plane (`side` bytes, side > 0), the
  * scales (MICROSCALE: one per block, or `cols` > 0 per column), the nonzero
- * bitmap (sparse), the tail. mode < 0: bypassed, one plane of raw bytes. */
+ * bitmap (sparse), the zeros' signs (sparse 2), the tail. mode < 0:
+ * bypassed, one plane of raw bytes. */
 static void layout_make(const ptwm_chain_info *c, size_t raw_len, size_t n, int mode, int micro,
                         size_t cols, int sparse, size_t side, plane_layout *L) {
     unsigned k;
@@ -193,6 +198,12 @@ static void layout_make(const ptwm_chain_info *c, size_t raw_len, size_t n, int 
     if (sparse) {
         L->bitmap_plane = L->count;
         L->len[L->count] = L->total / 8 + (L->total % 8 != 0);
+        L->setting[L->count++] = 0;
+    }
+    if (sparse == 2) {
+        size_t zeros = L->total - L->n;
+        L->signs_plane = L->count;
+        L->len[L->count] = zeros / 8 + (zeros % 8 != 0);
         L->setting[L->count++] = 0;
     }
     if (L->tail) {
@@ -662,12 +673,13 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     s = scratch_get();
     if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: no scratch memory");
 
-    /* Sparse: with at least 1/16 zero elements, code a bitmap and only the
-     * nonzero elements (pruned or padded weights; 36% of one corpus file). */
+    /* Sparse: with at least 1/16 zero elements (+0 or -0), code a bitmap,
+     * the zeros' signs and only the nonzero elements (pruned or padded
+     * weights; 64% of one corpus file, half of them -0). */
     {
         size_t total = raw_len / c.width, need, joint_at;
         const uint8_t *el = raw;
-        uint8_t *bitmap = NULL;
+        uint8_t *bitmap = NULL, *signs = NULL;
         size_t n = total;
         /* Decided from every 8th element: the choice only affects size. */
         if (c.xform != PTWM_XFORM_BYTES && c.width >= 2 && total >= 64 &&
@@ -679,10 +691,10 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
             total / want_cols >= (1u << 24))
             want_cols = 0;
         /* Scratch 0: the transform's planes, residuals and block scales, then
-         * (sparse) the nonzero elements and the bitmap. */
+         * (sparse) the nonzero elements, the bitmap and the signs. */
         need = c.xform == PTWM_XFORM_BYTES
                    ? 16 /* the raw bytes are the plane */
-                   : total * (c.nplanes + 2) + 16 + (sparse ? raw_len + total / 8 + 16 : 0);
+                   : total * (c.nplanes + 2) + 16 + (sparse ? raw_len + total / 4 + 32 : 0);
         /* Column residuals, scales and sums go behind the block-relative
          * ones. */
         if (want_cols) need += total + 5 * want_cols + 32;
@@ -694,7 +706,8 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         if (sparse) {
             uint8_t *compact = pb + total * (c.nplanes + 2) + 16;
             bitmap = compact + raw_len + 8;
-            n = ptwm_sparse_compact(raw, total, c.width, bitmap, compact);
+            signs = bitmap + total / 8 + 8;
+            n = ptwm_sparse_compact(raw, total, c.width, bitmap, compact, signs);
             el = compact;
         }
         for (k = 0; k < c.nplanes; k++) plane[k] = pb + k * n;
@@ -767,7 +780,7 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
                 side_plane = sd;
             }
         }
-        layout_make(&c, raw_len, n, 0, micro, cols, sparse, side, &L);
+        layout_make(&c, raw_len, n, 0, micro, cols, sparse ? 2 : 0, side, &L);
         if (side) {
             plane[L.side_plane] = side_plane;
             est[L.side_plane] = estimate_plane(side_plane, side);
@@ -779,6 +792,8 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         if (sparse) {
             plane[L.bitmap_plane] = bitmap;
             est[L.bitmap_plane] = estimate_plane(bitmap, L.len[L.bitmap_plane]);
+            plane[L.signs_plane] = signs;
+            est[L.signs_plane] = estimate_plane(signs, L.len[L.signs_plane]);
         }
         if (L.tail) {
             plane[L.tail_plane] = (uint8_t *)(uintptr_t)(raw + raw_len - L.tail);
@@ -809,9 +824,13 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
          * (docs/CHAINS.md: on the corpus' byte planes it codes as small as 3
          * and 1.3x faster). Alone, the documented default 3. */
         if (zl == 0 && (mask & (mask - 1)) != 0) zl = ZSTD_TRIAL_LEVEL;
+        /* zstd's matches: integer planes, and the bitmap (runs of zeros
+         * where whole channels are pruned: handlandmark-full.f16 3.6%
+         * smaller). */
         e = encode_plane(plane[k], L.len[k], &est[k], mask, zl, order,
-                         c.xform != PTWM_XFORM_SPLIT && k < c.nplanes, cb + off, cb_need - off,
-                         &stage[k], &coded[k]);
+                         (c.xform != PTWM_XFORM_SPLIT && k < c.nplanes) ||
+                             (sparse && k == L.bitmap_plane),
+                         cb + off, cb_need - off, &stage[k], &coded[k]);
         if (e) {
             scratch_trim(s);
             return ptwm_fail(err, e, "chunk_encode: plane %zu of %u (%zu bytes): %s", k, L.count,
@@ -828,7 +847,7 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         use_planes = hsize + off < raw_form_size(raw_len, crc_flag != 0);
     }
     if (use_planes) {
-        e = frame(crc_flag | (micro ? FLAG_MICRO : 0) | (sparse ? FLAG_SPARSE : 0) |
+        e = frame(crc_flag | (micro ? FLAG_MICRO : 0) | (sparse ? FLAG_SPARSE | FLAG_SIGNS : 0) |
                       (side ? FLAG_JOINT : 0) | (cols ? FLAG_COLS : 0),
                   L.count, stage, L.len, coded, cb, off, dst, cap, out_len, err);
     } else {
@@ -867,7 +886,7 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
     uint32_t crc[MAX_PLANES];
     int stage[MAX_PLANES];
     unsigned flags, count;
-    int bypass, sparse, micro, joint, colrel;
+    int bypass, sparse, micro, joint, colrel, zsigns;
     size_t n, side = 0, cols = 0;
     ptwm_error e;
 
@@ -884,14 +903,21 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
     micro = (flags & FLAG_MICRO) != 0;
     joint = (flags & FLAG_JOINT) != 0;
     colrel = (flags & FLAG_COLS) != 0;
+    zsigns = (flags & FLAG_SIGNS) != 0;
+    if (zsigns && version < 3)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chunk payload: flag 0x%02x (signed zeros) in a version %u file (from "
+                         "version 3 on)",
+                         FLAG_SIGNS, version);
     if (colrel && version < 2)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: flag 0x%02x (column-relative exponents) in a version %u "
                          "file (from version 2 on)",
                          FLAG_COLS, version);
-    if (flags & ~(FLAG_CRC | FLAG_MICRO | FLAG_RAW | FLAG_SPARSE | FLAG_JOINT | FLAG_COLS) ||
+    if (flags & ~(FLAG_CRC | FLAG_MICRO | FLAG_RAW | FLAG_SPARSE | FLAG_JOINT | FLAG_COLS |
+                  FLAG_SIGNS) ||
         (bypass && (micro || sparse || joint || colrel)) || (joint && micro) ||
-        (colrel && (micro || sparse)))
+        (colrel && (micro || sparse)) || (zsigns && !sparse))
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload: unknown flags 0x%02x", flags);
     if (joint && !joint_ok(&c))
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
@@ -983,7 +1009,7 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
                              sp, count > sp ? (unsigned long long)rawl[sp] : 0ull, n, n / 2);
         cols = (size_t)rawl[sp];
     }
-    layout_make(&c, raw_len, n, bypass ? -1 : 0, micro, cols, sparse, side, &L);
+    layout_make(&c, raw_len, n, bypass ? -1 : 0, micro, cols, sparse ? 1 + zsigns : 0, side, &L);
     if (count != L.count)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: %u planes, the chain makes %u for %zu raw bytes", count,
@@ -1066,6 +1092,13 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
                              "planes hold %zu",
                              L.bitmap_plane, marked, L.n);
         }
+        /* Its length is the zeros' (checked with the layout); no bits past. */
+        if (zsigns && ptwm_bitmap_count(plane[L.signs_plane], L.total - L.n) == SIZE_MAX) {
+            scratch_trim(s);
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk payload: signs plane %u has bits past its %zu zero elements",
+                             L.signs_plane, L.total - L.n);
+        }
     }
 
     /* Inverse transform: block scales, then fields or bytes into elements
@@ -1130,7 +1163,10 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
         } else if (L.n && pl[0] != raw) {
             memcpy(raw, pl[0], L.n);
         }
-        if (sparse) ptwm_sparse_expand(el, plane[L.bitmap_plane], L.total, c.width, raw);
+        if (sparse)
+            ptwm_sparse_expand(el, plane[L.bitmap_plane], L.total, c.width,
+                               zsigns ? plane[L.signs_plane] : NULL,
+                               zsigns ? L.len[L.signs_plane] : 0, raw);
         if (L.tail) memcpy(raw + raw_len - L.tail, pl[L.tail_plane], L.tail);
     }
     scratch_trim(s);

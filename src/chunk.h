@@ -39,8 +39,9 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
  * is present before decoding that plane. Errors name the plane and numbers;
  * the container prefixes tensor and chunk. Payloads are read as the
  * container format version that holds them: version 1 knows flag bits 0-4,
- * version 2 adds bit 5 (column-relative exponents). */
-#define PTWM_CHUNK_VERSION 2u /* what ptwm_chunk_encode writes */
+ * version 2 adds bit 5 (column-relative exponents), version 3 bit 6 (signed
+ * zeros in sparse chunks). */
+#define PTWM_CHUNK_VERSION 3u /* what ptwm_chunk_encode writes */
 ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, size_t chain_len,
                                      ptwm_dtype dtype, const uint8_t *src, size_t src_len,
                                      uint8_t *raw, size_t raw_len, ptwm_err *err);

@@ -13,8 +13,9 @@
 
 #include "common.h"
 
-#define PTWM_FMT_VERSION 2u              /* written by this library (2: column-relative
-                                          * exponents in chunk payloads) */
+#define PTWM_FMT_VERSION 3u              /* written by this library (2: column-relative
+                                          * exponents in chunk payloads; 3: signed
+                                          * zeros in sparse chunks) */
 #define PTWM_FMT_MIN_VERSION 1u          /* oldest version read */
 
 #define PTWM_FMT_HEAD_SIZE 16u

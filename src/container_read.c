@@ -240,7 +240,7 @@ static ptwm_error sort_by_name(ptwm_reader *r, size_t n, ptwm_err *err) {
 }
 
 typedef struct payload_ref {
-    uint64_t offset, order;
+    uint64_t offset, order, chunk;
     size_t tensor;
     uint32_t coded;
 } payload_ref;
@@ -253,7 +253,10 @@ static int cmp_payload_ref(const void *a, const void *b) {
 
 /* A payload named by several chunk entries (the writer stores equal payloads
  * once) counts in the stored bytes of the first tensor, in table order, that
- * names it: the tensors' coded bytes then add up to the file's payloads. */
+ * names it: the tensors' coded bytes then add up to the file's payloads.
+ * Entries name the same bytes or disjoint ones: a writer never lays out
+ * payloads that partly overlap, so those are corrupt (and would count bytes
+ * twice). */
 static ptwm_error attribute_shared(ptwm_reader *r, ptwm_err *err) {
     uint64_t total = 0, k, m = 0;
     size_t i;
@@ -268,12 +271,27 @@ static ptwm_error attribute_shared(ptwm_reader *r, ptwm_err *err) {
             refs[m].offset = r->t[i].chunks[k].offset;
             refs[m].coded = r->t[i].chunks[k].coded;
             refs[m].order = m;
+            refs[m].chunk = k;
             refs[m].tensor = i;
         }
     qsort(refs, (size_t)total, sizeof(payload_ref), cmp_payload_ref);
-    for (k = 1; k < total; k++)
-        if (refs[k].offset == refs[k - 1].offset && refs[k].coded == refs[k - 1].coded)
-            r->t[refs[k].tensor].coded -= refs[k].coded;
+    for (k = 1; k < total; k++) {
+        const payload_ref *a = &refs[k - 1], *b = &refs[k];
+        if (b->offset == a->offset && b->coded == a->coded) {
+            r->t[b->tensor].coded -= b->coded;
+        } else if (b->offset - a->offset < a->coded) { /* sorted: b->offset >= a->offset */
+            ptwm_error rc = ptwm_fail(
+                err, PTWM_ERR_CORRUPT,
+                "tensor '%s' chunk %llu (bytes %llu..%llu) overlaps tensor '%s' chunk %llu "
+                "(bytes %llu..%llu)",
+                r->t[b->tensor].name, (unsigned long long)b->chunk, (unsigned long long)b->offset,
+                (unsigned long long)(b->offset + b->coded), r->t[a->tensor].name,
+                (unsigned long long)a->chunk, (unsigned long long)a->offset,
+                (unsigned long long)(a->offset + a->coded));
+            free(refs);
+            return rc;
+        }
+    }
     free(refs);
     return PTWM_OK;
 }

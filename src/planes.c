@@ -188,10 +188,11 @@ PLANES_CLONES void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsi
     }
 }
 
+/* Every bit of the element but its top (sign) bit is 0. */
 static int elem_is_zero(const uint8_t *p, unsigned width) {
     unsigned k;
-    uint8_t acc = 0;
-    for (k = 0; k < width; k++) acc |= p[k];
+    uint8_t acc = (uint8_t)(p[width - 1] & 0x7f);
+    for (k = 0; k + 1 < width; k++) acc |= p[k];
     return acc == 0;
 }
 
@@ -199,13 +200,13 @@ size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_
     size_t i, z = 0;
     switch (width) {
     case 2:
-        for (i = 0; i < n; i += step) z += ptwm_load_le16(src + 2 * i) == 0;
+        for (i = 0; i < n; i += step) z += (ptwm_load_le16(src + 2 * i) & 0x7fffu) == 0;
         break;
     case 4:
-        for (i = 0; i < n; i += step) z += ptwm_load_le32(src + 4 * i) == 0;
+        for (i = 0; i < n; i += step) z += (ptwm_load_le32(src + 4 * i) & 0x7fffffffu) == 0;
         break;
     case 8:
-        for (i = 0; i < n; i += step) z += ptwm_load_le64(src + 8 * i) == 0;
+        for (i = 0; i < n; i += step) z += (ptwm_load_le64(src + 8 * i) << 1) == 0;
         break;
     default:
         for (i = 0; i < n; i += step) z += elem_is_zero(src + i * width, width);
@@ -214,21 +215,65 @@ size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_
     return z;
 }
 
+/* The signs plane, written and read a few bits at a time (LSB first). */
+typedef struct sign_writer {
+    uint8_t *p;
+    uint64_t acc;
+    unsigned n; /* bits in acc, < 32 between calls */
+} sign_writer;
+
+/* Append the low `cnt` (<= 32) bits of v; v has no bits above them. */
+PTWM_INLINE void signs_put(sign_writer *w, uint64_t v, unsigned cnt) {
+    w->acc |= v << w->n;
+    w->n += cnt;
+    if (w->n >= 32) {
+        ptwm_store_le32(w->p, (uint32_t)w->acc);
+        w->p += 4;
+        w->acc >>= 32;
+        w->n -= 32;
+    }
+}
+
+static void signs_end(sign_writer *w) {
+    for (; w->n; w->n = w->n > 8 ? w->n - 8 : 0, w->acc >>= 8) *w->p++ = (uint8_t)w->acc;
+}
+
+typedef struct sign_reader {
+    const uint8_t *p, *end;
+    uint64_t acc;
+    unsigned n;
+} sign_reader;
+
+/* The next `cnt` (<= 32) bits; past the end (or with no plane) zeros. */
+PTWM_INLINE uint32_t signs_get(sign_reader *r, unsigned cnt) {
+    uint32_t v;
+    while (r->n < cnt) {
+        if (r->p < r->end) r->acc |= (uint64_t)*r->p++ << r->n;
+        r->n += 8;
+    }
+    v = (uint32_t)(r->acc & ((1ull << cnt) - 1));
+    r->acc >>= cnt;
+    r->n -= cnt;
+    return v;
+}
+
 /* Branchless compaction of elements of W bytes (loaded as one integer by
  * LOAD): every element is stored at dst + j * W and j advances only past
- * nonzero ones; bitmap bytes are built in a register. Zeros are scattered,
- * so a branch would mispredict. */
+ * nonzero ones; bitmap bytes are built in a register, and a zero's top bit
+ * goes to the signs. Zeros are scattered, so a branch would mispredict. */
 #define SPARSE_COMPACT(W, LOAD, STORE)                                                          \
     do {                                                                                        \
+        const uint64_t top_ = 8 * (W) - 1, mag_ = ~0ull >> (64 - top_);                        \
         for (i = 0; i < n; i += 8) {                                                            \
             size_t k, stop = n - i < 8 ? n - i : 8;                                              \
             unsigned acc = 0;                                                                   \
             for (k = 0; k < stop; k++) {                                                        \
                 uint64_t v_ = LOAD(src + (i + k) * (W));                                        \
-                unsigned nz_ = v_ != 0;                                                         \
+                unsigned nz_ = (v_ & mag_) != 0;                                                \
                 STORE(dst + j * (W), v_);                                                       \
                 acc |= nz_ << k;                                                                \
                 j += nz_;                                                                       \
+                signs_put(sw, (v_ >> top_) & (nz_ ^ 1u), nz_ ^ 1u);                              \
             }                                                                                   \
             bitmap[i >> 3] = (uint8_t)acc;                                                      \
         }                                                                                       \
@@ -239,54 +284,70 @@ size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_
 
 #ifdef JOINT_X86
 /* AVX-512 compact and expand of 16-bit (VBMI2) and 32-bit elements: 64
- * bytes of elements a step, the bitmap bits of the step as the lane mask.
- * Compact stores whole vectors at dst + j <= src offset, so it stays inside
- * a destination as long as the source; expand loads only the elements it
+ * bytes of elements a step, the bitmap bits of the step as the lane mask,
+ * the zeros' signs gathered (pext) or placed (pdep) as one word. Compact
+ * stores whole vectors at dst + j <= src offset, so it stays inside a
+ * destination as long as the source; expand loads only the elements it
  * uses (masked loads do not touch the rest). Return the elements done. */
-__attribute__((target("avx512f,avx512bw,avx512vbmi2,popcnt"))) static size_t
-sparse_compact_avx512(const uint8_t *src, size_t n, unsigned width, uint8_t *bitmap,
-                      uint8_t *dst, size_t *jp) {
+#define SPARSE_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi2,popcnt,bmi2")))
+SPARSE_TARGET static size_t sparse_compact_avx512(const uint8_t *src, size_t n, unsigned width,
+                                                  uint8_t *bitmap, uint8_t *dst, size_t *jp,
+                                                  sign_writer *sw) {
     size_t i = 0, j = 0;
     if (width == 2) {
+        const __m512i mag = _mm512_set1_epi16(0x7fff);
         for (; i + 32 <= n; i += 32) {
             __m512i v = _mm512_loadu_si512(src + 2 * i);
-            __mmask32 k = _mm512_test_epi16_mask(v, v);
+            __mmask32 k = _mm512_test_epi16_mask(v, mag);
+            unsigned z = ~(unsigned)k;
             _mm512_storeu_si512(dst + 2 * j, _mm512_maskz_compress_epi16(k, v));
             ptwm_store_le32(bitmap + i / 8, (uint32_t)k);
             j += (size_t)__builtin_popcount((unsigned)k);
+            signs_put(sw, _pext_u32((unsigned)_mm512_movepi16_mask(v), z),
+                      (unsigned)__builtin_popcount(z));
         }
     } else {
+        const __m512i mag = _mm512_set1_epi32(0x7fffffff);
         for (; i + 16 <= n; i += 16) {
             __m512i v = _mm512_loadu_si512(src + 4 * i);
-            __mmask16 k = _mm512_test_epi32_mask(v, v);
+            __mmask16 k = _mm512_test_epi32_mask(v, mag);
+            unsigned z = ~(unsigned)k & 0xffffu;
             _mm512_storeu_si512(dst + 4 * j, _mm512_maskz_compress_epi32(k, v));
             ptwm_store_le16(bitmap + i / 8, (uint16_t)k);
             j += (size_t)__builtin_popcount((unsigned)k);
+            signs_put(sw, _pext_u32((unsigned)_mm512_cmplt_epi32_mask(v, _mm512_setzero_si512()), z),
+                      (unsigned)__builtin_popcount(z));
         }
     }
     *jp = j;
     return i;
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vbmi2,popcnt"))) static size_t
-sparse_expand_avx512(const uint8_t *src, const uint8_t *bitmap, size_t n, unsigned width,
-                     uint8_t *dst, size_t *jp) {
+SPARSE_TARGET static size_t sparse_expand_avx512(const uint8_t *src, const uint8_t *bitmap,
+                                                 size_t n, unsigned width, uint8_t *dst,
+                                                 size_t *jp, sign_reader *sr) {
     size_t i = 0, j = 0;
     if (width == 2) {
+        const __m512i top = _mm512_set1_epi16((short)0x8000);
         for (; i + 32 <= n; i += 32) {
             __mmask32 k = (__mmask32)ptwm_load_le32(bitmap + i / 8);
-            unsigned c = (unsigned)__builtin_popcount((unsigned)k);
+            unsigned c = (unsigned)__builtin_popcount((unsigned)k), z = ~(unsigned)k;
             __m512i v = _mm512_maskz_loadu_epi16((__mmask32)(c == 32 ? ~0u : (1u << c) - 1),
                                                  src + 2 * j);
-            _mm512_storeu_si512(dst + 2 * i, _mm512_maskz_expand_epi16(k, v));
+            __mmask32 neg = (__mmask32)_pdep_u32(signs_get(sr, 32 - c), z);
+            v = _mm512_maskz_expand_epi16(k, v);
+            _mm512_storeu_si512(dst + 2 * i, _mm512_mask_mov_epi16(v, neg, top));
             j += c;
         }
     } else {
+        const __m512i top = _mm512_set1_epi32((int)0x80000000u);
         for (; i + 16 <= n; i += 16) {
             __mmask16 k = (__mmask16)ptwm_load_le16(bitmap + i / 8);
-            unsigned c = (unsigned)__builtin_popcount((unsigned)k);
+            unsigned c = (unsigned)__builtin_popcount((unsigned)k), z = ~(unsigned)k & 0xffffu;
             __m512i v = _mm512_maskz_loadu_epi32((__mmask16)((1u << c) - 1), src + 4 * j);
-            _mm512_storeu_si512(dst + 4 * i, _mm512_maskz_expand_epi32(k, v));
+            __mmask16 neg = (__mmask16)_pdep_u32(signs_get(sr, 16 - c), z);
+            v = _mm512_maskz_expand_epi32(k, v);
+            _mm512_storeu_si512(dst + 4 * i, _mm512_mask_mov_epi32(v, neg, top));
             j += c;
         }
     }
@@ -295,12 +356,13 @@ sparse_expand_avx512(const uint8_t *src, const uint8_t *bitmap, size_t n, unsign
 }
 
 static int sparse_have_avx512(void) {
-    return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi2");
+    return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi2") &&
+           __builtin_cpu_supports("bmi2");
 }
 #endif
 
 static size_t sparse_compact_plain(const uint8_t *src, size_t n, unsigned width,
-                                   uint8_t *bitmap, uint8_t *dst) {
+                                   uint8_t *bitmap, uint8_t *dst, sign_writer *sw) {
     size_t i, j = 0;
     if (width == 2) {
         SPARSE_COMPACT(2, ptwm_load_le16, ST16);
@@ -321,22 +383,33 @@ static size_t sparse_compact_plain(const uint8_t *src, size_t n, unsigned width,
             bitmap[i >> 3] |= (uint8_t)(1u << (i & 7));
             memcpy(dst + j * width, p, width);
             j++;
+        } else {
+            signs_put(sw, (uint64_t)(p[width - 1] >> 7), 1);
         }
     }
     return j;
 }
 
 size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t *bitmap,
-                           uint8_t *dst) {
+                           uint8_t *dst, uint8_t *signs) {
+    sign_writer sw;
+    size_t j;
+    sw.p = signs;
+    sw.acc = 0;
+    sw.n = 0;
 #ifdef JOINT_X86
     if ((width == 2 || width == 4) && sparse_have_avx512()) {
         /* The vector loop covers whole bitmap bytes; the plain one ends. */
-        size_t j, done = sparse_compact_avx512(src, n, width, bitmap, dst, &j);
-        return j + sparse_compact_plain(src + done * width, n - done, width, bitmap + done / 8,
-                                        dst + j * width);
+        size_t done = sparse_compact_avx512(src, n, width, bitmap, dst, &j, &sw);
+        j += sparse_compact_plain(src + done * width, n - done, width, bitmap + done / 8,
+                                  dst + j * width, &sw);
+        signs_end(&sw);
+        return j;
     }
 #endif
-    return sparse_compact_plain(src, n, width, bitmap, dst);
+    j = sparse_compact_plain(src, n, width, bitmap, dst, &sw);
+    signs_end(&sw);
+    return j;
 }
 
 /* Set bits of a 64-bit word, without a popcount instruction (the baseline
@@ -361,11 +434,16 @@ size_t ptwm_bitmap_count(const uint8_t *bitmap, size_t n) {
 }
 
 void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, unsigned width,
-                        uint8_t *dst) {
+                        const uint8_t *signs, size_t signs_len, uint8_t *dst) {
     size_t i, j = 0;
+    sign_reader sr;
+    sr.p = signs;
+    sr.end = signs ? signs + signs_len : NULL;
+    sr.acc = 0;
+    sr.n = 0;
 #ifdef JOINT_X86
     if ((width == 2 || width == 4) && sparse_have_avx512()) {
-        size_t done = sparse_expand_avx512(src, bitmap, n, width, dst, &j);
+        size_t done = sparse_expand_avx512(src, bitmap, n, width, dst, &j, &sr);
         src += j * width;
         bitmap += done / 8;
         dst += done * width;
@@ -375,12 +453,15 @@ void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, uns
 #endif
     /* Branchless for the common widths: load the next nonzero element
      * whatever the bit says (src has `width` bytes of slack), mask it, and
-     * advance by the bit. Zeros are scattered, so branches would mispredict. */
+     * advance by the bit; a zero takes the next sign. Zeros are scattered,
+     * so branches would mispredict. */
 #define SPARSE_EXPAND(W, LOAD, STORE)                                                           \
     do {                                                                                        \
         for (i = 0; i < n; i++) {                                                               \
             uint64_t b_ = (bitmap[i >> 3] >> (i & 7)) & 1u;                                     \
-            STORE(dst + i * (W), (uint64_t)LOAD(src + j * (W)) & (0ull - b_));                  \
+            uint64_t s_ = signs_get(&sr, (unsigned)(b_ ^ 1u));                                  \
+            STORE(dst + i * (W),                                                                \
+                  ((uint64_t)LOAD(src + j * (W)) & (0ull - b_)) | s_ << (8 * (W) - 1));         \
             j += (size_t)b_;                                                                    \
         }                                                                                       \
     } while (0)
@@ -396,6 +477,7 @@ void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, uns
                 j++;
             } else {
                 memset(p, 0, width);
+                p[width - 1] = (uint8_t)(signs_get(&sr, 1) << 7);
             }
         }
     }

@@ -48,19 +48,27 @@ void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *con
 void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst);
 
 /* Sparse elements (pruned weights, zero padding): an element is zero when
- * all its `width` bytes are. The bitmap has bit i (LSB first in byte i / 8)
- * set when element i is nonzero; it takes ceil(n / 8) bytes. */
+ * every bit but its top one is 0 (+0 and -0: pruning by a mask keeps each
+ * weight's sign, so about half the zeros of a pruned float tensor are -0).
+ * The bitmap has bit i (LSB first in byte i / 8) set when element i is
+ * nonzero; it takes ceil(n / 8) bytes. The signs plane holds the top bit of
+ * each zero element, in order, packed the same way: ceil(zeros / 8) bytes,
+ * padding bits 0. (Format versions 1 and 2 have no signs plane: an element
+ * was zero only when all its bytes were, and expands to +0.) */
 /* Zero elements among elements 0, step, 2 step, ... below n. */
 size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_t step);
-/* Nonzero elements to dst in order, bitmap filled; returns their count. */
+/* Nonzero elements to dst in order, bitmap and signs filled (signs: room
+ * for ceil(n / 8) + 8 bytes); returns the count of nonzero elements. */
 size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t *bitmap,
-                           uint8_t *dst);
+                           uint8_t *dst, uint8_t *signs);
 /* Set bits of an n-bit bitmap; SIZE_MAX if a padding bit (>= n) is set. */
 size_t ptwm_bitmap_count(const uint8_t *bitmap, size_t n);
 /* Inverse of compact; the caller has checked ptwm_bitmap_count(bitmap, n)
- * equals the number of elements in src, and src has `width` readable bytes
- * of slack after its last element. */
+ * equals the number of elements in src, that signs holds ceil(zeros / 8)
+ * bytes (signs_len) with no padding bit set, or is NULL (the version 1 and 2
+ * form: every zero is +0), and src has `width` readable bytes of slack after
+ * its last element. */
 void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, unsigned width,
-                        uint8_t *dst);
+                        const uint8_t *signs, size_t signs_len, uint8_t *dst);
 
 #endif

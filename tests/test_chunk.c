@@ -278,9 +278,9 @@ static void test_damage(void) {
     bad[1] = 1;
     CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "1 planes, the chain makes 2");
-    bad[1] = 12;
+    bad[1] = 13;
     CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
-              PTWM_ERR_CORRUPT, "12 planes (at most 11)");
+              PTWM_ERR_CORRUPT, "13 planes (at most 12)");
     {
         uint8_t plain[PTWM_CHAIN_MAX_BYTES];
         size_t plen;
@@ -352,15 +352,129 @@ static void test_sparse(void) {
         uint8_t out[1024];
         CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_F32, &prm, buf, 256, out, sizeof(out), &len,
                                 &err) == PTWM_OK);
-        CHECK(out[0] == 8 && out[len - 1] == 0xAA);
-        out[len - 1] = 0xAB;
+        /* sparse, signed zeros; the bitmap then the signs (32 +0: 0x00) */
+        CHECK(out[0] == 0x48 && out[len - 2] == 0xAA && out[len - 1] == 0);
+        out[len - 2] = 0xAB;
         CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
                   PTWM_ERR_CORRUPT, "marks 40 nonzero elements, the planes hold 32");
-        out[len - 1] = 0xAA;
+        out[len - 2] = 0xAA;
         CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
         CHECK(memcmp(dec, buf, 256) == 0);
+        /* Signs 0x01 in every byte: zeros 0, 8, 16 and 24 (elements 0, 16,
+         * 32, 48) are -0. */
+        out[len - 1] = 0x01;
+        CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
+        for (k = 0; k < 64; k += 16) buf[4 * k + 3] = 0x80;
+        CHECK(memcmp(dec, buf, 256) == 0);
+        for (k = 0; k < 64; k += 16) buf[4 * k + 3] = 0;
+        /* Read as version 2, or without the sparse flag: not a valid payload. */
+        CHECK_ERR(ptwm_chunk_decode_version(2, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256,
+                                            &err),
+                  &err, PTWM_ERR_CORRUPT, "flag 0x40 (signed zeros) in a version 2 file");
+        out[0] = 0x40;
+        CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
+                  PTWM_ERR_CORRUPT, "unknown flags 0x40");
+        out[0] = 0x48;
+        /* The version 1 and 2 form: flag 0x08 alone, no signs plane (its
+         * entry, 3 bytes here without CRCs, and its coded byte dropped);
+         * every zero is +0, read as either version. */
+        {
+            uint8_t old[1024];
+            size_t hl = 2 + 3 * (size_t)out[1], ol = 0;
+            old[ol++] = 0x08;
+            old[ol++] = (uint8_t)(out[1] - 1);
+            memcpy(old + ol, out + 2, hl - 5);
+            ol += hl - 5;
+            memcpy(old + ol, out + hl, len - hl - 1);
+            ol += len - hl - 1;
+            memset(dec, 0xEE, 256);
+            CHECK(ptwm_chunk_decode_version(2, chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256,
+                                            &err) == PTWM_OK &&
+                  memcmp(dec, buf, 256) == 0);
+            memset(dec, 0xEE, 256);
+            CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256, &err) ==
+                      PTWM_OK &&
+                  memcmp(dec, buf, 256) == 0);
+        }
+    }
+    /* 76 elements: 38 zeros, so the last signs byte has 2 padding bits
+     * (0x40 in every byte sets bit 38). */
+    {
+        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
+        uint8_t out[1024];
+        for (k = 0; k < 76; k++) ptwm_store_le32(buf + 4 * k, k & 1 ? 0x3f800000u + (uint32_t)k : 0);
+        CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_F32, &prm, buf, 304, out, sizeof(out), &len,
+                                &err) == PTWM_OK);
+        CHECK_MSG(out[0] == 0x48 && out[len - 1] == 0, "flags 0x%02x, last byte 0x%02x", out[0],
+                  out[len - 1]);
+        out[len - 1] = 0x40;
+        CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 304, &err), &err,
+                  PTWM_ERR_CORRUPT, "signs plane 5 has bits past its 38 zero elements");
     }
     free(enc);
+}
+
+/* Pruned weights keep their signs: about half their zeros are -0. A
+ * corpus tensor pruned that way (handlandmark-full.f16 Conv2D_28/filter:
+ * 64% zeros, half of them -0), and corpus BF16 and F32 weights pruned the
+ * same way, code as sparse chunks with signed zeros, round-trip, and cost at
+ * most a bit per zero (plus a few bytes) more than the same chunk with every
+ * zero +0: coded as nonzero elements, the -0 would cost several bits. */
+static void test_signed_zeros(void) {
+    static const char *const files[3] = {"handlandmark-full.f16.safetensors",
+                                         "emotion.bf16.safetensors", "emotion.f32.safetensors"};
+    size_t f;
+    for (f = 0; f < 3; f++) {
+        ptwm_st *st = NULL;
+        ptwm_err err;
+        ptwm_tensor_info ti, best;
+        size_t t, n, w, i, zeros = 0, with, without;
+        uint8_t *buf, *enc = NULL;
+        uint64_t rng = 5;
+        CHECK_MSG(ptwm_st_open(tu_corpus_path(files[f]), PTWM_OPEN_MMAP, &st, &err) == PTWM_OK,
+                  "%s: %s", files[f], err.message);
+        if (!st) continue;
+        memset(&best, 0, sizeof(best));
+        for (t = 0; t < ptwm_st_count(st); t++)
+            if (ptwm_st_tensor(st, t, &ti) == PTWM_OK &&
+                (f == 0 ? strcmp(ti.name, "Conv2D_28/filter") == 0 : ti.nbytes > best.nbytes))
+                best = ti;
+        CHECK_MSG(best.nbytes >= 65536, "%s: no tensor to prune", files[f]);
+        w = ptwm_dtype_bits(best.dtype) / 8;
+        n = (size_t)PTWM_MIN(best.nbytes, (uint64_t)262144) / w * w;
+        buf = (uint8_t *)malloc(n);
+        memcpy(buf, best.data, n);
+        for (i = 0; i < n / w; i++) {
+            uint8_t *e = buf + i * w;
+            size_t k;
+            int zero = (e[w - 1] & 0x7f) == 0;
+            for (k = 0; k + 1 < w; k++) zero &= e[k] == 0;
+            if (f > 0 && !zero && tu_rand(&rng) % 5 < 3) { /* prune, keeping the sign */
+                memset(e, 0, w - 1);
+                e[w - 1] &= 0x80;
+                zero = 1;
+            }
+            zeros += (size_t)zero;
+        }
+        CHECK_MSG(zeros * 4 >= n / w, "%s: %zu zeros of %zu", files[f], zeros, n / w);
+        with = round_trip(best.dtype, PTWM_METHOD_MICROSCALE, buf, n, &enc);
+        CHECK_MSG(enc && (enc[0] & 0x48) == 0x48, "%s: flags 0x%02x, not sparse with signed zeros",
+                  files[f], enc ? enc[0] : 0);
+        free(enc);
+        for (i = 0; i < n / w; i++) {
+            uint8_t *e = buf + i * w;
+            size_t k;
+            int zero = (e[w - 1] & 0x7f) == 0;
+            for (k = 0; k + 1 < w; k++) zero &= e[k] == 0;
+            if (zero) e[w - 1] = 0;
+        }
+        without = round_trip(best.dtype, PTWM_METHOD_MICROSCALE, buf, n, NULL);
+        CHECK_MSG(with <= without + zeros / 8 + 64,
+                  "%s: %zu zeros of %zu elements: %zu bytes with their signs, %zu all +0", files[f],
+                  zeros, n / w, with, without);
+        free(buf);
+        ptwm_st_close(st);
+    }
 }
 
 /* Float values whose top mantissa bits mostly follow the exponent (what
@@ -404,7 +518,7 @@ static void test_joint(void) {
     fill_joint(buf, 4096, 0, &rng);
     for (k = 0; k < 4096; k += 3) ptwm_store_le16(buf + 2 * k, 0);
     round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, buf, 2 * 4096, &enc);
-    CHECK_MSG(enc && enc[0] == 0x19, "BF16 sparse joint: flags 0x%02x", enc ? enc[0] : 0);
+    CHECK_MSG(enc && enc[0] == 0x59, "BF16 sparse joint: flags 0x%02x", enc ? enc[0] : 0);
     free(enc);
 
     /* By hand: 37 BF16 elements, every plane IDENTITY: symbols (37), nibbles
@@ -677,7 +791,10 @@ static void test_joint_split_reference(void) {
 
 /* ptwm_sparse_compact and ptwm_sparse_expand against their definition, for
  * every width with a vector path (2, 4) and two without (3, 8), at lengths
- * around the vector steps, with runs of zeros and scattered zeros. */
+ * around the vector steps, with runs of zeros and scattered zeros of both
+ * signs: an element is zero when every bit but its top one is 0, its top
+ * bit goes to the signs plane. Expanding without signs (versions 1 and 2)
+ * gives every zero as +0. */
 static void test_sparse_reference(void) {
     static const size_t lens[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 64, 95, 1000, 4099};
     static const unsigned widths[] = {2, 3, 4, 8};
@@ -686,32 +803,56 @@ static void test_sparse_reference(void) {
     for (wi = 0; wi < 4; wi++)
         for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
             unsigned w = widths[wi];
-            size_t n = lens[li], i, j = 0, got, bad = SIZE_MAX;
+            size_t n = lens[li], i, j = 0, z = 0, got, bad = SIZE_MAX, slen;
             uint8_t *src = (uint8_t *)calloc(n, w), *dst = (uint8_t *)malloc(n * w + 8);
             uint8_t *bm = (uint8_t *)malloc(n / 8 + 1), *back = (uint8_t *)malloc(n * w + 8);
+            uint8_t *sg = (uint8_t *)malloc(n / 8 + 9);
             for (i = 0; i < n; i++) {
                 rng = rng * 6364136223846793005ull + 1442695040888963407ull;
                 /* zero runs in the first quarter, then one element in three */
                 if (i < n / 4 ? (rng >> 62) == 0 : (rng >> 33) % 3 != 0)
                     memcpy(src + i * w, &rng, w);
                 if (i % 5 == 0 && w > 2) src[i * w + w - 1] = 0; /* zero high byte, nonzero element */
+                if (i % 7 == 3) src[i * w + w - 1] |= 0x80;      /* -0, or a negative element */
+                if (i % 11 == 5) {                                /* only a low bit: nonzero */
+                    memset(src + i * w, 0, w);
+                    src[i * w] = 1;
+                }
             }
-            got = ptwm_sparse_compact(src, n, w, bm, dst);
+            memset(sg, 0xAA, n / 8 + 9);
+            got = ptwm_sparse_compact(src, n, w, bm, dst, sg);
             for (i = 0; i < n && bad == SIZE_MAX; i++) {
                 size_t k;
-                int nz = 0;
-                for (k = 0; k < w; k++) nz |= src[i * w + k] != 0;
+                int nz = (src[i * w + w - 1] & 0x7f) != 0;
+                for (k = 0; k + 1 < w; k++) nz |= src[i * w + k] != 0;
                 if (((bm[i / 8] >> (i % 8)) & 1) != nz || (nz && memcmp(dst + j * w, src + i * w, w)))
                     bad = i;
+                if (!nz && ((sg[z / 8] >> (z % 8)) & 1) != src[i * w + w - 1] >> 7) bad = i;
                 j += (size_t)nz;
+                z += (size_t)!nz;
             }
+            slen = z / 8 + (z % 8 != 0);
             CHECK_MSG(bad == SIZE_MAX && got == j && ptwm_bitmap_count(bm, n) == j,
                       "sparse compact, width %u, %zu elements: element %zu wrong, %zu kept of %zu",
                       w, n, bad, got, j);
+            CHECK_MSG(ptwm_bitmap_count(sg, z) != SIZE_MAX && (slen == 0 || sg[slen] == 0xAA),
+                      "sparse compact, width %u, %zu elements: signs plane of %zu zeros: padding "
+                      "bits set or written past %zu bytes",
+                      w, n, z, slen);
             memset(back, 0xAA, n * w);
-            ptwm_sparse_expand(dst, bm, n, w, back);
+            ptwm_sparse_expand(dst, bm, n, w, sg, slen, back);
             CHECK_MSG(memcmp(back, src, n * w) == 0, "sparse expand, width %u, %zu elements", w, n);
-            free(src), free(dst), free(bm), free(back);
+            memset(back, 0xAA, n * w);
+            ptwm_sparse_expand(dst, bm, n, w, NULL, 0, back);
+            for (i = 0, bad = SIZE_MAX; i < n && bad == SIZE_MAX; i++) {
+                int zero = !((bm[i / 8] >> (i % 8)) & 1);
+                size_t k;
+                for (k = 0; k < w; k++)
+                    if (back[i * w + k] != (zero ? 0 : src[i * w + k])) bad = i;
+            }
+            CHECK_MSG(bad == SIZE_MAX,
+                      "sparse expand without signs, width %u, %zu elements: element %zu", w, n, bad);
+            free(src), free(dst), free(bm), free(back), free(sg);
         }
 }
 
@@ -786,6 +927,7 @@ static void test_threads(void) {
 }
 
 int main(void) {
+    test_signed_zeros();
     test_threads();
     test_edges();
     test_special_values();

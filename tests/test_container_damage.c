@@ -255,8 +255,8 @@ static void test_structure_damage(void) {
     CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_BAD_MAGIC, "no .ptwm magic");
     free(im.p);
     im = copy(&good);
-    ptwm_store_le32(im.p + 8, 3);
-    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_VERSION, "format version 3 (this library reads 1..2)");
+    ptwm_store_le32(im.p + 8, 4);
+    CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_VERSION, "format version 4 (this library reads 1..3)");
     free(im.p);
     im = copy(&good);
     im.p[12] = 1;
@@ -325,6 +325,25 @@ static void test_structure_damage(void) {
         reseal(&im);
         CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, "outside the data region");
         free(im.p);
+        /* Into the middle of another chunk's payload (a shared payload has
+         * the same offset and length; part of one is not a payload). */
+        {
+            ptwm_reader *r3 = NULL;
+            uint64_t off3 = 0;
+            uint32_t coded3 = 0;
+            char msg[160];
+            CHECK(ptwm_reader_open_memory(good.p, good.len, "x", &r3, &err) == PTWM_OK);
+            CHECK(ptwm_reader_chunk_info(r3, 2, 3, &off3, &coded3, NULL, NULL) == PTWM_OK);
+            ptwm_reader_close(r3);
+            im = copy(&good);
+            ptwm_store_le64(im.p + at, off3 + 1);
+            reseal(&im);
+            snprintf(msg, sizeof(msg),
+                     "tensor 'fc/bias' chunk 4 (bytes %llu..%llu) overlaps tensor 'fc/bias' chunk 3",
+                     (unsigned long long)off3 + 1, (unsigned long long)(off3 + 1 + coded));
+            CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_CORRUPT, msg);
+            free(im.p);
+        }
         im = copy(&good);
         ptwm_store_le32(im.p + at + 12, raw + 2);
         reseal(&im);
@@ -566,6 +585,16 @@ static void golden_write(void) {
         CHECK_MSG(ptwm_compress_safetensors(tu_corpus_path("emotion.bf16.safetensors"), path, &p, &err) == PTWM_OK,
                   "%s", err.message);
     }
+    /* From version 3: real pruned weights (signed zeros), chunks of 8 KiB. */
+    if (PTWM_FMT_VERSION >= 3) {
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        ptwm_err err;
+        char src[1200];
+        p.chunk_size = 8192;
+        snprintf(src, sizeof(src), "%s/pruned.f16.safetensors", golden_dir());
+        snprintf(path, sizeof(path), "%s/pruned.f16.microscale.v%u.ptwm", golden_dir(), PTWM_FMT_VERSION);
+        CHECK_MSG(ptwm_compress_safetensors(src, path, &p, &err) == PTWM_OK, "%s", err.message);
+    }
     /* Damaged copies of the first: a flipped bit in the middle of the
      * second chunk of the tensor with the most chunks, and a truncation. */
     if (PTWM_FMT_VERSION == 1) {
@@ -622,7 +651,10 @@ static void golden_check_line(const char *file, const char *expect, const char *
             CHECK_MSG(rc == PTWM_OK, "golden %s: %s", file, err.message);
         }
         a = tu_read_file(out, &ol);
-        b = tu_read_file(tu_corpus_path(detail), &sl);
+        /* a source kept beside the golden files, else a corpus file */
+        snprintf(path, sizeof(path), "%s/%s", golden_dir(), detail);
+        b = tu_read_file(path, &sl);
+        if (!b) b = tu_read_file(tu_corpus_path(detail), &sl);
         CHECK_MSG(a && b && ol == sl && memcmp(a, b, ol) == 0, "golden %s does not rebuild %s", file, detail);
         free(a);
         free(b);
@@ -635,7 +667,8 @@ static void golden_check_line(const char *file, const char *expect, const char *
     free(img);
 }
 
-/* MANIFEST: one file a line, "name<TAB>ok<TAB>corpus file it rebuilds" or
+/* MANIFEST: one file a line, "name<TAB>ok<TAB>file it rebuilds" (in the
+ * golden directory, else the corpus) or
  * "name<TAB>PTWM_ERR_X<TAB>message substring"; '#' starts a comment. */
 static void test_golden(void) {
     char path[1200];
@@ -661,15 +694,16 @@ static void test_golden(void) {
     free(text);
 }
 
-/* The version 2 golden file holds column-relative chunks (flag bit 5), so
- * reading them back is part of the golden check. */
-static void test_golden_columns(void) {
+/* Golden files that hold chunks with a flag bit of a later version (the
+ * version 2 file: column-relative chunks, bit 5; the version 3 pruned file:
+ * signed zeros, bit 6), so reading them back is part of the golden check. */
+static void test_golden_flag(const char *file, unsigned bit) {
     char path[1200];
     size_t len = 0, t, cols = 0;
     uint8_t *img;
     ptwm_reader *r = NULL;
     ptwm_err err;
-    snprintf(path, sizeof(path), "%s/emotion.bf16.microscale.v2.ptwm", golden_dir());
+    snprintf(path, sizeof(path), "%s/%s", golden_dir(), file);
     img = tu_read_file(path, &len);
     CHECK_MSG(img && ptwm_reader_open_memory(img, len, "g", &r, &err) == PTWM_OK, "%s", path);
     for (t = 0; r && t < ptwm_reader_count(r); t++) {
@@ -678,10 +712,10 @@ static void test_golden_columns(void) {
         CHECK(ptwm_reader_chunk_info(r, t, 0, NULL, NULL, NULL, &n) == PTWM_OK);
         for (k = 0; k < n; k++)
             if (ptwm_reader_chunk_info(r, t, k, &off, &coded, NULL, NULL) == PTWM_OK && coded &&
-                (img[off] & 0x20))
+                (img[off] & bit))
                 cols++;
     }
-    CHECK_MSG(cols > 0, "%s: no column-relative chunk", path);
+    CHECK_MSG(cols > 0, "%s: no chunk with flag 0x%02x", path, bit);
     ptwm_reader_close(r);
     free(img);
 }
@@ -692,7 +726,8 @@ int main(void) {
         return 1;
     }
     if (getenv("PTWM_GOLDEN_WRITE")) golden_write();
-    test_golden_columns();
+    test_golden_flag("emotion.bf16.microscale.v2.ptwm", 0x20);
+    test_golden_flag("pruned.f16.microscale.v3.ptwm", 0x40);
     test_payload_damage();
     test_hash_damage();
     test_structure_damage();
