@@ -944,7 +944,7 @@ static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, ui
     j->dst = dst ? dst : j->own;
     d->inflight += c->raw;
     d->npending++;
-    ptwm_queue_submit(d->q, slot);
+    ptwm_queue_submit(d->q, slot, c->raw);
     return PTWM_OK;
 }
 

@@ -711,7 +711,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         j->raw_len = len;
         j->rc = PTWM_OK;
         w->npending++;
-        ptwm_queue_submit(w->queue, slot);
+        ptwm_queue_submit(w->queue, slot, (uint64_t)len * t.nchains);
         off += len;
     }
     if (rc) {

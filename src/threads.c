@@ -153,14 +153,26 @@ struct ptwm_queue {
     void *ctx;
     size_t nslots;
     uint8_t *state;
-    size_t *fifo;             /* ready slots in submission order */
-    size_t head, count;
+    uint64_t *weight;         /* of each slot, as submitted */
+    size_t *ready;            /* the ready slots, in no order */
+    size_t count;
 };
 
-/* Run the oldest ready slot; called and returns with mu held. */
-static void queue_run_one(ptwm_queue *q, unsigned id) {
-    size_t s = q->fifo[q->head];
-    q->head = (q->head + 1) % q->nslots;
+/* Run slot `want` if it is ready, else the heaviest ready slot (the first
+ * submitted of equal ones); called and returns with mu held. The caller,
+ * waiting for the oldest slot, runs that one itself and keeps the ring
+ * moving; the other threads take the heaviest first, so the last tasks of a
+ * run are the small ones and no thread waits long on another's big task at
+ * the end (longest-processing-time order). */
+static void queue_run_one(ptwm_queue *q, unsigned id, size_t want) {
+    size_t i, best = 0, s;
+    for (i = 1; i < q->count; i++)
+        if (q->weight[q->ready[i]] > q->weight[q->ready[best]]) best = i;
+    for (i = 0; i < q->count; i++)
+        if (q->ready[i] == want) best = i;
+    s = q->ready[best];
+    /* keep submission order among the rest: equal weights go oldest first */
+    memmove(q->ready + best, q->ready + best + 1, (q->count - best - 1) * sizeof(size_t));
     q->count--;
     q->state[s] = SLOT_RUNNING;
     pthread_mutex_unlock(&q->mu);
@@ -176,7 +188,7 @@ static void *queue_main(void *arg) {
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->count && !q->quit) pthread_cond_wait(&q->work, &q->mu);
-        if (q->count) queue_run_one(q, w->id);
+        if (q->count) queue_run_one(q, w->id, SIZE_MAX);
         else if (q->quit) break;
     }
     pthread_mutex_unlock(&q->mu);
@@ -198,12 +210,13 @@ ptwm_error ptwm_queue_create(int threads, size_t nslots, ptwm_task_fn fn, void *
     q->nslots = nslots ? nslots : 1;
     q->size = 1;
     q->state = (uint8_t *)calloc(q->nslots, 1);
-    q->fifo = (size_t *)calloc(q->nslots, sizeof(size_t));
+    q->weight = (uint64_t *)calloc(q->nslots, sizeof(uint64_t));
+    q->ready = (size_t *)calloc(q->nslots, sizeof(size_t));
     if (n > 1) {
         q->th = (pthread_t *)calloc(n - 1, sizeof(pthread_t));
         q->w = (pool_worker *)calloc(n - 1, sizeof(pool_worker));
     }
-    if (!q->state || !q->fifo || (n > 1 && (!q->th || !q->w))) {
+    if (!q->state || !q->weight || !q->ready || (n > 1 && (!q->th || !q->w))) {
         ptwm_queue_free(q);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a work queue");
     }
@@ -222,11 +235,11 @@ unsigned ptwm_queue_size(const ptwm_queue *q) {
     return q ? q->size : 1;
 }
 
-void ptwm_queue_submit(ptwm_queue *q, size_t slot) {
+void ptwm_queue_submit(ptwm_queue *q, size_t slot, uint64_t weight) {
     pthread_mutex_lock(&q->mu);
     q->state[slot] = SLOT_READY;
-    q->fifo[(q->head + q->count) % q->nslots] = slot;
-    q->count++;
+    q->weight[slot] = weight;
+    q->ready[q->count++] = slot;
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->mu);
 }
@@ -234,7 +247,7 @@ void ptwm_queue_submit(ptwm_queue *q, size_t slot) {
 void ptwm_queue_wait(ptwm_queue *q, size_t slot) {
     pthread_mutex_lock(&q->mu);
     while (q->state[slot] != SLOT_DONE) {
-        if (q->count) queue_run_one(q, 0);
+        if (q->count) queue_run_one(q, 0, slot);
         else if (q->state[slot] != SLOT_DONE) pthread_cond_wait(&q->done, &q->mu);
     }
     q->state[slot] = SLOT_FREE;
@@ -259,6 +272,7 @@ void ptwm_queue_free(ptwm_queue *q) {
     free(q->th);
     free(q->w);
     free(q->state);
-    free(q->fifo);
+    free(q->weight);
+    free(q->ready);
     free(q);
 }

@@ -24,8 +24,9 @@ void ptwm_pool_free(ptwm_pool *p);
 unsigned ptwm_pool_size(const ptwm_pool *p);
 void ptwm_pool_run(ptwm_pool *p, size_t ntasks, ptwm_task_fn fn, void *ctx);
 /* An ordered work queue over a ring of `nslots` slots: the caller fills a
- * slot and submits it, workers run fn(ctx, slot, worker) in submission
- * order, and the caller collects slots in the order it submitted them with
+ * slot and submits it with a weight (its expected work), workers run
+ * fn(ctx, slot, worker) heaviest ready slot first (the oldest among equal
+ * ones), and the caller collects slots in the order it submitted them with
  * ptwm_queue_wait, which runs queued tasks itself while it waits (so the
  * caller is worker 0 and `threads` counts it). This keeps every thread busy
  * across tensor and window boundaries while output stays in input order.
@@ -37,7 +38,7 @@ ptwm_error ptwm_queue_create(int threads, size_t nslots, ptwm_task_fn fn, void *
 /* Waits for every submitted slot, then stops the threads. NULL is fine. */
 void ptwm_queue_free(ptwm_queue *q);
 unsigned ptwm_queue_size(const ptwm_queue *q);
-void ptwm_queue_submit(ptwm_queue *q, size_t slot);
+void ptwm_queue_submit(ptwm_queue *q, size_t slot, uint64_t weight);
 /* Return once `slot` (submitted earlier) has run; the slot is free again. */
 void ptwm_queue_wait(ptwm_queue *q, size_t slot);
 
