@@ -4,7 +4,7 @@
 # As root (or with sudo) it runs apt-get; otherwise it prints the exact command.
 set -euo pipefail
 
-pkgs=(gcc make cmake pkg-config libzstd-dev libxxhash-dev libjansson-dev libdeflate-dev
+pkgs=(gcc make cmake pkg-config libzstd-dev libxxhash-dev libjansson-dev libisal-dev
       clang python3 zstd time)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(libblosc-dev xz-utils gzip gnuplot-nox)

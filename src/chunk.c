@@ -30,13 +30,13 @@
  *
  * Scratch buffers are cached per thread (pthread key with a destructor): no
  * global mutable state, and no page-faulting fresh allocation per chunk. */
-#include <libdeflate.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include "chain.h"
 #include "chunk.h"
 #include "entropy.h"
+#include "hash.h"
 #include "microscale.h"
 #include "planes.h"
 
@@ -628,7 +628,7 @@ static ptwm_error frame(unsigned flags, unsigned count, const int *stage, const 
         h += put_varint(hdr + h, len[k]);
         h += put_varint(hdr + h, coded[k]);
         if (flags & FLAG_CRC) {
-            ptwm_store_le32(hdr + h, libdeflate_crc32(0, body + pos, coded[k]));
+            ptwm_store_le32(hdr + h, ptwm_crc32(0, body + pos, coded[k]));
             h += 4;
         }
         pos += coded[k];
@@ -1045,7 +1045,7 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
         for (k = 0; k < count; k++) {
             const uint8_t *cp = body + boff;
             if (flags & FLAG_CRC) {
-                uint32_t got = libdeflate_crc32(0, cp, coded[k]);
+                uint32_t got = ptwm_crc32(0, cp, coded[k]);
                 if (got != crc[k]) {
                     scratch_trim(s);
                     return ptwm_fail(err, PTWM_ERR_CRC,

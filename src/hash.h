@@ -1,4 +1,4 @@
-/* Checksums used by the container: CRC32 (libdeflate) for planes, table and
+/* Checksums used by the container: CRC32 (ISA-L) for planes, table and
  * footer; XXH3-128 (libxxhash) for a tensor's raw bytes.
  *
  * XXH3-128 values are stored and compared in xxHash's canonical byte order

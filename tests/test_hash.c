@@ -5,7 +5,10 @@
  * boundaries, at misaligned starts, up to whole files; streaming with updates
  * split at odd points, a digest taken midway, and a reused state. Then the
  * reader, which hashes each chunk as it retires: decoding a mix of empty,
- * one-chunk and many-chunk tensors in one call must pass their stored hashes. */
+ * one-chunk and many-chunk tensors in one call must pass their stored hashes.
+ * CRC32 (every plane, the table and the footer carry one) against a bitwise
+ * reference: the check value, every length 0..300 at misaligned starts, long
+ * runs, and continuation across splits. */
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -219,6 +222,36 @@ static void test_reader(const uint8_t *p, size_t n) {
     free(blob);
 }
 
+/* CRC32 as zlib defines it, one bit at a time (reflected, 0xEDB88320). */
+static uint32_t crc_ref(uint32_t crc, const uint8_t *p, size_t n) {
+    size_t i;
+    int k;
+    crc = ~crc;
+    for (i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+static void test_crc(const uint8_t *p, size_t n) {
+    size_t len, off, cut;
+    uint64_t rng = 9;
+    CHECK(ptwm_crc32(0, "123456789", 9) == 0xCBF43926u); /* the CRC-32 check value */
+    CHECK(ptwm_crc32(0, NULL, 0) == 0 && ptwm_crc32(0x1234u, NULL, 0) == 0x1234u);
+    for (len = 0; len <= 300 && len + 3 <= n; len++)
+        for (off = 0; off < 3; off++)
+            CHECK_MSG(ptwm_crc32(0, p + off, len) == crc_ref(0, p + off, len),
+                      "crc32 of %zu bytes at offset %zu", len, off);
+    for (len = 1000; len <= n && len <= ((size_t)1 << 20); len = len * 3 + 7) {
+        uint32_t whole = ptwm_crc32(0, p, len);
+        CHECK_MSG(whole == crc_ref(0, p, len), "crc32 of %zu bytes", len);
+        cut = (size_t)(tu_rand(&rng) % len);
+        CHECK_MSG(ptwm_crc32(ptwm_crc32(0, p, cut), p + cut, len - cut) == whole,
+                  "crc32 of %zu bytes continued after %zu", len, cut);
+    }
+}
+
 int main(void) {
     const char *const *files = tu_corpus_files();
     uint8_t *big = NULL, h[16];
@@ -242,6 +275,7 @@ int main(void) {
         CHECK_MSG(p != NULL, "reading %s", files[f]);
         if (!p) continue;
         check_oneshot(p, n, files[f]);
+        if (f == 0) test_crc(p, n);
         if (n > big_n) {
             free(big);
             big = p;
