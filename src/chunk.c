@@ -333,13 +333,14 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
 
 /* Planes of at most SAMPLE_EXACT bytes are estimated from every byte;
  * longer ones from every 4th byte, or every 8th, 16th... while that still
- * leaves SAMPLE_MIN samples (the estimate picks forms and stages; 32K
- * samples of 256 symbols bias the entropy by under 0.1%). A coded plane of
- * up to SECOND_TRY_SMALL bytes is then counted exactly (encode_plane); from
- * SAMPLED_TABLE bytes on (32K samples or more) order-0 rANS builds its table
- * from the sample (ptwm_rans_encode_sampled: counting was a tenth of large
- * tensors' compress time; the table costs 0.01-0.03% more). */
-#define SAMPLE_MIN 32768
+ * leaves SAMPLE_MIN samples (the estimate picks forms and stages; 16K
+ * samples of 60 symbols bias an exponent plane's entropy by under 0.1%). A
+ * coded plane of up to SECOND_TRY_SMALL bytes is then counted exactly
+ * (encode_plane); from SAMPLED_TABLE bytes on (16K samples or more)
+ * order-0 rANS builds its table from the sample (ptwm_rans_encode_sampled:
+ * counting was a tenth of large tensors' compress time). docs/CHAINS.md
+ * has the sizes each choice costs. */
+#define SAMPLE_MIN 16384
 #define SAMPLE_EXACT 4096
 #define SAMPLED_TABLE ((size_t)4 * SAMPLE_MIN)
 

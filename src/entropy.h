@@ -60,7 +60,7 @@ ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, cons
  * estimate). Symbols the sample missed are found by a scan for them, about
  * twice the speed of counting (several times with AVX-512 VBMI), and get the
  * smallest frequency. The bytes depend on src and sample only, not on the
- * CPU. Costs 0.01-0.03% against exact counts from 32K samples. */
+ * CPU. Costs 0.01-0.03% against exact counts from 16-32K samples. */
 ptwm_error ptwm_rans_encode_sampled(const uint8_t *src, size_t n, const uint32_t sample[256],
                                     uint8_t *dst, size_t cap, size_t *out_len);
 /* Estimated order-0 coded size (within ~0.1%) from exact counts, as the
