@@ -59,7 +59,9 @@ typedef struct wjob {
     uint8_t *raw;               /* the slot's own copy of the chunk */
     const uint8_t *src;         /* the bytes to code: raw, or the caller's (borrowing) */
     size_t raw_len;
-    uint8_t *out;
+    uint8_t *out;               /* the slot's bound-sized output buffer */
+    uint8_t *dst;               /* where the payload is coded: out, or (one thread, in
+                                 * memory) straight into the image at its end */
     size_t out_len;
     uint8_t chain;
     uint64_t phash;             /* payload_hash of out[0..out_len) */
@@ -440,7 +442,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     cp.emit_crc = j->plane_crc;
     cp.columns = (size_t)j->columns;
     j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
-                              j->out, w->bound, &j->out_len, &j->err);
+                              j->dst, w->bound, &j->out_len, &j->err);
     j->chain = 0;
     for (c = 1; c < j->nchains && !j->rc; c++) {
         size_t len;
@@ -449,15 +451,19 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
         if (rc) {
             j->rc = rc;
         } else if (len < j->out_len) {
-            /* Both buffers are bound-sized: swap instead of copying. */
-            uint8_t *tmp = j->out;
-            j->out = w->scratch[worker];
-            w->scratch[worker] = tmp;
+            if (j->dst == j->out) {
+                /* Both buffers are bound-sized: swap instead of copying. */
+                uint8_t *tmp = j->out;
+                j->dst = j->out = w->scratch[worker];
+                w->scratch[worker] = tmp;
+            } else {
+                memcpy(j->dst, w->scratch[worker], len);
+            }
             j->out_len = len;
             j->chain = (uint8_t)c;
         }
     }
-    if (!j->rc) j->phash = payload_hash(j->out, j->out_len);
+    if (!j->rc) j->phash = payload_hash(j->dst, j->out_len);
     if (!j->rc && j->hash_raw) ptwm_xxh128_oneshot(j->src, j->raw_len, j->raw_hash);
 }
 
@@ -525,13 +531,18 @@ static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
         return w_fail(w, ptwm_fail(err, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
                                    t->name, (unsigned long long)j->chunk, j->out_len));
     if (j->hash_raw) memcpy(t->hash, j->raw_hash, 16);
-    c->offset = payload_find_or_add(w, j->out, j->out_len, j->phash, w->pos);
+    c->offset = payload_find_or_add(w, j->dst, j->out_len, j->phash, w->pos);
     c->coded = (uint32_t)j->out_len;
     c->raw = (uint32_t)j->raw_len;
     c->chain = j->chain;
     if (c->offset == UINT64_MAX) {
         c->offset = w->pos;
-        if ((rc = w_emit(w, j->out, j->out_len, err))) return w_fail(w, rc);
+        if (j->dst != j->out) {
+            w->mem.len += j->out_len; /* coded in place at the image's end */
+            w->pos += j->out_len;
+        } else if ((rc = w_emit(w, j->out, j->out_len, err))) {
+            return w_fail(w, rc);
+        }
         w->coded_total += j->out_len;
     }
     w->raw_done += j->raw_len;
@@ -699,6 +710,18 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
             j->src = j->raw;
         }
         if (h.state) ptwm_xxh128_update(&h, j->src, len);
+        /* One thread, in memory: the job is retired before the next is set
+         * up, so it can be coded straight into the image (the copy was 3-4%
+         * of compress time); an equal earlier payload just leaves it unused. */
+        j->dst = j->out;
+        if (!w->to_file && w->window == 1) {
+            if (!wbuf_reserve(&w->mem, w->bound)) {
+                rc = w_fail(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing a %zu-byte "
+                                                              ".ptwm image", w->mem.len));
+                break;
+            }
+            j->dst = w->mem.p + w->mem.len;
+        }
         j->tensor = ti;
         j->chunk = k;
         j->dtype = t.dtype;
