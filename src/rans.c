@@ -207,8 +207,10 @@ static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned pr
     int s, i, nlive = 0, changed = 1;
     double inv;
     memset(freq, 0, 256 * sizeof(freq[0]));
-    for (s = 0; s < 256; s++)
-        if (cnt[s]) live[nlive++] = (uint8_t)s;
+    for (s = 0; s < 256; s++) { /* no branch: present symbols are scattered */
+        live[nlive] = (uint8_t)s;
+        nlive += cnt[s] != 0;
+    }
     /* Symbols whose share is under one slot get 1, judged against the
      * slots and count the others leave; each pass tests every live symbol
      * against the pass's starting B and T, until none moves. Only present
@@ -269,12 +271,27 @@ static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned pr
     }
 }
 
+/* log2 of the frequencies of tables up to 12 bits, from a table filled by
+ * log2() itself (a libm call per symbol per precision tried was a tenth of
+ * planning a table; the values, and so the choices, are the same). */
+#define LOG2_TAB 4097
+static double log2_tab[LOG2_TAB];
+static pthread_once_t log2_once = PTHREAD_ONCE_INIT;
+
+static void log2_init(void) {
+    int f;
+    for (f = 1; f < LOG2_TAB; f++) log2_tab[f] = log2((double)f);
+}
+
 /* Coded bits of the counts under the frequencies. */
 static double table_cost_bits(const uint64_t cnt[256], const uint32_t freq[256], unsigned prec) {
     double bits = 0.0;
     int s;
+    pthread_once(&log2_once, log2_init);
     for (s = 0; s < 256; s++)
-        if (cnt[s]) bits += (double)cnt[s] * ((double)prec - log2((double)freq[s]));
+        if (cnt[s])
+            bits += (double)cnt[s] * ((double)prec - (freq[s] < LOG2_TAB ? log2_tab[freq[s]]
+                                                                          : log2((double)freq[s])));
     return bits;
 }
 
