@@ -576,12 +576,25 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             second = p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
                      len <= SECOND_TRY_SMALL;
             if (second && est->exact && len < PTWM_RANS_O1_MIN_AUTO) {
-                /* (order 1 is not tried below 64 KiB: the plan is order 0's) */
-                double r = ptwm_rans_o0_size(est->hist, len, &rplan);
-                double h;
-                /* (a Huffman floor past r / (1 - CLOSE_CALL) has lost:
-                 * its lengths are then not limited) */
-                hs = ptwm_huf_size(est->hist, len, (size_t)(r / (1.0 - CLOSE_CALL)), hlen);
+                /* (order 1 is not tried below 64 KiB: the plan is order 0's)
+                 * Huffman is sized first against a floor under rANS's size
+                 * (the counts' entropy, a byte a frequency and its 99 bytes
+                 * of header and states, or the stored plane): a code that
+                 * beats the floor beats rANS, whose table need not be
+                 * planned (most planes of a few KiB). Otherwise as before:
+                 * a Huffman floor past r / (1 - CLOSE_CALL) has lost, and
+                 * its lengths are then not limited. */
+                double f = est->entropy + (double)est->distinct + 99.0, r, h;
+                size_t fbeat;
+                if (f > (double)len + 1.0) f = (double)len + 1.0;
+                fbeat = (size_t)(f / (1.0 - CLOSE_CALL));
+                hs = ptwm_huf_size(est->hist, len, fbeat, hlen);
+                if (hs <= fbeat && (double)hs < f * (1.0 - CLOSE_CALL)) {
+                    r = f; /* unused: Huffman wins below */
+                } else {
+                    r = ptwm_rans_o0_size(est->hist, len, &rplan);
+                    if (hs > fbeat) hs = ptwm_huf_size(est->hist, len, (size_t)(r / (1.0 - CLOSE_CALL)), hlen);
+                }
                 h = (double)hs;
                 planned = 1;
                 if (h < r * (1.0 - CLOSE_CALL)) {
