@@ -593,7 +593,8 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
                     r = f; /* unused: Huffman wins below */
                 } else {
                     r = ptwm_rans_o0_size(est->hist, len, &rplan);
-                    if (hs > fbeat) hs = ptwm_huf_size(est->hist, len, (size_t)(r / (1.0 - CLOSE_CALL)), hlen);
+                    if (hs > fbeat)
+                        hs = ptwm_huf_size(est->hist, len, (size_t)(r / (1.0 - CLOSE_CALL)), hlen);
                 }
                 h = (double)hs;
                 planned = 1;
