@@ -29,13 +29,33 @@ int ptwm_xxh128_have_avx2(void) {
 #endif
 }
 
+int ptwm_xxh128_have_avx512(void) {
+#ifdef PTWM_HASH_AVX2
+    static int have = -1;
+    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+    if (h < 0) {
+        __builtin_cpu_init();
+        h = __builtin_cpu_supports("avx512f") != 0;
+        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
+    }
+    return h;
+#else
+    return 0;
+#endif
+}
+
 /* The answer never changes once known, so a state is always handled by the
- * code that created it. */
+ * code that created it. AVX-512 machines run the AVX-512 stripe loops on
+ * the same states. */
 #ifdef PTWM_HASH_AVX2
 #define USE_AVX2() ptwm_xxh128_have_avx2()
+#define USE_AVX512() ptwm_xxh128_have_avx512()
 #else
 /* No AVX2 forms in this build: the branches that would call them are dead. */
 #define USE_AVX2() 0
+#define USE_AVX512() 0
+#define ptwm_xxh128_avx512_oneshot(p, n, out) ((void)0)
+#define ptwm_xxh128_avx512_update(s, p, n) ((void)0)
 #define ptwm_xxh128_avx2_oneshot(p, n, out) ((void)0)
 #define ptwm_xxh128_avx2_create() NULL
 #define ptwm_xxh128_avx2_reset(s) ((void)0)
@@ -65,7 +85,9 @@ ptwm_error ptwm_xxh128_begin(ptwm_xxh128 *h, ptwm_err *err) {
 
 void ptwm_xxh128_update(ptwm_xxh128 *h, const void *p, size_t n) {
     if (!h->state || !n) return;
-    if (USE_AVX2())
+    if (USE_AVX512())
+        ptwm_xxh128_avx512_update(h->state, p, n);
+    else if (USE_AVX2())
         ptwm_xxh128_avx2_update(h->state, p, n);
     else
         XXH3_128bits_update((XXH3_state_t *)h->state, p, n);
@@ -95,7 +117,9 @@ void ptwm_xxh128_free(ptwm_xxh128 *h) {
 }
 
 void ptwm_xxh128_oneshot(const void *p, size_t n, uint8_t out[16]) {
-    if (USE_AVX2())
+    if (USE_AVX512())
+        ptwm_xxh128_avx512_oneshot(p, n, out);
+    else if (USE_AVX2())
         ptwm_xxh128_avx2_oneshot(p, n, out);
     else
         canonical(XXH3_128bits(p, n), out);

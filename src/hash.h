@@ -29,8 +29,8 @@ void ptwm_xxh128_free(ptwm_xxh128 *h);
 /* One-shot form. */
 void ptwm_xxh128_oneshot(const void *p, size_t n, uint8_t out[16]);
 
-/* The functions above use hash_avx2.c when the CPU has AVX2 (checked once),
- * else libxxhash. Tests call both paths directly; callers of the AVX2 forms
+/* The functions above use hash_avx2.c when the CPU has AVX2 (its AVX-512
+ * loops where it has AVX-512F; checked once), else libxxhash. Tests call both paths directly; callers of the AVX2 forms
  * check ptwm_xxh128_have_avx2() first. */
 int ptwm_xxh128_have_avx2(void);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
@@ -42,6 +42,11 @@ void ptwm_xxh128_avx2_reset(void *s);
 void ptwm_xxh128_avx2_update(void *s, const void *p, size_t n);
 void ptwm_xxh128_avx2_digest(const void *s, uint8_t out[16]);
 void ptwm_xxh128_avx2_free(void *s);
+/* The AVX-512 stripe loops (same values; a state from _avx2_create);
+ * callers check ptwm_xxh128_have_avx512() first. */
+int ptwm_xxh128_have_avx512(void);
+void ptwm_xxh128_avx512_oneshot(const void *p, size_t n, uint8_t out[16]);
+void ptwm_xxh128_avx512_update(void *s, const void *p, size_t n);
 #endif
 /* Lowercase hex of 16 bytes into buf (33 bytes). */
 const char *ptwm_hex128(const uint8_t h[16], char buf[33]);

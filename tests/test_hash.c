@@ -1,5 +1,7 @@
-/* XXH3-128 paths against libxxhash on real weights: the AVX2 form
- * (hash_avx2.c), the dispatching wrappers (hash.c) and the library must give
+/* XXH3-128 paths against libxxhash on real weights: the AVX2 and AVX-512
+ * forms (hash_avx2.c; the wrappers stream with AVX-512 where the CPU has
+ * it, the AVX2 state is driven directly), the dispatching wrappers (hash.c)
+ * and the library must give
  * the same canonical bytes, since .ptwm files store them. One-shot at every
  * length 0..300 and around the 240-byte, 64-byte stripe and 1024-byte block
  * boundaries, at misaligned starts, up to whole files; streaming with updates
@@ -42,6 +44,11 @@ static void check_oneshot(const uint8_t *p, size_t n, const char *what) {
         ptwm_xxh128_avx2_oneshot(p, n, got);
         CHECK_MSG(memcmp(got, want, 16) == 0, "%s, %zu bytes: AVX2 %s, library %s", what, n, ptwm_hex128(got, a),
                   ptwm_hex128(want, b));
+    }
+    if (ptwm_xxh128_have_avx512()) {
+        ptwm_xxh128_avx512_oneshot(p, n, got);
+        CHECK_MSG(memcmp(got, want, 16) == 0, "%s, %zu bytes: AVX-512 %s, library %s", what, n,
+                  ptwm_hex128(got, a), ptwm_hex128(want, b));
     }
 #endif
 }
