@@ -13,14 +13,15 @@ uint32_t ptwm_crc32(uint32_t crc, const void *p, size_t n) {
     return n ? crc32_gzip_refl(crc, (const unsigned char *)p, (uint64_t)n) : crc;
 }
 
-int ptwm_xxh128_have_avx2(void) {
+/* The vector forms this CPU can run (bit 0 AVX2, bit 1 AVX-512F), asked
+ * once: threads racing on the first call all store the same answer. */
+static int hash_isa(void) {
 #ifdef PTWM_HASH_AVX2
-    /* Threads racing on the first call all store the same answer. */
     static int have = -1;
     int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
     if (h < 0) {
         __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx2") != 0;
+        h = (__builtin_cpu_supports("avx2") != 0) | (__builtin_cpu_supports("avx512f") != 0) << 1;
         __atomic_store_n(&have, h, __ATOMIC_RELAXED);
     }
     return h;
@@ -29,19 +30,12 @@ int ptwm_xxh128_have_avx2(void) {
 #endif
 }
 
+int ptwm_xxh128_have_avx2(void) {
+    return hash_isa() & 1;
+}
+
 int ptwm_xxh128_have_avx512(void) {
-#ifdef PTWM_HASH_AVX2
-    static int have = -1;
-    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
-    if (h < 0) {
-        __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx512f") != 0;
-        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
-    }
-    return h;
-#else
-    return 0;
-#endif
+    return (hash_isa() >> 1) & 1;
 }
 
 /* The answer never changes once known, so a state is always handled by the

@@ -33,6 +33,7 @@ void ptwm_xxh128_oneshot(const void *p, size_t n, uint8_t out[16]);
  * loops where it has AVX-512F; checked once), else libxxhash. Tests call both paths directly; callers of the AVX2 forms
  * check ptwm_xxh128_have_avx2() first. */
 int ptwm_xxh128_have_avx2(void);
+int ptwm_xxh128_have_avx512(void);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
 #define PTWM_HASH_AVX2 1
 void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
@@ -44,7 +45,6 @@ void ptwm_xxh128_avx2_digest(const void *s, uint8_t out[16]);
 void ptwm_xxh128_avx2_free(void *s);
 /* The AVX-512 stripe loops (same values; a state from _avx2_create);
  * callers check ptwm_xxh128_have_avx512() first. */
-int ptwm_xxh128_have_avx512(void);
 void ptwm_xxh128_avx512_oneshot(const void *p, size_t n, uint8_t out[16]);
 void ptwm_xxh128_avx512_update(void *s, const void *p, size_t n);
 #endif
