@@ -523,16 +523,18 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
         return PTWM_OK;
     }
     p = pick_stage(est, len, mask, zlevel, order);
-    /* A plane that gets coded gets exact counts (estimates of the planes
-     * that stay raw, or lose to another form, are sampled): the stages and
-     * the Huffman/rANS call read them. */
-    if (!est->exact && len <= SECOND_TRY_SMALL && p.stage != PTWM_METHOD_IDENTITY) {
-        exact = estimate(src, len, 1);
-        est = &exact;
-    }
     /* zstd's matches are invisible to the estimate: on integer planes it is
      * tried even where no order-0/1 stage pays. */
     lz = lz && (mask & (mask - 1)) != 0 && (mask & PTWM_EMASK(PTWM_METHOD_ZSTD));
+    /* A plane that gets coded gets exact counts (estimates of the planes
+     * that stay raw, or lose to another form, are sampled): the stages and
+     * the Huffman/rANS call read them. A small integer plane is counted only
+     * if zstd, coding it first, leaves the stage a chance (below). */
+    if (!est->exact && len <= SECOND_TRY_SMALL && p.stage != PTWM_METHOD_IDENTITY &&
+        !(lz && len < 2 * LZ_SAMPLE)) {
+        exact = estimate(src, len, 1);
+        est = &exact;
+    }
     *coded = SIZE_MAX;
     if (p.stage != PTWM_METHOD_IDENTITY || lz) {
         int best = PTWM_METHOD_IDENTITY;
@@ -565,6 +567,13 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
              * of 472, handtrack.u8: 123 of 202), and the estimated stage is
              * then run only if its floor could beat zstd's result. */
             try_other(PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
+            if (p.stage != PTWM_METHOD_IDENTITY && !est->exact && len <= SECOND_TRY_SMALL &&
+                stage_may_beat(est, &p, len, *coded)) {
+                /* (a sampled entropy errs low: it never skips a try the
+                 * exact one would make) */
+                exact = estimate(src, len, 1);
+                est = &exact;
+            }
             if (p.stage != PTWM_METHOD_IDENTITY && stage_may_beat(est, &p, len, *coded))
                 try_other(p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
         } else if (p.stage != PTWM_METHOD_IDENTITY) {
