@@ -166,10 +166,13 @@ struct ptwm_queue {
  * the end (longest-processing-time order). */
 static void queue_run_one(ptwm_queue *q, unsigned id, size_t want) {
     size_t i, best = 0, s;
-    for (i = 1; i < q->count; i++)
+    for (i = 0; i < q->count; i++) {
+        if (q->ready[i] == want) {
+            best = i;
+            break;
+        }
         if (q->weight[q->ready[i]] > q->weight[q->ready[best]]) best = i;
-    for (i = 0; i < q->count; i++)
-        if (q->ready[i] == want) best = i;
+    }
     s = q->ready[best];
     /* keep submission order among the rest: equal weights go oldest first */
     memmove(q->ready + best, q->ready + best + 1, (q->count - best - 1) * sizeof(size_t));
