@@ -1211,10 +1211,10 @@ skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]
 #endif
 
 /* Give every symbol of src[0..n) that cnt lacks (a sample missed it) a
- * count of 1; returns how many it found. */
-static size_t add_unseen(const uint8_t *src, size_t n, uint64_t cnt[256]) {
+ * count of 1. */
+static void add_unseen(const uint8_t *src, size_t n, uint64_t cnt[256]) {
     uint8_t absent[256];
-    size_t i = 0, found = 0, end;
+    size_t i = 0, end;
     int s;
 #ifdef RANS_AVX2
     int vbmi = rans_have_vbmi();
@@ -1231,10 +1231,8 @@ static size_t add_unseen(const uint8_t *src, size_t n, uint64_t cnt[256]) {
             if (absent[src[i]]) {
                 absent[src[i]] = 0;
                 cnt[src[i]] = 1;
-                found++;
             }
     }
-    return found;
 }
 
 ptwm_error ptwm_rans_encode_sampled(const uint8_t *src, size_t n, const uint32_t sample[256],
