@@ -470,6 +470,11 @@ static ptwm_error encode_stage(int stage, int level, const uint8_t *hlen,
                                const ptwm_rans_plan *rplan, const plane_est *est,
                                const uint8_t *src, size_t len, uint8_t *out, size_t cap,
                                size_t *got) {
+    /* rANS writes down from the end of its room, then moves the stream
+     * down: room past its bound would only touch pages (in place, fresh
+     * pages of the image). */
+    size_t b = ptwm_entropy_bound(stage, len);
+    if (b && cap > b) cap = b;
     if (stage == PTWM_METHOD_HUFFMAN && hlen)
         return ptwm_huf_encode_lengths(src, len, hlen, out, cap, got);
     if (stage == PTWM_METHOD_RANS && rplan) return ptwm_rans_encode_plan(src, len, rplan, out, cap, got);
@@ -556,7 +561,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             if (p.stage == PTWM_METHOD_IDENTITY)
                 z = z && (double)a < (double)LZ_SAMPLE * WORTH_CODING;
             else
-                z = !z || ptwm_entropy_encode(p.stage, p.level, mid, LZ_SAMPLE, out, cap, &b) ||
+                z = !z || encode_stage(p.stage, p.level, NULL, NULL, NULL, mid, LZ_SAMPLE, out, cap, &b) ||
                     a + LZ_RANS_FIXED < b;
             if (z)
                 try_other(PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
@@ -649,7 +654,17 @@ size_t ptwm_chunk_bound(size_t raw_len) {
     return raw_form_size(raw_len, 1);
 }
 
-/* Write the header for `count` planes and the coded bytes `body` to dst. */
+size_t ptwm_chunk_work_bound(size_t raw_len) {
+    /* The planes of any chain total at most 1.25x raw_len and a few
+     * side bytes per element run (scales of half a row, bitmap and signs
+     * an eighth each), and each needs three stages' bounds (about
+     * len + len/128 + 64 each); 4x + 64 KiB covers that with room. */
+    if (raw_len > (SIZE_MAX - 65536) / 4) return SIZE_MAX;
+    return 4 * raw_len + 65536;
+}
+
+/* Write the header for `count` planes and the coded bytes `body` to dst
+ * (body may lie in dst itself, behind the header's room). */
 static ptwm_error frame(unsigned flags, unsigned count, const int *stage, const size_t *len,
                         const size_t *coded, const uint8_t *body, size_t body_len, uint8_t *dst,
                         size_t cap, size_t *out_len, ptwm_err *err) {
@@ -674,8 +689,10 @@ static ptwm_error frame(unsigned flags, unsigned count, const int *stage, const 
                          "chunk_encode: payload of %zu bytes, buffer of %zu (ptwm_chunk_bound "
                          "gives the worst case)",
                          total, cap);
+    /* body may already be in dst (coded in place behind a guessed header):
+     * it moves only if the guess was off. */
+    if (body_len && body != dst + h) memmove(dst + h, body, body_len);
     memcpy(dst, hdr, h);
-    if (body_len) memcpy(dst + h, body, body_len);
     *out_len = total;
     return PTWM_OK;
 }
@@ -839,8 +856,29 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
     for (k = 0; k < L.count; k++) cb_need += ptwm_entropy_bound(PTWM_METHOD_ZSTD, L.len[k]) +
                                               ptwm_entropy_bound(PTWM_METHOD_RANS, L.len[k]) +
                                               ptwm_entropy_bound(PTWM_METHOD_HUFFMAN, L.len[k]);
-    cb = scratch_need(s, 1, cb_need);
-    if (!cb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", cb_need);
+    /* Planes are coded straight into dst behind room for the header when
+     * dst has room for the stages' bounds (ptwm_chunk_work_bound): the
+     * header's varints fix where the body starts, so each plane's coded
+     * length is guessed from its estimate, and the body moves only where a
+     * guess changed a varint's length (the copy from scratch was 5% of
+     * compress time). */
+    {
+        size_t hguess = 2;
+        uint8_t tmp[10];
+        for (k = 0; k < L.count; k++) {
+            size_t g = est[k].constant ? 1
+                       : est[k].bytes < (double)L.len[k] ? (size_t)est[k].bytes
+                                                         : L.len[k];
+            hguess += 1 + put_varint(tmp, L.len[k]) + put_varint(tmp, g) + (crc_flag ? 4 : 0);
+        }
+        if (dst && cap >= hguess && cap - hguess >= cb_need) {
+            cb = dst + hguess;
+        } else {
+            cb = scratch_need(s, 1, cb_need);
+            if (!cb)
+                return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", cb_need);
+        }
+    }
 
     off = 0;
     for (k = 0; k < L.count; k++) {

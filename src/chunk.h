@@ -29,6 +29,11 @@ typedef struct ptwm_chunk_params {
  * the chunk size while encoding, 2x while decoding (docs/CHAINS.md). */
 size_t ptwm_chunk_bound(size_t raw_len);
 
+/* A dst of at least this many bytes lets ptwm_chunk_encode code the planes in
+ * place (no copy from scratch); the payload is still at most
+ * ptwm_chunk_bound. Smaller buffers work too, through scratch. */
+size_t ptwm_chunk_work_bound(size_t raw_len);
+
 /* Encode raw[0..raw_len) (a whole number of elements of dtype, except for
  * sub-byte dtypes, which are coded as bytes). */
 ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,

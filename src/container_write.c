@@ -62,6 +62,7 @@ typedef struct wjob {
     uint8_t *out;               /* the slot's bound-sized output buffer */
     uint8_t *dst;               /* where the payload is coded: out, or (one thread, in
                                  * memory) straight into the image at its end */
+    size_t dst_cap;             /* bound, or the image's room (a work bound) */
     size_t out_len;
     uint8_t chain;
     uint64_t phash;             /* payload_hash of out[0..out_len) */
@@ -458,7 +459,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     cp.emit_crc = j->plane_crc;
     cp.columns = (size_t)j->columns;
     j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
-                              j->dst, w->bound, &j->out_len, &j->err);
+                              j->dst, j->dst_cap, &j->out_len, &j->err);
     j->chain = 0;
     for (c = 1; c < j->nchains && !j->rc; c++) {
         size_t len;
@@ -730,13 +731,18 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
          * up, so it can be coded straight into the image (the copy was 3-4%
          * of compress time); an equal earlier payload just leaves it unused. */
         j->dst = j->out;
+        j->dst_cap = w->bound;
         if (!w->to_file && w->window == 1) {
-            if (!wbuf_reserve(&w->mem, w->bound)) {
+            /* Room for the stages' bounds too, so the planes are coded in
+             * place (pages past what is written are never touched). */
+            size_t room = ptwm_chunk_work_bound(len);
+            if (!wbuf_reserve(&w->mem, room)) {
                 rc = w_fail(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing a %zu-byte "
                                                               ".ptwm image", w->mem.len));
                 break;
             }
             j->dst = w->mem.p + w->mem.len;
+            j->dst_cap = room;
         }
         j->tensor = ti;
         j->chunk = k;
