@@ -26,6 +26,18 @@ static size_t round_trip_cols(const uint8_t *chain, size_t clen, ptwm_dtype d, i
     CHECK_MSG(e == PTWM_OK, "encode %s method %d, %zu bytes: %s", ptwm_dtype_name(d), method, n,
               err.message);
     if (e == PTWM_OK) {
+        /* With a work-bound dst the planes are coded in place behind a
+         * guessed header: the same bytes as through scratch. */
+        size_t wcap = ptwm_chunk_work_bound(n), wlen = 0;
+        uint8_t *w = malloc(wcap);
+        CHECK(w != NULL);
+        if (w) {
+            ptwm_error we = ptwm_chunk_encode(chain, clen, d, &prm, raw, n, w, wcap, &wlen, &err);
+            CHECK_MSG(we == PTWM_OK && wlen == len && memcmp(w, enc, len) == 0,
+                      "%s method %d, %zu bytes: coded in place %zu bytes (%d), via scratch %zu",
+                      ptwm_dtype_name(d), method, n, wlen, (int)we, len);
+            free(w);
+        }
         CHECK(len <= cap);
         e = ptwm_chunk_decode(chain, clen, d, enc, len, dec, n, &err);
         CHECK_MSG(e == PTWM_OK, "decode %s method %d, %zu bytes: %s", ptwm_dtype_name(d), method,
@@ -200,6 +212,32 @@ static void test_constant_planes(void) {
               c_wide, c_bf16);
     free(buf);
     free(bf);
+}
+
+/* zstd is tried on a large integer plane only where repeats could pay: a U8
+ * plane of repeated phrases gets ZSTD (and codes far below its order-0
+ * size), one of the same symbols drawn without repeats gets RANS. */
+static void test_lz_choice(void) {
+    size_t n = 1 << 16, k, c_rep, c_noise;
+    uint8_t *rep = malloc(n), *noise = malloc(n), *enc = NULL;
+    uint8_t phrases[16][24];
+    uint64_t rng = 99;
+    for (k = 0; k < sizeof(phrases); k++) phrases[k / 24][k % 24] = (uint8_t)(tu_rand(&rng) & 31);
+    for (k = 0; k < n; k += 24) {
+        const uint8_t *ph = phrases[tu_rand(&rng) % 16];
+        memcpy(rep + k, ph, PTWM_MIN((size_t)24, n - k));
+    }
+    for (k = 0; k < n; k++) noise[k] = (uint8_t)(tu_rand(&rng) & 31);
+    c_rep = round_trip(PTWM_DTYPE_U8, PTWM_METHOD_MICROSCALE, rep, n, &enc);
+    CHECK_MSG(enc && enc[1] == 1 && enc[2] == PTWM_METHOD_ZSTD && c_rep < n / 8,
+              "repeated phrases: stage %d, %zu bytes of %zu", enc ? enc[2] : -1, c_rep, n);
+    free(enc);
+    c_noise = round_trip(PTWM_DTYPE_U8, PTWM_METHOD_MICROSCALE, noise, n, &enc);
+    CHECK_MSG(enc && enc[1] == 1 && enc[2] == PTWM_METHOD_RANS && c_noise < n * 5 / 8 + 512,
+              "5-bit noise: stage %d, %zu bytes of %zu", enc ? enc[2] : -1, c_noise, n);
+    free(enc);
+    free(rep);
+    free(noise);
 }
 
 /* Damaged payloads, each with its error code and message. */
@@ -934,6 +972,7 @@ int main(void) {
     test_custom_chains();
     test_constant_planes();
     test_damage();
+    test_lz_choice();
     test_bypass();
     test_sparse();
     test_joint();
