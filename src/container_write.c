@@ -60,9 +60,10 @@ typedef struct wjob {
     const uint8_t *src;         /* the bytes to code: raw, or the caller's (borrowing) */
     size_t raw_len;
     uint8_t *out;               /* the slot's bound-sized output buffer */
-    uint8_t *dst;               /* where the payload is coded: out, or (one thread, in
-                                 * memory) straight into the image at its end */
-    size_t dst_cap;             /* bound, or the image's room (a work bound) */
+    uint8_t *dst;               /* where the payload is coded: out, or (the oldest job,
+                                 * coded by the writing thread, in memory) straight
+                                 * into the image at its end */
+    size_t dst_cap;             /* slot_size, or the image's room (a work bound) */
     size_t out_len;
     uint8_t chain;
     uint64_t phash;             /* payload_hash of out[0..out_len) */
@@ -115,7 +116,10 @@ struct ptwm_writer {
     wjob *jobs;                 /* a ring of `window` slots */
     size_t window, head, npending;
     size_t bound;               /* ptwm_chunk_bound(chunk_size) */
-    uint8_t **scratch;          /* one bound-sized buffer per worker */
+    size_t slot_size;           /* ptwm_chunk_work_bound(chunk_size): planes are coded
+                                 * in place in slot buffers (pages past what the
+                                 * stages write are never touched) */
+    uint8_t **scratch;          /* one slot-sized buffer per worker */
     pstore dedup;               /* payloads already written, by content */
     uint8_t *cmp;               /* file writers: a written payload read back */
 };
@@ -275,6 +279,7 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     w->af.fd = -1;
     chunk = w->p.chunk_size;
     w->bound = ptwm_chunk_bound((size_t)chunk);
+    w->slot_size = ptwm_chunk_work_bound((size_t)chunk);
     w->nworkers = ptwm_threads_resolve(w->p.threads);
     w->borrow = borrow;
     /* Enough jobs per thread that a thread never waits for the writer (the
@@ -289,11 +294,11 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     if (!w->jobs || !w->scratch) goto nomem;
     for (i = 0; i < w->window; i++) {
         w->jobs[i].raw = borrow ? NULL : (uint8_t *)ptwm_malloc(chunk);
-        w->jobs[i].out = slot_alloc(w->bound);
+        w->jobs[i].out = slot_alloc(w->slot_size);
         if ((!borrow && !w->jobs[i].raw) || !w->jobs[i].out) goto nomem;
     }
     for (i = 0; i < w->nworkers; i++)
-        if (!(w->scratch[i] = slot_alloc(w->bound))) goto nomem;
+        if (!(w->scratch[i] = slot_alloc(w->slot_size))) goto nomem;
     if ((rc = ptwm_queue_create(w->p.threads, w->window, encode_task, w, &w->queue, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -370,11 +375,11 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->jobs)
         for (i = 0; i < w->window; i++) {
             free(w->jobs[i].raw);
-            slot_free(w->jobs[i].out, w->bound);
+            slot_free(w->jobs[i].out, w->slot_size);
         }
     free(w->jobs);
     if (w->scratch)
-        for (i = 0; i < w->nworkers; i++) slot_free(w->scratch[i], w->bound);
+        for (i = 0; i < w->nworkers; i++) slot_free(w->scratch[i], w->slot_size);
     free(w->scratch);
     free(w->dedup.slot);
     free(w->cmp);
@@ -458,18 +463,35 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     cp.zstd_level = w->p.zstd_level;
     cp.emit_crc = j->plane_crc;
     cp.columns = (size_t)j->columns;
+    /* The writing thread (worker 0) coding the oldest pending job of an
+     * in-memory writer: every earlier payload is in the image, so this one
+     * is coded straight into the image's end, with room for the stages'
+     * bounds (pages past what is written are never touched), and retiring
+     * it copies nothing (the copies were 3-4% of compress time). An equal
+     * earlier payload just leaves it unused. One thread codes every job so;
+     * only the writing thread touches the image. */
+    j->dst = j->out;
+    j->dst_cap = w->slot_size;
+    if (worker == 0 && !w->to_file && i == w->head) {
+        size_t room = ptwm_chunk_work_bound(j->raw_len);
+        if (wbuf_reserve(&w->mem, room)) {
+            j->dst = w->mem.p + w->mem.len;
+            j->dst_cap = room;
+        }
+    }
     j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
                               j->dst, j->dst_cap, &j->out_len, &j->err);
     j->chain = 0;
     for (c = 1; c < j->nchains && !j->rc; c++) {
         size_t len;
         ptwm_error rc = ptwm_chunk_encode(j->chain_ptr[c], j->chain_len[c], j->dtype, &cp, j->src,
-                                          j->raw_len, w->scratch[worker], w->bound, &len, &j->err);
+                                          j->raw_len, w->scratch[worker], w->slot_size, &len,
+                                          &j->err);
         if (rc) {
             j->rc = rc;
         } else if (len < j->out_len) {
             if (j->dst == j->out) {
-                /* Both buffers are bound-sized: swap instead of copying. */
+                /* Both buffers are slot-sized: swap instead of copying. */
                 uint8_t *tmp = j->out;
                 j->dst = j->out = w->scratch[worker];
                 w->scratch[worker] = tmp;
@@ -727,23 +749,6 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
             j->src = j->raw;
         }
         if (h.state) ptwm_xxh128_update(&h, j->src, len);
-        /* One thread, in memory: the job is retired before the next is set
-         * up, so it can be coded straight into the image (the copy was 3-4%
-         * of compress time); an equal earlier payload just leaves it unused. */
-        j->dst = j->out;
-        j->dst_cap = w->bound;
-        if (!w->to_file && w->window == 1) {
-            /* Room for the stages' bounds too, so the planes are coded in
-             * place (pages past what is written are never touched). */
-            size_t room = ptwm_chunk_work_bound(len);
-            if (!wbuf_reserve(&w->mem, room)) {
-                rc = w_fail(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing a %zu-byte "
-                                                              ".ptwm image", w->mem.len));
-                break;
-            }
-            j->dst = w->mem.p + w->mem.len;
-            j->dst_cap = room;
-        }
         j->tensor = ti;
         j->chunk = k;
         j->dtype = t.dtype;
