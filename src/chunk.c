@@ -299,6 +299,7 @@ typedef struct plane_est {
     unsigned distinct; /* symbols seen */
     int constant;      /* every byte equal (checked exactly) */
     int exact;         /* hist counts every byte */
+    size_t step;       /* one 64-byte block in every `step` was counted */
     uint32_t hist[256];
 } plane_est;
 
@@ -311,6 +312,7 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
     e.distinct = 0;
     e.constant = 0;
     e.exact = step == 1;
+    e.step = step;
     if (n == 0) {
         memset(e.hist, 0, sizeof(e.hist));
         return e;
@@ -344,16 +346,32 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
 
 /* Planes of at most SAMPLE_EXACT bytes are estimated from every byte;
  * longer ones from every 4th byte, or every 8th, 16th... while that still
- * leaves SAMPLE_MIN samples (the estimate picks forms and stages; 16K
- * samples of 60 symbols bias an exponent plane's entropy by under 0.1%). A
- * coded plane of up to SECOND_TRY_SMALL bytes is then counted exactly
- * (encode_plane); from SAMPLED_TABLE bytes on (16K samples or more)
- * order-0 rANS builds its table from the sample (ptwm_rans_encode_sampled:
- * counting was a tenth of large tensors' compress time). docs/CHAINS.md
- * has the sizes each choice costs. */
-#define SAMPLE_MIN 16384
+ * leaves SAMPLE_MIN samples: the estimates pick forms and stages, and most
+ * are of candidates that are then dropped (8K samples of 60 symbols bias an
+ * exponent plane's entropy by under 0.2%). A coded plane of up to
+ * SECOND_TRY_SMALL bytes is then counted exactly (encode_plane); a longer
+ * one coded by order-0 rANS builds its table from the sample, first
+ * doubled by the blocks halfway between those counted (est_refine: 16K
+ * samples or more from 64 KiB on; ptwm_rans_encode_sampled: counting every
+ * byte was a tenth of large tensors' compress time, and of 16-64 KiB planes
+ * 8% of a file of small tensors). docs/CHAINS.md has the sizes each choice
+ * costs. */
+#define SAMPLE_MIN 8192
 #define SAMPLE_EXACT 4096
-#define SAMPLED_TABLE ((size_t)4 * SAMPLE_MIN)
+#define SAMPLED_TABLE (SECOND_TRY_SMALL + 1)
+
+/* est's counts with the blocks halfway between those it counted added (a
+ * sample twice as large; the same counts if it was exact). */
+static void est_refine(const plane_est *est, const uint8_t *src, size_t n, uint32_t hist[256]) {
+    size_t half = est->step / 2 * SAMPLE_BLOCK;
+    int s;
+    memcpy(hist, est->hist, 256 * sizeof(hist[0]));
+    if (est->step >= 2 && n > half) {
+        uint32_t more[256];
+        histogram(src + half, n - half, est->step, more);
+        for (s = 0; s < 256; s++) hist[s] += more[s];
+    }
+}
 
 static plane_est estimate_plane(const uint8_t *src, size_t n) {
     size_t step = n > SAMPLE_EXACT ? 4 : 1;
@@ -518,8 +536,11 @@ static ptwm_error encode_stage(int stage, int level, const uint8_t *hlen,
     if (stage == PTWM_METHOD_RANS && rplan) return ptwm_rans_encode_plan(src, len, rplan, out, cap, got);
     if (stage == PTWM_METHOD_RANS && est && est->exact)
         return ptwm_rans_encode_counts(src, len, level, est->hist, out, cap, got);
-    if (stage == PTWM_METHOD_RANS && est && level == 0 && len >= SAMPLED_TABLE)
-        return ptwm_rans_encode_sampled(src, len, est->hist, out, cap, got);
+    if (stage == PTWM_METHOD_RANS && est && level == 0 && len >= SAMPLED_TABLE) {
+        uint32_t hist[256];
+        est_refine(est, src, len, hist);
+        return ptwm_rans_encode_sampled(src, len, hist, out, cap, got);
+    }
     return ptwm_entropy_encode(stage, level, src, len, out, cap, got);
 }
 
