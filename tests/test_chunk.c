@@ -635,6 +635,55 @@ static uint8_t column_mean(const uint8_t *x, size_t n, size_t cols, size_t c) {
     return (uint8_t)((sum + cnt / 2) / cnt);
 }
 
+/* PyTorch keeps weights as [out, in...]: the last dimension, whose columns
+ * the writer offers, is then an input channel, and column scales rarely pay.
+ * Where they lose, block-relative exponents must still be tried: corpus BF16
+ * kernels moved to that layout code no larger with the columns on offer than
+ * without them, and blocks (flag bit 1) win some. */
+static void test_rows_layout(void) {
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    size_t t, done = 0, blocks = 0;
+    uint8_t std[PTWM_CHAIN_MAX_BYTES];
+    size_t slen = 0;
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, std, sizeof(std), &slen,
+                              &err) == PTWM_OK);
+    if (!tu_corpus_dir() || ptwm_st_open(tu_corpus_path("faceres-deep.bf16.safetensors"),
+                                         PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
+        CHECK_MSG(0, "faceres-deep.bf16: corpus file missing");
+        return;
+    }
+    for (t = 0; t < ptwm_st_count(st); t++) {
+        ptwm_tensor_info ti;
+        size_t outs, rows, o, r, n, c_cols, c_none;
+        uint16_t *tr;
+        uint8_t *enc = NULL;
+        CHECK(ptwm_st_tensor(st, t, &ti) == PTWM_OK);
+        if (ti.dtype != PTWM_DTYPE_BF16 || ti.ndim < 2 || ti.nbytes < 65536 || ti.nbytes > 1 << 20)
+            continue;
+        outs = (size_t)ti.shape[ti.ndim - 1];
+        n = (size_t)ti.nbytes / 2;
+        rows = n / outs;
+        tr = malloc(n * 2);
+        for (r = 0; r < rows; r++)
+            for (o = 0; o < outs; o++)
+                tr[o * rows + r] = ptwm_load_le16((const uint8_t *)ti.data + 2 * (r * outs + o));
+        c_cols = round_trip_cols(std, slen, PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, rows,
+                                 (const uint8_t *)tr, n * 2, &enc);
+        c_none = round_trip_cols(std, slen, PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, 0,
+                                 (const uint8_t *)tr, n * 2, NULL);
+        CHECK_MSG(c_cols <= c_none, "%s as [%zu, %zu]: %zu bytes with %zu columns offered, %zu "
+                  "without", ti.name, outs, rows, c_cols, rows, c_none);
+        blocks += enc && (enc[0] & 2);
+        free(enc);
+        free(tr);
+        done++;
+    }
+    CHECK_MSG(done >= 8 && blocks >= 1, "%zu kernels moved, %zu coded with block scales", done,
+              blocks);
+    ptwm_st_close(st);
+}
+
 static void test_columns(void) {
     static const size_t lens[] = {0, 1, 5, 64, 65, 1000};
     static const size_t colss[] = {1, 2, 3, 7, 64, 100};
@@ -978,6 +1027,7 @@ int main(void) {
     test_joint();
     test_joint_split_reference();
     test_columns();
+    test_rows_layout();
     test_sparse_reference();
     test_corpus();
     return tu_finish("test_chunk");
