@@ -5,9 +5,11 @@
  * buffer is free again when ptwm_writer_add returns; ptwm_compress_blob and
  * ptwm_compress_file, whose tensors outlive the writer, code them in place).
  * Workers code jobs as they are queued, across tensor boundaries; the
- * writing thread takes them back oldest first (coding queued jobs itself
- * while it waits) and appends them in job order, so the file is the same for
- * any thread count. A payload equal to one written before is not written
+ * thread that finishes the oldest pending job appends it, and every later
+ * job already coded, in job order (under `rmu`), so the file is the same for
+ * any thread count and a worker's payload is copied while it is still in
+ * that worker's cache. The writing thread reclaims slots oldest first
+ * (coding queued jobs itself while it waits). A payload equal to one written before is not written
  * again: its entry names the earlier bytes. Only the table (a few dozen bytes
  * per chunk) stays in memory until ptwm_writer_finish appends it with the
  * footer. Peak memory is about window x (chunk + bound(chunk)) plus one
@@ -69,6 +71,7 @@ typedef struct wjob {
     uint64_t phash;             /* payload_hash of out[0..out_len) */
     int hash_raw;               /* the chunk is its tensor: hash it (into raw_hash) */
     uint8_t raw_hash[16];
+    int coded;                  /* done, not yet appended (under rmu) */
     ptwm_error rc;
     ptwm_err err;
 } wjob;
@@ -99,8 +102,12 @@ struct ptwm_writer {
     int to_file;
     ptwm_atomic_file af;
     wbuf mem;
+    /* Appending (under rmu, by whichever thread retires a job): the image or
+     * file, pos, the sharing store, chunk entries, the counts, failure. */
+    pthread_mutex_t rmu;
     uint64_t pos, coded_total, raw_done;
     ptwm_error failed;          /* sticky: a failed writer only accepts free/finish */
+    ptwm_err ferr;              /* the failure's message, for the writing thread */
     wtensor *t;
     size_t nt, capt;
     ptwm_kv *meta;
@@ -114,7 +121,10 @@ struct ptwm_writer {
     ptwm_queue *queue;
     unsigned nworkers;
     wjob *jobs;                 /* a ring of `window` slots */
-    size_t window, head, npending;
+    size_t window;
+    size_t head, npending;      /* oldest job not appended; jobs not appended (rmu) */
+    size_t reclaim, nheld;      /* oldest slot not reclaimed; slots in use (writing
+                                 * thread only) */
     size_t bound;               /* ptwm_chunk_bound(chunk_size) */
     size_t slot_size;           /* ptwm_chunk_work_bound(chunk_size): planes are coded
                                  * in place in slot buffers (pages past what the
@@ -181,8 +191,26 @@ static ptwm_error w_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err *er
     return PTWM_OK;
 }
 
+/* Record a failure (rmu held). */
 static ptwm_error w_fail(ptwm_writer *w, ptwm_error rc) {
     if (!w->failed) w->failed = rc;
+    return rc;
+}
+
+/* The same from the writing thread, outside rmu. */
+static ptwm_error w_fail_caller(ptwm_writer *w, ptwm_error rc) {
+    pthread_mutex_lock(&w->rmu);
+    w_fail(w, rc);
+    pthread_mutex_unlock(&w->rmu);
+    return rc;
+}
+
+/* The sticky failure, read by the writing thread. */
+static ptwm_error w_failed(ptwm_writer *w) {
+    ptwm_error rc;
+    pthread_mutex_lock(&w->rmu);
+    rc = w->failed;
+    pthread_mutex_unlock(&w->rmu);
     return rc;
 }
 
@@ -274,6 +302,7 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     if ((rc = check_params(params, err))) return rc;
     w = (ptwm_writer *)calloc(1, sizeof(*w));
     if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");
+    pthread_mutex_init(&w->rmu, NULL);
     w->p = *params;
     if (!w->p.chunk_size) w->p.chunk_size = PTWM_DEFAULT_CHUNK;
     w->af.fd = -1;
@@ -383,11 +412,17 @@ void ptwm_writer_free(ptwm_writer *w) {
     free(w->scratch);
     free(w->dedup.slot);
     free(w->cmp);
+    pthread_mutex_destroy(&w->rmu);
     free(w);
 }
 
 uint64_t ptwm_writer_coded_bytes(const ptwm_writer *w) {
-    return w ? w->coded_total : 0;
+    uint64_t n;
+    if (!w) return 0;
+    pthread_mutex_lock((pthread_mutex_t *)&w->rmu);
+    n = w->coded_total;
+    pthread_mutex_unlock((pthread_mutex_t *)&w->rmu);
+    return n;
 }
 
 static char *dup_str(const char *s, size_t *len_out) {
@@ -401,7 +436,7 @@ static char *dup_str(const char *s, size_t *len_out) {
 ptwm_error ptwm_writer_set_source_header(ptwm_writer *w, const void *header, size_t len,
                                          const char *file_name, ptwm_err *err) {
     if (!w || (!header && len)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or header");
-    if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
+    if (w_failed(w)) return ptwm_fail(err, w_failed(w), "writer already failed");
     if (file_name && strlen(file_name) > 4096)
         return ptwm_fail(err, PTWM_ERR_LIMIT, "source file name of %zu bytes (max 4096)", strlen(file_name));
     if (len < 8 || ptwm_load_le64(header) != len - 8 || len - 8 > PTWM_ST_MAX_HEADER)
@@ -430,7 +465,7 @@ void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size) {
 ptwm_error ptwm_writer_set_metadata(ptwm_writer *w, const ptwm_kv *meta, size_t n, ptwm_err *err) {
     size_t i, j;
     if (!w || (!meta && n)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or metadata");
-    if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
+    if (w_failed(w)) return ptwm_fail(err, w_failed(w), "writer already failed");
     for (i = 0; i < n; i++) {
         if (!meta[i].key || !meta[i].value)
             return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "metadata entry %zu has a NULL key or value", i);
@@ -454,6 +489,12 @@ ptwm_error ptwm_writer_set_metadata(ptwm_writer *w, const ptwm_kv *meta, size_t 
 
 /* ---- coding the window --------------------------------------------------- */
 
+static void retire_ready(ptwm_writer *w);
+
+/* Code job i. The oldest pending job of an in-memory writer is coded
+ * straight into the image's end: every earlier payload is in the image, and
+ * nothing else grows the image until this job is appended. Then the coded
+ * jobs at the front of the ring are appended. */
 static void encode_task(void *ctx, size_t i, unsigned worker) {
     ptwm_writer *w = (ptwm_writer *)ctx;
     wjob *j = &w->jobs[i];
@@ -463,21 +504,21 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     cp.zstd_level = w->p.zstd_level;
     cp.emit_crc = j->plane_crc;
     cp.columns = (size_t)j->columns;
-    /* The writing thread (worker 0) coding the oldest pending job of an
-     * in-memory writer: every earlier payload is in the image, so this one
-     * is coded straight into the image's end, with room for the stages'
-     * bounds (pages past what is written are never touched), and retiring
-     * it copies nothing (the copies were 3-4% of compress time). An equal
-     * earlier payload just leaves it unused. One thread codes every job so;
-     * only the writing thread touches the image. */
+    /* Room for the stages' bounds (pages past what is written are never
+     * touched); appending it then copies nothing (the copies were 3-4% of
+     * compress time). An equal earlier payload just leaves it unused. */
     j->dst = j->out;
     j->dst_cap = w->slot_size;
-    if (worker == 0 && !w->to_file && i == w->head) {
-        size_t room = ptwm_chunk_work_bound(j->raw_len);
-        if (wbuf_reserve(&w->mem, room)) {
-            j->dst = w->mem.p + w->mem.len;
-            j->dst_cap = room;
+    if (!w->to_file) {
+        pthread_mutex_lock(&w->rmu);
+        if (i == w->head && !w->failed) {
+            size_t room = ptwm_chunk_work_bound(j->raw_len);
+            if (wbuf_reserve(&w->mem, room)) {
+                j->dst = w->mem.p + w->mem.len;
+                j->dst_cap = room;
+            }
         }
+        pthread_mutex_unlock(&w->rmu);
     }
     j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
                               j->dst, j->dst_cap, &j->out_len, &j->err);
@@ -504,6 +545,10 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     }
     if (!j->rc) j->phash = payload_hash(j->dst, j->out_len);
     if (!j->rc && j->hash_raw) ptwm_xxh128_oneshot(j->src, j->raw_len, j->raw_hash);
+    pthread_mutex_lock(&w->rmu);
+    j->coded = 1;
+    retire_ready(w);
+    pthread_mutex_unlock(&w->rmu);
 }
 
 /* Whether the `len` bytes at `offset` of the output equal p. */
@@ -548,27 +593,28 @@ static uint64_t payload_find_or_add(ptwm_writer *w, const uint8_t *p, size_t len
     return UINT64_MAX;
 }
 
-/* Take back the oldest pending job (coding queued jobs meanwhile) and
- * append it, or point it at an equal payload written before. After a
- * failure, jobs are still taken back but not written. */
-static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
-    wjob *j = &w->jobs[w->head];
+/* Append a coded job, or point it at an equal payload written before;
+ * failures are recorded (with their message) for the writing thread. After
+ * a failure, jobs are still taken but not written. rmu held. */
+static void retire_job(ptwm_writer *w, wjob *j) {
     wtensor *t = &w->t[j->tensor];
     wchunk *c = &t->chunks[j->chunk];
+    ptwm_err e;
     ptwm_error rc;
-    ptwm_queue_wait(w->queue, w->head);
-    w->head = (w->head + 1) % w->window;
-    w->npending--;
-    if (w->failed) return w->failed;
+    if (w->failed) return;
     if (j->rc) {
-        if (err) *err = j->err;
-        ptwm_err_prefix(err, "tensor '%s' chunk %llu of %llu", t->name, (unsigned long long)j->chunk,
+        e = j->err;
+        ptwm_err_prefix(&e, "tensor '%s' chunk %llu of %llu", t->name, (unsigned long long)j->chunk,
                         (unsigned long long)t->nchunks);
-        return w_fail(w, j->rc);
+        w->ferr = e;
+        w_fail(w, j->rc);
+        return;
     }
-    if (j->out_len > UINT32_MAX)
-        return w_fail(w, ptwm_fail(err, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
-                                   t->name, (unsigned long long)j->chunk, j->out_len));
+    if (j->out_len > UINT32_MAX) {
+        w_fail(w, ptwm_fail(&w->ferr, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
+                            t->name, (unsigned long long)j->chunk, j->out_len));
+        return;
+    }
     if (j->hash_raw) memcpy(t->hash, j->raw_hash, 16);
     c->offset = payload_find_or_add(w, j->dst, j->out_len, j->phash, w->pos);
     c->coded = (uint32_t)j->out_len;
@@ -579,20 +625,49 @@ static ptwm_error retire_one(ptwm_writer *w, ptwm_err *err) {
         if (j->dst != j->out) {
             w->mem.len += j->out_len; /* coded in place at the image's end */
             w->pos += j->out_len;
-        } else if ((rc = w_emit(w, j->out, j->out_len, err))) {
-            return w_fail(w, rc);
+        } else if ((rc = w_emit(w, j->out, j->out_len, &w->ferr))) {
+            w_fail(w, rc);
+            return;
         }
         w->coded_total += j->out_len;
     }
     w->raw_done += j->raw_len;
-    if (w->p.progress) w->p.progress(w->p.progress_ctx, w->raw_done, w->p.progress_total);
-    return PTWM_OK;
+}
+
+/* Append the coded jobs at the front of the ring, in job order. rmu held. */
+static void retire_ready(ptwm_writer *w) {
+    while (w->npending && w->jobs[w->head].coded) {
+        wjob *j = &w->jobs[w->head];
+        j->coded = 0;
+        retire_job(w, j);
+        w->head = (w->head + 1) % w->window;
+        w->npending--;
+    }
+}
+
+/* Take back the oldest slot in use, coding queued jobs while its job is not
+ * done. A job is appended when it and every earlier one are coded, so once
+ * this slot's job (and, before it, every earlier one) is done, it has been
+ * appended. Returns the writer's failure, if any, with its message. */
+static ptwm_error reclaim_one(ptwm_writer *w, ptwm_err *err) {
+    ptwm_error rc;
+    uint64_t done;
+    ptwm_queue_wait(w->queue, w->reclaim);
+    w->reclaim = (w->reclaim + 1) % w->window;
+    w->nheld--;
+    pthread_mutex_lock(&w->rmu);
+    rc = w->failed;
+    if (rc && err) *err = w->ferr;
+    done = w->raw_done;
+    pthread_mutex_unlock(&w->rmu);
+    if (!rc && w->p.progress) w->p.progress(w->p.progress_ctx, done, w->p.progress_total);
+    return rc;
 }
 
 static ptwm_error drain(ptwm_writer *w, ptwm_err *err) {
     ptwm_error rc = PTWM_OK, r;
-    while (w->npending)
-        if ((r = retire_one(w, err)) && !rc) rc = r;
+    while (w->nheld)
+        if ((r = reclaim_one(w, err)) && !rc) rc = r;
     return rc;
 }
 
@@ -700,45 +775,50 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     uint64_t k, off = 0;
     size_t ti;
     if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
-    if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
+    if (w_failed(w)) return ptwm_fail(err, w_failed(w), "writer already failed");
     if (!read && d && d->nbytes && !d->data)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s' has no data", d->name ? d->name : "");
     if ((rc = prepare_tensor(w, d, chains, &t, err))) {
         wtensor_free(&t);
         return rc;   /* a rejected tensor leaves the writer usable */
     }
+    /* Appending threads read the tensor array: it moves under rmu. */
+    pthread_mutex_lock(&w->rmu);
     if (w->nt == w->capt) {
         size_t cap = w->capt ? w->capt * 2 : 16;
         wtensor *nt = (wtensor *)ptwm_realloc(w->t, (uint64_t)cap * sizeof(wtensor));
         if (!nt) {
+            pthread_mutex_unlock(&w->rmu);
             wtensor_free(&t);
-            return w_fail(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for the tensor table"));
+            return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for the tensor table"));
         }
         w->t = nt;
         w->capt = cap;
     }
     ti = w->nt++;
     w->t[ti] = t;
+    pthread_mutex_unlock(&w->rmu);
     /* A tensor of one chunk is hashed by the worker that codes it (in
      * parallel); others here (in order, as their chunks are queued; an empty
      * tensor gets the hash of no bytes). */
     if ((t.flags & PTWM_TF_PAYLOAD_HASH) && t.nchunks != 1 && (rc = ptwm_xxh128_begin(&h, err)))
-        return w_fail(w, rc);
+        return w_fail_caller(w, rc);
     for (k = 0; k < t.nchunks; k++) {
         wjob *j;
         size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off), slot;
-        if (w->npending == w->window && (rc = retire_one(w, err))) break;
-        slot = (w->head + w->npending) % w->window;
+        if (w->nheld == w->window && (rc = reclaim_one(w, err))) break;
+        slot = (w->reclaim + w->nheld) % w->window;
         j = &w->jobs[slot];
         if (read && !j->raw) {
-            rc = w_fail(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG, "streamed tensor on a borrowing writer"));
+            rc = w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                                            "streamed tensor on a borrowing writer"));
             break;
         }
         if (read) {
             if ((rc = read(ctx, off, j->raw, len, err))) {
                 ptwm_err_prefix(err, "tensor '%s': reading bytes %llu..%llu", t.name,
                                 (unsigned long long)off, (unsigned long long)(off + len));
-                w_fail(w, rc);
+                w_fail_caller(w, rc);
                 break;
             }
             j->src = j->raw;
@@ -760,7 +840,11 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         memcpy(j->chain_len, t.chain_len, sizeof(j->chain_len));
         j->raw_len = len;
         j->rc = PTWM_OK;
+        j->coded = 0;
+        pthread_mutex_lock(&w->rmu);
         w->npending++;
+        pthread_mutex_unlock(&w->rmu);
+        w->nheld++;
         ptwm_queue_submit(w->queue, slot, (uint64_t)len * t.nchains);
         off += len;
     }
@@ -768,7 +852,13 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         ptwm_xxh128_free(&h);
         return rc;
     }
-    if (h.state) ptwm_xxh128_end(&h, w->t[ti].hash);
+    if (h.state) {
+        uint8_t hash[16];
+        ptwm_xxh128_end(&h, hash);
+        pthread_mutex_lock(&w->rmu);
+        memcpy(w->t[ti].hash, hash, 16);
+        pthread_mutex_unlock(&w->rmu);
+    }
     return PTWM_OK;
 }
 
@@ -901,7 +991,7 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     uint8_t foot[PTWM_FMT_FOOT_SIZE];
     uint64_t table_offset;
     ptwm_error rc;
-    if (w->failed) return ptwm_fail(err, w->failed, "writer already failed");
+    if (w_failed(w)) return ptwm_fail(err, w_failed(w), "writer already failed");
     if ((rc = drain(w, err))) return rc;
     if ((rc = check_duplicates(w, err))) return rc;
     if ((rc = build_table(w, &tab, err)) || (rc = pack_table(&tab, err))) {
