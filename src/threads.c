@@ -305,6 +305,7 @@ struct ptwm_queue {
     pool_worker *w;
     unsigned size, started;
     unsigned live;            /* helpers not yet returned */
+    int spin;                 /* poll before sleeping: no more threads than cores */
     int quit;
     ptwm_task_fn fn;
     void *ctx;
@@ -349,7 +350,7 @@ static void *queue_main(void *arg) {
     for (;;) {
         if (!q->count && !q->quit) {
             pthread_mutex_unlock(&q->mu);
-            spin(&q->count, NULL, 0, &q->quit);
+            if (q->spin) spin(&q->count, NULL, 0, &q->quit);
             pthread_mutex_lock(&q->mu);
         }
         while (!q->count && !q->quit) pthread_cond_wait(&q->work, &q->mu);
@@ -384,6 +385,8 @@ ptwm_error ptwm_queue_create(int threads, size_t nslots, ptwm_task_fn fn, void *
         ptwm_queue_free(q);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a work queue");
     }
+    /* Polling threads would take time from working ones on a shared core. */
+    q->spin = n <= (unsigned)ptwm_cpu_count();
     if (n > 1) q->started = lend_workers(&q->mu, &q->live, q->w, n - 1, q, queue_main);
     q->size = q->started + 1;
     *out = q;
@@ -411,7 +414,7 @@ void ptwm_queue_wait(ptwm_queue *q, size_t slot) {
             queue_run_one(q, 0, slot);
         } else {
             pthread_mutex_unlock(&q->mu);
-            spin(&q->count, &q->state[slot], SLOT_DONE, NULL);
+            if (q->spin) spin(&q->count, &q->state[slot], SLOT_DONE, NULL);
             pthread_mutex_lock(&q->mu);
             if (!q->count && q->state[slot] != SLOT_DONE) pthread_cond_wait(&q->done, &q->mu);
         }
