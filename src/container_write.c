@@ -9,13 +9,15 @@
  * job already coded, in job order (under `rmu`), so the file is the same for
  * any thread count and a worker's payload is copied while it is still in
  * that worker's cache. The writing thread reclaims slots oldest first
- * (coding queued jobs itself while it waits). A payload equal to one written before is not written
- * again: its entry names the earlier bytes. Only the table (a few dozen bytes
- * per chunk) stays in memory until ptwm_writer_finish appends it with the
- * footer. Peak memory is about window x (chunk + bound(chunk)) plus one
- * bound(chunk) of scratch per thread (window = 3 x threads + 2; borrowing
- * writers, which hold no raw copies: 8 x threads slots of bound(chunk),
- * touched only as far as coded; one thread: one slot). */
+ * (coding queued jobs itself while it waits). A payload equal to one written
+ * before is not written again: its entry names the earlier bytes. Only the
+ * table (a few dozen bytes per chunk) stays in memory until
+ * ptwm_writer_finish appends it with the footer. Peak memory is about
+ * window x (chunk + slot) plus one slot of scratch per thread (window = 3 x
+ * threads + 2; borrowing writers, which hold no raw copies: 8 x threads
+ * slots; one thread: one slot). A slot is ptwm_chunk_work_bound(chunk) of
+ * address space, room for the stages to code in place, touched only as far
+ * as they write (about the coded size). */
 #include "container_format.h"
 #include "chunk.h"
 #include "entropy.h"
@@ -61,10 +63,10 @@ typedef struct wjob {
     uint8_t *raw;               /* the slot's own copy of the chunk */
     const uint8_t *src;         /* the bytes to code: raw, or the caller's (borrowing) */
     size_t raw_len;
-    uint8_t *out;               /* the slot's bound-sized output buffer */
-    uint8_t *dst;               /* where the payload is coded: out, or (the oldest job,
-                                 * coded by the writing thread, in memory) straight
-                                 * into the image at its end */
+    uint8_t *out;               /* the slot's output buffer (slot_size bytes) */
+    uint8_t *dst;               /* where the payload is coded: out, or (the oldest
+                                 * pending job of an in-memory writer) straight into
+                                 * the image at its end */
     size_t dst_cap;             /* slot_size, or the image's room (a work bound) */
     size_t out_len;
     uint8_t chain;
