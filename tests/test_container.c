@@ -163,6 +163,64 @@ static void test_threads_identical(void) {
     }
 }
 
+/* Default chunks on 1-3 threads, every tensor with two candidate chains:
+ * small tensors take the ring's small buffers, big chunks the big ones, and a
+ * second chain that wins is swapped or copied in; the bytes must not depend
+ * on the thread count, and every tensor must come back. */
+static void test_threads_candidates(void) {
+    const char *name = TC_SANITIZED ? "emotion.bf16.safetensors" : "posenet.bf16.safetensors";
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    ptwm_tensor_desc *d;
+    ptwm_chain_list *lists;
+    uint8_t c1[PTWM_CHAIN_MAX_BYTES], c2[PTWM_CHAIN_MAX_BYTES];
+    const uint8_t *cs[2] = {c1, c2};
+    size_t cl[2], n = 0, i, len[3] = {0, 0, 0};
+    void *b[3] = {NULL, NULL, NULL};
+    int t;
+    if (ptwm_st_open(tu_corpus_path(name), PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
+        CHECK_MSG(0, "%s: %s", name, err.message);
+        return;
+    }
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_IDENTITY, c1, sizeof(c1), &cl[0], &err) ==
+          PTWM_OK);
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, c2, sizeof(c2), &cl[1], &err) ==
+          PTWM_OK);
+    d = descs_of(st, &n);
+    lists = (ptwm_chain_list *)calloc(n, sizeof(*lists));
+    for (i = 0; i < n; i++) {
+        lists[i].chains = cs;
+        lists[i].lens = cl;
+        lists[i].count = 2;
+    }
+    for (t = 0; t < 3; t++) {
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        p.threads = t + 1;
+        CHECK_MSG(ptwm_compress_blob(d, n, lists, &p, &b[t], &len[t], &err) == PTWM_OK, "%s: %s",
+                  name, err.message);
+    }
+    CHECK_MSG(b[0] && b[1] && b[2] && len[0] == len[1] && len[0] == len[2] &&
+                  memcmp(b[0], b[1], len[0]) == 0 && memcmp(b[0], b[2], len[0]) == 0,
+              "%s with two candidate chains: threads 1, 2, 3 give %zu, %zu, %zu bytes or differ",
+              name, len[0], len[1], len[2]);
+    if (b[1]) {
+        ptwm_reader *r = NULL;
+        CHECK(ptwm_reader_open_memory(b[1], len[1], name, &r, &err) == PTWM_OK);
+        for (i = 0; r && i < n; i++) {
+            uint8_t *out = (uint8_t *)malloc(d[i].nbytes ? d[i].nbytes : 1);
+            CHECK_MSG(ptwm_reader_decode(r, i, out, d[i].nbytes, &err) == PTWM_OK &&
+                          memcmp(out, d[i].data, d[i].nbytes) == 0,
+                      "%s '%s' with candidate chains differs", name, d[i].name);
+            free(out);
+        }
+        ptwm_reader_close(r);
+    }
+    for (t = 0; t < 3; t++) free(b[t]);
+    free(lists);
+    free(d);
+    ptwm_st_close(st);
+}
+
 /* Ranges at and around chunk edges of a 4096-byte-chunk tensor. */
 static void test_ranges(void) {
     enum { N = 50000 };
@@ -539,6 +597,7 @@ int main(void) {
     test_progress();
     test_writer_features();
     test_threads_identical();
+    test_threads_candidates();
     test_corpus();
     return tu_finish("test_container");
 }
