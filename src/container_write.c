@@ -202,6 +202,16 @@ static ptwm_error w_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err *er
     return PTWM_OK;
 }
 
+/* rmu, taken only where another thread may append (a one-thread writer
+ * appends on the writing thread alone: six lock pairs a chunk, ~1% of
+ * compressing a file of small tensors, for nothing). */
+static void rmu_lock(const ptwm_writer *w) {
+    if (w->nworkers > 1) pthread_mutex_lock((pthread_mutex_t *)&w->rmu);
+}
+static void rmu_unlock(const ptwm_writer *w) {
+    if (w->nworkers > 1) pthread_mutex_unlock((pthread_mutex_t *)&w->rmu);
+}
+
 /* Record a failure (rmu held). */
 static ptwm_error w_fail(ptwm_writer *w, ptwm_error rc) {
     if (!w->failed) w->failed = rc;
@@ -210,18 +220,18 @@ static ptwm_error w_fail(ptwm_writer *w, ptwm_error rc) {
 
 /* The same from the writing thread, outside rmu. */
 static ptwm_error w_fail_caller(ptwm_writer *w, ptwm_error rc) {
-    pthread_mutex_lock(&w->rmu);
+    rmu_lock(w);
     w_fail(w, rc);
-    pthread_mutex_unlock(&w->rmu);
+    rmu_unlock(w);
     return rc;
 }
 
 /* The sticky failure, read by the writing thread. */
 static ptwm_error w_failed(ptwm_writer *w) {
     ptwm_error rc;
-    pthread_mutex_lock(&w->rmu);
+    rmu_lock(w);
     rc = w->failed;
-    pthread_mutex_unlock(&w->rmu);
+    rmu_unlock(w);
     return rc;
 }
 
@@ -471,9 +481,9 @@ void ptwm_writer_free(ptwm_writer *w) {
 uint64_t ptwm_writer_coded_bytes(const ptwm_writer *w) {
     uint64_t n;
     if (!w) return 0;
-    pthread_mutex_lock((pthread_mutex_t *)&w->rmu);
+    rmu_lock(w);
     n = w->coded_total;
-    pthread_mutex_unlock((pthread_mutex_t *)&w->rmu);
+    rmu_unlock(w);
     return n;
 }
 
@@ -562,7 +572,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     j->dst = j->out;
     j->dst_cap = j->out_cap;
     if (!w->to_file) {
-        pthread_mutex_lock(&w->rmu);
+        rmu_lock(w);
         if (i == w->head && !w->failed) {
             size_t room = ptwm_chunk_work_bound(j->raw_len);
             if (wbuf_reserve(&w->mem, room)) {
@@ -570,7 +580,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
                 j->dst_cap = room;
             }
         }
-        pthread_mutex_unlock(&w->rmu);
+        rmu_unlock(w);
     }
     j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
                               j->dst, j->dst_cap, &j->out_len, &j->err);
@@ -597,10 +607,10 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     }
     if (!j->rc) j->phash = payload_hash(j->dst, j->out_len);
     if (!j->rc && j->hash_raw) ptwm_xxh128_oneshot(j->src, j->raw_len, j->raw_hash);
-    pthread_mutex_lock(&w->rmu);
+    rmu_lock(w);
     j->coded = 1;
     retire_ready(w);
-    pthread_mutex_unlock(&w->rmu);
+    rmu_unlock(w);
 }
 
 /* Whether the `len` bytes at `offset` of the output equal p. */
@@ -713,11 +723,11 @@ static ptwm_error reclaim_one(ptwm_writer *w, ptwm_err *err) {
     }
     w->reclaim = (w->reclaim + 1) % w->window;
     w->nheld--;
-    pthread_mutex_lock(&w->rmu);
+    rmu_lock(w);
     rc = w->failed;
     if (rc && err) *err = w->ferr;
     done = w->raw_done;
-    pthread_mutex_unlock(&w->rmu);
+    rmu_unlock(w);
     if (!rc && w->p.progress) w->p.progress(w->p.progress_ctx, done, w->p.progress_total);
     return rc;
 }
@@ -841,12 +851,12 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         return rc;   /* a rejected tensor leaves the writer usable */
     }
     /* Appending threads read the tensor array: it moves under rmu. */
-    pthread_mutex_lock(&w->rmu);
+    rmu_lock(w);
     if (w->nt == w->capt) {
         size_t cap = w->capt ? w->capt * 2 : 16;
         wtensor *nt = (wtensor *)ptwm_realloc(w->t, (uint64_t)cap * sizeof(wtensor));
         if (!nt) {
-            pthread_mutex_unlock(&w->rmu);
+            rmu_unlock(w);
             wtensor_free(&t);
             return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for the tensor table"));
         }
@@ -855,7 +865,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     }
     ti = w->nt++;
     w->t[ti] = t;
-    pthread_mutex_unlock(&w->rmu);
+    rmu_unlock(w);
     /* A tensor of one chunk is hashed by the worker that codes it (in
      * parallel); others here (in order, as their chunks are queued; an empty
      * tensor gets the hash of no bytes). */
@@ -917,9 +927,9 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         j->raw_len = len;
         j->rc = PTWM_OK;
         j->coded = 0;
-        pthread_mutex_lock(&w->rmu);
+        rmu_lock(w);
         w->npending++;
-        pthread_mutex_unlock(&w->rmu);
+        rmu_unlock(w);
         w->nheld++;
         ptwm_queue_submit(w->queue, slot, (uint64_t)len * t.nchains);
         off += len;
@@ -931,9 +941,9 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     if (h.state) {
         uint8_t hash[16];
         ptwm_xxh128_end(&h, hash);
-        pthread_mutex_lock(&w->rmu);
+        rmu_lock(w);
         memcpy(w->t[ti].hash, hash, 16);
-        pthread_mutex_unlock(&w->rmu);
+        rmu_unlock(w);
     }
     return PTWM_OK;
 }
