@@ -73,6 +73,8 @@ static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
 static scratch *spare[SPARE_MAX];
 static unsigned nspare;
 
+static void scratch_destroy(scratch *s);
+
 static void scratch_free(void *p) {
     scratch *s = (scratch *)p;
     if (!s) return;
@@ -82,10 +84,7 @@ static void scratch_free(void *p) {
         s = NULL;
     }
     pthread_mutex_unlock(&spare_mu);
-    if (!s) return;
-    free(s->buf[0]);
-    free(s->buf[1]);
-    free(s);
+    if (s) scratch_destroy(s);
 }
 
 static scratch *scratch_spare(void) {
@@ -98,6 +97,27 @@ static scratch *scratch_spare(void) {
 
 static void scratch_key_init(void) {
     scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
+
+static void scratch_destroy(scratch *s) {
+    free(s->buf[0]);
+    free(s->buf[1]);
+    free(s);
+}
+
+/* At exit or dlclose, after the helper threads have ended (threads.c's
+ * destructor runs first): this thread's scratch and the spares are freed,
+ * so an unloaded library leaves no memory behind. */
+__attribute__((destructor(140))) static void scratch_unload(void) {
+    pthread_mutex_lock(&spare_mu);
+    while (nspare) scratch_destroy(spare[--nspare]);
+    pthread_mutex_unlock(&spare_mu);
+    if (scratch_key_ok) {
+        scratch *s = (scratch *)pthread_getspecific(scratch_key);
+        scratch_key_ok = 0;
+        pthread_key_delete(scratch_key);
+        if (s) scratch_destroy(s);
+    }
 }
 
 /* Buffers above this are not kept after the call (a huge one-off chunk

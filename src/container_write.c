@@ -280,6 +280,14 @@ static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *spare_buf[SPARE_SLOTS];
 static size_t spare_len[SPARE_SLOTS], nspare;
 
+/* At exit or dlclose (after the helper threads have ended): the spares
+ * are freed, so an unloaded library leaves no memory behind. */
+__attribute__((destructor(140))) static void slot_unload(void) {
+    pthread_mutex_lock(&spare_mu);
+    while (nspare) free(spare_buf[--nspare]);
+    pthread_mutex_unlock(&spare_mu);
+}
+
 static uint8_t *slot_alloc(size_t size) {
     uint8_t *p = NULL;
     size_t i;

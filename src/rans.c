@@ -133,6 +133,15 @@ static void rans_tls_free(void *p) {
 
 static void rans_key_init(void) { rans_key_ok = pthread_key_create(&rans_key, rans_tls_free) == 0; }
 
+/* At exit or dlclose (after the helper threads have ended): this thread's
+ * tables are freed, so an unloaded library leaves no memory behind. */
+__attribute__((destructor(140))) static void rans_unload(void) {
+    if (!rans_key_ok) return;
+    rans_key_ok = 0;
+    rans_tls_free(pthread_getspecific(rans_key));
+    pthread_key_delete(rans_key);
+}
+
 static rans_tls *rans_get_tls(void) {
     rans_tls *t;
     if (rans_cached) return rans_cached;

@@ -25,24 +25,71 @@
 
 /* ---- helper threads ------------------------------------------------------- */
 
+/* Every helper is joinable and is joined by the library: a helper is busy
+ * (running a task), parked (waiting for one, in `parked`), or ended (in
+ * `ended`, waiting to be joined by the next lend or by park_close). No
+ * library code runs on a helper once park_close returns. */
 typedef struct helper {
+    pthread_t th;
     pthread_cond_t wake;
     void *(*fn)(void *);
-    void *arg;                /* NULL fn: parked */
-    struct helper *next;      /* in the parked list */
+    void *arg;                /* NULL fn: not busy */
+    struct helper *next;      /* in `parked` or `ended` */
 } helper;
 
 static pthread_mutex_t park_mu = PTHREAD_MUTEX_INITIALIZER;
-static helper *parked;
+static pthread_cond_t park_idle = PTHREAD_COND_INITIALIZER; /* a busy helper finished */
+static helper *parked, *ended;
+static unsigned nbusy;
+static int park_closing;      /* the library is being unloaded or the process ends */
 static pthread_once_t park_once = PTHREAD_ONCE_INIT;
 
 /* A forked child has none of the parent's threads: it starts afresh. */
 static void park_after_fork(void) {
     pthread_mutex_init(&park_mu, NULL);
-    parked = NULL;
+    pthread_cond_init(&park_idle, NULL);
+    parked = ended = NULL;
+    nbusy = 0;
 }
 
 static void park_init(void) { pthread_atfork(NULL, NULL, park_after_fork); }
+
+/* Join and free a list of ended helpers (park_mu not held). */
+static void join_ended(helper *h) {
+    helper *next;
+    for (; h; h = next) {
+        next = h->next;
+        pthread_join(h->th, NULL);
+        pthread_cond_destroy(&h->wake);
+        free(h);
+    }
+}
+
+/* At exit or dlclose every helper is stopped and joined: a helper waking
+ * from its idle wait, or running its thread-local destructors, after the
+ * library's code is unmapped would crash the process. A busy helper is
+ * waited for. Priority 150: before the modules' caches are freed (140),
+ * which the helpers' thread-local destructors fill as they end. */
+__attribute__((destructor(150))) static void park_close(void) {
+    helper *h;
+    pthread_mutex_lock(&park_mu);
+    park_closing = 1;
+    for (h = parked; h; h = h->next) pthread_cond_signal(&h->wake);
+    while (nbusy || parked) pthread_cond_wait(&park_idle, &park_mu);
+    h = ended;
+    ended = NULL;
+    pthread_mutex_unlock(&park_mu);
+    join_ended(h);
+}
+
+/* Move h from `parked` to `ended` (park_mu held). */
+static void park_end(helper *h) {
+    helper **pp = &parked;
+    while (*pp != h) pp = &(*pp)->next;
+    *pp = h->next;
+    h->next = ended;
+    ended = h;
+}
 
 static void *helper_main(void *arg) {
     helper *h = (helper *)arg;
@@ -55,10 +102,13 @@ static void *helper_main(void *arg) {
             fn(fa);
             pthread_mutex_lock(&park_mu);
             h->fn = NULL;
+            nbusy--;
             h->next = parked;
             parked = h;
+            if (park_closing) pthread_cond_broadcast(&park_idle);
             continue;
         }
+        if (park_closing) break;
         {
             struct timespec until;
             int rc = 0;
@@ -69,51 +119,49 @@ static void *helper_main(void *arg) {
                 until.tv_sec++;
                 until.tv_nsec -= 1000000000L;
             }
-            while (!h->fn && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&h->wake, &park_mu, &until);
-            if (!h->fn) break; /* idle too long: leave the list and exit */
+            while (!h->fn && rc != ETIMEDOUT && !park_closing)
+                rc = pthread_cond_timedwait(&h->wake, &park_mu, &until);
+            if (!h->fn && !park_closing) break; /* idle too long */
         }
     }
-    {
-        helper **pp = &parked;
-        while (*pp != h) pp = &(*pp)->next;
-        *pp = h->next;
-    }
+    /* Ended: joined by the next lend, or by park_close. */
+    park_end(h);
+    if (park_closing) pthread_cond_broadcast(&park_idle);
     pthread_mutex_unlock(&park_mu);
-    pthread_cond_destroy(&h->wake);
-    free(h);
     return NULL;
 }
 
 /* Run fn(arg) on a parked helper, or a new one; 0 on success. The caller
  * learns that fn returned through its own state (fn signals it last). */
 static int helper_lend(void *(*fn)(void *), void *arg) {
-    helper *h;
-    pthread_t th;
-    pthread_attr_t attr;
+    helper *h, *done;
     int ok;
     pthread_once(&park_once, park_init);
     pthread_mutex_lock(&park_mu);
+    done = ended;
+    ended = NULL;
     h = parked;
     if (h) {
         parked = h->next;
         h->fn = fn;
         h->arg = arg;
+        nbusy++;
         pthread_cond_signal(&h->wake);
-        pthread_mutex_unlock(&park_mu);
-        return 0;
     }
     pthread_mutex_unlock(&park_mu);
+    join_ended(done);
+    if (h) return 0;
     h = (helper *)calloc(1, sizeof(*h));
     if (!h) return -1;
     pthread_cond_init(&h->wake, NULL);
     h->fn = fn;
     h->arg = arg;
-    ok = pthread_attr_init(&attr) == 0;
-    if (ok) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        ok = pthread_create(&th, &attr, helper_main, h) == 0;
-        pthread_attr_destroy(&attr);
-    }
+    /* h->th is written under park_mu before the helper can read it (it
+     * takes park_mu first). */
+    pthread_mutex_lock(&park_mu);
+    ok = pthread_create(&h->th, NULL, helper_main, h) == 0;
+    if (ok) nbusy++;
+    pthread_mutex_unlock(&park_mu);
     if (!ok) {
         pthread_cond_destroy(&h->wake);
         free(h);

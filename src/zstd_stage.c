@@ -36,6 +36,15 @@ static void zstd_tls_free(void *p) {
 
 static void zstd_key_init(void) { zstd_key_ok = pthread_key_create(&zstd_key, zstd_tls_free) == 0; }
 
+/* At exit or dlclose (after the helper threads have ended): this thread's
+ * contexts are freed, so an unloaded library leaves no memory behind. */
+__attribute__((destructor(140))) static void zstd_unload(void) {
+    if (!zstd_key_ok) return;
+    zstd_key_ok = 0;
+    zstd_tls_free(pthread_getspecific(zstd_key));
+    pthread_key_delete(zstd_key);
+}
+
 /* This thread's context pair, created on first use; NULL if out of memory. */
 static zstd_tls *zstd_get_tls(void) {
     zstd_tls *t;
