@@ -397,6 +397,10 @@ if sm:
         md.append(f"| {f.replace('repeat-', '').replace('MB', ' MiB')} | {cell.get(1, '')} | "
                   f"{cell.get(2, '')} | {cell.get('z', '')} |")
     md.append("")
+    md.append("Two-thread figures vary from run to run on a shared machine: when the second core is "
+              "slowed by other work for seconds at a time, a two-thread median can fall below the "
+              "one-thread one (on the 2-core machine below, repeated runs of one size ranged over "
+              "a factor of 3 on two threads and within 5% on one).\n")
 sc = [r for r in rows if r["section"] == "scale_cli"]
 if sc:
     md.append("Peak resident memory against file size, whole processes (`/usr/bin/time -v`; mixed "
