@@ -46,7 +46,6 @@ typedef struct wtensor {
     const uint8_t *chain_ptr[PTWM_FMT_MAX_CHAINS];
     uint8_t flags;
     uint8_t hash[16];
-    ptwm_xxh128 hs;            /* a tensor of several chunks: hashed as they are appended */
     wchunk *chunks;
 } wtensor;
 
@@ -460,7 +459,6 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->to_file) ptwm_atomic_abort(&w->af);
     free(w->mem.p);
     for (i = 0; i < w->nt; i++) {
-        ptwm_xxh128_free(&w->t[i].hs); /* a failed writer leaves hashes unfinished */
         free(w->t[i].name);
         free(w->t[i].chain_bytes);
         free(w->t[i].chunks);
@@ -688,10 +686,6 @@ static void retire_job(ptwm_writer *w, wjob *j) {
         return;
     }
     if (j->hash_raw) memcpy(t->hash, j->raw_hash, 16);
-    if (t->hs.state) {
-        ptwm_xxh128_update(&t->hs, j->src, j->raw_len);
-        if (j->chunk + 1 == t->nchunks) ptwm_xxh128_end(&t->hs, t->hash);
-    }
     c->offset = payload_find_or_add(w, j->dst, j->out_len, j->phash, w->pos);
     c->coded = (uint32_t)j->out_len;
     c->raw = (uint32_t)j->raw_len;
@@ -844,7 +838,6 @@ static ptwm_error prepare_tensor(ptwm_writer *w, const ptwm_tensor_desc *d,
 }
 
 static void wtensor_free(wtensor *t) {
-    ptwm_xxh128_free(&t->hs);
     free(t->name);
     free(t->chain_bytes);
     free(t->chunks);
@@ -853,7 +846,8 @@ static void wtensor_free(wtensor *t) {
 static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const ptwm_chain_list *chains,
                              ptwm_read_fn read, void *ctx, ptwm_err *err) {
     wtensor t;
-    ptwm_error rc = PTWM_OK;
+    ptwm_xxh128 h = {NULL};
+    ptwm_error rc;
     uint64_t k, off = 0;
     size_t ti;
     if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
@@ -863,18 +857,6 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     if ((rc = prepare_tensor(w, d, chains, &t, err))) {
         wtensor_free(&t);
         return rc;   /* a rejected tensor leaves the writer usable */
-    }
-    /* A tensor of one chunk is hashed by the worker that codes it; one of
-     * several as its chunks are appended, in order, while they are still
-     * in the appending thread's cache (hashing them here as they were
-     * queued read them cold: 4% of the writing thread's time on two
-     * threads); an empty one gets the hash of no bytes now. */
-    if ((t.flags & PTWM_TF_PAYLOAD_HASH) && t.nchunks != 1) {
-        if ((rc = ptwm_xxh128_begin(&t.hs, err))) {
-            wtensor_free(&t);
-            return w_fail_caller(w, rc);
-        }
-        if (t.nchunks == 0) ptwm_xxh128_end(&t.hs, t.hash);
     }
     /* Appending threads read the tensor array: it moves under rmu. */
     rmu_lock(w);
@@ -892,6 +874,11 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     ti = w->nt++;
     w->t[ti] = t;
     rmu_unlock(w);
+    /* A tensor of one chunk is hashed by the worker that codes it (in
+     * parallel); others here (in order, as their chunks are queued; an empty
+     * tensor gets the hash of no bytes). */
+    if ((t.flags & PTWM_TF_PAYLOAD_HASH) && t.nchunks != 1 && (rc = ptwm_xxh128_begin(&h, err)))
+        return w_fail_caller(w, rc);
     for (k = 0; k < t.nchunks; k++) {
         wjob *j;
         size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off), slot;
@@ -935,6 +922,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
             memcpy(j->raw, (const uint8_t *)d->data + off, len);
             j->src = j->raw;
         }
+        if (h.state) ptwm_xxh128_update(&h, j->src, len);
         j->tensor = ti;
         j->chunk = k;
         j->dtype = t.dtype;
@@ -954,7 +942,18 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         ptwm_queue_submit(w->queue, slot, (uint64_t)len * t.nchains);
         off += len;
     }
-    return rc;
+    if (rc) {
+        ptwm_xxh128_free(&h);
+        return rc;
+    }
+    if (h.state) {
+        uint8_t hash[16];
+        ptwm_xxh128_end(&h, hash);
+        rmu_lock(w);
+        memcpy(w->t[ti].hash, hash, 16);
+        rmu_unlock(w);
+    }
+    return PTWM_OK;
 }
 
 ptwm_error ptwm_writer_add(ptwm_writer *w, const ptwm_tensor_desc *desc,
