@@ -63,17 +63,11 @@ typedef struct wjob {
     uint8_t *raw;               /* the slot's own copy of the chunk */
     const uint8_t *src;         /* the bytes to code: raw, or the caller's (borrowing) */
     size_t raw_len;
-    uint8_t *out;               /* the job's output buffer (out_cap bytes): a big one
-                                 * from the writer's stack, or the slot's small one */
-    size_t out_cap;
-    int big;                    /* out is a big buffer, returned when the slot is
-                                 * reclaimed */
-    uint8_t *small;             /* the slot's own buffer for small jobs (borrowing
-                                 * writers on threads; allocated when first used) */
+    uint8_t *out;               /* the slot's output buffer (slot_size bytes) */
     uint8_t *dst;               /* where the payload is coded: out, or (the oldest
                                  * pending job of an in-memory writer) straight into
                                  * the image at its end */
-    size_t dst_cap;             /* out_cap, or the image's room (a work bound) */
+    size_t dst_cap;             /* slot_size, or the image's room (a work bound) */
     size_t out_len;
     uint8_t chain;
     uint64_t phash;             /* payload_hash of out[0..out_len) */
@@ -137,9 +131,6 @@ struct ptwm_writer {
     size_t slot_size;           /* ptwm_chunk_work_bound(chunk_size): planes are coded
                                  * in place in slot buffers (pages past what the
                                  * stages write are never touched) */
-    size_t small_size;          /* ptwm_chunk_work_bound(SMALL_JOB) (0: one class) */
-    uint8_t **big_free;         /* big buffers not held by a job (writing thread) */
-    size_t nbig, nbig_free;
     uint8_t **scratch;          /* one slot-sized buffer per worker */
     pstore dedup;               /* payloads already written, by content */
     uint8_t *cmp;               /* file writers: a written payload read back */
@@ -239,11 +230,6 @@ static ptwm_error w_failed(ptwm_writer *w) {
 
 static void encode_task(void *ctx, size_t i, unsigned worker);
 
-/* Jobs of at most SMALL_JOB bytes use a slot's small buffer; borrowing
- * writers on threads keep SMALL_RING slots a thread (see writer_new). */
-#define SMALL_JOB ((size_t)64 << 10)
-#define SMALL_RING 32
-
 /* The key of a payload in the sharing store (computed by the worker that
  * coded it, off the appending thread): its length, its first 96 bytes and
  * its last 32. The first hold the chunk header, whose plane CRCs (when
@@ -274,11 +260,11 @@ static uint64_t payload_hash(const uint8_t *p, size_t n) {
  * slot's buffer is fresh memory the first time each call touches it (page
  * faults over the whole coded size on a file of a few chunks per slot, on
  * every call), and deeper windows keep two threads busy. At most
- * SPARE_SLOTS buffers are kept, of the sizes last used. */
-#define SPARE_SLOTS 96
+ * SPARE_SLOTS buffers of one size (the default chunk's bound) are kept. */
+#define SPARE_SLOTS 24
 static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *spare_buf[SPARE_SLOTS];
-static size_t spare_len[SPARE_SLOTS], nspare;
+static size_t spare_size, nspare;
 
 /* At exit or dlclose (after the helper threads have ended): the spares
  * are freed, so an unloaded library leaves no memory behind. */
@@ -290,41 +276,22 @@ __attribute__((destructor(140))) static void slot_unload(void) {
 
 static uint8_t *slot_alloc(size_t size) {
     uint8_t *p = NULL;
-    size_t i;
     pthread_mutex_lock(&spare_mu);
-    for (i = nspare; i-- > 0;)
-        if (spare_len[i] == size) {
-            p = spare_buf[i];
-            spare_buf[i] = spare_buf[--nspare];
-            spare_len[i] = spare_len[nspare];
-            break;
-        }
+    if (nspare && spare_size == size) p = spare_buf[--nspare];
     pthread_mutex_unlock(&spare_mu);
     return p ? p : (uint8_t *)ptwm_malloc(size);
 }
 
 static void slot_free(uint8_t *p, size_t size) {
-    uint8_t *drop = p;
     if (!p) return;
     pthread_mutex_lock(&spare_mu);
-    if (nspare == SPARE_SLOTS) {
-        /* full: a buffer of another size (an older writer's) gives way */
-        size_t i;
-        for (i = 0; i < nspare && spare_len[i] == size; i++) {
-        }
-        if (i < nspare) {
-            free(spare_buf[i]);
-            spare_buf[i] = spare_buf[--nspare];
-            spare_len[i] = spare_len[nspare];
-        }
-    }
-    if (nspare < SPARE_SLOTS) {
-        spare_buf[nspare] = p;
-        spare_len[nspare++] = size;
-        drop = NULL;
+    if (nspare == 0) spare_size = size;
+    if (spare_size == size && nspare < SPARE_SLOTS) {
+        spare_buf[nspare++] = p;
+        p = NULL;
     }
     pthread_mutex_unlock(&spare_mu);
-    free(drop);
+    free(p);
 }
 
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
@@ -370,27 +337,14 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
      * Slot buffers come from the spares of earlier writers, so a deep ring
      * does not fault in fresh memory on every call. One thread codes each
      * job as it waits for it: one slot, reused while warm in cache. */
-    w->nbig = w->nworkers == 1 ? 1 : borrow ? 8 * (size_t)w->nworkers : 3 * (size_t)w->nworkers + 2;
-    w->window = w->nbig;
-    /* Borrowing writers on threads: small jobs (tensors of at most
-     * SMALL_JOB bytes) take a slot with a small buffer of its own, and a ring
-     * of SMALL_RING slots a thread lets the writing thread run on past a big
-     * job that another thread is coding (with 8 slots a thread, a file of
-     * big tensors among small ones kept the writing thread waiting on a full
-     * ring: 0.3-0.4 ms of a 2-3 ms run). Big buffers stay at 8 a thread. */
-    if (w->nworkers > 1 && borrow && chunk > SMALL_JOB) {
-        w->small_size = ptwm_chunk_work_bound(SMALL_JOB);
-        w->window = SMALL_RING * (size_t)w->nworkers;
-    }
+    w->window = w->nworkers == 1 ? 1 : borrow ? 8 * (size_t)w->nworkers : 3 * (size_t)w->nworkers + 2;
     w->jobs = (wjob *)calloc(w->window, sizeof(wjob));
-    w->big_free = (uint8_t **)calloc(w->nbig, sizeof(uint8_t *));
     w->scratch = (uint8_t **)calloc(w->nworkers, sizeof(uint8_t *));
-    if (!w->jobs || !w->big_free || !w->scratch) goto nomem;
-    for (i = 0; i < w->window; i++)
-        if (!borrow && !(w->jobs[i].raw = (uint8_t *)ptwm_malloc(chunk))) goto nomem;
-    for (i = 0; i < w->nbig; i++) {
-        if (!(w->big_free[i] = slot_alloc(w->slot_size))) goto nomem;
-        w->nbig_free++;
+    if (!w->jobs || !w->scratch) goto nomem;
+    for (i = 0; i < w->window; i++) {
+        w->jobs[i].raw = borrow ? NULL : (uint8_t *)ptwm_malloc(chunk);
+        w->jobs[i].out = slot_alloc(w->slot_size);
+        if ((!borrow && !w->jobs[i].raw) || !w->jobs[i].out) goto nomem;
     }
     for (i = 0; i < w->nworkers; i++)
         if (!(w->scratch[i] = slot_alloc(w->slot_size))) goto nomem;
@@ -403,7 +357,7 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
 nomem:
     ptwm_writer_free(w);
     return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu chunk buffers of %llu bytes",
-                     (size_t)(w->window + w->nbig + w->nworkers), (unsigned long long)chunk);
+                     2 * (size_t)(w->window + w->nworkers), (unsigned long long)chunk);
 }
 
 static ptwm_error write_head(ptwm_writer *w, ptwm_err *err) {
@@ -470,13 +424,9 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->jobs)
         for (i = 0; i < w->window; i++) {
             free(w->jobs[i].raw);
-            if (w->jobs[i].big) slot_free(w->jobs[i].out, w->slot_size);
-            slot_free(w->jobs[i].small, w->small_size);
+            slot_free(w->jobs[i].out, w->slot_size);
         }
     free(w->jobs);
-    if (w->big_free)
-        for (i = 0; i < w->nbig_free; i++) slot_free(w->big_free[i], w->slot_size);
-    free(w->big_free);
     if (w->scratch)
         for (i = 0; i < w->nworkers; i++) slot_free(w->scratch[i], w->slot_size);
     free(w->scratch);
@@ -578,7 +528,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
      * touched); appending it then copies nothing (the copies were 3-4% of
      * compress time). An equal earlier payload just leaves it unused. */
     j->dst = j->out;
-    j->dst_cap = j->out_cap;
+    j->dst_cap = w->slot_size;
     if (!w->to_file) {
         rmu_lock(w);
         if (i == w->head && !w->failed) {
@@ -601,7 +551,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
         if (rc) {
             j->rc = rc;
         } else if (len < j->out_len) {
-            if (j->dst == j->out && j->big) {
+            if (j->dst == j->out) {
                 /* Both buffers are slot-sized: swap instead of copying. */
                 uint8_t *tmp = j->out;
                 j->dst = j->out = w->scratch[worker];
@@ -722,13 +672,7 @@ static void retire_ready(ptwm_writer *w) {
 static ptwm_error reclaim_one(ptwm_writer *w, ptwm_err *err) {
     ptwm_error rc;
     uint64_t done;
-    wjob *j = &w->jobs[w->reclaim];
     ptwm_queue_wait(w->queue, w->reclaim);
-    if (j->big) {
-        w->big_free[w->nbig_free++] = j->out;
-        j->big = 0;
-        j->out = NULL;
-    }
     w->reclaim = (w->reclaim + 1) % w->window;
     w->nheld--;
     rmu_lock(w);
@@ -883,26 +827,8 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         wjob *j;
         size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off), slot;
         if (w->nheld == w->window && (rc = reclaim_one(w, err))) break;
-        if (!w->small_size || len > SMALL_JOB) {
-            while (!w->nbig_free && !rc) rc = reclaim_one(w, err);
-            if (rc) break;
-        }
         slot = (w->reclaim + w->nheld) % w->window;
         j = &w->jobs[slot];
-        if (!w->small_size || len > SMALL_JOB) {
-            j->out = w->big_free[--w->nbig_free];
-            j->out_cap = w->slot_size;
-            j->big = 1;
-        } else {
-            if (!j->small && !(j->small = slot_alloc(w->small_size))) {
-                rc = w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM,
-                                                "out of memory for a %zu-byte chunk buffer",
-                                                w->small_size));
-                break;
-            }
-            j->out = j->small;
-            j->out_cap = w->small_size;
-        }
         if (read && !j->raw) {
             rc = w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                                             "streamed tensor on a borrowing writer"));
