@@ -746,6 +746,17 @@ size_t ptwm_chunk_work_bound(size_t raw_len) {
     return 4 * raw_len + 65536;
 }
 
+/* Bytes of the header `frame` writes for `count` planes of these raw and
+ * coded lengths. */
+static size_t header_size(unsigned count, const size_t *len, const size_t *coded, int crc) {
+    uint8_t tmp[10];
+    size_t h = 2;
+    unsigned k;
+    for (k = 0; k < count; k++)
+        h += 1 + put_varint(tmp, len[k]) + put_varint(tmp, coded[k]) + (crc ? 4 : 0);
+    return h;
+}
+
 /* Write the header for `count` planes and the coded bytes `body` to dst
  * (body may lie in dst itself, behind the header's room). */
 static ptwm_error frame(unsigned flags, unsigned count, const int *stage, const size_t *len,
@@ -950,14 +961,12 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
      * guess changed a varint's length (the copy from scratch was 5% of
      * compress time). */
     {
-        size_t hguess = 2;
-        uint8_t tmp[10];
-        for (k = 0; k < L.count; k++) {
-            size_t g = est[k].constant ? 1
+        size_t hguess;
+        for (k = 0; k < L.count; k++)
+            coded[k] = est[k].constant ? 1
                        : est[k].bytes < (double)L.len[k] ? (size_t)est[k].bytes
                                                          : L.len[k];
-            hguess += 1 + put_varint(tmp, L.len[k]) + put_varint(tmp, g) + (crc_flag ? 4 : 0);
-        }
+        hguess = header_size(L.count, L.len, coded, crc_flag != 0);
         if (dst && cap >= hguess && cap - hguess >= cb_need) {
             cb = dst + hguess;
         } else {
@@ -999,13 +1008,8 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         off += coded[k];
     }
 
-    {
-        size_t hsize = 2;
-        uint8_t tmp[10];
-        for (k = 0; k < L.count; k++)
-            hsize += 1 + put_varint(tmp, L.len[k]) + put_varint(tmp, coded[k]) + (crc_flag ? 4 : 0);
-        use_planes = hsize + off < raw_form_size(raw_len, crc_flag != 0);
-    }
+    use_planes = header_size(L.count, L.len, coded, crc_flag != 0) + off <
+                 raw_form_size(raw_len, crc_flag != 0);
     if (use_planes) {
         e = frame(crc_flag | (micro ? FLAG_MICRO : 0) | (sparse ? FLAG_SPARSE | FLAG_SIGNS : 0) |
                       (side ? FLAG_JOINT : 0) | (cols ? FLAG_COLS : 0),
