@@ -318,8 +318,8 @@ typedef struct plane_est {
     double entropy;    /* ideal order-0 bytes, no table */
     unsigned distinct; /* symbols seen */
     int constant;      /* every byte equal (checked exactly) */
-    int exact;         /* hist counts every byte */
-    size_t step;       /* one 64-byte block in every `step` was counted */
+    size_t step;       /* one 64-byte block in every `step` was counted (1: every
+                        * byte, the counts are exact) */
     uint32_t hist[256];
 } plane_est;
 
@@ -331,7 +331,6 @@ static plane_est estimate(const uint8_t *src, size_t n, size_t step) {
     e.bytes = e.entropy = 0.0;
     e.distinct = 0;
     e.constant = 0;
-    e.exact = step == 1;
     e.step = step;
     if (n == 0) {
         memset(e.hist, 0, sizeof(e.hist));
@@ -522,7 +521,7 @@ static int huf_may_beat(const plane_est *e, size_t len, size_t coded) {
     if (e->entropy + 3.0 + 16.0 + (double)e->distinct / 2.0 - 1.0 >= (double)coded) return 0;
     /* From exact counts, an optimal code's size bounds it without running
      * the encoder. */
-    return !e->exact || ptwm_huf_size_floor(e->hist, len) < coded;
+    return e->step != 1 || ptwm_huf_size_floor(e->hist, len) < coded;
 }
 
 /* Whether the picked order-0 stage could code smaller than `coded` bytes: it
@@ -555,7 +554,7 @@ static ptwm_error encode_stage(int stage, int level, const uint8_t *hlen,
     if (stage == PTWM_METHOD_HUFFMAN && hlen)
         return ptwm_huf_encode_lengths(src, len, hlen, out, cap, got);
     if (stage == PTWM_METHOD_RANS && rplan) return ptwm_rans_encode_plan(src, len, rplan, out, cap, got);
-    if (stage == PTWM_METHOD_RANS && est && est->exact)
+    if (stage == PTWM_METHOD_RANS && est && est->step == 1)
         return ptwm_rans_encode_counts(src, len, level, est->hist, out, cap, got);
     if (stage == PTWM_METHOD_RANS && est && level == 0 && len >= SAMPLED_TABLE) {
         uint32_t hist[256];
@@ -620,7 +619,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
      * that stay raw, or lose to another form, are sampled): the stages and
      * the Huffman/rANS call read them. A small integer plane is counted only
      * if zstd, coding it first, leaves the stage a chance (below). */
-    if (!est->exact && len <= SECOND_TRY_SMALL && p.stage != PTWM_METHOD_IDENTITY &&
+    if (est->step != 1 && len <= SECOND_TRY_SMALL && p.stage != PTWM_METHOD_IDENTITY &&
         !(lz && len < 2 * LZ_SAMPLE)) {
         exact = estimate(src, len, 1);
         est = &exact;
@@ -655,7 +654,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
              * of 472, handtrack.u8: 123 of 202), and the estimated stage is
              * then run only if its floor could beat zstd's result. */
             try_other(PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
-            if (p.stage != PTWM_METHOD_IDENTITY && !est->exact && len <= SECOND_TRY_SMALL &&
+            if (p.stage != PTWM_METHOD_IDENTITY && est->step != 1 && len <= SECOND_TRY_SMALL &&
                 stage_may_beat(est, &p, len, *coded)) {
                 /* (a sampled entropy errs low: it never skips a try the
                  * exact one would make) */
@@ -672,7 +671,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
              * smaller one, unless they are within CLOSE_CALL. */
             second = p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
                      len <= SECOND_TRY_SMALL;
-            if (second && est->exact && len < PTWM_RANS_O1_MIN_AUTO) {
+            if (second && est->step == 1 && len < PTWM_RANS_O1_MIN_AUTO) {
                 /* (order 1 is not tried below 64 KiB: the plan is order 0's)
                  * Huffman is sized first against a floor under rANS's size
                  * (the counts' entropy, a byte a frequency and its 99 bytes
