@@ -124,7 +124,8 @@ struct ptwm_writer {
     unsigned nworkers;
     wjob *jobs;                 /* a ring of `window` slots */
     size_t window;
-    size_t head, npending;      /* oldest job not appended; jobs not appended (rmu) */
+    size_t head;                /* oldest job not appended (rmu); a slot whose job is
+                                 * coded and not yet appended has `coded` set */
     size_t reclaim, nheld;      /* oldest slot not reclaimed; slots in use (writing
                                  * thread only) */
     size_t bound;               /* ptwm_chunk_bound(chunk_size) */
@@ -217,13 +218,14 @@ static ptwm_error w_fail_caller(ptwm_writer *w, ptwm_error rc) {
     return rc;
 }
 
-/* The sticky failure, read by the writing thread. */
-static ptwm_error w_failed(ptwm_writer *w) {
+/* The sticky failure, read by the writing thread: "writer already failed"
+ * into err if there is one. */
+static ptwm_error w_failed(ptwm_writer *w, ptwm_err *err) {
     ptwm_error rc;
     rmu_lock(w);
     rc = w->failed;
     rmu_unlock(w);
-    return rc;
+    return rc ? ptwm_fail(err, rc, "writer already failed") : PTWM_OK;
 }
 
 /* ---- setup --------------------------------------------------------------- */
@@ -455,8 +457,9 @@ static char *dup_str(const char *s, size_t *len_out) {
 
 ptwm_error ptwm_writer_set_source_header(ptwm_writer *w, const void *header, size_t len,
                                          const char *file_name, ptwm_err *err) {
+    ptwm_error rc;
     if (!w || (!header && len)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or header");
-    if (w_failed(w)) return ptwm_fail(err, w_failed(w), "writer already failed");
+    if ((rc = w_failed(w, err))) return rc;
     if (file_name && strlen(file_name) > 4096)
         return ptwm_fail(err, PTWM_ERR_LIMIT, "source file name of %zu bytes (max 4096)", strlen(file_name));
     if (len < 8 || ptwm_load_le64(header) != len - 8 || len - 8 > PTWM_ST_MAX_HEADER)
@@ -484,8 +487,9 @@ void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size) {
 
 ptwm_error ptwm_writer_set_metadata(ptwm_writer *w, const ptwm_kv *meta, size_t n, ptwm_err *err) {
     size_t i, j;
+    ptwm_error rc;
     if (!w || (!meta && n)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or metadata");
-    if (w_failed(w)) return ptwm_fail(err, w_failed(w), "writer already failed");
+    if ((rc = w_failed(w, err))) return rc;
     for (i = 0; i < n; i++) {
         if (!meta[i].key || !meta[i].value)
             return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "metadata entry %zu has a NULL key or value", i);
@@ -656,12 +660,11 @@ static void retire_job(ptwm_writer *w, wjob *j) {
 
 /* Append the coded jobs at the front of the ring, in job order. rmu held. */
 static void retire_ready(ptwm_writer *w) {
-    while (w->npending && w->jobs[w->head].coded) {
+    while (w->jobs[w->head].coded) {
         wjob *j = &w->jobs[w->head];
         j->coded = 0;
         retire_job(w, j);
         w->head = (w->head + 1) % w->window;
-        w->npending--;
     }
 }
 
@@ -795,7 +798,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     uint64_t k, off = 0;
     size_t ti;
     if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
-    if (w_failed(w)) return ptwm_fail(err, w_failed(w), "writer already failed");
+    if ((rc = w_failed(w, err))) return rc;
     if (!read && d && d->nbytes && !d->data)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s' has no data", d->name ? d->name : "");
     if ((rc = prepare_tensor(w, d, chains, &t, err))) {
@@ -859,11 +862,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         memcpy(j->chain_ptr, t.chain_ptr, sizeof(j->chain_ptr));
         memcpy(j->chain_len, t.chain_len, sizeof(j->chain_len));
         j->raw_len = len;
-        j->rc = PTWM_OK;
-        j->coded = 0;
-        rmu_lock(w);
-        w->npending++;
-        rmu_unlock(w);
+        j->rc = PTWM_OK; /* (coded is 0: cleared when the slot's last job was appended) */
         w->nheld++;
         ptwm_queue_submit(w->queue, slot, (uint64_t)len * t.nchains);
         off += len;
@@ -1011,7 +1010,7 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     uint8_t foot[PTWM_FMT_FOOT_SIZE];
     uint64_t table_offset;
     ptwm_error rc;
-    if (w_failed(w)) return ptwm_fail(err, w_failed(w), "writer already failed");
+    if ((rc = w_failed(w, err))) return rc;
     if ((rc = drain(w, err))) return rc;
     if ((rc = check_duplicates(w, err))) return rc;
     if ((rc = build_table(w, &tab, err)) || (rc = pack_table(&tab, err))) {
