@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -252,7 +253,17 @@ int ptwm_file_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* The cores this process may run on (as nproc counts them, so taskset and
+ * cpusets are honoured). sched_getaffinity is one cheap system call, where
+ * sysconf(_SC_NPROCESSORS_ONLN) opened and read /sys files on every call:
+ * about 50 us, paid by every writer (1% of compressing a 14 MB file). */
 int ptwm_cpu_count(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = 0;
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) n = CPU_COUNT(&set);
+#endif
+    if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
 }
