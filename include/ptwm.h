@@ -324,7 +324,9 @@ typedef struct ptwm_cparams {
     int emit_payload_hash;    /* XXH3-128 of each tensor's raw bytes */
     int emit_plane_crc;       /* CRC32 of each coded plane of each chunk */
     uint64_t chunk_size;      /* raw bytes per chunk; 0 = default */
-    int threads;              /* 0 = all cores; the output is identical for any count */
+    int threads;              /* 0 = all cores (those this process may run on, as
+                               * nproc counts them); the output is identical for
+                               * any count */
     int zstd_level;           /* for ZSTD stages; 0 = 3 (1 where zstd is one
                                * candidate among several: docs/CHAINS.md) */
     /* Optional progress report, called on the writing thread after each
