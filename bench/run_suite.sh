@@ -400,7 +400,14 @@ if sm:
     md.append("Two-thread figures vary from run to run on a shared machine: when the second core is "
               "slowed by other work for seconds at a time, a two-thread median can fall below the "
               "one-thread one (on the 2-core machine below, repeated runs of one size ranged over "
-              "a factor of 3 on two threads and within 5% on one).\n")
+              "a factor of 3 on two threads and within 5% on one). The sizes from 64 MiB are also "
+              "hit by how that machine, a virtual one, backs its memory: each compress writes a "
+              "fresh image, and memory the host had not backed took about 2.5 s a GB to touch "
+              "(12 GB: 30 s of system time), against 0.4 s a GB for fresh pages it had backed. "
+              "Right after 12 GB had been touched once, 256 MiB of faceres-deep.f32's tensors "
+              "compressed at 4346 MB/s on two threads against 2427 on one; the host takes freed "
+              "memory back, and later runs of this table's 256 MiB case ranged from 717 to 3275 "
+              "MB/s on one or two threads.\n")
 sc = [r for r in rows if r["section"] == "scale_cli"]
 if sc:
     md.append("Peak resident memory against file size, whole processes (`/usr/bin/time -v`; mixed "
