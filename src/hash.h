@@ -30,8 +30,9 @@ void ptwm_xxh128_free(ptwm_xxh128 *h);
 void ptwm_xxh128_oneshot(const void *p, size_t n, uint8_t out[16]);
 
 /* The functions above use hash_avx2.c when the CPU has AVX2 (its AVX-512
- * loops where it has AVX-512F; checked once), else libxxhash. Tests call both paths directly; callers of the AVX2 forms
- * check ptwm_xxh128_have_avx2() first. */
+ * loops where it has AVX-512F; checked once), else libxxhash. Tests call
+ * both paths directly; callers of the AVX2 forms check
+ * ptwm_xxh128_have_avx2() first. */
 int ptwm_xxh128_have_avx2(void);
 int ptwm_xxh128_have_avx512(void);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
