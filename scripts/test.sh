@@ -43,6 +43,8 @@ run_fuzzer() {
 }
 
 jobs=$(nproc 2>/dev/null || echo 2)
+# The real weights the tests read (build-corpus/, checked against tests/corpus/SHA256SUMS).
+step "corpus" scripts/corpus.sh
 step "build (release)" scripts/build.sh build
 step "tests (release)" ctest --test-dir build -j"$jobs" --output-on-failure
 step "build (asan+ubsan)" scripts/build.sh build-asan -DPTWM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo

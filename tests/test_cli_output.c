@@ -190,8 +190,7 @@ int main(void) {
         test_cli_output();
         test_error_names();
         test_verify_reports_safetensors_error();
-        test_write_failure(getenv("PTWM_CORPUS") ? tu_corpus_path("handtrack.u8.safetensors")
-                                                 : "/nonexistent");
+        test_write_failure(tu_corpus_path("handtrack.u8.safetensors"));
     }
     return tu_finish("cli_output");
 }

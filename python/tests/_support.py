@@ -1,7 +1,7 @@
 """Shared helpers for the ptwm Python tests (standard library unittest only).
 
 Where things are found:
-  corpus   PTWM_CORPUS, else ../shared/corpus beside the repository
+  corpus   PTWM_CORPUS (ctest sets it to build-corpus/, which scripts/corpus.sh builds)
   CLI      PTWM_BIN, else `ptwm` beside the loaded libptwm, else build/ptwm
   sources  PTWM_SOURCE_DIR, else the repository around python/tests
   package  the installed ptwm, else the one in python/ beside these tests
@@ -31,17 +31,20 @@ REPO = os.environ.get("PTWM_SOURCE_DIR") or os.path.dirname(os.path.dirname(TEST
 
 
 def corpus_dir() -> str:
-    d = os.environ.get("PTWM_CORPUS") or os.path.join(REPO, "..", "shared", "corpus")
+    d = os.environ.get("PTWM_CORPUS")
+    if not d:
+        raise AssertionError("PTWM_CORPUS is not set (ctest sets it; scripts/corpus.sh builds "
+                             "the corpus into build-corpus/)")
     d = os.path.abspath(d)
     if not os.path.isdir(d):
-        raise AssertionError(f"corpus not found at '{d}' (set PTWM_CORPUS)")
+        raise AssertionError(f"corpus not found at '{d}' (scripts/corpus.sh builds it)")
     return d
 
 
 def corpus_file(name: str) -> str:
     path = os.path.join(corpus_dir(), name)
     if not os.path.isfile(path):
-        raise AssertionError(f"corpus file '{path}' is missing")
+        raise AssertionError(f"corpus file '{path}' is missing (scripts/corpus.sh builds it)")
     return path
 
 

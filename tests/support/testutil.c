@@ -38,20 +38,8 @@ int tu_finish(const char *suite) {
 }
 
 const char *tu_corpus_dir(void) {
-    static const char *guesses[] = {"../shared/corpus", "../../shared/corpus",
-                                    "../../../shared/corpus", "/work/shared/corpus"};
-    static char buf[1024];
     const char *env = getenv("PTWM_CORPUS");
-    size_t i;
-    if (env && access(env, R_OK) == 0) return env;
-    for (i = 0; i < sizeof(guesses) / sizeof(guesses[0]); i++) {
-        snprintf(buf, sizeof(buf), "%s/SHA256SUMS", guesses[i]);
-        if (access(buf, R_OK) == 0) {
-            snprintf(buf, sizeof(buf), "%s", guesses[i]);
-            return buf;
-        }
-    }
-    return NULL;
+    return env && *env ? env : NULL;
 }
 
 const char *const *tu_corpus_files(void) {
@@ -69,6 +57,9 @@ const char *tu_corpus_path(const char *name) {
     static char buf[2048];
     const char *dir = tu_corpus_dir();
     snprintf(buf, sizeof(buf), "%s/%s", dir ? dir : ".", name);
+    if (access(buf, R_OK) != 0)
+        fprintf(stderr, "corpus file %s is missing (PTWM_CORPUS=%s; scripts/corpus.sh builds it)\n", buf,
+                dir ? dir : "(unset)");
     return buf;
 }
 

@@ -43,11 +43,13 @@ void tu_check_err(const char *file, int line, ptwm_error got, const ptwm_err *er
 /* Print "N passed, N failed" and return the exit status. */
 int tu_finish(const char *suite);
 
-/* Directory of ../shared/corpus ($PTWM_CORPUS, else relative guesses); NULL if absent. */
+/* Directory of the real-weights corpus: $PTWM_CORPUS, which ctest sets to the
+ * directory scripts/corpus.sh builds (tests/corpus/README.md); NULL if unset. */
 const char *tu_corpus_dir(void);
 /* NULL-terminated list of the corpus .safetensors file names (static). */
 const char *const *tu_corpus_files(void);
-/* Full path of a corpus file into a static buffer. */
+/* Full path of a corpus file into a static buffer; a missing file is reported
+ * on stderr (the test's own check then fails). */
 const char *tu_corpus_path(const char *name);
 /* Read a whole file; malloc'd, NULL on failure. */
 uint8_t *tu_read_file(const char *path, size_t *len);
