@@ -14,7 +14,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$here/build/ptwm}
 [ $# -gt 0 ] && shift
 sizes=${*:-250 1100}
-corpus=${PTWM_CORPUS:-$here/../shared/corpus}
+corpus=${PTWM_CORPUS:-$here/build-corpus}
+[ -n "${PTWM_CORPUS:-}" ] || "$here/scripts/corpus.sh" "$corpus" || exit 2
 shard_mb=${SHARD_MB:-100}
 tensor_mb=${TENSOR_MB:-8}
 

@@ -326,7 +326,7 @@ static void bench_memory_report(const mem_result *m) {
 }
 
 int main(int argc, char **argv) {
-    const char *dir = getenv("PTWM_CORPUS") ? getenv("PTWM_CORPUS") : "../shared/corpus";
+    const char *dir = getenv("PTWM_CORPUS") ? getenv("PTWM_CORPUS") : "build-corpus";
     /* Medians of 15 single calls (BC_MAX_RUNS): two-thread calls of a few
      * milliseconds run slow for a while after the second core has idled (on
      * the 2-core virtual machine of the README, a file's first 2-5

@@ -3,8 +3,8 @@
  *
  *   bench_entropy [--csv FILE] [--runs N] [CORPUS_DIR]
  *
- * CORPUS_DIR defaults to $PTWM_CORPUS, then ../shared/corpus (or
- * ../../shared/corpus when run from a build directory). Planes: the
+ * CORPUS_DIR defaults to $PTWM_CORPUS, then build-corpus (or ../build-corpus
+ * when run from a build directory; scripts/corpus.sh builds it). Planes: the
  * exponent and sign+mantissa planes of the BF16 corpus files and the bytes of
  * handtrack.u8. Speeds are MB/s of plane bytes (1 MB = 10^6 bytes), the median
  * of N (default 7) runs alternating encode and decode; every run repeats the
@@ -191,8 +191,8 @@ int main(int argc, char **argv) {
     if (!dir) dir = getenv("PTWM_CORPUS");
     if (!dir) {
         /* from the source root or from a build directory inside it */
-        FILE *probe = fopen("../shared/corpus/SHA256SUMS", "rb");
-        dir = probe ? "../shared/corpus" : "../../shared/corpus";
+        FILE *probe = fopen("build-corpus/SHA256SUMS", "rb");
+        dir = probe ? "build-corpus" : "../build-corpus";
         if (probe) fclose(probe);
     }
     if (!load_planes(dir, pl, &count)) return 1;

@@ -449,7 +449,7 @@ static void entropy_floor(const char *file, const group *g) {
          * the top 7 mantissa bits, then the two low bytes), each zero-order:
          * a 2^24-symbol table cannot be estimated from a few million values
          * (the empirical figure would be capped at log2 of the count). This
-         * is how ../shared/corpus/README.md gives it (23.97 bits). */
+         * is how tests/corpus/README.md gives it (23.97 bits). */
         unsigned mbits = sbits - 1, np = sbits > 16 ? 3 : 1, pbits = sbits / np, p;
         uint32_t *he = (uint32_t *)calloc((size_t)1 << ebits, sizeof(uint32_t));
         uint32_t *hs[3] = {NULL, NULL, NULL};

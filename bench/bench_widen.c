@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : getenv("PTWM_CORPUS");
     size_t i;
     int bad = 0;
-    if (!dir) dir = "../shared/corpus";
+    if (!dir) dir = "build-corpus";
     printf("widening through ptwm_load_layout vs memcpy; rates in source bytes/s, median of %d\n",
            RUNS);
     for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) bad |= bench_file(dir, files[i]);

@@ -11,7 +11,7 @@
 #   SLOW_RUNS=3    runs for zstd -19 (slow, and its noise is small)
 #   CLI_RUNS=3     whole-process runs per command on corpus files (median)
 #   BIG_MB=2048    largest scaling file (MiB of tensor data), via the CLI
-#   PTWM_CORPUS    corpus directory (default: ../shared/corpus beside the tree)
+#   PTWM_CORPUS    corpus directory (default: build-corpus, built by scripts/corpus.sh)
 #   PTWM_BUILD_DIR build tree (default: build-bench; configured and built here)
 #   SKIP_BUILD=1   use the binaries already in the build tree
 #   BENCH_TMP      scratch directory for the scaling files (default: /tmp)
@@ -25,7 +25,7 @@ set -euo pipefail
 export LC_ALL=C
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-corpus=${PTWM_CORPUS:-$here/../shared/corpus}
+corpus=${PTWM_CORPUS:-$here/build-corpus}
 build=${PTWM_BUILD_DIR:-$here/build-bench}
 out=$here/bench/out
 quick=${QUICK:-0}
@@ -45,6 +45,7 @@ for tool in cmake gnuplot xz gzip zstd /usr/bin/time python3 cmp; do
 done
 pkg-config --exists blosc 2>/dev/null || {
     echo "run_suite: missing libblosc-dev; install with: scripts/deps.sh --bench" >&2; exit 2; }
+[[ -n ${PTWM_CORPUS:-} ]] || "$here/scripts/corpus.sh" "$corpus" || exit 2
 [[ -d $corpus ]] || { echo "run_suite: no corpus at $corpus (set PTWM_CORPUS)" >&2; exit 2; }
 
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
@@ -361,7 +362,7 @@ print(summary)
 # README section
 md = []
 md.append("## Performance\n")
-md.append("Lossless size and speed on the real weights of `../shared/corpus` (11 safetensors files of "
+md.append("Lossless size and speed on the real weights of the corpus (`tests/corpus/README.md`: 11 safetensors files of "
           "trained networks), each dtype's files together, measured in memory on one machine in one run. "
           "Size is the coded bytes as a percentage of the raw tensor bytes; MB/s is 10^6 raw bytes a "
           "second; figures are medians of several runs, taken alternately so that load on the machine "
