@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(gcc make cmake pkg-config libzstd-dev libxxhash-dev libjansson-dev libisal-dev
-      clang python3 zstd time)
+      clang python3 zstd time python3-numpy python3-torch)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(libblosc-dev xz-utils gzip gnuplot-nox)
 fi
@@ -39,13 +39,13 @@ echo "ptwm: installing missing packages: ${missing[*]}" >&2
 if [[ $(id -u) -eq 0 ]]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
-  apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
   sudo DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   echo "ptwm: cannot install as a normal user; run:" >&2
-  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
   exit 1
 fi
 # libclang-rt for a clang installed just now

@@ -1,6 +1,5 @@
 """Dtype spellings: safetensors names, NumPy/PyTorch names and objects."""
 
-import importlib.util
 import unittest
 
 import _support  # noqa: F401 (first: it finds the package in a checkout)
@@ -53,7 +52,6 @@ class DtypeTest(unittest.TestCase):
                     ptwm.dtype_code(bad)
                 self.assertIsInstance(cm.exception, PtwmError)
 
-    @unittest.skipUnless(importlib.util.find_spec("numpy"), "NumPy is not installed")
     def test_numpy_dtypes(self):
         import numpy as np
         self.assertEqual(ptwm.dtype_code(np.float32), ptwm.dtype_code("F32"))
@@ -62,7 +60,6 @@ class DtypeTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             ptwm.dtype_code(np.dtype(">f4"))
 
-    @unittest.skipUnless(importlib.util.find_spec("torch"), "PyTorch is not installed")
     def test_torch_dtypes(self):
         import torch
         self.assertEqual(ptwm.dtype_code(torch.bfloat16), ptwm.dtype_code("BF16"))
