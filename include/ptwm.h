@@ -526,9 +526,17 @@ PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
 
 /* Whole checkpoints: a .safetensors file or Hugging Face directory to a .ptwm
  * directory and back, one shard in flight at a time (memory bounded by threads x
- * chunk size, never the model). Output is built in a temporary directory beside
- * `outdir` and renamed into place when complete; an existing `outdir` is
- * PTWM_ERR_EXISTS unless `force`. Files other than the tensors and the index
+ * chunk size, never the model). Output is built in a temporary directory
+ * `outdir`.tmp-XXXXXX beside `outdir`, every file and directory of it fsynced,
+ * then renamed into place and the parent directory fsynced, so a crash or power
+ * loss leaves the old output or the complete new one. An existing `outdir` is
+ * PTWM_ERR_EXISTS unless `force`; `force` swaps old and new in one atomic
+ * rename (RENAME_EXCHANGE) where the file system has it, else moves the old one
+ * to `outdir`.old-XXXXXX first (the next call puts it back if a crash came
+ * before the new one was in place). Leftovers `outdir`.tmp-* and .old-* of an
+ * interrupted run are PTWM_ERR_EXISTS, naming them, unless `force`, which
+ * removes them (so two calls must not write one outdir at the same time).
+ * Files other than the tensors and the index
  * (config.json, tokenizer files) are copied as they are, subdirectories up to
  * 16 deep; a link to a file is copied as the file, a link to a directory is
  * PTWM_ERR_UNSUPPORTED, other special files are skipped. */
@@ -560,6 +568,13 @@ PTWM_API ptwm_error ptwm_compress_checkpoint(const char *src, const char *outdir
  * model.safetensors.index.json (a single model.safetensors when one shard). */
 PTWM_API ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
                                                const ptwm_checkpoint_options *opt, ptwm_err *err);
+
+/* Remove every temporary output (staged directory, file written under a
+ * temporary name) that calls in progress in this process have made, and make
+ * any later attempt to create or commit one fail. For a program that ends on a
+ * signal: call it from a thread that waits for the signal (sigwait), not from
+ * a signal handler (it takes a lock and frees memory), then exit. */
+PTWM_API void ptwm_remove_temporary_outputs(void);
 
 /* ------------------------------------------------------------------------ */
 /* Sources and layout loads                                                  */
