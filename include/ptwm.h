@@ -598,15 +598,16 @@ typedef struct ptwm_source ptwm_source;
 /* AUTO: a directory holding model.ptwm.index.json or model.ptwm is PTWM_DIR,
  * one holding model.safetensors.index.json or model.safetensors is
  * SAFETENSORS_DIR; a file starting with the .ptwm magic is PTWM, else it must
- * be a valid safetensors file. Safetensors kinds are memory-mapped (see
- * ptwm_source_open_mode, and ptwm_open_mode for files truncated while open). */
+ * be a valid safetensors file. Safetensors kinds are read with pread
+ * (PTWM_OPEN_PREAD): a file truncated while open is PTWM_ERR_TRUNCATED, "file X
+ * is N bytes, expected M", never SIGBUS. */
 PTWM_API ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source **out,
                                      ptwm_err *err);
 /* As ptwm_source_open, choosing how safetensors kinds read tensor bytes:
- * PTWM_OPEN_MMAP (the default: zero-copy widening from the mapping) or
- * PTWM_OPEN_PREAD (bounded reads; resident memory never grows with the file,
- * for layer-by-layer loads of models larger than RAM; a file truncated while
- * open is PTWM_ERR_TRUNCATED, not SIGBUS). Other kinds ignore it. */
+ * PTWM_OPEN_PREAD (the default: bounded reads; resident memory never grows
+ * with the file; a file truncated while open is PTWM_ERR_TRUNCATED, not
+ * SIGBUS) or PTWM_OPEN_MMAP (zero-copy widening from the mapping, for files
+ * nothing truncates: see ptwm_open_mode). Other kinds ignore it. */
 PTWM_API ptwm_error ptwm_source_open_mode(const char *path, ptwm_source_kind kind,
                                           ptwm_open_mode mode, ptwm_source **out,
                                           ptwm_err *err);

@@ -218,6 +218,12 @@ static int run(int argc, char **argv) {
     /* a temporary beside the output, so the rename stays on one file system */
     snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", a.out);
     fd = mkstemp(tmp);
+    if (fd >= 0 && cli_temp_set(tmp) != 0) {
+        close(fd);
+        unlink(tmp);
+        fd = -1;
+        errno = ENOMEM;
+    }
     if (fd < 0) {
         fprintf(stderr, "ptwm: export: cannot create '%s': %s\n", tmp, strerror(errno));
         rc = CLI_BAD_INPUT;
@@ -236,11 +242,14 @@ static int run(int argc, char **argv) {
         } else if (rc != CLI_OK) {
             close(fd);
         }
-        if (rc == CLI_OK && rename(tmp, a.out) != 0) {
+        if (rc == CLI_OK && cli_temp_commit(a.out) != 0) {
             fprintf(stderr, "ptwm: export: rename to '%s': %s\n", a.out, strerror(errno));
             rc = CLI_BAD_INPUT;
         }
-        if (rc != CLI_OK) unlink(tmp);
+        if (rc != CLI_OK) {
+            unlink(tmp);
+            cli_temp_set(NULL);
+        }
     }
     if (rc == CLI_OK)
         printf("%s: %zu tensors, %llu bytes of %s\n", a.out, n, (unsigned long long)written,

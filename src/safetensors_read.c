@@ -200,9 +200,10 @@ ptwm_error ptwm_st_read(const ptwm_st *st, size_t index, uint64_t offset, void *
     }
     rc = ptwm_pread_full(st->fd, dst, len, st->data_start + e->begin + offset, st->label, err);
     /* The size was checked at open: a short read means the file shrank since. */
-    if (rc == PTWM_ERR_TRUNCATED)
-        ptwm_err_prefix(err, "tensor '%s' (the file was %llu bytes when opened)", e->name,
-                        (unsigned long long)st->size);
+    if (rc == PTWM_ERR_TRUNCATED) {
+        ptwm_fail_shrunk(err, st->fd, st->label, st->size);
+        ptwm_err_prefix(err, "tensor '%s'", e->name);
+    }
     return rc;
 }
 
