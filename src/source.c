@@ -1,6 +1,7 @@
 /* One handle over every kind of weights file. Each kind's reader parses its
  * header or index once at open; the source only forwards to it, so loads of
  * many layouts from one source never parse anything again. */
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "container_format.h"
@@ -31,9 +32,11 @@ const char *ptwm_source_kind_name(ptwm_source_kind kind) {
     return "unknown";
 }
 
+/* Whether dir/name is there, as a file or as something unusable (a link to
+ * itself, no permission), whose opener then reports the real error. */
 static int dir_has(const char *dir, const char *name) {
     char *p = ptwm_path_join(dir, name);
-    int yes = p && ptwm_file_exists(p);
+    int yes = p && ptwm_file_state(p) != ENOENT;
     free(p);
     return yes;
 }
