@@ -21,7 +21,7 @@ static void help(FILE *out) {
             "the layout then cuts in order). LAYOUT.json is a JSON list of\n"
             "{\"name\": \"...\", \"shape\": [d0, d1, ...]}; each tensor must exist with that\n"
             "shape. F32 is copied, BF16 and F16 widened exactly. The output is streamed\n"
-            "through a temporary file renamed into place.\n\n"
+            "through a temporary file, fsynced and renamed into place.\n\n"
             "options:\n"
             "  --layout FILE      the layout (required)\n"
             "  -o, --output FILE  the raw file to write (required)\n"
@@ -32,7 +32,8 @@ static void help(FILE *out) {
             "  --threads N        decoding threads for .ptwm sources (0 = all cores)\n"
             "  -f, --force        replace OUT if it exists\n"
             "  -h, --help         this help\n\n"
-            "exit status: 0 written, 1 bad input, 2 bad usage\n");
+            "exit status: 0 written, 1 bad input, 2 bad usage, 130/143/129 on\n"
+            "SIGINT/SIGTERM/SIGHUP (temporary file removed)\n");
 }
 
 typedef struct export_args {
