@@ -7,7 +7,8 @@
  *   the next run;
  * - kill -9 at random moments of real runs: the same;
  * - SIGINT, SIGTERM and SIGHUP remove the temporary output and exit 130, 143,
- *   129;
+ *   129 (compress at known steps and at random moments; export's single file
+ *   at random moments);
  * - a leftover OUTDIR.tmp-* is named by the next run and removed by --force. */
 #include <dirent.h>
 #include <stdarg.h>
@@ -64,16 +65,18 @@ static int err_has(const char *s) {
     return r;
 }
 
-/* Entries of the test directory named OUTDIR.tmp-* or OUTDIR.old-*. */
-static int leftovers(void) {
+/* Entries of the test directory whose name starts with `prefix`. */
+static int count_prefixed(const char *prefix) {
     DIR *d = opendir(tu_tmpdir());
     struct dirent *e;
     int n = 0;
-    while (d && (e = readdir(d)) != NULL)
-        if (!strncmp(e->d_name, "out.tmp-", 8) || !strncmp(e->d_name, "out.old-", 8)) n++;
+    while (d && (e = readdir(d)) != NULL) n += !strncmp(e->d_name, prefix, strlen(prefix));
     if (d) closedir(d);
     return n;
 }
+
+/* Entries named OUTDIR.tmp-* or OUTDIR.old-*. */
+static int leftovers(void) { return count_prefixed("out.tmp-") + count_prefixed("out.old-"); }
 
 /* 'o' if OUTDIR holds exactly the old output, 'n' the new one, 0 if it is
  * missing or holds anything else. */
@@ -222,6 +225,60 @@ static void signals_clean_up(void) {
     }
 }
 
+/* ptwm export's single output file: a signal at a random moment of a real
+ * run either finds it done or removes the temporary file and exits 128 + sig;
+ * the output is never left partial. The source is a sparse 32 MiB raw F32
+ * file, so a run lasts long enough to be interrupted. */
+static void export_signals(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    char raw[1300], layout[1300], out[1300];
+    static const char json[] = "[{\"name\": \"\", \"shape\": [8388608]}]";
+    uint64_t seed = 0xe4;
+    double t0, span = 0;
+    int status, i, interrupted = 0;
+    FILE *f;
+    snprintf(raw, sizeof raw, "%s/big.f32", tu_tmpdir());
+    snprintf(layout, sizeof layout, "%s/big.json", tu_tmpdir());
+    snprintf(out, sizeof out, "%s/out.f32", tu_tmpdir());
+    f = fopen(raw, "wb");
+    CHECK(f && ftruncate(fileno(f), (off_t)32 << 20) == 0);
+    if (f) fclose(f);
+    CHECK(tu_write_file(layout, json, strlen(json)) == 0);
+    for (i = 0; i < 12; i++) {
+        int sig = sigs[i % 3];
+        struct stat sb;
+        pid_t pid;
+        t0 = now();
+        pid = fork();
+        if (pid == 0) {
+            freopen("/dev/null", "w", stdout);
+            freopen("/dev/null", "w", stderr);
+            execl(bin, bin, "export", raw, "--raw", "--layout", layout, "-o", out, "-f",
+                  (char *)NULL);
+            _exit(127);
+        }
+        if (i == 0) { /* the first run is timed, not signalled */
+            waitpid(pid, &status, 0);
+            span = now() - t0;
+            CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            unlink(out);
+            continue;
+        }
+        usleep((useconds_t)((double)(tu_rand(&seed) % 1000) / 1000.0 * span * 1.2e6));
+        kill(pid, sig);
+        waitpid(pid, &status, 0);
+        CHECK_MSG(WIFEXITED(status) &&
+                      (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 128 + sig),
+                  "export, signal %d: status %d", sig, status);
+        interrupted += WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig;
+        CHECK(stat(out, &sb) != 0 || sb.st_size == (off_t)32 << 20);
+        CHECK_MSG(count_prefixed("out.f32.tmp-") == 0, "export, signal %d: temporary file left",
+                  sig);
+        unlink(out);
+    }
+    CHECK_MSG(interrupted > 0, "no export run was interrupted");
+}
+
 int main(void) {
     char src[1200], ref[1300], p[1400];
     const char *root = getenv("PTWM_SOURCE_DIR");
@@ -250,6 +307,7 @@ int main(void) {
     signals_clean_up();
     signal_at_random(SIGKILL, 8);
     signal_at_random(SIGTERM, 4);
+    export_signals();
     free(old_bytes);
     free(new_bytes);
     return tu_finish("cli_crash");
