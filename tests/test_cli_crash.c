@@ -104,16 +104,22 @@ static void reset_old(void) {
     CHECK(outdir_state() == 'o' && leftovers() == 0);
 }
 
+/* From the old output, a `compress --force` killed at `step`: OUTDIR's state after. */
+static int kill_at(const char *step, int no_exchange) {
+    int rc;
+    reset_old();
+    rc = run_hooked(step, no_exchange, "compress '%s' -o '%s' -q -f", sample, outdir);
+    CHECK_MSG(killed(rc), "step %s%s: exit %d, expected a kill", step,
+              no_exchange ? " (no exchange)" : "", rc);
+    return outdir_state();
+}
+
 static void kill_every_step(void) {
     static const char *const exchange_steps[] = {"begin", "synced", "exchanged", "done"};
     static const char *const fallback_steps[] = {"begin", "synced", "parked", "renamed", "done"};
     size_t i;
     for (i = 0; i < sizeof exchange_steps / sizeof exchange_steps[0]; i++) {
-        int rc, st;
-        reset_old();
-        rc = run_hooked(exchange_steps[i], 0, "compress '%s' -o '%s' -q -f", sample, outdir);
-        CHECK_MSG(killed(rc), "step %s: exit %d, expected a kill", exchange_steps[i], rc);
-        st = outdir_state();
+        int st = kill_at(exchange_steps[i], 0);
         CHECK_MSG(st == 'o' || st == 'n', "step %s: OUTDIR missing or incomplete",
                   exchange_steps[i]);
         /* The old output goes away only once the new one is in place. */
@@ -128,11 +134,7 @@ static void kill_every_step(void) {
     /* Without RENAME_EXCHANGE: two renames, and between them OUTDIR is
      * missing; the next run puts the old output back before anything else. */
     for (i = 0; i < sizeof fallback_steps / sizeof fallback_steps[0]; i++) {
-        int rc, st;
-        reset_old();
-        rc = run_hooked(fallback_steps[i], 1, "compress '%s' -o '%s' -q -f", sample, outdir);
-        CHECK_MSG(killed(rc), "fallback step %s: exit %d, expected a kill", fallback_steps[i], rc);
-        st = outdir_state();
+        int st = kill_at(fallback_steps[i], 1);
         if (!strcmp(fallback_steps[i], "parked")) {
             CHECK(st == 0);
             CHECK(run("compress '%s' -o '%s' -q", sample, outdir) == 1);
@@ -171,6 +173,14 @@ static pid_t start(int old_method) {
     return pid;
 }
 
+/* What a run sent `sig` may end with: it finished first (exit 0), it removed
+ * its temporary output and exited 128 + sig, or the signal came before the
+ * program had set up its handling (killed by it, before writing anything). */
+static int signal_outcome(int status, int sig) {
+    if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 128 + sig;
+    return WIFSIGNALED(status) && WTERMSIG(status) == sig;
+}
+
 /* Signal a real run at random moments (spread over one run's duration). */
 static void signal_at_random(int sig, int rounds) {
     uint64_t seed = 0x5eedu + (uint64_t)sig;
@@ -192,10 +202,8 @@ static void signal_at_random(int sig, int rounds) {
             CHECK(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0));
             if (leftovers()) reset_old();
         } else {
-            /* Either it finished first, or it cleaned up and exited 128 + sig. */
-            CHECK_MSG(WIFEXITED(status) && (WEXITSTATUS(status) == 0 ||
-                                            WEXITSTATUS(status) == 128 + sig),
-                      "signal %d round %d: status %d", sig, i, status);
+            CHECK_MSG(signal_outcome(status, sig), "signal %d round %d: status %d", sig, i,
+                      status);
             CHECK_MSG(leftovers() == 0, "signal %d round %d: %d leftovers", sig, i, leftovers());
         }
     }
@@ -267,9 +275,7 @@ static void export_signals(void) {
         usleep((useconds_t)((double)(tu_rand(&seed) % 1000) / 1000.0 * span * 1.2e6));
         kill(pid, sig);
         waitpid(pid, &status, 0);
-        CHECK_MSG(WIFEXITED(status) &&
-                      (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 128 + sig),
-                  "export, signal %d: status %d", sig, status);
+        CHECK_MSG(signal_outcome(status, sig), "export, signal %d: status %d", sig, status);
         interrupted += WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig;
         CHECK(stat(out, &sb) != 0 || sb.st_size == (off_t)32 << 20);
         CHECK_MSG(count_prefixed("out.f32.tmp-") == 0, "export, signal %d: temporary file left",
