@@ -50,6 +50,9 @@ int cli_temp_set(const char *path);
 /* Rename the temporary file over `final`, forget it, and fsync the directory
  * (the file's data must already be fsynced). -1 with errno on failure. */
 int cli_temp_commit(const char *final);
+/* Files FINAL.tmp-XXXXXX an interrupted run left beside FINAL: with force,
+ * removed (returns 0); else named on stderr and counted. */
+int cli_temp_leftovers(const char *final, int force);
 /* Human-readable byte count into buf. */
 const char *cli_bytes(uint64_t n, char *buf, size_t cap);
 

@@ -4,6 +4,7 @@
  * cleanup runs as ordinary code, not in a signal handler: it may take locks,
  * list directories and free memory. Exit status 128 + the signal number (130,
  * 143, 129), as a shell reports a process the signal killed. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -81,4 +82,39 @@ int cli_temp_commit(const char *final) {
     rc = fsync(fd) == 0 ? 0 : -1;
     close(fd);
     return rc;
+}
+
+int cli_temp_leftovers(const char *final, int force) {
+    const char *slash = strrchr(final, '/'), *base = slash ? slash + 1 : final;
+    size_t dlen = slash ? (size_t)(slash - final) + (slash == final) : 1, blen = strlen(base);
+    char *dir = (char *)malloc(dlen + 1);
+    DIR *d;
+    struct dirent *e;
+    int count = 0;
+    if (!dir) return 0;
+    memcpy(dir, slash ? final : ".", dlen);
+    dir[dlen] = 0;
+    d = opendir(dir);
+    while (d && (e = readdir(d)) != NULL) {
+        /* exactly what mkstemp makes of FINAL.tmp-XXXXXX */
+        if (strncmp(e->d_name, base, blen) != 0 || strlen(e->d_name) != blen + 11 ||
+            strncmp(e->d_name + blen, ".tmp-", 5) != 0)
+            continue;
+        if (force) {
+            char *p = (char *)malloc(dlen + strlen(e->d_name) + 2);
+            if (p) {
+                snprintf(p, dlen + strlen(e->d_name) + 2, "%s/%s", dir, e->d_name);
+                unlink(p);
+            }
+            free(p);
+        } else {
+            fprintf(stderr, "%s'%s'", count ? ", " : "ptwm: left over from an interrupted run: ",
+                    e->d_name);
+            count++;
+        }
+    }
+    if (count) fprintf(stderr, " (remove them, or --force removes them)\n");
+    if (d) closedir(d);
+    free(dir);
+    return count;
 }

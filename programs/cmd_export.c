@@ -202,6 +202,7 @@ static int run(int argc, char **argv) {
         fprintf(stderr, "ptwm: export: '%s' exists (use --force to replace it)\n", a.out);
         return CLI_BAD_INPUT;
     }
+    if (cli_temp_leftovers(a.out, a.force) > 0) return CLI_BAD_INPUT;
     if (ptwm_layout_read_json(a.layout, &l, &err) != PTWM_OK) return cli_report(&err);
     if (ptwm_source_open(a.src, a.raw ? PTWM_SOURCE_RAW_F32 : PTWM_SOURCE_AUTO, &s, &err) != PTWM_OK) {
         ptwm_layout_free(l);

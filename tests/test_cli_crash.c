@@ -9,6 +9,7 @@
  * - SIGINT, SIGTERM and SIGHUP remove the temporary output and exit 130, 143,
  *   129 (compress at known steps and at random moments; export's single file
  *   at random moments);
+ * - export names a leftover OUT.tmp-* and --force removes it;
  * - a leftover OUTDIR.tmp-* is named by the next run and removed by --force. */
 #include <dirent.h>
 #include <stdarg.h>
@@ -283,6 +284,16 @@ static void export_signals(void) {
         unlink(out);
     }
     CHECK_MSG(interrupted > 0, "no export run was interrupted");
+    /* What a kill -9 leaves, OUT.tmp-XXXXXX, is named by the next run and
+     * removed by --force. */
+    snprintf(out, sizeof out, "%s/out.f32.tmp-Ab12Cd", tu_tmpdir());
+    CHECK(tu_write_file(out, "partial", 7) == 0);
+    snprintf(out, sizeof out, "%s/out.f32", tu_tmpdir());
+    CHECK(run("export '%s' --raw --layout '%s' -o '%s'", raw, layout, out) == 1);
+    CHECK(err_has("left over from an interrupted run: 'out.f32.tmp-Ab12Cd'"));
+    CHECK(access(out, F_OK) != 0);
+    CHECK(run("export '%s' --raw --layout '%s' -o '%s' -f", raw, layout, out) == 0);
+    CHECK(count_prefixed("out.f32.tmp-") == 0);
 }
 
 int main(void) {
