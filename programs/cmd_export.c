@@ -30,7 +30,8 @@ static void help(FILE *out) {
             "                     also accept F64 (rounded) or integer tensors (by value)\n"
             "  --raw              SRC is a raw little-endian F32 file\n"
             "  --threads N        decoding threads for .ptwm sources (0 = all cores)\n"
-            "  -f, --force        replace OUT if it exists\n"
+            "  -f, --force        replace OUT if it exists, and remove OUT.tmp-* an\n"
+            "                     interrupted run left\n"
             "  -h, --help         this help\n\n"
             "exit status: 0 written, 1 bad input, 2 bad usage, 130/143/129 on\n"
             "SIGINT/SIGTERM/SIGHUP (temporary file removed)\n");
