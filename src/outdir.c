@@ -113,10 +113,14 @@ static ptwm_error sync_tree(const char *path, int depth, ptwm_err *err) {
         char *p;
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         p = ptwm_path_join(path, e->d_name);
-        if (!p) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        else if (lstat(p, &sb) != 0) rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", p, strerror(errno));
-        else if (S_ISDIR(sb.st_mode)) rc = sync_tree(p, depth + 1, err);
-        else if (S_ISREG(sb.st_mode)) rc = ptwm_sync_path(p, err);
+        if (!p)
+            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        else if (lstat(p, &sb) != 0)
+            rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", p, strerror(errno));
+        else if (S_ISDIR(sb.st_mode))
+            rc = sync_tree(p, depth + 1, err);
+        else if (S_ISREG(sb.st_mode))
+            rc = ptwm_sync_path(p, err);
         free(p);
     }
     closedir(dir);
@@ -225,6 +229,7 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
     memcpy(st->final_path, outdir, n);
     st->final_path[n] = 0;
     if ((rc = leftovers(st->final_path, force, &left, &restored, err)) != PTWM_OK) {
+        free(left);
         ptwm_stage_abort(st);
         return rc;
     }
@@ -233,11 +238,11 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
         rc = ptwm_fail(err, PTWM_ERR_EXISTS, "output '%s' already exists%s%s%s%s", outdir,
                        restored ? " (put back from where an interrupted run had moved it)" : "",
                        left[0] ? "; left over from an interrupted run: " : "", left,
-                       left[0] ? " (--force removes them)" : "");
+                       left[0] ? " (force removes them)" : "");
     } else if (!force && left[0]) {
         rc = ptwm_fail(err, PTWM_ERR_EXISTS,
                        "output '%s': left over from an interrupted run: %s (remove them, or "
-                       "--force removes them)", outdir, left);
+                       "force removes them)", outdir, left);
     }
     if (rc) {
         free(left);

@@ -129,7 +129,7 @@ static void kill_every_step(void) {
             CHECK_MSG(leftovers() == 1, "step %s: %d leftovers", exchange_steps[i], leftovers());
             CHECK(run("compress '%s' -o '%s' -q", sample, outdir) == 1);
             CHECK(err_has("left over from an interrupted run: 'out.tmp-"));
-            CHECK(err_has("--force removes them"));
+            CHECK(err_has("force removes them"));
         }
     }
     /* Without RENAME_EXCHANGE: two renames, and between them OUTDIR is
