@@ -1,5 +1,5 @@
 /* Widening speed: each BF16 and F16 corpus file loaded through a layout (all
- * its tensors, memory-mapped source) into one F32 array, beside a plain
+ * its tensors, memory-mapped source: PTWM_OPEN_MMAP) into one F32 array, beside a plain
  * memcpy of the same source bytes and of the output's size, in the same run.
  * Rates are source bytes per second; medians of RUNS runs.
  *
@@ -27,7 +27,7 @@ static int bench_file(const char *dir, const char *name) {
     double t_load[RUNS], t_cpy[RUNS], t_cpy_out[RUNS];
     int r;
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    if (ptwm_source_open(path, PTWM_SOURCE_AUTO, &s, &err) ||
+    if (ptwm_source_open_mode(path, PTWM_SOURCE_AUTO, PTWM_OPEN_MMAP, &s, &err) ||
         ptwm_layout_from_source(s, &l, &err)) {
         fprintf(stderr, "%s\n", err.message);
         ptwm_source_close(s);

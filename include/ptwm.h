@@ -526,9 +526,17 @@ PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
 
 /* Whole checkpoints: a .safetensors file or Hugging Face directory to a .ptwm
  * directory and back, one shard in flight at a time (memory bounded by threads x
- * chunk size, never the model). Output is built in a temporary directory beside
- * `outdir` and renamed into place when complete; an existing `outdir` is
- * PTWM_ERR_EXISTS unless `force`. Files other than the tensors and the index
+ * chunk size, never the model). Output is built in a temporary directory
+ * `outdir`.tmp-XXXXXX beside `outdir`, every file and directory of it fsynced,
+ * then renamed into place and the parent directory fsynced, so a crash or power
+ * loss leaves the old output or the complete new one. An existing `outdir` is
+ * PTWM_ERR_EXISTS unless `force`; `force` swaps old and new in one atomic
+ * rename (RENAME_EXCHANGE) where the file system has it, else moves the old one
+ * to `outdir`.old-XXXXXX first (the next call puts it back if a crash came
+ * before the new one was in place). Leftovers `outdir`.tmp-* and .old-* of an
+ * interrupted run are PTWM_ERR_EXISTS, naming them, unless `force`, which
+ * removes them (so two calls must not write one outdir at the same time).
+ * Files other than the tensors and the index
  * (config.json, tokenizer files) are copied as they are, subdirectories up to
  * 16 deep; a link to a file is copied as the file, a link to a directory is
  * PTWM_ERR_UNSUPPORTED, other special files are skipped. */
@@ -561,6 +569,13 @@ PTWM_API ptwm_error ptwm_compress_checkpoint(const char *src, const char *outdir
 PTWM_API ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
                                                const ptwm_checkpoint_options *opt, ptwm_err *err);
 
+/* Remove every temporary output (staged directory, file written under a
+ * temporary name) that calls in progress in this process have made, and make
+ * any later attempt to create or commit one fail. For a program that ends on a
+ * signal: call it from a thread that waits for the signal (sigwait), not from
+ * a signal handler (it takes a lock and frees memory), then exit. */
+PTWM_API void ptwm_remove_temporary_outputs(void);
+
 /* ------------------------------------------------------------------------ */
 /* Sources and layout loads                                                  */
 /* ------------------------------------------------------------------------ */
@@ -583,15 +598,16 @@ typedef struct ptwm_source ptwm_source;
 /* AUTO: a directory holding model.ptwm.index.json or model.ptwm is PTWM_DIR,
  * one holding model.safetensors.index.json or model.safetensors is
  * SAFETENSORS_DIR; a file starting with the .ptwm magic is PTWM, else it must
- * be a valid safetensors file. Safetensors kinds are memory-mapped (see
- * ptwm_source_open_mode, and ptwm_open_mode for files truncated while open). */
+ * be a valid safetensors file. Safetensors kinds are read with pread
+ * (PTWM_OPEN_PREAD): a file truncated while open is PTWM_ERR_TRUNCATED, "file X
+ * is N bytes, expected M", never SIGBUS. */
 PTWM_API ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source **out,
                                      ptwm_err *err);
 /* As ptwm_source_open, choosing how safetensors kinds read tensor bytes:
- * PTWM_OPEN_MMAP (the default: zero-copy widening from the mapping) or
- * PTWM_OPEN_PREAD (bounded reads; resident memory never grows with the file,
- * for layer-by-layer loads of models larger than RAM; a file truncated while
- * open is PTWM_ERR_TRUNCATED, not SIGBUS). Other kinds ignore it. */
+ * PTWM_OPEN_PREAD (the default: bounded reads; resident memory never grows
+ * with the file; a file truncated while open is PTWM_ERR_TRUNCATED, not
+ * SIGBUS) or PTWM_OPEN_MMAP (zero-copy widening from the mapping, for files
+ * nothing truncates: see ptwm_open_mode). Other kinds ignore it. */
 PTWM_API ptwm_error ptwm_source_open_mode(const char *path, ptwm_source_kind kind,
                                           ptwm_open_mode mode, ptwm_source **out,
                                           ptwm_err *err);

@@ -14,7 +14,8 @@ static void help(FILE *out) {
             "other files (config.json, tokenizer files) are copied as they are, so OUTDIR\n"
             "is a complete model directory. 'ptwm decompress' gives back every file byte\n"
             "for byte. One shard is in flight at a time: memory does not grow with the\n"
-            "model. OUTDIR is built under a temporary name and renamed when complete.\n\n"
+            "model. OUTDIR is built under a temporary name, fsynced and renamed when\n"
+            "complete: a crash leaves the old OUTDIR or the complete new one.\n\n"
             "options:\n"
             "  -o, --output OUTDIR     output directory (required; missing parents are made)\n"
             "  --max-shard-size SIZE   re-plan the shards: at most SIZE raw bytes each\n"
@@ -24,10 +25,12 @@ static void help(FILE *out) {
             "                          (default), huffman, rans, zstd, identity\n"
             "  --threads N             coding threads (0 = all cores, the default)\n"
             "  --chunk SIZE            raw bytes per chunk (default 1MiB)\n"
-            "  -f, --force             replace OUTDIR if it exists\n"
+            "  -f, --force             replace OUTDIR if it exists (one atomic swap), and\n"
+            "                          remove OUTDIR.tmp-*/.old-* an interrupted run left\n"
             "  -q, --quiet             no progress bar and no summary\n"
             "  -h, --help              this help\n\n"
-            "exit status: 0 done, 1 bad input or I/O error, 2 bad usage\n");
+            "exit status: 0 done, 1 bad input or I/O error, 2 bad usage,\n"
+            "130/143/129 on SIGINT/SIGTERM/SIGHUP (temporary output removed)\n");
 }
 
 static int run(int argc, char **argv) {

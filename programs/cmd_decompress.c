@@ -11,17 +11,20 @@ static void help(FILE *out) {
             "OUTDIR: the original safetensors files under their original names, the\n"
             "original model.safetensors.index.json and every other file, byte for byte\n"
             "(same SHA-256). Every CRC and payload hash is checked on the way. OUTDIR is\n"
-            "built under a temporary name and renamed when complete.\n\n"
+            "built under a temporary name, fsynced and renamed when complete: a crash\n"
+            "leaves the old OUTDIR or the complete new one.\n\n"
             "options:\n"
             "  -o, --output OUTDIR     output directory (required; missing parents are made)\n"
             "  --max-shard-size SIZE   write fresh Hugging Face shards of at most SIZE\n"
             "                          bytes (5GB, 500MiB, bytes) and a new index instead\n"
             "                          of the original files\n"
             "  --threads N             decoding threads (0 = all cores, the default)\n"
-            "  -f, --force             replace OUTDIR if it exists\n"
+            "  -f, --force             replace OUTDIR if it exists (one atomic swap), and\n"
+            "                          remove OUTDIR.tmp-*/.old-* an interrupted run left\n"
             "  -q, --quiet             no progress bar and no summary\n"
             "  -h, --help              this help\n\n"
-            "exit status: 0 done, 1 bad or damaged input or I/O error, 2 bad usage\n");
+            "exit status: 0 done, 1 bad or damaged input or I/O error, 2 bad usage,\n"
+            "130/143/129 on SIGINT/SIGTERM/SIGHUP (temporary output removed)\n");
 }
 
 static int run(int argc, char **argv) {

@@ -21,7 +21,7 @@ static void help(FILE *out) {
             "the layout then cuts in order). LAYOUT.json is a JSON list of\n"
             "{\"name\": \"...\", \"shape\": [d0, d1, ...]}; each tensor must exist with that\n"
             "shape. F32 is copied, BF16 and F16 widened exactly. The output is streamed\n"
-            "through a temporary file renamed into place.\n\n"
+            "through a temporary file, fsynced and renamed into place.\n\n"
             "options:\n"
             "  --layout FILE      the layout (required)\n"
             "  -o, --output FILE  the raw file to write (required)\n"
@@ -30,9 +30,11 @@ static void help(FILE *out) {
             "                     also accept F64 (rounded) or integer tensors (by value)\n"
             "  --raw              SRC is a raw little-endian F32 file\n"
             "  --threads N        decoding threads for .ptwm sources (0 = all cores)\n"
-            "  -f, --force        replace OUT if it exists\n"
+            "  -f, --force        replace OUT if it exists, and remove OUT.tmp-* an\n"
+            "                     interrupted run left\n"
             "  -h, --help         this help\n\n"
-            "exit status: 0 written, 1 bad input, 2 bad usage\n");
+            "exit status: 0 written, 1 bad input, 2 bad usage, 130/143/129 on\n"
+            "SIGINT/SIGTERM/SIGHUP (temporary file removed)\n");
 }
 
 typedef struct export_args {
@@ -201,6 +203,7 @@ static int run(int argc, char **argv) {
         fprintf(stderr, "ptwm: export: '%s' exists (use --force to replace it)\n", a.out);
         return CLI_BAD_INPUT;
     }
+    if (cli_temp_leftovers(a.out, a.force) > 0) return CLI_BAD_INPUT;
     if (ptwm_layout_read_json(a.layout, &l, &err) != PTWM_OK) return cli_report(&err);
     if (ptwm_source_open(a.src, a.raw ? PTWM_SOURCE_RAW_F32 : PTWM_SOURCE_AUTO, &s, &err) != PTWM_OK) {
         ptwm_layout_free(l);
@@ -218,6 +221,12 @@ static int run(int argc, char **argv) {
     /* a temporary beside the output, so the rename stays on one file system */
     snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", a.out);
     fd = mkstemp(tmp);
+    if (fd >= 0 && cli_temp_set(tmp) != 0) {
+        close(fd);
+        unlink(tmp);
+        fd = -1;
+        errno = ENOMEM;
+    }
     if (fd < 0) {
         fprintf(stderr, "ptwm: export: cannot create '%s': %s\n", tmp, strerror(errno));
         rc = CLI_BAD_INPUT;
@@ -236,11 +245,14 @@ static int run(int argc, char **argv) {
         } else if (rc != CLI_OK) {
             close(fd);
         }
-        if (rc == CLI_OK && rename(tmp, a.out) != 0) {
+        if (rc == CLI_OK && cli_temp_commit(a.out) != 0) {
             fprintf(stderr, "ptwm: export: rename to '%s': %s\n", a.out, strerror(errno));
             rc = CLI_BAD_INPUT;
         }
-        if (rc != CLI_OK) unlink(tmp);
+        if (rc != CLI_OK) {
+            unlink(tmp);
+            cli_temp_set(NULL);
+        }
     }
     if (rc == CLI_OK)
         printf("%s: %zu tensors, %llu bytes of %s\n", a.out, n, (unsigned long long)written,

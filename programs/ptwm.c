@@ -32,7 +32,8 @@ static void usage(FILE *out) {
     fprintf(out,
             "\n'ptwm COMMAND --help' describes a command's options; 'ptwm --help' prints\n"
             "this and 'ptwm --version' the version.\n"
-            "Exit status: 0 success, 1 bad input or failed check, 2 bad usage.\n");
+            "Exit status: 0 success, 1 bad input or failed check, 2 bad usage; 130, 143\n"
+            "or 129 after SIGINT, SIGTERM or SIGHUP (temporary output removed first).\n");
 }
 
 /* A listing cut short by a full disk or a closed pipe is a failure, not a
@@ -72,6 +73,7 @@ int main(int argc, char **argv) {
                 }
             }
         }
+        cli_signals_start();
         return finish(c->run(argc - 1, argv + 1));
     }
     fprintf(stderr, "ptwm: unknown command '%s'\n\n", argv[1]);

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "tmpout.h"
 
 ptwm_error ptwm_open_read(const char *path, int *fd, uint64_t *size, ptwm_err *err) {
     struct stat st;
@@ -140,6 +141,7 @@ char *ptwm_path_join(const char *dir, const char *name) {
 
 ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err) {
     size_t n = strlen(path);
+    int e = 0;
     memset(f, 0, sizeof(*f));
     f->fd = -1;
     f->final_path = malloc(n + 1);
@@ -151,14 +153,27 @@ ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err
     memcpy(f->final_path, path, n + 1);
     /* Same directory as the target, so rename() is atomic (same filesystem). */
     snprintf(f->tmp_path, n + 16, "%s.tmp-XXXXXX", path);
-    f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
+    ptwm_tmp_lock();
+    if (ptwm_tmp_cancelled()) {
+        e = EINTR;
+    } else {
+        f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
+        e = f->fd < 0 ? errno : 0;
+        if (f->fd >= 0 && ptwm_tmp_add(f->tmp_path) != 0) {
+            close(f->fd);
+            unlink(f->tmp_path);
+            f->fd = -1;
+            e = ENOMEM;
+        }
+    }
+    ptwm_tmp_unlock();
     if (f->fd < 0) {
-        int e = errno;
         free(f->tmp_path);
         f->tmp_path = NULL;
         ptwm_atomic_abort(f);
-        return ptwm_fail(err, PTWM_ERR_IO, "%s: cannot create temporary file: %s", path,
-                         strerror(e));
+        return ptwm_fail(err, e == ENOMEM ? PTWM_ERR_NOMEM : PTWM_ERR_IO,
+                         "%s: cannot create temporary file: %s", path,
+                         e == EINTR ? "interrupted by a signal" : strerror(e));
     }
     /* mkstemp creates 0600; give the file the usual permissions. */
     {
@@ -169,33 +184,80 @@ ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err
     return PTWM_OK;
 }
 
-ptwm_error ptwm_atomic_commit(ptwm_atomic_file *f, ptwm_err *err) {
-    int rc = close(f->fd);
-    f->fd = -1;
-    if (rc != 0) {
-        ptwm_error e = ptwm_fail(err, PTWM_ERR_IO, "%s: close: %s", f->final_path,
-                                 strerror(errno));
-        ptwm_atomic_abort(f);
-        return e;
+/* fsync an open file or directory; file systems that cannot sync a directory say EINVAL. */
+static int sync_fd(int fd) {
+    return fsync(fd) == 0 || errno == EINVAL || errno == EROFS ? 0 : -1;
+}
+
+ptwm_error ptwm_sync_path(const char *path, ptwm_err *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), e;
+    if (fd < 0 || sync_fd(fd) != 0) {
+        e = errno;
+        if (fd >= 0) close(fd);
+        return ptwm_fail(err, PTWM_ERR_IO, "%s: fsync: %s", path, strerror(e));
     }
-    if (rename(f->tmp_path, f->final_path) != 0) {
-        ptwm_error e = ptwm_fail(err, PTWM_ERR_IO, "%s: rename from %s: %s", f->final_path,
-                                 f->tmp_path, strerror(errno));
+    close(fd);
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_sync_parent(const char *path, ptwm_err *err) {
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 0;
+    char *dir;
+    ptwm_error rc;
+    if (!slash) return ptwm_sync_path(".", err);
+    dir = malloc(n + 1);
+    if (!dir) return ptwm_fail(err, PTWM_ERR_NOMEM, "%s: out of memory", path);
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    rc = ptwm_sync_path(dir, err);
+    free(dir);
+    return rc;
+}
+
+ptwm_error ptwm_atomic_commit(ptwm_atomic_file *f, ptwm_err *err) {
+    ptwm_error rc = PTWM_OK;
+    /* Data on disk before the name: after a crash the target is old or whole. */
+    if (sync_fd(f->fd) != 0)
+        rc = ptwm_fail(err, PTWM_ERR_IO, "%s: fsync: %s", f->final_path, strerror(errno));
+    if (close(f->fd) != 0 && rc == PTWM_OK)
+        rc = ptwm_fail(err, PTWM_ERR_IO, "%s: close: %s", f->final_path, strerror(errno));
+    f->fd = -1;
+    if (rc) {
         ptwm_atomic_abort(f);
-        return e;
+        return rc;
+    }
+    ptwm_tmp_lock();
+    if (ptwm_tmp_cancelled())
+        rc = ptwm_fail(err, PTWM_ERR_IO, "%s: interrupted by a signal", f->final_path);
+    else if (rename(f->tmp_path, f->final_path) != 0)
+        rc = ptwm_fail(err, PTWM_ERR_IO, "%s: rename from %s: %s", f->final_path, f->tmp_path,
+                       strerror(errno));
+    else
+        ptwm_tmp_drop(f->tmp_path);
+    ptwm_tmp_unlock();
+    if (rc) {
+        ptwm_atomic_abort(f);
+        return rc;
     }
     free(f->tmp_path);
     f->tmp_path = NULL;
+    rc = ptwm_sync_parent(f->final_path, err);
     free(f->final_path);
     f->final_path = NULL;
-    return PTWM_OK;
+    return rc;
 }
 
 void ptwm_atomic_abort(ptwm_atomic_file *f) {
     if (!f) return;
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;
-    if (f->tmp_path) unlink(f->tmp_path);
+    if (f->tmp_path) {
+        ptwm_tmp_lock();
+        unlink(f->tmp_path);
+        ptwm_tmp_drop(f->tmp_path);
+        ptwm_tmp_unlock();
+    }
     free(f->tmp_path);
     free(f->final_path);
     f->tmp_path = NULL;
@@ -251,6 +313,20 @@ int ptwm_is_dir(const char *path) {
 int ptwm_file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int ptwm_file_state(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return errno == ENOTDIR ? ENOENT : errno;
+    return S_ISREG(st.st_mode) ? 0 : S_ISDIR(st.st_mode) ? EISDIR : ENOENT;
+}
+
+ptwm_error ptwm_fail_shrunk(ptwm_err *err, int fd, const char *path, uint64_t expected) {
+    struct stat st;
+    unsigned long long now = fstat(fd, &st) == 0 ? (unsigned long long)st.st_size : 0;
+    return ptwm_fail(err, PTWM_ERR_TRUNCATED,
+                     "file '%s' is %llu bytes, expected %llu (it shrank while open)", path, now,
+                     (unsigned long long)expected);
 }
 
 /* The cores this process may run on (as nproc counts them, so taskset and

@@ -38,7 +38,8 @@ typedef struct ptwm_atomic_file {
 } ptwm_atomic_file;
 
 ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err);
-/* Flush, close and rename into place. */
+/* fsync, close, rename into place, fsync the directory: durable before visible.
+ * The temporary file is registered (tmpout.h) while it exists. */
 ptwm_error ptwm_atomic_commit(ptwm_atomic_file *f, ptwm_err *err);
 /* Close and remove the temporary file (safe after commit or on a zeroed struct). */
 void ptwm_atomic_abort(ptwm_atomic_file *f);
@@ -55,6 +56,15 @@ ptwm_error ptwm_write_small_file(const char *path, const void *data, size_t len,
 char *ptwm_path_join(const char *dir, const char *name);
 int ptwm_is_dir(const char *path);
 int ptwm_file_exists(const char *path);
+/* 0 if path (following links) is a regular file; else an errno: ENOENT when
+ * nothing is there (or not a file), EISDIR, ELOOP, EACCES... */
+int ptwm_file_state(const char *path);
+/* fsync a file or directory by name. */
+ptwm_error ptwm_sync_path(const char *path, ptwm_err *err);
+/* fsync the directory holding `path`, so a rename into it is durable. */
+ptwm_error ptwm_sync_parent(const char *path, ptwm_err *err);
+/* PTWM_ERR_TRUNCATED: "file 'X' is N bytes, expected M", N from fstat(fd). */
+ptwm_error ptwm_fail_shrunk(ptwm_err *err, int fd, const char *path, uint64_t expected);
 
 /* Number of online cores (at least 1). */
 int ptwm_cpu_count(void);

@@ -5,8 +5,9 @@
  * before anything is read, so a failed load names the bad tensor and leaves
  * no half-read surprise behind a later error. Tensors then stream into the
  * destination in bounded pieces: F32 is read straight into it; other dtypes go
- * through one staging buffer of at most LOAD_PIECE bytes. A memory-mapped
- * safetensors tensor is converted from the mapping with no copy at all. */
+ * through one staging buffer (STAGE_PIECE bytes for raw reads, LOAD_PIECE
+ * for .ptwm decodes). A memory-mapped safetensors tensor is converted from
+ * the mapping with no copy at all. */
 #include <stdlib.h>
 #include "raw_f32.h"
 #include "safetensors.h"
@@ -15,6 +16,7 @@
  * it, so a decode_range call never decodes a chunk that the next call decodes
  * again, and large enough to keep several decoding threads busy. */
 #define LOAD_PIECE ((uint64_t)16 << 20)
+#define STAGE_PIECE ((uint64_t)128 << 10)
 
 typedef struct load_plan {
     size_t index;        /* in the source */
@@ -194,6 +196,11 @@ static ptwm_error load_part(ptwm_source *s, const ptwm_layout_entry *e, const lo
         }
         return PTWM_OK;
     }
+    /* Raw bytes read with pread convert while still in cache when the
+     * staging piece is small; .ptwm pieces stay LOAD_PIECE (whole chunks). */
+    if (!direct_f32 && ptwm_source_get_kind(s) != PTWM_SOURCE_PTWM &&
+        ptwm_source_get_kind(s) != PTWM_SOURCE_PTWM_DIR)
+        per_piece = STAGE_PIECE / p->width;
     if (!direct_f32) {
         stage = (uint8_t *)ptwm_malloc(PTWM_MIN(count, per_piece) * p->width);
         if (!stage)

@@ -2,7 +2,9 @@
  *
  * Everything is written into OUTDIR.tmp-XXXXXX beside OUTDIR (same filesystem,
  * so the final rename is atomic); an interrupted run leaves only that
- * temporary directory, never an OUTDIR that looks complete. */
+ * temporary directory, never an OUTDIR that looks complete. Commit fsyncs the
+ * staged tree, renames it in (swapping with an old OUTDIR atomically where
+ * the file system allows), then fsyncs the parent: durable before visible. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,9 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include "outdir.h"
 #include "fileio.h"
+#include "tmpout.h"
 
 #define COPY_BUF ((size_t)1 << 20)
 #define COPY_MAX_DEPTH 16
@@ -93,20 +98,126 @@ static ptwm_error make_parents(const char *path, ptwm_err *err) {
     return rc;
 }
 
+/* fsync every file and directory below `path` and `path` itself, so the
+ * rename that publishes it never comes before its contents are on disk. */
+static ptwm_error sync_tree(const char *path, int depth, ptwm_err *err) {
+    DIR *dir;
+    struct dirent *e;
+    ptwm_error rc = PTWM_OK;
+    if (depth > COPY_MAX_DEPTH + 1)
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "'%s': directories nested too deep", path);
+    dir = opendir(path);
+    if (!dir) return ptwm_fail(err, PTWM_ERR_IO, "'%s': cannot list: %s", path, strerror(errno));
+    while (rc == PTWM_OK && (e = readdir(dir)) != NULL) {
+        struct stat sb;
+        char *p;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        p = ptwm_path_join(path, e->d_name);
+        if (!p)
+            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        else if (lstat(p, &sb) != 0)
+            rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", p, strerror(errno));
+        else if (S_ISDIR(sb.st_mode))
+            rc = sync_tree(p, depth + 1, err);
+        else if (S_ISREG(sb.st_mode))
+            rc = ptwm_sync_path(p, err);
+        free(p);
+    }
+    closedir(dir);
+    return rc ? rc : ptwm_sync_path(path, err);
+}
+
+/* The directory holding `path` (malloc'd) and where its last part starts. */
+static char *parent_of(const char *path, const char **base) {
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 1;
+    char *dir = (char *)malloc(n + 1);
+    if (!dir) return NULL;
+    memcpy(dir, slash ? path : ".", n);
+    dir[n] = 0;
+    *base = slash ? slash + 1 : path;
+    return dir;
+}
+
+/* Whether `name` is `base`.tmp-XXXXXX or `base`.old-XXXXXX (kind 't' or 'o'). */
+static int leftover_kind(const char *name, const char *base) {
+    size_t n = strlen(base);
+    if (strncmp(name, base, n) != 0 || strlen(name) != n + 11) return 0;
+    if (!strncmp(name + n, ".tmp-", 5)) return 't';
+    if (!strncmp(name + n, ".old-", 5)) return 'o';
+    return 0;
+}
+
+/* Leftovers of an interrupted run beside `final`: OUT.tmp-* (a staged output
+ * never committed) and OUT.old-* (an old output moved aside and not yet
+ * removed). If OUT itself is missing while an OUT.old-* exists, the run died
+ * between moving the old output aside and renaming the new one in (only
+ * possible without an atomic exchange): the newest OUT.old-* is put back.
+ * Then, with force, every leftover is removed; without, the first few are
+ * named in *names (malloc'd, "" if none). */
+static ptwm_error leftovers(const char *final, int force, char **names, int *restored,
+                            ptwm_err *err) {
+    const char *base;
+    char *dir = parent_of(final, &base), *newest = NULL;
+    DIR *d;
+    struct dirent *e;
+    size_t cap = 256, len = 0, count = 0;
+    time_t newest_time = 0;
+    struct stat sb;
+    *names = (char *)calloc(1, cap);
+    *restored = 0;
+    if (!dir || !*names) {
+        free(dir);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
+    if (lstat(final, &sb) != 0 && (d = opendir(dir)) != NULL) {
+        while ((e = readdir(d)) != NULL) {
+            char *p;
+            if (leftover_kind(e->d_name, base) != 'o' || !(p = ptwm_path_join(dir, e->d_name)))
+                continue;
+            if (lstat(p, &sb) == 0 && (!newest || sb.st_mtime > newest_time)) {
+                free(newest);
+                newest = p;
+                newest_time = sb.st_mtime;
+            } else {
+                free(p);
+            }
+        }
+        closedir(d);
+        if (newest && rename(newest, final) == 0) *restored = 1;
+        free(newest);
+    }
+    d = opendir(dir);
+    while (d && (e = readdir(d)) != NULL) {
+        char *p;
+        if (!leftover_kind(e->d_name, base)) continue;
+        if (force) {
+            if ((p = ptwm_path_join(dir, e->d_name)) != NULL) ptwm_remove_tree(p);
+            free(p);
+        } else if (++count <= 3) {
+            len += (size_t)snprintf(*names + len, cap - len, "%s'%s'", count > 1 ? ", " : "",
+                                    e->d_name);
+            if (len >= cap) len = cap - 1;
+        }
+    }
+    if (count > 3 && len + 24 < cap) snprintf(*names + len, cap - len, " and %zu more", count - 3);
+    if (d) closedir(d);
+    free(dir);
+    return PTWM_OK;
+}
+
 ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm_stage *st,
                             ptwm_err *err) {
     struct stat sb;
     size_t n;
     ptwm_error rc;
+    char *left = NULL;
+    int restored = 0, e = 0;
     memset(st, 0, sizeof *st);
     if (!outdir || !outdir[0])
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "no output directory given");
     if ((rc = make_parents(outdir, err)) != PTWM_OK) return rc;
     if ((rc = check_overlap(outdir, src, err)) != PTWM_OK) return rc;
-    if (lstat(outdir, &sb) == 0) {
-        if (!force) return ptwm_fail(err, PTWM_ERR_EXISTS, "output '%s' already exists", outdir);
-        st->replace = 1;
-    }
     n = strlen(outdir);
     while (n > 1 && outdir[n - 1] == '/') n--;
     st->final_path = (char *)malloc(n + 1);
@@ -117,10 +228,42 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
     }
     memcpy(st->final_path, outdir, n);
     st->final_path[n] = 0;
+    if ((rc = leftovers(st->final_path, force, &left, &restored, err)) != PTWM_OK) {
+        free(left);
+        ptwm_stage_abort(st);
+        return rc;
+    }
+    if (lstat(st->final_path, &sb) == 0) st->replace = 1;
+    if (!force && st->replace) {
+        rc = ptwm_fail(err, PTWM_ERR_EXISTS, "output '%s' already exists%s%s%s%s", outdir,
+                       restored ? " (put back from where an interrupted run had moved it)" : "",
+                       left[0] ? "; left over from an interrupted run: " : "", left,
+                       left[0] ? " (force removes them)" : "");
+    } else if (!force && left[0]) {
+        rc = ptwm_fail(err, PTWM_ERR_EXISTS,
+                       "output '%s': left over from an interrupted run: %s (remove them, or "
+                       "force removes them)", outdir, left);
+    }
+    if (rc) {
+        free(left);
+        ptwm_stage_abort(st);
+        return rc;
+    }
+    free(left);
     snprintf(st->tmp_path, n + 16, "%s.tmp-XXXXXX", st->final_path);
-    if (!mkdtemp(st->tmp_path)) {
+    ptwm_tmp_lock();
+    if (ptwm_tmp_cancelled())
+        e = EINTR;
+    else if (!mkdtemp(st->tmp_path))
+        e = errno;
+    else if (ptwm_tmp_add(st->tmp_path) != 0) {
+        e = ENOMEM;
+        rmdir(st->tmp_path);
+    }
+    ptwm_tmp_unlock();
+    if (e) {
         rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot create temporary directory: %s",
-                       outdir, strerror(errno));
+                       outdir, e == EINTR ? "interrupted by a signal" : strerror(e));
         free(st->tmp_path);
         st->tmp_path = NULL;
         ptwm_stage_abort(st);
@@ -132,6 +275,7 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
         umask(mask);
         chmod(st->tmp_path, 0777 & ~mask);
     }
+    ptwm_test_kill_point("begin");
     return PTWM_OK;
 }
 
@@ -139,46 +283,116 @@ char *ptwm_stage_path(const ptwm_stage *st, const char *name) {
     return ptwm_path_join(st->tmp_path, name);
 }
 
-ptwm_error ptwm_stage_commit(ptwm_stage *st, ptwm_err *err) {
-    char *old = NULL;
-    struct stat sb;
-    ptwm_error rc = PTWM_OK;
-    if (st->replace && lstat(st->final_path, &sb) == 0) {
-        if (S_ISDIR(sb.st_mode)) {
-            /* rename() replaces an empty directory, so park the old one on a fresh name. */
-            size_t n = strlen(st->final_path) + 16;
-            old = (char *)malloc(n);
-            if (!old) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-            snprintf(old, n, "%s.old-XXXXXX", st->final_path);
-            if (!mkdtemp(old) || rename(st->final_path, old) != 0) {
-                rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot move the old directory "
-                               "aside: %s", st->final_path, strerror(errno));
-                rmdir(old);
-                free(old);
-                return rc;
-            }
-        } else if (unlink(st->final_path) != 0) {
-            return ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot replace: %s", st->final_path,
-                             strerror(errno));
-        }
+/* Swap the new directory (tmp) with what is at final in one step, where the
+ * file system can (Linux renameat2 RENAME_EXCHANGE: ext4, xfs, btrfs, tmpfs).
+ * PTWM_TEST_NO_EXCHANGE, a test hook, makes it report "unsupported". */
+static int exchange(const char *tmp, const char *final) {
+    if (getenv("PTWM_TEST_NO_EXCHANGE")) {
+        errno = EINVAL;
+        return -1;
     }
+#if defined(__linux__) && defined(SYS_renameat2)
+    return (int)syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, final, 2 /* RENAME_EXCHANGE */);
+#else
+    (void)tmp;
+    (void)final;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Replace final by tmp without an atomic exchange: park the old output at
+ * OUT.old-XXXXXX, then rename the new one in. A crash between the two
+ * renames leaves OUT missing; the next ptwm_stage_begin puts OUT.old-* back. */
+static ptwm_error replace_in_two_steps(ptwm_stage *st, ptwm_err *err) {
+    size_t n = strlen(st->final_path) + 16;
+    char *old = (char *)malloc(n);
+    ptwm_error rc = PTWM_OK;
+    struct stat sb;
+    if (!old) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (lstat(st->final_path, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        /* a file or link where the directory goes: nothing worth parking */
+        free(old);
+        if (unlink(st->final_path) != 0 || rename(st->tmp_path, st->final_path) != 0)
+            return ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot replace: %s",
+                             st->final_path, strerror(errno));
+        return ptwm_sync_parent(st->final_path, err);
+    }
+    snprintf(old, n, "%s.old-XXXXXX", st->final_path);
+    /* rename() replaces only an empty directory, so the old one needs a
+     * fresh name: mkdtemp reserves it and the rename replaces that. */
+    if (!mkdtemp(old) || rename(st->final_path, old) != 0) {
+        rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot move the old output aside: %s",
+                       st->final_path, strerror(errno));
+        rmdir(old);
+        free(old);
+        return rc;
+    }
+    ptwm_test_kill_point("parked");
     if (rename(st->tmp_path, st->final_path) != 0) {
         rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': rename from '%s': %s", st->final_path,
                        st->tmp_path, strerror(errno));
-        if (old) rename(old, st->final_path);   /* put the old directory back */
+        rename(old, st->final_path); /* put the old output back */
+        free(old);
+        return rc;
+    }
+    ptwm_test_kill_point("renamed");
+    rc = ptwm_sync_parent(st->final_path, err);
+    ptwm_remove_tree(old);
+    free(old);
+    return rc;
+}
+
+ptwm_error ptwm_stage_commit(ptwm_stage *st, ptwm_err *err) {
+    struct stat sb;
+    ptwm_error rc = sync_tree(st->tmp_path, 0, err);
+    if (rc) return rc;
+    ptwm_test_kill_point("synced");
+    /* Under the lock, so a signal's removal of temporary outputs waits for the renames. */
+    ptwm_tmp_lock();
+    if (ptwm_tmp_cancelled()) {
+        rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': interrupted by a signal", st->final_path);
+    } else if (st->replace && lstat(st->final_path, &sb) == 0) {
+        if (exchange(st->tmp_path, st->final_path) == 0) {
+            /* The old output is now at the temporary name (still registered). */
+            ptwm_test_kill_point("exchanged");
+            rc = ptwm_sync_parent(st->final_path, err);
+            ptwm_remove_tree(st->tmp_path);
+        } else if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) {
+            rc = replace_in_two_steps(st, err);
+        } else {
+            int e = errno;
+            rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': exchange with '%s': %s",
+                           st->final_path, st->tmp_path, strerror(e));
+        }
+    } else if (rename(st->tmp_path, st->final_path) != 0) {
+        rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': rename from '%s': %s", st->final_path,
+                       st->tmp_path, strerror(errno));
     } else {
+        ptwm_test_kill_point("renamed");
+        rc = ptwm_sync_parent(st->final_path, err);
+    }
+    if (rc == PTWM_OK) {
+        ptwm_tmp_drop(st->tmp_path);
         free(st->tmp_path);
         st->tmp_path = NULL;
-        if (old) ptwm_remove_tree(old);
     }
-    free(old);
-    if (rc == PTWM_OK) ptwm_stage_abort(st);
+    ptwm_tmp_unlock();
+    if (rc == PTWM_OK) {
+        ptwm_test_kill_point("done");
+        ptwm_stage_abort(st);
+    }
     return rc;
 }
 
 void ptwm_stage_abort(ptwm_stage *st) {
     if (!st) return;
-    if (st->tmp_path) ptwm_remove_tree(st->tmp_path);
+    if (st->tmp_path) {
+        ptwm_tmp_lock();
+        ptwm_remove_tree(st->tmp_path);
+        ptwm_tmp_drop(st->tmp_path);
+        ptwm_tmp_unlock();
+    }
     free(st->tmp_path);
     free(st->final_path);
     st->tmp_path = NULL;

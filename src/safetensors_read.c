@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include "container_format.h"
 #include "fileio.h"
 #include "safetensors.h"
 
@@ -56,11 +57,33 @@ static ptwm_error st_finish(ptwm_st *st, ptwm_err *err) {
     return PTWM_OK;
 }
 
+/* A file whose first 8 bytes are half or more the .ptwm magic, or whose name
+ * ends in .ptwm, and which is no safetensors file either, is most likely a
+ * .ptwm file with a damaged magic: say so (with the bytes) rather than
+ * report its magic as an absurd safetensors header length. */
+static ptwm_error check_not_ptwm(const uint8_t *head, uint64_t size, const char *label,
+                                 ptwm_error rc, ptwm_err *err) {
+    const uint8_t *magic = (const uint8_t *)PTWM_FMT_MAGIC;
+    size_t i, same = 0, n = strlen(label);
+    char have[8 * 3 + 1], want[8 * 3 + 1], why[PTWM_ERR_MESSAGE_MAX];
+    if (size < PTWM_FMT_MAGIC_LEN) return rc;
+    for (i = 0; i < 8; i++) same += head[i] == magic[i];
+    if (same < 4 && (n < 5 || strcmp(label + n - 5, ".ptwm") != 0)) return rc;
+    for (i = 0; i < 8; i++) {
+        snprintf(have + 3 * i, 4, i < 7 ? "%02X " : "%02X", head[i]);
+        snprintf(want + 3 * i, 4, i < 7 ? "%02X " : "%02X", magic[i]);
+    }
+    snprintf(why, sizeof why, "%s", err ? err->message : "");
+    return ptwm_fail(err, PTWM_ERR_BAD_MAGIC,
+                     "file '%s': bad magic %s, a .ptwm file starts %s (damaged?); read as "
+                     "safetensors: %s", label, have, want, why);
+}
+
 /* Whole image in memory (mapped or caller's buffer). */
 static ptwm_error st_from_image(ptwm_st *st, ptwm_err *err) {
     uint64_t hlen;
     ptwm_error rc = ptwm_st_check_prefix(st->base, st->size, st->label, &hlen, err);
-    if (rc) return rc;
+    if (rc) return check_not_ptwm(st->base, st->size, st->label, rc, err);
     st->header = (const char *)st->base + 8;
     st->header_len = (size_t)hlen;
     return st_finish(st, err);
@@ -75,7 +98,7 @@ static ptwm_error st_from_fd(ptwm_st *st, ptwm_err *err) {
         if (rc) return rc;
     }
     rc = ptwm_st_check_prefix(prefix, st->size, st->label, &hlen, err);
-    if (rc) return rc;
+    if (rc) return check_not_ptwm(prefix, st->size, st->label, rc, err);
     st->header_copy = ptwm_malloc(hlen + 1);
     if (!st->header_copy)
         return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory for a %llu-byte header",
@@ -200,9 +223,10 @@ ptwm_error ptwm_st_read(const ptwm_st *st, size_t index, uint64_t offset, void *
     }
     rc = ptwm_pread_full(st->fd, dst, len, st->data_start + e->begin + offset, st->label, err);
     /* The size was checked at open: a short read means the file shrank since. */
-    if (rc == PTWM_ERR_TRUNCATED)
-        ptwm_err_prefix(err, "tensor '%s' (the file was %llu bytes when opened)", e->name,
-                        (unsigned long long)st->size);
+    if (rc == PTWM_ERR_TRUNCATED) {
+        ptwm_fail_shrunk(err, st->fd, st->label, st->size);
+        ptwm_err_prefix(err, "tensor '%s'", e->name);
+    }
     return rc;
 }
 

@@ -1,6 +1,7 @@
 /* One handle over every kind of weights file. Each kind's reader parses its
  * header or index once at open; the source only forwards to it, so loads of
  * many layouts from one source never parse anything again. */
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "container_format.h"
@@ -31,9 +32,11 @@ const char *ptwm_source_kind_name(ptwm_source_kind kind) {
     return "unknown";
 }
 
+/* Whether dir/name is there, as a file or as something unusable (a link to
+ * itself, no permission), whose opener then reports the real error. */
 static int dir_has(const char *dir, const char *name) {
     char *p = ptwm_path_join(dir, name);
-    int yes = p && ptwm_file_exists(p);
+    int yes = p && ptwm_file_state(p) != ENOENT;
     free(p);
     return yes;
 }
@@ -83,7 +86,10 @@ static ptwm_error open_raw(ptwm_source *s, ptwm_err *err) {
 
 ptwm_error ptwm_source_open(const char *path, ptwm_source_kind kind, ptwm_source **out,
                             ptwm_err *err) {
-    return ptwm_source_open_mode(path, kind, PTWM_OPEN_MMAP, out, err);
+    /* pread, not a mapping: a file truncated while open is then an error
+     * naming both sizes, where touching a mapped page past the new end would
+     * be SIGBUS. */
+    return ptwm_source_open_mode(path, kind, PTWM_OPEN_PREAD, out, err);
 }
 
 ptwm_error ptwm_source_open_mode(const char *path, ptwm_source_kind kind, ptwm_open_mode mode,
@@ -205,11 +211,14 @@ ptwm_error ptwm_source_read(ptwm_source *s, size_t index, uint64_t offset, void 
         return ptwm_ptdir_decode_range(s->ptdir, index, offset, dst, len, err);
     default: {
         uint64_t end;
+        ptwm_error rc;
         if (index != 0 || ptwm_add_overflow(offset, len, &end) || end > s->raw_bytes)
             return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                              "file '%s': bytes [%llu, +%zu) outside its %llu bytes", s->path,
                              (unsigned long long)offset, len, (unsigned long long)s->raw_bytes);
-        return ptwm_pread_full(s->fd, dst, len, offset, s->path, err);
+        rc = ptwm_pread_full(s->fd, dst, len, offset, s->path, err);
+        return rc == PTWM_ERR_TRUNCATED ? ptwm_fail_shrunk(err, s->fd, s->path, s->raw_bytes)
+                                        : rc;
     }
     }
 }

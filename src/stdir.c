@@ -229,6 +229,7 @@ ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **ou
     ptwm_stdir *d;
     char *index_path, *single;
     ptwm_error rc;
+    int e;
     if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_open: out is NULL");
     *out = NULL;
     if (!dir) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_open: dir is NULL");
@@ -239,11 +240,16 @@ ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **ou
     single = ptwm_path_join(dir, SINGLE_NAME);
     if (!d || !index_path || !single) {
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory opening '%s'", dir);
-    } else if (ptwm_file_exists(index_path)) {
+    } else if ((e = ptwm_file_state(index_path)) == 0) {
         rc = open_index(d, dir, index_path, mode, err);
-    } else if (ptwm_file_exists(single)) {
+    } else if (e != ENOENT) {
+        /* there but unusable (a link to itself, no permission): say why */
+        rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", index_path, strerror(e));
+    } else if ((e = ptwm_file_state(single)) == 0) {
         const char *names[1] = {SINGLE_NAME};
         rc = open_shards(d, dir, names, 1, mode, single, err);
+    } else if (e != ENOENT) {
+        rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", single, strerror(e));
     } else {
         rc = ptwm_fail(err, PTWM_ERR_NOT_FOUND,
                        "directory '%s' has neither " INDEX_NAME " nor " SINGLE_NAME, dir);

@@ -166,6 +166,52 @@ static void test_verify_reports_safetensors_error(void) {
     free(bytes);
 }
 
+/* A .ptwm file whose magic is damaged is reported as that, with its bytes,
+ * not as a safetensors file with an absurd header length; a model.safetensors
+ * that is a link to itself is reported with its real error (ELOOP), not as
+ * "has neither ...". Through the CLI and through the API. */
+static void test_misread_inputs(void) {
+    char src[1200], out[1100], bad[1200], ptwm[1200], dir[1100], link[1200];
+    ptwm_source *s = NULL;
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    uint8_t *bytes;
+    size_t len = 0;
+    snprintf(src, sizeof src, "%s/samples/posenet.bf16.safetensors",
+             getenv("PTWM_SOURCE_DIR") ? getenv("PTWM_SOURCE_DIR") : ".");
+    snprintf(out, sizeof out, "%s/magic", tu_tmpdir());
+    CHECK(run("compress '%s' -o '%s' -q", src, out) == 0);
+    snprintf(ptwm, sizeof ptwm, "%s/model.ptwm", out);
+    bytes = tu_read_file(ptwm, &len);
+    CHECK(bytes != NULL && len > 8);
+    if (!bytes) return;
+    bytes[1] = 'X'; /* "\x89XTWM\r\n\x1a" */
+    snprintf(bad, sizeof bad, "%s/damaged.ptwm", out);
+    CHECK(tu_write_file(bad, bytes, len) == 0);
+    free(bytes);
+    CHECK(run("verify '%s'", bad) == 1);
+    CHECK(has(err_path, "ptwm: not a .ptwm file: file '"));
+    CHECK(has(err_path, "bad magic 89 58 54 57 4D 0D 0A 1A, a .ptwm file starts 89 50 54 57 4D "
+                        "0D 0A 1A"));
+    CHECK(run("inspect '%s'", bad) == 1);
+    CHECK(has(err_path, "bad magic 89 58 54 57"));
+    CHECK_ERR(ptwm_source_open(bad, PTWM_SOURCE_AUTO, &s, &err), &err, PTWM_ERR_BAD_MAGIC,
+              "bad magic 89 58 54 57 4D 0D 0A 1A");
+    CHECK_ERR(ptwm_st_open(bad, PTWM_OPEN_PREAD, &st, &err), &err, PTWM_ERR_BAD_MAGIC,
+              "bad magic");
+
+    snprintf(dir, sizeof dir, "%s/selflink", tu_tmpdir());
+    snprintf(link, sizeof link, "%s/model.safetensors", dir);
+    CHECK(mkdir(dir, 0777) == 0);
+    CHECK(symlink("model.safetensors", link) == 0);
+    CHECK(run("verify '%s'", dir) == 1);
+    CHECK(has(err_path, "model.safetensors': Too many levels of symbolic links"));
+    CHECK(run("compress '%s' -o '%s/never'", dir, dir) == 1);
+    CHECK(has(err_path, "model.safetensors': Too many levels of symbolic links"));
+    CHECK_ERR(ptwm_source_open(dir, PTWM_SOURCE_AUTO, &s, &err), &err, PTWM_ERR_IO,
+              "model.safetensors': Too many levels of symbolic links");
+}
+
 /* Output that cannot be written (a full disk) is exit status 1 with a
  * message, never a silent success. */
 static void test_write_failure(const char *file) {
@@ -190,6 +236,7 @@ int main(void) {
         test_cli_output();
         test_error_names();
         test_verify_reports_safetensors_error();
+        test_misread_inputs();
         test_write_failure(tu_corpus_path("handtrack.u8.safetensors"));
     }
     return tu_finish("cli_output");
