@@ -107,8 +107,9 @@ typedef enum ptwm_isa {
  * CPU has changes nothing) and return the level now in effect. Without a
  * call the cap comes from the environment variable PTWM_ISA (a name below,
  * read once at the first kernel call; an unknown name caps at "scalar"),
- * else none. Thread-safe: kernels read the cap at each call, so a call
- * started before the change finishes with the kernels it picked. */
+ * else none. Thread-safe, any time: each kernel reads the cap when it
+ * starts, so a change reaches the next kernel in every thread, inside calls
+ * already running too (every level gives the same bytes: only speed changes). */
 PTWM_API ptwm_isa ptwm_set_isa_limit(ptwm_isa level);
 /* The level the kernels run at: the cap, or the CPU's best if lower. */
 PTWM_API ptwm_isa ptwm_isa_level(void);

@@ -80,7 +80,9 @@ static unsigned cpu_detect(void) { return 0; }
 /* The highest level whose features the CPU has, and each below it. */
 static int cpu_best(void) {
     int l = 0;
-    while (l < PTWM_ISA_BEST && (cpu_detected & level_features[l + 1]) == level_features[l + 1]) l++;
+    while (l < PTWM_ISA_BEST &&
+           (cpu_detected & level_features[l + 1]) == level_features[l + 1])
+        l++;
     return l;
 }
 
@@ -95,7 +97,8 @@ static void cpu_init(void) {
     ptwm_isa cap;
     cpu_detected = cpu_detect();
     /* An unknown name asks for a cap all the same: the safest one. */
-    if (env && *env) cpu_cap = ptwm_isa_from_name(env, &cap) == PTWM_OK ? (int)cap : PTWM_ISA_SCALAR;
+    if (env && *env)
+        cpu_cap = ptwm_isa_from_name(env, &cap) == PTWM_OK ? (int)cap : PTWM_ISA_SCALAR;
     cpu_publish();
 }
 

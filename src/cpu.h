@@ -55,15 +55,17 @@ PTWM_INLINE int ptwm_cpu_has(unsigned mask) {
  * microscale): the same C, each copy with its own target attribute. */
 #ifdef PTWM_CPU_X86
 #if defined(__clang__)
-#define PTWM_TARGET_V4 \
-    __attribute__((target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,bmi,bmi2,fma,f16c,lzcnt,movbe,popcnt")))
+#define PTWM_TARGET_V4                                                                   \
+    __attribute__((target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,bmi,bmi2,fma,f16c," \
+                          "lzcnt,movbe,popcnt")))
 #else
 #define PTWM_TARGET_V4 __attribute__((target("arch=x86-64-v4")))
 #endif
 #define PTWM_TARGET_AVX2 __attribute__((target("avx2")))
 /* What those copies may use: levels AVX512 and AVX2 as ptwm.h defines them. */
-#define PTWM_CPU_LEVEL_AVX2 \
-    (PTWM_CPU_SSSE3 | PTWM_CPU_POPCNT | PTWM_CPU_AVX2 | PTWM_CPU_BMI2 | PTWM_CPU_F16C | PTWM_CPU_V3REST)
+#define PTWM_CPU_LEVEL_AVX2                                                           \
+    (PTWM_CPU_SSSE3 | PTWM_CPU_POPCNT | PTWM_CPU_AVX2 | PTWM_CPU_BMI2 | PTWM_CPU_F16C | \
+     PTWM_CPU_V3REST)
 #define PTWM_CPU_LEVEL_AVX512 (PTWM_CPU_LEVEL_AVX2 | PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | \
                                PTWM_CPU_AVX512CD | PTWM_CPU_AVX512DQ | PTWM_CPU_AVX512VL)
 #endif

@@ -59,8 +59,7 @@ PTWM_INLINE void ptwm_colscale_forward_body(const uint8_t *restrict x, size_t n,
     }
 }
 PTWM_VEC_VARIANTS(, ptwm_colscale_forward, (const uint8_t *restrict x, size_t n, size_t cols,
-                  uint8_t *restrict r, uint8_t *restrict d, uint32_t
-                  *restrict sum),
+                  uint8_t *restrict r, uint8_t *restrict d, uint32_t *restrict sum),
                   (x, n, cols, r, d, sum))
 
 PTWM_INLINE void ptwm_colscale_inverse_body(const uint8_t *restrict r, const uint8_t *restrict d,

@@ -107,8 +107,8 @@ PTWM_INLINE void merge_f16_body(const uint8_t *restrict ex, const uint8_t *restr
         dst[2 * i + 1] = (uint8_t)(v >> 8);
     }
 }
-PTWM_VEC_VARIANTS(static, merge_f16, (const uint8_t *restrict ex, const uint8_t *restrict hi, const
-                  uint8_t *restrict lo, size_t n, uint8_t *restrict dst),
+PTWM_VEC_VARIANTS(static, merge_f16, (const uint8_t *restrict ex, const uint8_t *restrict hi,
+                  const uint8_t *restrict lo, size_t n, uint8_t *restrict dst),
                   (ex, hi, lo, n, dst))
 
 PTWM_INLINE void split_f32_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
@@ -123,8 +123,7 @@ PTWM_INLINE void split_f32_body(const uint8_t *restrict src, size_t n, uint8_t *
     }
 }
 PTWM_VEC_VARIANTS(static, split_f32, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                  uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict
-                  p3),
+                  uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict p3),
                   (src, n, ex, p1, p2, p3))
 
 PTWM_INLINE void merge_f32_body(const uint8_t *restrict ex, const uint8_t *restrict p1,
@@ -142,8 +141,8 @@ PTWM_INLINE void merge_f32_body(const uint8_t *restrict ex, const uint8_t *restr
 #endif
     }
 }
-PTWM_VEC_VARIANTS(static, merge_f32, (const uint8_t *restrict ex, const uint8_t *restrict p1, const
-                  uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
+PTWM_VEC_VARIANTS(static, merge_f32, (const uint8_t *restrict ex, const uint8_t *restrict p1,
+                  const uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
                   uint8_t *restrict dst),
                   (ex, p1, p2, p3, n, dst))
 
@@ -171,7 +170,8 @@ void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, un
         merge_generic(planes, n, width, e, m, dst);
 }
 
-PTWM_INLINE void ptwm_split_bytes_body(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes) {
+PTWM_INLINE void ptwm_split_bytes_body(const uint8_t *src, size_t n, unsigned width,
+                                       uint8_t *const *planes) {
     unsigned k;
     size_t i;
     if (width == 2) {
@@ -189,11 +189,12 @@ PTWM_INLINE void ptwm_split_bytes_body(const uint8_t *src, size_t n, unsigned wi
         for (i = 0; i < n; i++) p[i] = s[i * width];
     }
 }
-PTWM_VEC_VARIANTS(, ptwm_split_bytes, (const uint8_t *src, size_t n, unsigned width, uint8_t *const
-                  *planes),
+PTWM_VEC_VARIANTS(, ptwm_split_bytes, (const uint8_t *src, size_t n, unsigned width,
+                  uint8_t *const *planes),
                   (src, n, width, planes))
 
-PTWM_INLINE void ptwm_merge_bytes_body(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst) {
+PTWM_INLINE void ptwm_merge_bytes_body(const uint8_t *const *planes, size_t n, unsigned width,
+                                       uint8_t *dst) {
     unsigned k;
     size_t i;
     if (width == 2) {
@@ -383,8 +384,8 @@ SPARSE_TARGET static size_t sparse_expand_avx512(const uint8_t *src, const uint8
 }
 
 static int sparse_have_avx512(void) {
-    return ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | PTWM_CPU_AVX512VBMI2 | PTWM_CPU_POPCNT |
-                        PTWM_CPU_BMI2);
+    return ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | PTWM_CPU_AVX512VBMI2 |
+                        PTWM_CPU_POPCNT | PTWM_CPU_BMI2);
 }
 #endif
 
@@ -712,8 +713,10 @@ size_t ptwm_joint_merge_bf16(const uint8_t *restrict j, const uint8_t *restrict 
         mhi[r] = (uint8_t)(e >> 1);
     }
 #ifdef JOINT_X86
-    if (ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW)) i = joint_bf16_avx512(j, nib, mlo, mhi, n, dst);
-    if (ptwm_cpu_has(PTWM_CPU_SSSE3)) i += joint_bf16_ssse3(j + i, nib + i / 2, mlo, mhi, n - i, dst + 2 * i);
+    if (ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW))
+        i = joint_bf16_avx512(j, nib, mlo, mhi, n, dst);
+    if (ptwm_cpu_has(PTWM_CPU_SSSE3))
+        i += joint_bf16_ssse3(j + i, nib + i / 2, mlo, mhi, n - i, dst + 2 * i);
 #endif
     for (; i < n; i++) {
         unsigned sm = (unsigned)(j[i] << 4 & 0xf0) | ((nib[i / 2] >> (4 * (i & 1))) & 15);

@@ -803,7 +803,8 @@ encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec
 
 /* and the byte permutes, compress and masked stores of the gather-free encoder */
 static int rans_have_vbmi(void) {
-    return rans_isa() >= 2 && ptwm_cpu_has(PTWM_CPU_AVX512VL | PTWM_CPU_AVX512VBMI | PTWM_CPU_AVX512VBMI2);
+    return rans_isa() >= 2 &&
+           ptwm_cpu_has(PTWM_CPU_AVX512VL | PTWM_CPU_AVX512VBMI | PTWM_CPU_AVX512VBMI2);
 }
 
 /* Rounds of 32 symbols, from symbol i down, while the writer has the margin
@@ -1344,10 +1345,12 @@ static void rans_lanes_init(void) {
 /* The vector level the cap (cpu.h) allows now: 2 AVX-512 (F, BW), 1 AVX2, 0.
  * The lane table is built before any vector loop can use it. */
 static int rans_isa(void) {
+    const unsigned avx2 = PTWM_CPU_AVX2 | PTWM_CPU_POPCNT;
+    const unsigned avx512 = PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW;
     unsigned f = ptwm_cpu_features();
-    int h = (f & (PTWM_CPU_AVX2 | PTWM_CPU_POPCNT)) == (PTWM_CPU_AVX2 | PTWM_CPU_POPCNT);
+    int h = (f & avx2) == avx2;
     if (h) pthread_once(&rans_lanes_once, rans_lanes_init);
-    if (h && (f & (PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW)) == (PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW)) h = 2;
+    if (h && (f & avx512) == avx512) h = 2;
     return h;
 }
 

@@ -120,7 +120,8 @@ size_t ptwm_widen_variants(const ptwm_widen_impl *const **out) {
 #ifdef PTWM_WIDEN_DISPATCH
     static const ptwm_widen_impl *const list[3] = {&impl_generic, &impl_avx2, &impl_f16c};
     *out = list;
-    return 1 + (size_t)ptwm_cpu_has(PTWM_CPU_AVX2) + (size_t)ptwm_cpu_has(PTWM_CPU_AVX2 | PTWM_CPU_F16C);
+    return 1 + (size_t)ptwm_cpu_has(PTWM_CPU_AVX2) +
+           (size_t)ptwm_cpu_has(PTWM_CPU_AVX2 | PTWM_CPU_F16C);
 #else
     static const ptwm_widen_impl *const list[1] = {&impl_generic};
     *out = list;

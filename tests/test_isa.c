@@ -27,8 +27,9 @@ static void check_names(void) {
     int l;
     ptwm_isa got;
     for (l = 0; l <= PTWM_ISA_BEST; l++) {
-        CHECK_MSG(ptwm_isa_from_name(ptwm_isa_name((ptwm_isa)l), &got) == PTWM_OK && got == (ptwm_isa)l,
-                  "level %d (%s) does not parse back", l, ptwm_isa_name((ptwm_isa)l));
+        ptwm_error e = ptwm_isa_from_name(ptwm_isa_name((ptwm_isa)l), &got);
+        CHECK_MSG(e == PTWM_OK && got == (ptwm_isa)l, "level %d (%s) does not parse back", l,
+                  ptwm_isa_name((ptwm_isa)l));
     }
     CHECK(strcmp(ptwm_isa_name(PTWM_ISA_SCALAR), "scalar") == 0);
     CHECK(strcmp(ptwm_isa_name(PTWM_ISA_AVX512VBMI), "avx512vbmi") == 0);
@@ -54,7 +55,8 @@ static uint8_t *load_sample(sample *s) {
     ptwm_err err;
     size_t i, v, total = 0, off;
     snprintf(path, sizeof(path), "%s/samples/posenet.bf16.safetensors", dir ? dir : ".");
-    CHECK_MSG(ptwm_st_open(path, PTWM_OPEN_MMAP, &st, &err) == PTWM_OK, "%s: %s", path, err.message);
+    CHECK_MSG(ptwm_st_open(path, PTWM_OPEN_MMAP, &st, &err) == PTWM_OK, "%s: %s", path,
+              err.message);
     if (!st) return NULL;
     s->n = ptwm_st_count(st);
     for (i = 0; i < s->n; i++) {
@@ -215,7 +217,8 @@ static void check_cli(void) {
     rc = tu_run_cli(bin, out, errp, "--version");
     text = tu_read_file(errp, &len);
     if (text) text[len] = 0; /* tu_read_file leaves a byte spare */
-    CHECK_MSG(rc == 2 && text && strstr((const char *)text, "PTWM_ISA='avx3' is not an instruction set"),
+    CHECK_MSG(rc == 2 && text &&
+                  strstr((const char *)text, "PTWM_ISA='avx3' is not an instruction set"),
               "PTWM_ISA=avx3: exit %d, stderr %s", rc, text ? (const char *)text : "(none)");
     free(text);
     setenv("PTWM_ISA", "scalar", 1);
@@ -223,7 +226,8 @@ static void check_cli(void) {
     text = tu_read_file(out, &len);
     if (text) text[len] = 0;
     CHECK_MSG(rc == 0 && text && strstr((const char *)text, "(instruction set scalar)"),
-              "PTWM_ISA=scalar --version: exit %d, stdout %s", rc, text ? (const char *)text : "(none)");
+              "PTWM_ISA=scalar --version: exit %d, stdout %s", rc,
+              text ? (const char *)text : "(none)");
     free(text);
     unsetenv("PTWM_ISA");
 }

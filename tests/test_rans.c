@@ -337,7 +337,8 @@ static ptwm_isa isa_now = PTWM_ISA_BEST;
 /* The levels with rANS loops of their own (ptwm_set_isa_limit; a level above
  * the machine's runs the machine's best). */
 #define NISA 4
-static const ptwm_isa isas[NISA] = {PTWM_ISA_SCALAR, PTWM_ISA_AVX2, PTWM_ISA_AVX512, PTWM_ISA_AVX512VBMI};
+static const ptwm_isa isas[NISA] = {PTWM_ISA_SCALAR, PTWM_ISA_AVX2, PTWM_ISA_AVX512,
+                                    PTWM_ISA_AVX512VBMI};
 
 /* Every encoder loop (scalar, AVX2, AVX-512 VBMI) writes the same bytes, on
  * real planes and on lengths around their steps (32 and 64 symbols). */
@@ -359,7 +360,8 @@ static void encoders_agree(const char *file, const char *label, const uint8_t *p
             }
             for (isa = 1; isa < NISA; isa++)
                 CHECK_MSG(len[0] == len[isa] && memcmp(out[0], out[isa], len[0]) == 0,
-                          "%s %s, %zu symbols, order %d: %s encoder differs (%zu bytes, scalar %zu)",
+                          "%s %s, %zu symbols, order %d: %s encoder differs (%zu bytes, "
+                          "scalar %zu)",
                           file, label, m, order, ptwm_isa_name(isas[isa]), len[isa], len[0]);
         }
     }
