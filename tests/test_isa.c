@@ -6,7 +6,12 @@
  * source. The widening kernels give the same values at every level.
  *
  * Run with PTWM_ISA set (ctest's test_isa_env*): the first level reported is
- * the environment's cap, or "scalar" for a name the library does not know. */
+ * the environment's cap, or "scalar" for a name the library does not know.
+ *
+ * With --stay the cap is never changed: the same weights are compressed,
+ * decoded, hashed and widened at the environment's level only, for
+ * scripts/check_isa.sh, which runs this under gdb and fails if any
+ * instruction above that level executes. */
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
@@ -134,6 +139,19 @@ static void decode_check(const sample *s, size_t v, int method, const void *blob
     ptwm_reader_close(r);
 }
 
+/* Round trips at the level in effect, the cap untouched. */
+static void check_stay(const sample *s) {
+    size_t v, m;
+    for (v = 0; v < NVARIANT; v++) {
+        for (m = 0; m < NMETHOD; m++) {
+            size_t len = 0;
+            void *blob = compress_at(s, v, methods[m], &len);
+            if (blob) decode_check(s, v, methods[m], blob, len);
+            free(blob);
+        }
+    }
+}
+
 static void check_levels(const sample *s, ptwm_isa best) {
     size_t v, m;
     int l;
@@ -232,12 +250,36 @@ static void check_cli(void) {
     unsetenv("PTWM_ISA");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     ptwm_isa first = ptwm_isa_level(), best;
     sample s;
     ptwm_st *st;
     size_t v;
     int l;
+    if (argc > 1 && strcmp(argv[1], "--stay") == 0) {
+        memset(&s, 0, sizeof(s));
+        st = (ptwm_st *)(void *)load_sample(&s);
+        if (st) {
+            size_t i, n = 0;
+            float *f;
+            uint16_t *h;
+            int k;
+            for (i = 0; i < s.n; i++) n += (size_t)s.desc[0][i].nbytes / 2;
+            f = (float *)malloc(4 * n);
+            h = (uint16_t *)malloc(2 * n);
+            check_stay(&s);
+            for (k = 0; k < 3; k++) widen_run(&s, k, n, f, h);
+            free(f);
+            free(h);
+        }
+        for (v = 0; v < NVARIANT; v++) {
+            free(s.desc[v]);
+            free(s.bytes[v]);
+        }
+        ptwm_st_close(st);
+        CHECK(ptwm_isa_level() == first);
+        return tu_finish("isa --stay");
+    }
     check_names();
     best = ptwm_set_isa_limit(PTWM_ISA_BEST);
     check_env(getenv("PTWM_ISA"), first, best);
