@@ -7,7 +7,8 @@
 
 /* ISA-L's gzip CRC is zlib's CRC32; it folds 64 bytes a step with
  * VPCLMULQDQ where the CPU has it (64 GB/s here, against libdeflate 1.14's
- * 16: the plane CRCs were 12% of decoding). */
+ * 16: the plane CRCs were 12% of decoding). ISA-L picks its kernel itself:
+ * the instruction-set cap does not reach it. */
 uint32_t ptwm_crc32(uint32_t crc, const void *p, size_t n) {
     /* ISA-L reads nothing for n == 0, but takes a non-const pointer. */
     return n ? crc32_gzip_refl(crc, (const unsigned char *)p, (uint64_t)n) : crc;
@@ -21,9 +22,10 @@ int ptwm_xxh128_have_avx512(void) {
     return ptwm_cpu_has(PTWM_CPU_AVX2 | PTWM_CPU_AVX512F);
 }
 
-/* A state is freed and reset by the code that made it (h->vec); its updates
- * take the best loops the cap allows at each call, on either kind of state
- * (the AVX2 and AVX-512 loops on hash_avx2.c's states only). */
+/* A state is made, reset and freed by one implementation (h->vec says
+ * which). Updates of a hash_avx2.c state take the best loops the cap allows
+ * at each call (AVX-512, AVX2 or baseline); a libxxhash state, made while
+ * the cap was below AVX2, stays with libxxhash. */
 #ifdef PTWM_HASH_AVX2
 #define USE_AVX2() ptwm_xxh128_have_avx2()
 #define USE_AVX512() ptwm_xxh128_have_avx512()
