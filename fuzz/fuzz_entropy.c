@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ptwm_error rc;
     if (size < 4) return 0;
     stage = (data[0] & 0x7f) % 7;
-    ptwm_rans_limit_isa(data[0] >> 6); /* every rANS decoder: scalar, AVX2, AVX-512 */
+    /* every rANS decoder: scalar, AVX2, AVX-512, AVX-512 VBMI */
+    ptwm_set_isa_limit((ptwm_isa[]){PTWM_ISA_SCALAR, PTWM_ISA_AVX2, PTWM_ISA_AVX512, PTWM_ISA_BEST}[data[0] >> 6]);
     want = (size_t)data[2] | ((size_t)data[3] << 8);
     payload = data + 4;
     n = size - 4;

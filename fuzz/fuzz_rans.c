@@ -18,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ptwm_error rc;
     if (size < 3) return 0;
     order = (int)((data[0] & 0x7f) % 3) - 1;
-    ptwm_rans_limit_isa(data[0] >> 6); /* every rANS decoder: scalar, AVX2, AVX-512 */
+    /* every rANS decoder: scalar, AVX2, AVX-512, AVX-512 VBMI */
+    ptwm_set_isa_limit((ptwm_isa[]){PTWM_ISA_SCALAR, PTWM_ISA_AVX2, PTWM_ISA_AVX512, PTWM_ISA_BEST}[data[0] >> 6]);
     want = (size_t)data[1] | ((size_t)data[2] << 8);
     payload = data + 3;
     n = size - 3;

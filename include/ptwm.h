@@ -83,6 +83,42 @@ PTWM_API const char *ptwm_error_name(ptwm_error code);
 PTWM_API const char *ptwm_error_string(ptwm_error code);
 
 /* ------------------------------------------------------------------------ */
+/* Instruction sets: a cap on the CPU-specific kernels                       */
+/* ------------------------------------------------------------------------ */
+
+/* Each level adds kernels to the one below; every level gives the same bytes.
+ * SCALAR runs only the plain C loops (on x86-64 the compiler may still use
+ * SSE2, which the baseline ABI includes; a build with -march=... may use what
+ * that allows everywhere). SSSE3: byte-shuffle joint-plane merges. AVX2
+ * (with BMI2, F16C, POPCNT): rANS, Huffman (BMI2), planes, widening, XXH3.
+ * AVX512 (F, BW, CD, DQ, VL): rANS, planes, joint BF16 merge, XXH3.
+ * AVX512VBMI (+ VBMI, VBMI2): the rANS encoder, joint split, sparse
+ * compact/expand, Huffman size scan. */
+typedef enum ptwm_isa {
+    PTWM_ISA_SCALAR = 0,
+    PTWM_ISA_SSSE3 = 1,
+    PTWM_ISA_AVX2 = 2,
+    PTWM_ISA_AVX512 = 3,
+    PTWM_ISA_AVX512VBMI = 4,
+    PTWM_ISA_BEST = PTWM_ISA_AVX512VBMI /* no cap */
+} ptwm_isa;
+
+/* Cap the kernels at `level` for the whole process (a level above what the
+ * CPU has changes nothing) and return the level now in effect. Without a
+ * call the cap comes from the environment variable PTWM_ISA (a name below,
+ * read once at the first kernel call; an unknown name caps at "scalar"),
+ * else none. Thread-safe, any time: each kernel reads the cap when it
+ * starts, so a change reaches the next kernel in every thread, inside calls
+ * already running too (every level gives the same bytes: only speed changes). */
+PTWM_API ptwm_isa ptwm_set_isa_limit(ptwm_isa level);
+/* The level the kernels run at: the cap, or the CPU's best if lower. */
+PTWM_API ptwm_isa ptwm_isa_level(void);
+/* "scalar", "ssse3", "avx2", "avx512", "avx512vbmi"; "?" for other values. */
+PTWM_API const char *ptwm_isa_name(ptwm_isa level);
+/* Parse a name above (exact, lowercase); PTWM_ERR_INVALID_ARG for any other text. */
+PTWM_API ptwm_error ptwm_isa_from_name(const char *name, ptwm_isa *out);
+
+/* ------------------------------------------------------------------------ */
 /* Dtypes: every dtype of the safetensors specification. The numbers are     */
 /* .ptwm wire values.                                                        */
 /* ------------------------------------------------------------------------ */

@@ -109,14 +109,18 @@ static int run(int argc, char **argv) {
     memset(seen, 0, sizeof(seen));
     memset(&total, 0, sizeof(total));
     if (o.json)
-        printf("{\"method\": \"%s\", \"threads\": %d, \"chunk_size\": %llu, \"runs\": %d, \"rows\": [",
+        printf("{\"method\": \"%s\", \"threads\": %d, \"chunk_size\": %llu, \"runs\": %d, "
+               "\"isa\": \"%s\", \"rows\": [",
                ptwm_method_name(o.p.method), o.p.threads,
-               (unsigned long long)(o.p.chunk_size ? o.p.chunk_size : PTWM_DEFAULT_CHUNK), o.runs);
+               (unsigned long long)(o.p.chunk_size ? o.p.chunk_size : PTWM_DEFAULT_CHUNK), o.runs,
+               ptwm_isa_name(ptwm_isa_level()));
     else
-        printf("method %s, %d thread%s, chunk %llu, median of %d runs; zstd level 3, 1 thread\n"
+        printf("method %s, %d thread%s, chunk %llu, median of %d runs, instruction set %s; "
+               "zstd level 3, 1 thread\n"
                "%-34s %-5s %12s %12s %7s %8s %8s | %7s %7s %7s | %6s %6s\n",
                ptwm_method_name(o.p.method), o.p.threads, o.p.threads == 1 ? "" : "s",
                (unsigned long long)(o.p.chunk_size ? o.p.chunk_size : PTWM_DEFAULT_CHUNK), o.runs,
+               ptwm_isa_name(ptwm_isa_level()),
                "file", "dtype", "raw", "ptwm", "ratio", "comp", "dec", "zstd-3", "comp", "dec",
                "c/zstd", "d/zstd");
     for (i = 0; i < npaths; i++) {

@@ -2,6 +2,7 @@
  * and uses only the public header. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -31,9 +32,16 @@ static void usage(FILE *out) {
         if (commands[i]) fprintf(out, "  %-12s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(out,
             "\n'ptwm COMMAND --help' describes a command's options; 'ptwm --help' prints\n"
-            "this and 'ptwm --version' the version.\n"
-            "Exit status: 0 success, 1 bad input or failed check, 2 bad usage; 130, 143\n"
-            "or 129 after SIGINT, SIGTERM or SIGHUP (temporary output removed first).\n");
+            "this and 'ptwm --version' the version and the instruction set in use.
+"
+            "Environment: PTWM_ISA=scalar|ssse3|avx2|avx512|avx512vbmi caps the CPU-specific
+"
+            "kernels at that level (the output is the same at every level).
+"
+            "Exit status: 0 success, 1 bad input or failed check, 2 bad usage; 130, 143
+"
+            "or 129 after SIGINT, SIGTERM or SIGHUP (temporary output removed first).
+");
 }
 
 /* A listing cut short by a full disk or a closed pipe is a failure, not a
@@ -46,8 +54,22 @@ static int finish(int rc) {
     return rc;
 }
 
+/* The library reads PTWM_ISA itself and caps an unknown name at scalar; the
+ * command line says so instead of running slower in silence. */
+static int check_isa_env(void) {
+    const char *env = getenv("PTWM_ISA");
+    ptwm_isa level;
+    if (!env || !*env || ptwm_isa_from_name(env, &level) == PTWM_OK) return CLI_OK;
+    fprintf(stderr,
+            "ptwm: PTWM_ISA='%s' is not an instruction set: use scalar, ssse3, avx2, avx512 or "
+            "avx512vbmi\n",
+            env);
+    return CLI_USAGE;
+}
+
 int main(int argc, char **argv) {
     size_t i;
+    if (check_isa_env() != CLI_OK) return CLI_USAGE;
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;
@@ -57,7 +79,7 @@ int main(int argc, char **argv) {
         return finish(CLI_OK);
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("ptwm %s\n", ptwm_version());
+        printf("ptwm %s (instruction set %s)\n", ptwm_version(), ptwm_isa_name(ptwm_isa_level()));
         return finish(CLI_OK);
     }
     for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

@@ -47,6 +47,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 step "corpus" scripts/corpus.sh
 step "build (release)" scripts/build.sh build
 step "tests (release)" ctest --test-dir build -j"$jobs" --output-on-failure
+# The same build with every kernel capped at the plain C loops (ptwm.h, PTWM_ISA).
+step "tests (release, PTWM_ISA=scalar)" env PTWM_ISA=scalar ctest --test-dir build -j"$jobs" --output-on-failure
 step "build (asan+ubsan)" scripts/build.sh build-asan -DPTWM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 step "tests (asan+ubsan)" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure

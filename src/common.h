@@ -44,15 +44,6 @@ PTWM_INLINE int ptwm_mul_overflow(uint64_t a, uint64_t b, uint64_t *out) {
 
 /* Explicit little-endian loads and stores: the wire format is little-endian
  * whatever the host is, and unaligned access goes through memcpy. */
-/* Plain loops that vectorise, cloned for AVX-512 and AVX2 (chosen at load
- * time by the CPU): up to 4x the width of the baseline SSE2 build. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PTWM_NO_SIMD) && \
-    defined(__ELF__)
-#define PTWM_VEC_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#else
-#define PTWM_VEC_CLONES
-#endif
-
 PTWM_INLINE uint16_t ptwm_load_le16(const void *p) {
     const uint8_t *b = (const uint8_t *)p;
     return (uint16_t)(b[0] | (b[1] << 8));

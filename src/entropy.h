@@ -78,12 +78,6 @@ ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *ds
                             size_t *out_len);
 ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
 
-/* Tests and fuzzers: the best instruction set rANS may use, process-wide, for
- * covering every path: 0 the portable scalar loops, 1 AVX2, 2 (BEST) AVX-512
- * where the CPU has them (a cap above what the CPU has changes nothing). */
-#define PTWM_RANS_ISA_BEST 2
-void ptwm_rans_limit_isa(int isa);
-
 size_t ptwm_zstd_bound(size_t n);
 ptwm_error ptwm_zstd_encode(const uint8_t *src, size_t n, int level, uint8_t *dst, size_t cap,
                             size_t *out_len);

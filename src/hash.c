@@ -1,5 +1,5 @@
 /* CRC32 and XXH3-128 wrappers; see hash.h. XXH3 runs through hash_avx2.c
- * when the CPU has AVX2, else through libxxhash. */
+ * when the CPU has AVX2 and the cap allows it, else through libxxhash. */
 #include "hash.h"
 
 #include <isa-l/crc.h>
@@ -7,40 +7,25 @@
 
 /* ISA-L's gzip CRC is zlib's CRC32; it folds 64 bytes a step with
  * VPCLMULQDQ where the CPU has it (64 GB/s here, against libdeflate 1.14's
- * 16: the plane CRCs were 12% of decoding). */
+ * 16: the plane CRCs were 12% of decoding). ISA-L picks its kernel itself:
+ * the instruction-set cap does not reach it. */
 uint32_t ptwm_crc32(uint32_t crc, const void *p, size_t n) {
     /* ISA-L reads nothing for n == 0, but takes a non-const pointer. */
     return n ? crc32_gzip_refl(crc, (const unsigned char *)p, (uint64_t)n) : crc;
 }
 
-/* The vector forms this CPU can run (bit 0 AVX2, bit 1 AVX-512F), asked
- * once: threads racing on the first call all store the same answer. */
-static int hash_isa(void) {
-#ifdef PTWM_HASH_AVX2
-    static int have = -1;
-    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
-    if (h < 0) {
-        __builtin_cpu_init();
-        h = (__builtin_cpu_supports("avx2") != 0) | (__builtin_cpu_supports("avx512f") != 0) << 1;
-        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
-    }
-    return h;
-#else
-    return 0;
-#endif
-}
-
 int ptwm_xxh128_have_avx2(void) {
-    return hash_isa() & 1;
+    return ptwm_cpu_has(PTWM_CPU_AVX2);
 }
 
 int ptwm_xxh128_have_avx512(void) {
-    return (hash_isa() >> 1) & 1;
+    return ptwm_cpu_has(PTWM_CPU_AVX2 | PTWM_CPU_AVX512F);
 }
 
-/* The answer never changes once known, so a state is always handled by the
- * code that created it. AVX-512 machines run the AVX-512 stripe loops on
- * the same states. */
+/* A state is made, reset and freed by one implementation (h->vec says
+ * which). Updates of a hash_avx2.c state take the best loops the cap allows
+ * at each call (AVX-512, AVX2 or baseline); a libxxhash state, made while
+ * the cap was below AVX2, stays with libxxhash. */
 #ifdef PTWM_HASH_AVX2
 #define USE_AVX2() ptwm_xxh128_have_avx2()
 #define USE_AVX512() ptwm_xxh128_have_avx512()
@@ -54,6 +39,7 @@ int ptwm_xxh128_have_avx512(void) {
 #define ptwm_xxh128_avx2_create() NULL
 #define ptwm_xxh128_avx2_reset(s) ((void)0)
 #define ptwm_xxh128_avx2_update(s, p, n) ((void)0)
+#define ptwm_xxh128_base_update(s, p, n) ((void)0)
 #define ptwm_xxh128_avx2_digest(s, out) ((void)0)
 #define ptwm_xxh128_avx2_free(s) ((void)0)
 #endif
@@ -66,11 +52,12 @@ static void canonical(XXH128_hash_t v, uint8_t out[16]) {
 
 ptwm_error ptwm_xxh128_begin(ptwm_xxh128 *h, ptwm_err *err) {
     if (!h->state) {
-        h->state = USE_AVX2() ? ptwm_xxh128_avx2_create() : (void *)XXH3_createState();
+        h->vec = USE_AVX2();
+        h->state = h->vec ? ptwm_xxh128_avx2_create() : (void *)XXH3_createState();
         if (!h->state) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for an XXH3 state");
     }
     /* Resetting to the default secret cannot fail on a valid state. */
-    if (USE_AVX2())
+    if (h->vec)
         ptwm_xxh128_avx2_reset(h->state);
     else
         XXH3_128bits_reset((XXH3_state_t *)h->state);
@@ -79,18 +66,20 @@ ptwm_error ptwm_xxh128_begin(ptwm_xxh128 *h, ptwm_err *err) {
 
 void ptwm_xxh128_update(ptwm_xxh128 *h, const void *p, size_t n) {
     if (!h->state || !n) return;
-    if (USE_AVX512())
+    if (!h->vec)
+        XXH3_128bits_update((XXH3_state_t *)h->state, p, n);
+    else if (USE_AVX512())
         ptwm_xxh128_avx512_update(h->state, p, n);
     else if (USE_AVX2())
         ptwm_xxh128_avx2_update(h->state, p, n);
     else
-        XXH3_128bits_update((XXH3_state_t *)h->state, p, n);
+        ptwm_xxh128_base_update(h->state, p, n);
 }
 
 void ptwm_xxh128_digest(const ptwm_xxh128 *h, uint8_t out[16]) {
     if (!h->state)
         memset(out, 0, 16);
-    else if (USE_AVX2())
+    else if (h->vec)
         ptwm_xxh128_avx2_digest(h->state, out);
     else
         canonical(XXH3_128bits_digest((const XXH3_state_t *)h->state), out);
@@ -103,7 +92,7 @@ void ptwm_xxh128_end(ptwm_xxh128 *h, uint8_t out[16]) {
 
 void ptwm_xxh128_free(ptwm_xxh128 *h) {
     if (!h->state) return;
-    if (USE_AVX2())
+    if (h->vec)
         ptwm_xxh128_avx2_free(h->state);
     else
         XXH3_freeState((XXH3_state_t *)h->state);

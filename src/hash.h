@@ -8,6 +8,7 @@
 #define PTWM_HASH_H
 
 #include "common.h"
+#include "cpu.h"
 
 /* CRC32 (IEEE, as zlib): pass 0 to start, the previous value to continue. */
 uint32_t ptwm_crc32(uint32_t crc, const void *p, size_t n);
@@ -16,6 +17,7 @@ uint32_t ptwm_crc32(uint32_t crc, const void *p, size_t n);
  * Each state belongs to one thread at a time. */
 typedef struct ptwm_xxh128 {
     void *state;
+    int vec; /* state made by hash_avx2.c (the cap allowed AVX2 when it was made) */
 } ptwm_xxh128;
 
 /* Start a hash; a started struct is reset, keeping its memory. */
@@ -29,19 +31,22 @@ void ptwm_xxh128_free(ptwm_xxh128 *h);
 /* One-shot form. */
 void ptwm_xxh128_oneshot(const void *p, size_t n, uint8_t out[16]);
 
-/* The functions above use hash_avx2.c when the CPU has AVX2 (its AVX-512
- * loops where it has AVX-512F; checked once), else libxxhash. Tests call
- * both paths directly; callers of the AVX2 forms check
- * ptwm_xxh128_have_avx2() first. */
+/* The functions above use hash_avx2.c when the CPU has AVX2 and the cap
+ * (cpu.h) allows it (its AVX-512 loops where AVX-512F is allowed; asked at
+ * each call), else libxxhash. Tests call both paths directly; callers of
+ * the AVX2 forms check ptwm_xxh128_have_avx2() first. */
 int ptwm_xxh128_have_avx2(void);
 int ptwm_xxh128_have_avx512(void);
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#ifdef PTWM_CPU_X86
 #define PTWM_HASH_AVX2 1
 void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
 /* An opaque XXH3 state, NULL when out of memory; reset before the first update. */
 void *ptwm_xxh128_avx2_create(void);
 void ptwm_xxh128_avx2_reset(void *s);
 void ptwm_xxh128_avx2_update(void *s, const void *p, size_t n);
+/* The same update with the baseline loops, for a state made here when the
+ * cap has since dropped below AVX2. */
+void ptwm_xxh128_base_update(void *s, const void *p, size_t n);
 void ptwm_xxh128_avx2_digest(const void *s, uint8_t out[16]);
 void ptwm_xxh128_avx2_free(void *s);
 /* The AVX-512 stripe loops (same values; a state from _avx2_create);

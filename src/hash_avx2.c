@@ -80,6 +80,10 @@ AVX2_FN void ptwm_xxh128_avx2_update(void *s, const void *p, size_t n) {
     XXH3_update((XXH3_state_t *)s, (const xxh_u8 *)p, n, XXH3_accumulate_512_avx2, XXH3_scrambleAcc_avx2);
 }
 
+void ptwm_xxh128_base_update(void *s, const void *p, size_t n) {
+    XXH3_128bits_update((XXH3_state_t *)s, p, n);
+}
+
 /* The digest consumes at most the 256 buffered bytes: the baseline code is enough. */
 void ptwm_xxh128_avx2_digest(const void *s, uint8_t out[16]) {
     canonical(XXH3_128bits_digest((const XXH3_state_t *)s), out);

@@ -69,6 +69,7 @@
  *    without a full histogram. The worst case is RAW: ptwm_huf_bound(n) = n + 1.
  */
 #include "entropy.h"
+#include "cpu.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -409,7 +410,7 @@ static void huf_encode_plain(const uint8_t *src, const size_t *begin, const uint
                              uint8_t *const *out, uint8_t *const *end) {
     huf_encode_4streams(src, begin, ce, out, end);
 }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef PTWM_CPU_X86
 #define HUF_ENC_BMI2 1
 __attribute__((target("bmi2"))) static void huf_encode_bmi2(const uint8_t *src,
                                                             const size_t *begin,
@@ -520,7 +521,7 @@ static uint64_t huf_bits_plain(const uint8_t *src, size_t n, const uint8_t len[2
     return b0 + b1;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#ifdef PTWM_CPU_X86
 #define HUF_BITS_VBMI 1
 #include <immintrin.h>
 /* 64 lengths a step from the 256-entry table by two two-register byte
@@ -543,7 +544,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static uint64_t huf_bits_
 
 static uint64_t huf_bits(const uint8_t *src, size_t n, const uint8_t len[256]) {
 #ifdef HUF_BITS_VBMI
-    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi"))
+    if (ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | PTWM_CPU_AVX512VBMI))
         return huf_bits_vbmi(src, n, len);
 #endif
     return huf_bits_plain(src, n, len);
@@ -639,7 +640,7 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
         {
             huf_enc_fn enc = huf_encode_plain;
 #ifdef HUF_ENC_BMI2
-            if (__builtin_cpu_supports("bmi2")) enc = huf_encode_bmi2;
+            if (ptwm_cpu_has(PTWM_CPU_BMI2)) enc = huf_encode_bmi2;
 #endif
             enc(src, begin, ce, out, end);
         }
@@ -931,7 +932,7 @@ HUF_FAST_LOOP(huf_fastm5, , 20, HUF_FAST_LEN, HUF_BODYM5)
 HUF_FAST_ONE(huf_onem5, , 20, HUF_FAST_LEN, HUF_BODY1_M5)
 /* The same loops with BMI2's flag-free variable shifts (shlx/shrx), chosen at
  * run time: the build does not assume the CPU has them. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef PTWM_CPU_X86
 #define HUF_HAVE_BMI2 1
 #define HUF_BMI2 __attribute__((target("bmi2")))
 HUF_FAST_LOOP(huf_fast5_bmi2, HUF_BMI2, 5, HUF_FAST_LEN, HUF_BODY5)
@@ -986,7 +987,7 @@ static void huf_pick_loops(int multi, unsigned tlog, huf_fast_fn *fn, huf_one_fn
     };
     int bmi2 = 0, t11 = tlog == HUF_FAST_LEN;
 #ifdef HUF_HAVE_BMI2
-    bmi2 = __builtin_cpu_supports("bmi2") != 0;
+    bmi2 = ptwm_cpu_has(PTWM_CPU_BMI2);
 #endif
     *fn = fns[bmi2][multi != 0][t11];
     *one = ones[bmi2][multi != 0][t11];

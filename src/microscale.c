@@ -1,5 +1,6 @@
 /* MICROSCALE block-relative exponents (see microscale.h). */
 #include "microscale.h"
+#include "cpu.h"
 
 void ptwm_micro_forward(const uint8_t *restrict x, size_t n, unsigned block,
                         uint8_t *restrict r, uint8_t *restrict d) {
@@ -31,9 +32,9 @@ void ptwm_micro_inverse(const uint8_t *restrict r, const uint8_t *restrict d, si
 
 /* Row by row: each inner loop runs over contiguous columns and vectorises.
  * The scales are built in d, then turned into deltas in place. */
-PTWM_VEC_CLONES void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, size_t cols,
-                                           uint8_t *restrict r, uint8_t *restrict d,
-                                           uint32_t *restrict sum) {
+PTWM_INLINE void ptwm_colscale_forward_body(const uint8_t *restrict x, size_t n, size_t cols,
+                                            uint8_t *restrict r, uint8_t *restrict d,
+                                            uint32_t *restrict sum) {
     size_t i, k, m = PTWM_MIN(cols, n), rows = cols ? n / cols : 0, extra = cols ? n % cols : 0;
     uint8_t prev = 0;
     if (!cols) return;
@@ -57,9 +58,12 @@ PTWM_VEC_CLONES void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, 
         prev = s;
     }
 }
+PTWM_VEC_VARIANTS(, ptwm_colscale_forward, (const uint8_t *restrict x, size_t n, size_t cols,
+                  uint8_t *restrict r, uint8_t *restrict d, uint32_t *restrict sum),
+                  (x, n, cols, r, d, sum))
 
-PTWM_VEC_CLONES void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d,
-                                           size_t n, size_t cols, uint8_t *restrict x) {
+PTWM_INLINE void ptwm_colscale_inverse_body(const uint8_t *restrict r, const uint8_t *restrict d,
+                                            size_t n, size_t cols, uint8_t *restrict x) {
     size_t i, k, m = PTWM_MIN(cols, n);
     uint8_t s = 0;
     if (!cols) return;
@@ -74,13 +78,16 @@ PTWM_VEC_CLONES void ptwm_colscale_inverse(const uint8_t *restrict r, const uint
     }
     for (k = 0; k < m; k++) x[k] = (uint8_t)(x[k] - r[k]);
 }
+PTWM_VEC_VARIANTS(, ptwm_colscale_inverse, (const uint8_t *restrict r, const uint8_t *restrict d,
+                  size_t n, size_t cols, uint8_t *restrict x),
+                  (r, d, n, cols, x))
 
 /* With the scale at the field's place (s << 7), the field of v = r << 7 | rest
  * becomes (s << 7) - (v & 0x7f80) masked to the field: no shifts per element.
  * Narrow rows are repeated in s7 to at least 256 elements, so the vector
  * loop runs long. */
-PTWM_VEC_CLONES void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uint8_t *restrict d,
-                                                size_t cols, uint16_t *restrict s7) {
+PTWM_INLINE void ptwm_colscale_inverse_bf16_body(uint8_t *el, size_t n, const uint8_t *restrict d,
+                                                 size_t cols, uint16_t *restrict s7) {
     size_t i, k, m = PTWM_MIN(cols, n), span;
     uint8_t s = 0;
     if (!cols) return;
@@ -110,3 +117,6 @@ PTWM_VEC_CLONES void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uin
         }
     }
 }
+PTWM_VEC_VARIANTS(, ptwm_colscale_inverse_bf16, (uint8_t *el, size_t n, const uint8_t *restrict d,
+                  size_t cols, uint16_t *restrict s7),
+                  (el, n, d, cols, s7))

@@ -1,11 +1,12 @@
 /* Float field splits and byte planes (see planes.h). */
+#include "cpu.h"
 #include "entropy.h"
 #include "planes.h"
 
-/* The plain loops below vectorise and are cloned per instruction set. */
-#define PLANES_CLONES PTWM_VEC_CLONES
+/* The plain loops below vectorise, and are compiled once per instruction set
+ * (PTWM_VEC_VARIANTS). */
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#ifdef PTWM_CPU_X86
 #define JOINT_X86 1
 #include <immintrin.h>
 #endif
@@ -56,8 +57,8 @@ static void merge_generic(const uint8_t *const *planes, size_t n, unsigned width
     }
 }
 
-PLANES_CLONES static void split_bf16(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                       uint8_t *restrict sm) {
+PTWM_INLINE void split_bf16_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
+                                 uint8_t *restrict sm) {
     size_t i;
     for (i = 0; i < n; i++) {
         uint16_t v = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
@@ -65,9 +66,12 @@ PLANES_CLONES static void split_bf16(const uint8_t *restrict src, size_t n, uint
         sm[i] = (uint8_t)(((v >> 8) & 0x80) | (v & 0x7f));
     }
 }
+PTWM_VEC_VARIANTS(static, split_bf16, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
+                  uint8_t *restrict sm),
+                  (src, n, ex, sm))
 
-PLANES_CLONES static void merge_bf16(const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n,
-                       uint8_t *restrict dst) {
+PTWM_INLINE void merge_bf16_body(const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n,
+                                 uint8_t *restrict dst) {
     size_t i;
     for (i = 0; i < n; i++) {
         unsigned v = ((unsigned)(sm[i] & 0x80) << 8) | ((unsigned)ex[i] << 7) | (sm[i] & 0x7fu);
@@ -75,9 +79,12 @@ PLANES_CLONES static void merge_bf16(const uint8_t *restrict ex, const uint8_t *
         dst[2 * i + 1] = (uint8_t)(v >> 8);
     }
 }
+PTWM_VEC_VARIANTS(static, merge_bf16, (const uint8_t *restrict ex, const uint8_t *restrict sm,
+                  size_t n, uint8_t *restrict dst),
+                  (ex, sm, n, dst))
 
-PLANES_CLONES static void split_f16(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                      uint8_t *restrict hi, uint8_t *restrict lo) {
+PTWM_INLINE void split_f16_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
+                                uint8_t *restrict hi, uint8_t *restrict lo) {
     size_t i;
     for (i = 0; i < n; i++) {
         unsigned v = (unsigned)(src[2 * i] | (src[2 * i + 1] << 8));
@@ -86,9 +93,12 @@ PLANES_CLONES static void split_f16(const uint8_t *restrict src, size_t n, uint8
         lo[i] = (uint8_t)v;
     }
 }
+PTWM_VEC_VARIANTS(static, split_f16, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
+                  uint8_t *restrict hi, uint8_t *restrict lo),
+                  (src, n, ex, hi, lo))
 
-PLANES_CLONES static void merge_f16(const uint8_t *restrict ex, const uint8_t *restrict hi,
-                      const uint8_t *restrict lo, size_t n, uint8_t *restrict dst) {
+PTWM_INLINE void merge_f16_body(const uint8_t *restrict ex, const uint8_t *restrict hi,
+                                const uint8_t *restrict lo, size_t n, uint8_t *restrict dst) {
     size_t i;
     for (i = 0; i < n; i++) {
         unsigned v = ((unsigned)(hi[i] & 4) << 13) | ((unsigned)(ex[i] & 31) << 10) |
@@ -97,9 +107,12 @@ PLANES_CLONES static void merge_f16(const uint8_t *restrict ex, const uint8_t *r
         dst[2 * i + 1] = (uint8_t)(v >> 8);
     }
 }
+PTWM_VEC_VARIANTS(static, merge_f16, (const uint8_t *restrict ex, const uint8_t *restrict hi,
+                  const uint8_t *restrict lo, size_t n, uint8_t *restrict dst),
+                  (ex, hi, lo, n, dst))
 
-PLANES_CLONES static void split_f32(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                      uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict p3) {
+PTWM_INLINE void split_f32_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
+                                uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict p3) {
     size_t i;
     for (i = 0; i < n; i++) {
         uint32_t v = ptwm_load_le32(src + 4 * i);
@@ -109,10 +122,13 @@ PLANES_CLONES static void split_f32(const uint8_t *restrict src, size_t n, uint8
         p3[i] = (uint8_t)v;
     }
 }
+PTWM_VEC_VARIANTS(static, split_f32, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
+                  uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict p3),
+                  (src, n, ex, p1, p2, p3))
 
-PLANES_CLONES static void merge_f32(const uint8_t *restrict ex, const uint8_t *restrict p1,
-                      const uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
-                      uint8_t *restrict dst) {
+PTWM_INLINE void merge_f32_body(const uint8_t *restrict ex, const uint8_t *restrict p1,
+                                const uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
+                                uint8_t *restrict dst) {
     size_t i;
     for (i = 0; i < n; i++) {
         uint32_t v = ((uint32_t)(p1[i] & 0x80) << 24) | ((uint32_t)ex[i] << 23) |
@@ -125,6 +141,10 @@ PLANES_CLONES static void merge_f32(const uint8_t *restrict ex, const uint8_t *r
 #endif
     }
 }
+PTWM_VEC_VARIANTS(static, merge_f32, (const uint8_t *restrict ex, const uint8_t *restrict p1,
+                  const uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
+                  uint8_t *restrict dst),
+                  (ex, p1, p2, p3, n, dst))
 
 void ptwm_split_float(const uint8_t *src, size_t n, unsigned width, unsigned e, unsigned m,
                       uint8_t *const *planes) {
@@ -150,7 +170,8 @@ void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, un
         merge_generic(planes, n, width, e, m, dst);
 }
 
-PLANES_CLONES void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes) {
+PTWM_INLINE void ptwm_split_bytes_body(const uint8_t *src, size_t n, unsigned width,
+                                       uint8_t *const *planes) {
     unsigned k;
     size_t i;
     if (width == 2) {
@@ -168,8 +189,12 @@ PLANES_CLONES void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width
         for (i = 0; i < n; i++) p[i] = s[i * width];
     }
 }
+PTWM_VEC_VARIANTS(, ptwm_split_bytes, (const uint8_t *src, size_t n, unsigned width,
+                  uint8_t *const *planes),
+                  (src, n, width, planes))
 
-PLANES_CLONES void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst) {
+PTWM_INLINE void ptwm_merge_bytes_body(const uint8_t *const *planes, size_t n, unsigned width,
+                                       uint8_t *dst) {
     unsigned k;
     size_t i;
     if (width == 2) {
@@ -187,6 +212,9 @@ PLANES_CLONES void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsi
         for (i = 0; i < n; i++) d[i * width] = p[i];
     }
 }
+PTWM_VEC_VARIANTS(, ptwm_merge_bytes, (const uint8_t *const *planes, size_t n, unsigned width,
+                  uint8_t *dst),
+                  (planes, n, width, dst))
 
 /* Every bit of the element but its top (sign) bit is 0. */
 static int elem_is_zero(const uint8_t *p, unsigned width) {
@@ -356,8 +384,8 @@ SPARSE_TARGET static size_t sparse_expand_avx512(const uint8_t *src, const uint8
 }
 
 static int sparse_have_avx512(void) {
-    return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi2") &&
-           __builtin_cpu_supports("bmi2");
+    return ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | PTWM_CPU_AVX512VBMI2 |
+                        PTWM_CPU_POPCNT | PTWM_CPU_BMI2);
 }
 #endif
 
@@ -593,7 +621,7 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
         side[r] = (uint8_t)best;
     }
 #ifdef JOINT_X86
-    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi"))
+    if (ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | PTWM_CPU_AVX512VBMI))
         i0 = joint_split_vbmi(ex, sm, n, rank, j, nib); /* even: a multiple of 64 */
 #endif
     for (i = i0; i < n; i++) j[i] = (uint8_t)(rank[ex[i]] << 4 | sm[i] >> 4);
@@ -685,8 +713,10 @@ size_t ptwm_joint_merge_bf16(const uint8_t *restrict j, const uint8_t *restrict 
         mhi[r] = (uint8_t)(e >> 1);
     }
 #ifdef JOINT_X86
-    if (__builtin_cpu_supports("avx512bw")) i = joint_bf16_avx512(j, nib, mlo, mhi, n, dst);
-    if (__builtin_cpu_supports("ssse3")) i += joint_bf16_ssse3(j + i, nib + i / 2, mlo, mhi, n - i, dst + 2 * i);
+    if (ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW))
+        i = joint_bf16_avx512(j, nib, mlo, mhi, n, dst);
+    if (ptwm_cpu_has(PTWM_CPU_SSSE3))
+        i += joint_bf16_ssse3(j + i, nib + i / 2, mlo, mhi, n - i, dst + 2 * i);
 #endif
     for (; i < n; i++) {
         unsigned sm = (unsigned)(j[i] << 4 & 0xf0) | ((nib[i / 2] >> (4 * (i & 1))) & 15);
@@ -704,7 +734,7 @@ size_t ptwm_joint_merge(const uint8_t *restrict j, const uint8_t *restrict nib,
     memcpy(map, side, PTWM_JOINT_MAP);
     map[PTWM_JOINT_MAP] = 0;
 #ifdef JOINT_X86
-    if (__builtin_cpu_supports("ssse3")) i0 = joint_merge_ssse3(j, nib, map, n, ex, sm);
+    if (ptwm_cpu_has(PTWM_CPU_SSSE3)) i0 = joint_merge_ssse3(j, nib, map, n, ex, sm);
 #endif
     for (i = i0; i + 1 < n; i += 2) {
         sm[i] = (uint8_t)(j[i] << 4 | (nib[i / 2] & 15));

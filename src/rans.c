@@ -67,7 +67,9 @@
 #include <stdlib.h>
 #include "entropy.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#include "cpu.h"
+
+#ifdef PTWM_CPU_X86
 #define RANS_AVX2 1
 #include <immintrin.h>
 
@@ -78,7 +80,6 @@
 #define RANS_LD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
 static int rans_have_avx2(void);
 static int rans_isa(void);
-#define RANS_HAVE_VBMI 4 /* beside the level rans_isa_detect gives */
 #endif
 
 #define RANS_STATES 32 /* four vectors of eight; order 1: one state per segment */
@@ -800,8 +801,11 @@ encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec
     return i;
 }
 
-static int rans_isa_detect(void);
-static int rans_have_vbmi(void) { return (rans_isa_detect() & RANS_HAVE_VBMI) && rans_isa() >= 2; }
+/* and the byte permutes, compress and masked stores of the gather-free encoder */
+static int rans_have_vbmi(void) {
+    return rans_isa() >= 2 &&
+           ptwm_cpu_has(PTWM_CPU_AVX512VL | PTWM_CPU_AVX512VBMI | PTWM_CPU_AVX512VBMI2);
+}
 
 /* Rounds of 32 symbols, from symbol i down, while the writer has the margin
  * of a round; returns where the scalar loop goes on. */
@@ -1338,38 +1342,19 @@ static void rans_lanes_init(void) {
     }
 }
 
-static int rans_isa_cap = PTWM_RANS_ISA_BEST; /* ptwm_rans_limit_isa */
-
-/* The best instruction set this CPU has (checked once; the lane table is
- * built before any vector loop can use it): 2 AVX-512 (F, BW), 1 AVX2, 0,
- * with RANS_HAVE_VBMI added where the VBMI encoder can run. */
-static int rans_isa_detect(void) {
-    static int have = -1;
-    int h = __atomic_load_n(&have, __ATOMIC_ACQUIRE);
-    if (h < 0) {
-        h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
-        if (h) pthread_once(&rans_lanes_once, rans_lanes_init);
-        if (h && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
-            h = 2;
-            /* and the byte permutes, compress and masked stores of the
-             * gather-free encoder */
-            if (__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
-                __builtin_cpu_supports("avx512vbmi2"))
-                h |= RANS_HAVE_VBMI;
-        }
-        __atomic_store_n(&have, h, __ATOMIC_RELEASE);
-    }
+/* The vector level the cap (cpu.h) allows now: 2 AVX-512 (F, BW), 1 AVX2, 0.
+ * The lane table is built before any vector loop can use it. */
+static int rans_isa(void) {
+    const unsigned avx2 = PTWM_CPU_AVX2 | PTWM_CPU_POPCNT;
+    const unsigned avx512 = PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW;
+    unsigned f = ptwm_cpu_features();
+    int h = (f & avx2) == avx2;
+    if (h) pthread_once(&rans_lanes_once, rans_lanes_init);
+    if (h && (f & avx512) == avx512) h = 2;
     return h;
 }
 
-static int rans_isa(void) {
-    int h = rans_isa_detect() & ~RANS_HAVE_VBMI, cap = __atomic_load_n(&rans_isa_cap, __ATOMIC_RELAXED);
-    return h < cap ? h : cap;
-}
-
 static int rans_have_avx2(void) { return rans_isa() >= 1; }
-
-void ptwm_rans_limit_isa(int isa) { __atomic_store_n(&rans_isa_cap, isa, __ATOMIC_RELAXED); }
 
 /* x = f * (x >> prec) + bias for 8 states from their entries E, then the
  * renormalisation: the lanes below L take the next words in lane order. */
@@ -1527,8 +1512,6 @@ static ptwm_error decode_o0_packed_tail(const uint32_t *tab, unsigned prec, cons
     }
     return check_end(p, end, x, RANS_O0_STATES);
 }
-#else
-void ptwm_rans_limit_isa(int isa) { (void)isa; }
 #endif
 
 static ptwm_error decode_o0_run(const uint32_t *restrict tab, const uint8_t *restrict sym,

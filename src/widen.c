@@ -9,9 +9,10 @@
  * the payload bits as they are, shifted into place). Subnormals go through an
  * int-to-float conversion of the 10-bit mantissa, which is exact. Every branch
  * is a select, so the loops vectorise with plain SSE2; an AVX2 copy of the same
- * loops is chosen at run time where the CPU has it.
+ * loops is chosen at run time where the CPU has it and the cap (cpu.h) allows.
  */
 #include "widen.h"
+#include "cpu.h"
 
 /* F16 bits -> F32 bits. The cases are combined with masks rather than
  * branches or ternaries, which GCC would keep as control flow and not
@@ -73,10 +74,8 @@ PTWM_INLINE uint16_t f32_bits_to_bf16_bits(uint32_t x) {
 
 PTWM_WIDEN_LOOPS(generic, )
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__AVX2__)
+#if defined(PTWM_CPU_X86) && !defined(__AVX2__)
 #define PTWM_WIDEN_DISPATCH 1
-#include <cpuid.h>
 #include <immintrin.h>
 PTWM_WIDEN_LOOPS(avx2, __attribute__((target("avx2"))))
 
@@ -115,40 +114,26 @@ static const ptwm_widen_impl impl_f16c = {"avx2+f16c", bf16_to_f32_avx2, f16_to_
                                           f32_to_bf16_avx2};
 #endif
 
-#ifdef PTWM_WIDEN_DISPATCH
-/* CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c";
- * the AVX2 check before it already covers the OS saving YMM state). */
-static int cpu_has_f16c(void) {
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
-}
-#endif
-
+/* The variants the cap allows, in order: F16C comes with AVX2 in the levels
+ * (cpu.h), so they are always a prefix of the list. */
 size_t ptwm_widen_variants(const ptwm_widen_impl *const **out) {
-    static const ptwm_widen_impl *list[3];
-    size_t n = 0;
-    list[n++] = &impl_generic;
 #ifdef PTWM_WIDEN_DISPATCH
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2")) list[n++] = &impl_avx2;
-    if (__builtin_cpu_supports("avx2") && cpu_has_f16c()) list[n++] = &impl_f16c;
-#endif
+    static const ptwm_widen_impl *const list[3] = {&impl_generic, &impl_avx2, &impl_f16c};
     *out = list;
-    return n;
+    return 1 + (size_t)ptwm_cpu_has(PTWM_CPU_AVX2) +
+           (size_t)ptwm_cpu_has(PTWM_CPU_AVX2 | PTWM_CPU_F16C);
+#else
+    static const ptwm_widen_impl *const list[1] = {&impl_generic};
+    *out = list;
+    return 1;
+#endif
 }
 
-/* The fastest variant, chosen on first use. Threads racing here all store the
- * same pointer. */
+/* The fastest variant the cap allows, asked at each call. */
 static const ptwm_widen_impl *widen_choose(void) {
-    static const ptwm_widen_impl *chosen;
-    const ptwm_widen_impl *c = __atomic_load_n(&chosen, __ATOMIC_ACQUIRE);
-    if (!c) {
-        const ptwm_widen_impl *const *list;
-        size_t n = ptwm_widen_variants(&list);
-        c = list[n - 1];
-        __atomic_store_n(&chosen, c, __ATOMIC_RELEASE);
-    }
-    return c;
+    const ptwm_widen_impl *const *list;
+    size_t n = ptwm_widen_variants(&list);
+    return list[n - 1];
 }
 
 void ptwm_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {

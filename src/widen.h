@@ -12,7 +12,8 @@ typedef struct ptwm_widen_impl {
     void (*f32_to_bf16)(const float *restrict, uint16_t *restrict, size_t);
 } ptwm_widen_impl;
 
-/* The variants the running CPU supports, plain C first, fastest last. */
+/* The variants the running CPU supports and the cap allows, plain C first,
+ * fastest last. */
 size_t ptwm_widen_variants(const ptwm_widen_impl *const **out);
 
 #endif

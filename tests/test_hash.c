@@ -153,6 +153,33 @@ static void test_streams(const uint8_t *p, size_t n) {
             if (sizes[k] + 3 <= n) check_stream(p + 3, sizes[k], seed * 1000 + k, "stream");
 }
 
+/* A stream whose cap (ptwm_set_isa_limit) changes between updates: a state
+ * made at one level is updated, digested and freed at every other. */
+static void test_stream_caps(const uint8_t *p, size_t n) {
+    static const ptwm_isa start[2] = {PTWM_ISA_SCALAR, PTWM_ISA_BEST};
+    int k;
+    for (k = 0; k < 2; k++) {
+        ptwm_xxh128 h = {NULL};
+        uint64_t rng = 77 + (uint64_t)k;
+        size_t off = 0, pieces = 0, len = PTWM_MIN(n, (size_t)3 << 20);
+        uint8_t want[16], got[16];
+        ptwm_err err;
+        ptwm_set_isa_limit(start[k]);
+        CHECK(ptwm_xxh128_begin(&h, &err) == PTWM_OK);
+        while (off < len) {
+            size_t m = PTWM_MIN(piece_len(&rng), len - off);
+            ptwm_set_isa_limit((ptwm_isa)(pieces++ % (PTWM_ISA_BEST + 1)));
+            ptwm_xxh128_update(&h, p + off, m);
+            off += m;
+        }
+        lib_oneshot(p, len, want);
+        ptwm_xxh128_end(&h, got);
+        CHECK_MSG(memcmp(got, want, 16) == 0, "stream begun at %s, %zu updates at changing levels",
+                  ptwm_isa_name(start[k]), pieces);
+    }
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
+}
+
 /* begin on a started struct resets it; end releases it. */
 static void test_reuse(const uint8_t *p, size_t n) {
     ptwm_xxh128 h = {NULL};
@@ -295,6 +322,7 @@ int main(void) {
     if (big) {
         test_lengths(big, big_n);
         test_streams(big, big_n);
+        test_stream_caps(big, big_n);
         test_reuse(big, big_n);
         test_reader(big, big_n);
     }

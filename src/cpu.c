@@ -1,0 +1,139 @@
+/* CPU feature detection and the instruction-set cap (see cpu.h, ptwm.h).
+ *
+ * Detection runs once (pthread_once) with CPUID and XGETBV: a feature counts
+ * only when the OS saves its registers (YMM for AVX2, ZMM and mask registers
+ * for AVX-512), as libdeflate's cpu_features.c does. The answer kernels read
+ * is ptwm_cpu_allowed: the detected features limited to those of the capped
+ * level, with PTWM_CPU_KNOWN set. Setting a cap stores a new word; kernels
+ * load it with each call, so the change reaches every later call without a
+ * lock, and a call already running keeps what it chose. */
+#include "cpu.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#ifdef PTWM_CPU_X86
+#include <cpuid.h>
+#endif
+
+unsigned ptwm_cpu_allowed; /* 0 until detection has run */
+static unsigned cpu_detected;
+static int cpu_cap = PTWM_ISA_BEST;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t cpu_set_lock = PTHREAD_MUTEX_INITIALIZER; /* two setters publish in order */
+
+/* The features each level allows, those of the levels below included (ptwm.h
+ * names the levels). */
+static const unsigned level_features[PTWM_ISA_BEST + 1] = {
+    0,
+    PTWM_CPU_SSSE3,
+#ifdef PTWM_CPU_X86
+    PTWM_CPU_LEVEL_AVX2,
+    PTWM_CPU_LEVEL_AVX512,
+    PTWM_CPU_LEVEL_AVX512 | PTWM_CPU_AVX512VBMI | PTWM_CPU_AVX512VBMI2,
+#else
+    0, 0, 0,
+#endif
+};
+
+static const char *const level_names[PTWM_ISA_BEST + 1] = {"scalar", "ssse3", "avx2", "avx512",
+                                                           "avx512vbmi"};
+
+#ifdef PTWM_CPU_X86
+static unsigned cpu_detect(void) {
+    unsigned a, b, c, d, f = 0, xcr0 = 0, max;
+    if (!__get_cpuid(0, &max, &b, &c, &d) || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    if (c & (1u << 9)) f |= PTWM_CPU_SSSE3;
+    if (c & (1u << 23)) f |= PTWM_CPU_POPCNT;
+    if (c & (1u << 27)) { /* OSXSAVE: XGETBV says which register states the OS saves */
+        unsigned hi;
+        __asm__("xgetbv" : "=a"(xcr0), "=d"(hi) : "c"(0));
+        (void)hi;
+    }
+    if ((xcr0 & 0x6) == 0x6 && (c & (1u << 28))) { /* SSE and YMM state, AVX */
+        unsigned fma = c & (1u << 12), movbe = c & (1u << 22), f16c = c & (1u << 29);
+        unsigned lzcnt = 0, a8, b8, c8, d8;
+        if (__get_cpuid(0x80000001, &a8, &b8, &c8, &d8)) lzcnt = c8 & (1u << 5);
+        if (f16c) f |= PTWM_CPU_F16C;
+        if (max >= 7) {
+            __cpuid_count(7, 0, a, b, c, d);
+            if (b & (1u << 5)) f |= PTWM_CPU_AVX2;
+            if (b & (1u << 8)) f |= PTWM_CPU_BMI2;
+            if (fma && movbe && lzcnt && (b & (1u << 3))) f |= PTWM_CPU_V3REST;
+            if ((xcr0 & 0xe0) == 0xe0) { /* opmask and ZMM state */
+                if (b & (1u << 16)) f |= PTWM_CPU_AVX512F;
+                if (b & (1u << 17)) f |= PTWM_CPU_AVX512DQ;
+                if (b & (1u << 28)) f |= PTWM_CPU_AVX512CD;
+                if (b & (1u << 30)) f |= PTWM_CPU_AVX512BW;
+                if (b & (1u << 31)) f |= PTWM_CPU_AVX512VL;
+                if (c & (1u << 1)) f |= PTWM_CPU_AVX512VBMI;
+                if (c & (1u << 6)) f |= PTWM_CPU_AVX512VBMI2;
+            }
+        }
+    }
+    return f;
+}
+#else
+static unsigned cpu_detect(void) { return 0; }
+#endif
+
+/* The highest level whose features the CPU has, and each below it. */
+static int cpu_best(void) {
+    int l = 0;
+    while (l < PTWM_ISA_BEST &&
+           (cpu_detected & level_features[l + 1]) == level_features[l + 1])
+        l++;
+    return l;
+}
+
+static void cpu_publish(void) {
+    int l = PTWM_MIN(cpu_best(), __atomic_load_n(&cpu_cap, __ATOMIC_RELAXED));
+    __atomic_store_n(&ptwm_cpu_allowed, (cpu_detected & level_features[l]) | PTWM_CPU_KNOWN,
+                     __ATOMIC_RELAXED);
+}
+
+static void cpu_init(void) {
+    const char *env = getenv("PTWM_ISA");
+    ptwm_isa cap;
+    cpu_detected = cpu_detect();
+    /* An unknown name asks for a cap all the same: the safest one. */
+    if (env && *env)
+        cpu_cap = ptwm_isa_from_name(env, &cap) == PTWM_OK ? (int)cap : PTWM_ISA_SCALAR;
+    cpu_publish();
+}
+
+unsigned ptwm_cpu_features_slow(void) {
+    pthread_once(&cpu_once, cpu_init);
+    return __atomic_load_n(&ptwm_cpu_allowed, __ATOMIC_RELAXED);
+}
+
+ptwm_isa ptwm_set_isa_limit(ptwm_isa level) {
+    int l = (int)level;
+    pthread_once(&cpu_once, cpu_init); /* the environment's cap must not land later */
+    pthread_mutex_lock(&cpu_set_lock);
+    __atomic_store_n(&cpu_cap, l < 0 ? 0 : PTWM_MIN(l, PTWM_ISA_BEST), __ATOMIC_RELAXED);
+    cpu_publish();
+    pthread_mutex_unlock(&cpu_set_lock);
+    return ptwm_isa_level();
+}
+
+ptwm_isa ptwm_isa_level(void) {
+    pthread_once(&cpu_once, cpu_init);
+    return (ptwm_isa)PTWM_MIN(cpu_best(), __atomic_load_n(&cpu_cap, __ATOMIC_RELAXED));
+}
+
+const char *ptwm_isa_name(ptwm_isa level) {
+    return (unsigned)level <= PTWM_ISA_BEST ? level_names[level] : "?";
+}
+
+ptwm_error ptwm_isa_from_name(const char *name, ptwm_isa *out) {
+    int l;
+    if (!name || !out) return PTWM_ERR_INVALID_ARG;
+    for (l = 0; l <= PTWM_ISA_BEST; l++) {
+        if (strcmp(name, level_names[l]) == 0) {
+            *out = (ptwm_isa)l;
+            return PTWM_OK;
+        }
+    }
+    return PTWM_ERR_INVALID_ARG;
+}

@@ -1,0 +1,313 @@
+/* The instruction-set cap (ptwm_set_isa_limit, PTWM_ISA): every level up to
+ * the machine's best reports itself, and compresses real weights
+ * (samples/posenet.bf16.safetensors: as BF16, widened to F32, the same bits
+ * read as F16, and pruned to 40% zeros for the sparse kernels) with each
+ * entropy method to the same bytes, which every level decodes back to the
+ * source. The widening kernels give the same values at every level.
+ *
+ * Run with PTWM_ISA set (ctest's test_isa_env*): the first level reported is
+ * the environment's cap, or "scalar" for a name the library does not know.
+ *
+ * With --stay the cap is never changed: the same weights are compressed,
+ * decoded, hashed and widened at the environment's level only, for
+ * scripts/check_isa.sh, which runs this under gdb and fails if any
+ * instruction above that level executes. */
+#include <stdlib.h>
+#include <string.h>
+#include "testutil.h"
+
+#define NVARIANT 4
+#define NMETHOD 3
+
+typedef struct sample {
+    size_t n;
+    ptwm_tensor_desc *desc[NVARIANT];
+    uint8_t *bytes[NVARIANT]; /* each variant's tensors, back to back */
+} sample;
+
+static const char *const variant_names[NVARIANT] = {"bf16", "f32", "f16", "pruned bf16"};
+static const int methods[NMETHOD] = {PTWM_METHOD_MICROSCALE, PTWM_METHOD_HUFFMAN, PTWM_METHOD_RANS};
+
+static void check_names(void) {
+    int l;
+    ptwm_isa got;
+    for (l = 0; l <= PTWM_ISA_BEST; l++) {
+        ptwm_error e = ptwm_isa_from_name(ptwm_isa_name((ptwm_isa)l), &got);
+        CHECK_MSG(e == PTWM_OK && got == (ptwm_isa)l, "level %d (%s) does not parse back", l,
+                  ptwm_isa_name((ptwm_isa)l));
+    }
+    CHECK(strcmp(ptwm_isa_name(PTWM_ISA_SCALAR), "scalar") == 0);
+    CHECK(strcmp(ptwm_isa_name(PTWM_ISA_AVX512VBMI), "avx512vbmi") == 0);
+    CHECK(strcmp(ptwm_isa_name((ptwm_isa)99), "?") == 0);
+    CHECK(ptwm_isa_from_name("avx3", &got) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_isa_from_name("AVX2x", &got) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_isa_from_name(NULL, &got) == PTWM_ERR_INVALID_ARG);
+}
+
+/* The first answer, before any call set a cap, follows PTWM_ISA. */
+static void check_env(const char *env, ptwm_isa first, ptwm_isa best) {
+    ptwm_isa want = PTWM_ISA_BEST;
+    if (env && *env && ptwm_isa_from_name(env, &want) != PTWM_OK) want = PTWM_ISA_SCALAR;
+    if (want > best) want = best;
+    CHECK_MSG(first == want, "PTWM_ISA=%s: first level %s, expected %s", env ? env : "(unset)",
+              ptwm_isa_name(first), ptwm_isa_name(want));
+}
+
+static uint8_t *load_sample(sample *s) {
+    const char *dir = getenv("PTWM_SOURCE_DIR");
+    char path[4096];
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    size_t i, v, total = 0, off;
+    snprintf(path, sizeof(path), "%s/samples/posenet.bf16.safetensors", dir ? dir : ".");
+    CHECK_MSG(ptwm_st_open(path, PTWM_OPEN_MMAP, &st, &err) == PTWM_OK, "%s: %s", path,
+              err.message);
+    if (!st) return NULL;
+    s->n = ptwm_st_count(st);
+    for (i = 0; i < s->n; i++) {
+        ptwm_tensor_info ti;
+        ptwm_st_tensor(st, i, &ti);
+        total += ti.nbytes;
+    }
+    for (v = 0; v < NVARIANT; v++) {
+        s->desc[v] = (ptwm_tensor_desc *)calloc(s->n, sizeof(ptwm_tensor_desc));
+        s->bytes[v] = (uint8_t *)malloc(v == 1 ? 2 * total : total);
+    }
+    for (i = 0, off = 0; i < s->n; i++) {
+        ptwm_tensor_info ti;
+        size_t k, ne;
+        uint8_t *b;
+        ptwm_st_tensor(st, i, &ti);
+        ne = (size_t)ti.nbytes / 2;
+        memcpy(s->bytes[0] + off, ti.data, ne * 2);
+        ptwm_bf16_to_f32((const uint16_t *)ti.data, (float *)(void *)(s->bytes[1] + 2 * off), ne);
+        memcpy(s->bytes[2] + off, ti.data, ne * 2);
+        /* pruned: 2 of every 5 elements become zero, keeping the sign */
+        b = s->bytes[3] + off;
+        memcpy(b, ti.data, ne * 2);
+        for (k = 0; k < ne; k++) {
+            if (k % 5 < 2) {
+                b[2 * k] = 0;
+                b[2 * k + 1] &= 0x80;
+            }
+        }
+        for (v = 0; v < NVARIANT; v++) {
+            ptwm_tensor_desc *d = &s->desc[v][i];
+            d->name = ti.name;
+            d->dtype = v == 1 ? PTWM_DTYPE_F32 : v == 2 ? PTWM_DTYPE_F16 : PTWM_DTYPE_BF16;
+            d->ndim = ti.ndim;
+            d->shape = ti.shape;
+            d->nbytes = v == 1 ? 2 * ti.nbytes : ti.nbytes;
+            d->data = s->bytes[v] + (v == 1 ? 2 * off : off);
+        }
+        off += ti.nbytes;
+    }
+    /* The names and shapes stay with the open file: keep it for the test's life. */
+    return (uint8_t *)st;
+}
+
+static void *compress_at(const sample *s, size_t v, int method, size_t *len) {
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    ptwm_err err;
+    void *out = NULL;
+    p.method = method;
+    p.threads = 1;
+    CHECK_MSG(ptwm_compress_blob(s->desc[v], s->n, NULL, &p, &out, len, &err) == PTWM_OK,
+              "%s, method %d, level %s: %s", variant_names[v], method,
+              ptwm_isa_name(ptwm_isa_level()), err.message);
+    return out;
+}
+
+/* Every tensor of blob decodes at the current level to the variant's bytes. */
+static void decode_check(const sample *s, size_t v, int method, const void *blob, size_t len) {
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    size_t i;
+    CHECK_MSG(ptwm_reader_open_memory(blob, len, "isa", &r, &err) == PTWM_OK, "%s", err.message);
+    if (!r) return;
+    ptwm_reader_set_threads(r, 1);
+    for (i = 0; i < s->n; i++) {
+        const ptwm_tensor_desc *d = &s->desc[v][i];
+        uint8_t *got = (uint8_t *)malloc(d->nbytes);
+        ptwm_error e = ptwm_reader_decode(r, i, got, d->nbytes, &err);
+        CHECK_MSG(e == PTWM_OK && memcmp(got, d->data, d->nbytes) == 0,
+                  "%s, method %d, level %s: tensor %s does not decode to its bytes (%s)",
+                  variant_names[v], method, ptwm_isa_name(ptwm_isa_level()), d->name,
+                  e == PTWM_OK ? "bytes differ" : err.message);
+        free(got);
+    }
+    ptwm_reader_close(r);
+}
+
+/* Round trips at the level in effect, the cap untouched. */
+static void check_stay(const sample *s) {
+    size_t v, m;
+    for (v = 0; v < NVARIANT; v++) {
+        for (m = 0; m < NMETHOD; m++) {
+            size_t len = 0;
+            void *blob = compress_at(s, v, methods[m], &len);
+            if (blob) decode_check(s, v, methods[m], blob, len);
+            free(blob);
+        }
+    }
+}
+
+static void check_levels(const sample *s, ptwm_isa best) {
+    size_t v, m;
+    int l;
+    for (v = 0; v < NVARIANT; v++) {
+        for (m = 0; m < NMETHOD; m++) {
+            size_t ref_len = 0;
+            void *ref;
+            ptwm_set_isa_limit(PTWM_ISA_SCALAR);
+            ref = compress_at(s, v, methods[m], &ref_len);
+            if (!ref) continue;
+            for (l = 0; l <= (int)best; l++) {
+                size_t len = 0;
+                void *blob;
+                ptwm_set_isa_limit((ptwm_isa)l);
+                blob = compress_at(s, v, methods[m], &len);
+                CHECK_MSG(blob && len == ref_len && memcmp(blob, ref, len) == 0,
+                          "%s, method %d: level %s writes %zu bytes unlike scalar's %zu",
+                          variant_names[v], methods[m], ptwm_isa_name((ptwm_isa)l), len, ref_len);
+                decode_check(s, v, methods[m], ref, ref_len);
+                free(blob);
+            }
+            free(ref);
+        }
+    }
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
+}
+
+/* Widening kernel k of n values from the sample: BF16 and F16 to F32 (into
+ * f), F32 to BF16 (into h). */
+static void widen_run(const sample *s, int k, size_t n, float *f, uint16_t *h) {
+    const uint16_t *b16 = (const uint16_t *)(const void *)s->bytes[0];
+    if (k == 0) ptwm_bf16_to_f32(b16, f, n);
+    if (k == 1) ptwm_f16_to_f32(b16, f, n);
+    if (k == 2) ptwm_f32_to_bf16((const float *)(const void *)s->bytes[1], h, n);
+}
+
+/* The public widening calls: the same bits at every level. */
+static void check_widen(const sample *s, ptwm_isa best) {
+    size_t n = 0, i;
+    float *ref32, *got32;
+    uint16_t *ref16, *got16;
+    int l, k;
+    for (i = 0; i < s->n; i++) n += (size_t)s->desc[0][i].nbytes / 2;
+    ref32 = (float *)malloc(4 * n);
+    got32 = (float *)malloc(4 * n);
+    ref16 = (uint16_t *)malloc(2 * n);
+    got16 = (uint16_t *)malloc(2 * n);
+    for (k = 0; k < 3; k++) {
+        ptwm_set_isa_limit(PTWM_ISA_SCALAR);
+        widen_run(s, k, n, ref32, ref16);
+        for (l = 1; l <= (int)best; l++) {
+            ptwm_set_isa_limit((ptwm_isa)l);
+            widen_run(s, k, n, got32, got16);
+            CHECK_MSG(k == 2 ? memcmp(got16, ref16, 2 * n) == 0 : memcmp(got32, ref32, 4 * n) == 0,
+                      "widening kernel %d at level %s differs from scalar", k,
+                      ptwm_isa_name((ptwm_isa)l));
+        }
+    }
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
+    free(ref32);
+    free(got32);
+    free(ref16);
+    free(got16);
+}
+
+/* The command line refuses a PTWM_ISA it does not know, and --version names
+ * the level in effect. */
+static void check_cli(void) {
+    const char *bin = getenv("PTWM_BIN");
+    char out[4200], errp[4200];
+    uint8_t *text;
+    size_t len;
+    int rc;
+    if (!bin) {
+        fprintf(stderr, "test_isa: PTWM_BIN unset, the command line is not checked\n");
+        return;
+    }
+    snprintf(out, sizeof(out), "%s/out", tu_tmpdir());
+    snprintf(errp, sizeof(errp), "%s/err", tu_tmpdir());
+    setenv("PTWM_ISA", "avx3", 1);
+    rc = tu_run_cli(bin, out, errp, "--version");
+    text = tu_read_file(errp, &len);
+    if (text) text[len] = 0; /* tu_read_file leaves a byte spare */
+    CHECK_MSG(rc == 2 && text &&
+                  strstr((const char *)text, "PTWM_ISA='avx3' is not an instruction set"),
+              "PTWM_ISA=avx3: exit %d, stderr %s", rc, text ? (const char *)text : "(none)");
+    free(text);
+    setenv("PTWM_ISA", "scalar", 1);
+    rc = tu_run_cli(bin, out, errp, "--version");
+    text = tu_read_file(out, &len);
+    if (text) text[len] = 0;
+    CHECK_MSG(rc == 0 && text && strstr((const char *)text, "(instruction set scalar)"),
+              "PTWM_ISA=scalar --version: exit %d, stdout %s", rc,
+              text ? (const char *)text : "(none)");
+    free(text);
+    unsetenv("PTWM_ISA");
+}
+
+int main(int argc, char **argv) {
+    ptwm_isa first = ptwm_isa_level(), best;
+    sample s;
+    ptwm_st *st;
+    size_t v;
+    int l;
+    if (argc > 1 && strcmp(argv[1], "--stay") == 0) {
+        memset(&s, 0, sizeof(s));
+        st = (ptwm_st *)(void *)load_sample(&s);
+        if (st) {
+            size_t i, n = 0;
+            float *f;
+            uint16_t *h;
+            int k;
+            for (i = 0; i < s.n; i++) n += (size_t)s.desc[0][i].nbytes / 2;
+            f = (float *)malloc(4 * n);
+            h = (uint16_t *)malloc(2 * n);
+            check_stay(&s);
+            for (k = 0; k < 3; k++) widen_run(&s, k, n, f, h);
+            free(f);
+            free(h);
+        }
+        for (v = 0; v < NVARIANT; v++) {
+            free(s.desc[v]);
+            free(s.bytes[v]);
+        }
+        ptwm_st_close(st);
+        CHECK(ptwm_isa_level() == first);
+        return tu_finish("isa --stay");
+    }
+    check_names();
+    best = ptwm_set_isa_limit(PTWM_ISA_BEST);
+    check_env(getenv("PTWM_ISA"), first, best);
+    check_cli();
+    fprintf(stderr, "test_isa: this machine's best level is %s\n", ptwm_isa_name(best));
+    CHECK(ptwm_isa_level() == best);
+    for (l = 0; l <= PTWM_ISA_BEST; l++) {
+        ptwm_isa want = l < (int)best ? (ptwm_isa)l : best;
+        CHECK_MSG(ptwm_set_isa_limit((ptwm_isa)l) == want && ptwm_isa_level() == want,
+                  "cap %s: level %s, expected %s", ptwm_isa_name((ptwm_isa)l),
+                  ptwm_isa_name(ptwm_isa_level()), ptwm_isa_name(want));
+    }
+    CHECK(ptwm_set_isa_limit((ptwm_isa)-1) == PTWM_ISA_SCALAR);
+    CHECK(ptwm_set_isa_limit((ptwm_isa)99) == best);
+#ifdef PTWM_NO_SIMD
+    CHECK_MSG(best == PTWM_ISA_SCALAR, "portable build reports %s", ptwm_isa_name(best));
+#endif
+
+    memset(&s, 0, sizeof(s));
+    st = (ptwm_st *)(void *)load_sample(&s);
+    if (st) {
+        check_levels(&s, best);
+        check_widen(&s, best);
+    }
+    for (v = 0; v < NVARIANT; v++) {
+        free(s.desc[v]);
+        free(s.bytes[v]);
+    }
+    ptwm_st_close(st);
+    return tu_finish("isa");
+}
