@@ -10,8 +10,10 @@ static void help(FILE *out) {
             "Decompress SRC, a .ptwm file or a directory made by 'ptwm compress', into\n"
             "OUTDIR: the original safetensors files under their original names, the\n"
             "original model.safetensors.index.json and every other file, byte for byte\n"
-            "(same SHA-256). Every CRC and payload hash is checked on the way. OUTDIR is\n"
-            "built under a temporary name and renamed when complete.\n\n"
+            "(same SHA-256). Every CRC and payload hash is checked on the way; a file\n"
+            "that fails is not written. Tensors that carry no check at all (files before\n"
+            "format version 4 written without CRCs and hashes) are named in a warning.\n"
+            "OUTDIR is built under a temporary name and renamed when complete.\n\n"
             "options:\n"
             "  -o, --output OUTDIR     output directory (required; missing parents are made)\n"
             "  --max-shard-size SIZE   write fresh Hugging Face shards of at most SIZE\n"
@@ -24,12 +26,43 @@ static void help(FILE *out) {
             "exit status: 0 done, 1 bad or damaged input or I/O error, 2 bad usage\n");
 }
 
+/* Tensors with nothing to check them against decode as they are: say so
+ * before decoding them. */
+static void warn_unchecked(const char *src) {
+    static char shown[CLI_ESCAPED_MAX(4096)];
+    size_t n = 0, i;
+    ptwm_err err;
+    if (cli_is_dir(src)) {
+        ptwm_ptdir *d;
+        if (ptwm_ptdir_open(src, &d, &err) != PTWM_OK) return;   /* reported by the decode */
+        for (i = 0; i < ptwm_ptdir_shard_count(d); i++)
+            n += ptwm_reader_unchecked_count(ptwm_ptdir_shard(d, i));
+        ptwm_ptdir_close(d);
+    } else {
+        ptwm_reader *r;
+        if (ptwm_reader_open(src, &r, &err) != PTWM_OK) return;
+        n = ptwm_reader_unchecked_count(r);
+        ptwm_reader_close(r);
+    }
+    if (n)
+        fprintf(stderr,
+                "ptwm decompress: warning: '%s': %zu tensor%s carry no CRC or hash (written "
+                "without them before format version 4): damage to them cannot be detected\n",
+                cli_escape(src, shown, sizeof shown), n, n == 1 ? "" : "s");
+}
+
+static ptwm_error decompress(const char *src, const char *outdir,
+                             const ptwm_checkpoint_options *opt, ptwm_err *err) {
+    warn_unchecked(src);
+    return ptwm_decompress_checkpoint(src, outdir, opt, err);
+}
+
 static int run(int argc, char **argv) {
     ckpt_args a;
     char r[32];
     double secs;
     uint64_t raw;
-    int rc = run_ckpt_command("decompress", argc, argv, 0, ptwm_decompress_checkpoint, &a, &secs,
+    int rc = run_ckpt_command("decompress", argc, argv, 0, decompress, &a, &secs,
                               &raw);
     if (rc != CLI_OK || a.quiet) return rc;
     printf("%s -> %s: %s of tensors, %.2f s, %.1f MB/s\n", a.src, a.outdir,

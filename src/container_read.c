@@ -20,6 +20,7 @@ typedef struct rchunk {
     uint64_t offset, start;      /* start: raw offset of the chunk in its tensor */
     uint32_t coded, raw;
     uint8_t chain;
+    uint32_t crc;                /* CRC32 of the payload (version 4 on) */
 } rchunk;
 
 typedef struct rtensor {
@@ -55,6 +56,13 @@ struct ptwm_reader {
     uint64_t src_file_size;
     int threads;
     ptwm_pool *pool;
+    /* decode_range reads that run through a tensor in order from byte 0
+     * feed its payload hash: the tensor, where the next such read starts
+     * (seq_on: a run is under way), and the running hash. */
+    size_t seq_tensor;
+    uint64_t seq_next;
+    int seq_on;
+    ptwm_xxh128 seq_hash;
 };
 
 /* ---- cursor over the table ----------------------------------------------- */
@@ -121,6 +129,8 @@ static ptwm_error cur_string(cursor *c, uint64_t len, uint64_t max, const char *
 
 static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *err) {
     uint64_t k, expect, start = 0;
+    int has_crc = r->version >= PTWM_FMT_ENTRY_CRC_VERSION;
+    unsigned entry = has_crc ? PTWM_FMT_CHUNK_ENTRY_V4 : PTWM_FMT_CHUNK_ENTRY;
     if (!cur_u64(c, &t->nchunks)) return TRUNC("the chunk count");
     expect = t->nbytes / t->chunk_size + (t->nbytes % t->chunk_size != 0);
     if (t->nchunks != expect)
@@ -128,7 +138,7 @@ static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
                          (unsigned long long)t->nchunks, (unsigned long long)t->nbytes,
                          (unsigned long long)t->chunk_size, (unsigned long long)expect);
     /* The entries must fit the table: this bounds the allocation by the file. */
-    if (t->nchunks > c->left / PTWM_FMT_CHUNK_ENTRY)
+    if (t->nchunks > c->left / entry)
         return ptwm_fail(err, PTWM_ERR_TRUNCATED, "%llu chunk entries do not fit in the %llu table bytes left",
                          (unsigned long long)t->nchunks, (unsigned long long)c->left);
     t->chunks = (rchunk *)ptwm_calloc(t->nchunks ? t->nchunks : 1, sizeof(rchunk));
@@ -140,6 +150,7 @@ static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
         cur_u32(c, &ch->coded);
         cur_u32(c, &ch->raw);
         cur_u8(c, &ch->chain);
+        if (has_crc) cur_u32(c, &ch->crc);
         ch->start = start;
         if (ptwm_add_overflow(ch->offset, ch->coded, &end) || ch->offset < PTWM_FMT_HEAD_SIZE ||
             end > r->table_offset)
@@ -584,6 +595,7 @@ void ptwm_reader_close(ptwm_reader *r) {
     free(r->table);
     free(r->label);
     ptwm_pool_free(r->pool);
+    ptwm_xxh128_free(&r->seq_hash);
     free(r);
 }
 
@@ -620,6 +632,14 @@ ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t c
     if (coded) *coded = t->chunks[chunk].coded;
     if (raw) *raw = t->chunks[chunk].raw;
     return PTWM_OK;
+}
+
+size_t ptwm_reader_unchecked_count(const ptwm_reader *r) {
+    size_t i, n = 0;
+    if (!r || r->version >= PTWM_FMT_ENTRY_CRC_VERSION) return 0;
+    for (i = 0; i < r->nt; i++)
+        n += r->t[i].nbytes && !(r->t[i].flags & (PTWM_TF_PAYLOAD_HASH | PTWM_TF_PLANE_CRC));
+    return n;
 }
 
 uint64_t ptwm_reader_source_file_size(const ptwm_reader *r) {
@@ -721,6 +741,23 @@ typedef struct rrun {
     size_t coded_cap;
 } rrun;
 
+/* From version 4 each chunk entry records the CRC32 of its payload: damaged
+ * bytes, or another chunk's bytes moved to this entry's place (which plane
+ * CRCs, inside the payload, cannot tell), are caught before decoding. The
+ * check lives in the table, so entries sharing one payload share it too. */
+static ptwm_error check_payload(const ptwm_reader *r, const rchunk *c, const uint8_t *src,
+                                ptwm_err *err) {
+    uint32_t got;
+    if (r->version < PTWM_FMT_ENTRY_CRC_VERSION) return PTWM_OK;
+    got = ptwm_crc32(0, src, c->coded);
+    if (got == c->crc) return PTWM_OK;
+    return ptwm_fail(err, PTWM_ERR_CRC,
+                     "payload at bytes %llu..%llu has CRC32 %08x, its chunk entry records %08x "
+                     "(damaged, or the bytes of another chunk)",
+                     (unsigned long long)c->offset, (unsigned long long)(c->offset + c->coded),
+                     (unsigned)got, (unsigned)c->crc);
+}
+
 static void decode_task(void *ctx, size_t i, unsigned worker) {
     rrun *run = (rrun *)ctx;
     rjob *j = &run->jobs[i];
@@ -740,6 +777,7 @@ static void decode_task(void *ctx, size_t i, unsigned worker) {
         if (j->rc) return;
         src = run->coded[worker];
     }
+    if ((j->rc = check_payload(run->r, c, src, &j->err))) return;
     j->rc = ptwm_chunk_decode_version(run->r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
                                       t->dtype, src, c->coded, out, c->raw, &j->err);
     if (!j->rc && out != j->dst) memcpy(j->dst, out + j->skip, j->len);
@@ -818,6 +856,7 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
     const rtensor *t;
     rrun run;
     uint64_t end, first, last, k;
+    int seq;
     ptwm_error rc;
     if (!r || (!dst && len)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader or buffer");
     if (index >= r->nt) return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", index, r->nt);
@@ -825,8 +864,14 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
     if (ptwm_add_overflow(offset, len, &end) || end > t->nbytes)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s': range %llu+%zu past its %llu bytes", t->name,
                          (unsigned long long)offset, len, (unsigned long long)t->nbytes);
+    /* A read from byte 0, or one continuing the last read of this tensor,
+     * carries the tensor's payload hash on; any other read breaks the run. */
+    seq = (t->flags & PTWM_TF_PAYLOAD_HASH) &&
+          (offset == 0 || (r->seq_on && r->seq_tensor == index && r->seq_next == offset));
+    r->seq_on = 0;
     if (!len) return PTWM_OK;
     if ((rc = get_pool(r, err))) return rc;
+    if (seq && offset == 0 && (rc = ptwm_xxh128_begin(&r->seq_hash, err))) return rc;
     first = offset / t->chunk_size;
     last = (end - 1) / t->chunk_size;
     if ((rc = run_init(&run, r, t, first, last, (size_t)(last - first + 1), err))) return rc;
@@ -841,6 +886,19 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
     }
     rc = run_jobs(&run, (size_t)(last - first + 1), err);
     run_free(&run, ptwm_pool_size(r->pool));
+    if (rc || !seq) return rc;
+    ptwm_xxh128_update(&r->seq_hash, dst, len);
+    if (end < t->nbytes) {
+        r->seq_on = 1;
+        r->seq_tensor = index;
+        r->seq_next = end;
+        return PTWM_OK;
+    }
+    {
+        uint8_t got[16];
+        ptwm_xxh128_digest(&r->seq_hash, got);
+        if ((rc = check_hash(r, t, got, err))) memset(dst, 0, len);
+    }
     return rc;
 }
 
@@ -883,6 +941,7 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
     j->rc = PTWM_OK;
     if (!d->r->mem && (j->rc = ptwm_pread_full(d->r->fd, j->coded, c->coded, c->offset, d->r->label, &j->err)))
         return;
+    if ((j->rc = check_payload(d->r, c, src, &j->err))) return;
     j->rc = ptwm_chunk_decode_version(d->r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
                                       t->dtype, src, c->coded, j->dst, c->raw, &j->err);
     /* A tensor of one chunk is hashed here, in parallel and while its bytes
@@ -1080,18 +1139,24 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     return done ? check_hash(d->r, t, got, err) : PTWM_OK;
 }
 
-ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
+ptwm_error ptwm_reader_stream_tensors(ptwm_reader *r, const size_t *indices, size_t n, ptwm_sink_fn sink,
+                                      void *ctx, ptwm_err *err) {
     sdrive d;
     ptwm_xxh128 h = {NULL};
     ptwm_error rc, r2;
-    size_t i;
+    size_t it;
     uint64_t k;
     if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
+    if (!indices) n = r->nt;
+    for (it = 0; indices && it < n; it++)
+        if (indices[it] >= r->nt)
+            return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", indices[it], r->nt);
     if ((rc = sdrive_init(&d, r, UINT64_MAX, 0, err))) {
         sdrive_free(&d);
         return rc;
     }
-    for (i = 0; i < r->nt && !rc; i++) {
+    for (it = 0; it < n && !rc; it++) {
+        size_t i = indices ? indices[it] : it;
         const rtensor *t = &r->t[i];
         if (t->nchunks == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
             /* An empty tensor's hash is that of no bytes; it has no chunk to carry the check. */
@@ -1118,6 +1183,10 @@ ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, 
     ptwm_xxh128_free(&h);
     sdrive_free(&d);
     return rc;
+}
+
+ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
+    return ptwm_reader_stream_tensors(r, NULL, 0, sink, ctx, err);
 }
 
 ptwm_error ptwm_reader_verify(ptwm_reader *r, ptwm_err *err) {

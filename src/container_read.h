@@ -1,5 +1,5 @@
-/* Internal parts of the .ptwm reader shared by container_read.c and
- * compress_safetensors.c (the safetensors rebuild). */
+/* Internal parts of the .ptwm reader and writer shared with the safetensors
+ * rebuild (compress_safetensors.c) and the checkpoint code (ptdir_*.c). */
 #ifndef PTWM_CONTAINER_READ_H
 #define PTWM_CONTAINER_READ_H
 
@@ -12,6 +12,12 @@ typedef ptwm_error (*ptwm_sink_fn)(void *ctx, const uint8_t *p, size_t n, ptwm_e
  * memory: a ring of chunks), checking each payload hash when its tensor
  * ends, and hand the bytes to `sink` in order (NULL: decode and check only). */
 ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err);
+/* The same for tensors indices[0..n) in that order (NULL: all, in table
+ * order): every payload hash is checked, so the last bytes of a tensor whose
+ * hash fails have been handed to the sink when the error comes back; a sink
+ * writing a file must discard it. */
+ptwm_error ptwm_reader_stream_tensors(ptwm_reader *r, const size_t *indices, size_t n, ptwm_sink_fn sink,
+                                      void *ctx, ptwm_err *err);
 /* Size of the source file recorded with the source header (0 if none). */
 uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
 /* Where chunk `chunk` of tensor `index` lies in the file (for tests and
@@ -21,5 +27,9 @@ ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t c
                                   uint64_t *nchunks);
 /* Label for messages: the path, or the label given to open_memory. */
 const char *ptwm_reader_label(const ptwm_reader *r);
+/* Writer side (container_write.c): the size of the file the source header
+ * came from, recorded with it so a rebuild can check it writes exactly that
+ * many bytes. Whoever records a source header records its size too. */
+void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size);
 
 #endif
