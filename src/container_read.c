@@ -741,21 +741,27 @@ typedef struct rrun {
     size_t coded_cap;
 } rrun;
 
-/* From version 4 each chunk entry records the CRC32 of its payload: damaged
+/* Decode chunk c of tensor t from its payload src into exactly c->raw bytes.
+ * From version 4 each chunk entry records the CRC32 of its payload: damaged
  * bytes, or another chunk's bytes moved to this entry's place (which plane
- * CRCs, inside the payload, cannot tell), are caught before decoding. The
- * check lives in the table, so entries sharing one payload share it too. */
-static ptwm_error check_payload(const ptwm_reader *r, const rchunk *c, const uint8_t *src,
-                                ptwm_err *err) {
+ * CRCs, inside the payload, cannot tell), are caught before decoding, and the
+ * plane CRCs, over a subset of the bytes just checked, are skipped. The check
+ * lives in the table, so entries sharing one payload share it too. */
+static ptwm_error decode_chunk(const ptwm_reader *r, const rtensor *t, const rchunk *c,
+                               const uint8_t *src, uint8_t *out, ptwm_err *err) {
     uint32_t got;
-    if (r->version < PTWM_FMT_ENTRY_CRC_VERSION) return PTWM_OK;
+    if (r->version < PTWM_FMT_ENTRY_CRC_VERSION)
+        return ptwm_chunk_decode_version(r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
+                                         t->dtype, src, c->coded, out, c->raw, err);
     got = ptwm_crc32(0, src, c->coded);
-    if (got == c->crc) return PTWM_OK;
-    return ptwm_fail(err, PTWM_ERR_CRC,
-                     "payload at bytes %llu..%llu has CRC32 %08x, its chunk entry records %08x "
-                     "(damaged, or the bytes of another chunk)",
-                     (unsigned long long)c->offset, (unsigned long long)(c->offset + c->coded),
-                     (unsigned)got, (unsigned)c->crc);
+    if (got != c->crc)
+        return ptwm_fail(err, PTWM_ERR_CRC,
+                         "payload at bytes %llu..%llu has CRC32 %08x, its chunk entry records %08x "
+                         "(damaged, or the bytes of another chunk)",
+                         (unsigned long long)c->offset, (unsigned long long)(c->offset + c->coded),
+                         (unsigned)got, (unsigned)c->crc);
+    return ptwm_chunk_decode_checked(r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
+                                     t->dtype, src, c->coded, out, c->raw, err);
 }
 
 static void decode_task(void *ctx, size_t i, unsigned worker) {
@@ -777,9 +783,7 @@ static void decode_task(void *ctx, size_t i, unsigned worker) {
         if (j->rc) return;
         src = run->coded[worker];
     }
-    if ((j->rc = check_payload(run->r, c, src, &j->err))) return;
-    j->rc = ptwm_chunk_decode_version(run->r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
-                                      t->dtype, src, c->coded, out, c->raw, &j->err);
+    j->rc = decode_chunk(run->r, t, c, src, out, &j->err);
     if (!j->rc && out != j->dst) memcpy(j->dst, out + j->skip, j->len);
 }
 
@@ -911,8 +915,8 @@ typedef struct sjob {
     size_t tensor;
     uint64_t chunk;
     uint8_t *dst;
-    uint8_t *own, *coded;
-    size_t own_cap, coded_cap;
+    uint8_t *own;
+    size_t own_cap;
     uint8_t hash[16];            /* a one-chunk tensor's XXH3-128, by the worker */
     ptwm_error rc;
     ptwm_err err;
@@ -924,60 +928,22 @@ typedef struct sdrive {
     sjob *jobs;
     size_t window, head, npending;
     uint64_t inflight;           /* raw bytes of queued jobs (streaming) */
+    /* Files: one buffer of coded bytes per worker, needed only while it
+     * decodes (a buffer per slot touched twice the memory, and fresh pages
+     * cost more than the decode of small files). */
+    uint8_t **coded;
+    size_t *coded_cap;
+    unsigned nworkers;
+    /* Streaming: the largest raw and coded chunk of the tensors asked for.
+     * Buffers are sized for them at once (up to SLOT_KEEP): growing them
+     * chunk by chunk took fresh pages each time. */
+    size_t max_raw, max_coded;
 } sdrive;
 
 /* Streaming keeps at most this many raw bytes in flight (or one chunk), and
  * gives back slot buffers larger than SLOT_KEEP once they are retired. */
 #define STREAM_BUDGET ((uint64_t)64 << 20)
 #define SLOT_KEEP ((size_t)8 << 20)
-
-static void sjob_task(void *ctx, size_t slot, unsigned worker) {
-    sdrive *d = (sdrive *)ctx;
-    sjob *j = &d->jobs[slot];
-    const rtensor *t = &d->r->t[j->tensor];
-    const rchunk *c = &t->chunks[j->chunk];
-    const uint8_t *src = d->r->mem ? d->r->mem + c->offset : j->coded;
-    (void)worker;
-    j->rc = PTWM_OK;
-    if (!d->r->mem && (j->rc = ptwm_pread_full(d->r->fd, j->coded, c->coded, c->offset, d->r->label, &j->err)))
-        return;
-    if ((j->rc = check_payload(d->r, c, src, &j->err))) return;
-    j->rc = ptwm_chunk_decode_version(d->r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
-                                      t->dtype, src, c->coded, j->dst, c->raw, &j->err);
-    /* A tensor of one chunk is hashed here, in parallel and while its bytes
-     * are in cache; longer tensors are hashed in order as chunks retire. */
-    if (!j->rc && t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
-        ptwm_xxh128_oneshot(j->dst, c->raw, j->hash);
-}
-
-/* `chunks`: how many chunks the call will decode; a single chunk runs on the
- * calling thread, sparing thread start-up for one small tensor.
- * `into_caller`: jobs decode into the caller's buffers. */
-static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, uint64_t chunks, int into_caller,
-                              ptwm_err *err) {
-    int threads = chunks <= 1 ? 1 : r->threads;
-    memset(d, 0, sizeof(*d));
-    d->r = r;
-    /* Enough slots per thread that no thread waits for the consumer; deeper
-     * when slots hold no buffers (an image in memory decoded into the
-     * caller's buffers: 16 a thread measured 1.66 -> 1.70x for two threads
-     * over one on 5-14 MB files, where the consumer also hashes). */
-    d->window = (r->mem && into_caller ? 16 : 3) * (size_t)ptwm_threads_resolve(threads) + 2;
-    d->jobs = (sjob *)calloc(d->window, sizeof(sjob));
-    if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    return ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err);
-}
-
-static void sdrive_free(sdrive *d) {
-    size_t i;
-    ptwm_queue_free(d->q);   /* waits for running jobs before their buffers go */
-    if (d->jobs)
-        for (i = 0; i < d->window; i++) {
-            free(d->jobs[i].own);
-            free(d->jobs[i].coded);
-        }
-    free(d->jobs);
-}
 
 static int grow(uint8_t **p, size_t *cap, size_t need) {
     uint8_t *q;
@@ -990,12 +956,74 @@ static int grow(uint8_t **p, size_t *cap, size_t need) {
     return 1;
 }
 
+static void sjob_task(void *ctx, size_t slot, unsigned worker) {
+    sdrive *d = (sdrive *)ctx;
+    sjob *j = &d->jobs[slot];
+    const rtensor *t = &d->r->t[j->tensor];
+    const rchunk *c = &t->chunks[j->chunk];
+    const uint8_t *src = d->r->mem ? d->r->mem + c->offset : NULL;
+    j->rc = PTWM_OK;
+    if (!src) {
+        if (worker >= d->nworkers ||
+            !grow(&d->coded[worker], &d->coded_cap[worker], PTWM_MAX(c->coded, d->max_coded))) {
+            j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for %u coded bytes", c->coded);
+            return;
+        }
+        if ((j->rc = ptwm_pread_full(d->r->fd, d->coded[worker], c->coded, c->offset, d->r->label, &j->err)))
+            return;
+        src = d->coded[worker];
+    }
+    j->rc = decode_chunk(d->r, t, c, src, j->dst, &j->err);
+    /* A tensor of one chunk is hashed here, in parallel and while its bytes
+     * are in cache; longer tensors are hashed in order as chunks retire. */
+    if (!j->rc && t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
+        ptwm_xxh128_oneshot(j->dst, c->raw, j->hash);
+}
+
+/* `chunks`: how many chunks the call will decode; a single chunk runs on the
+ * calling thread, sparing thread start-up for one small tensor.
+ * `into_caller`: jobs decode into the caller's buffers. */
+static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, uint64_t chunks, int into_caller,
+                              ptwm_err *err) {
+    int threads = chunks <= 1 ? 1 : r->threads;
+    ptwm_error rc;
+    memset(d, 0, sizeof(*d));
+    d->r = r;
+    /* Enough slots per thread that no thread waits for the consumer; deeper
+     * when slots hold no buffers (an image in memory decoded into the
+     * caller's buffers: 16 a thread measured 1.66 -> 1.70x for two threads
+     * over one on 5-14 MB files, where the consumer also hashes). */
+    d->window = (r->mem && into_caller ? 16 : 3) * (size_t)ptwm_threads_resolve(threads) + 2;
+    d->jobs = (sjob *)calloc(d->window, sizeof(sjob));
+    if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if ((rc = ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err))) return rc;
+    d->nworkers = ptwm_queue_size(d->q);
+    d->coded = (uint8_t **)calloc(d->nworkers, sizeof(uint8_t *));
+    d->coded_cap = (size_t *)calloc(d->nworkers, sizeof(size_t));
+    if (!d->coded || !d->coded_cap) {
+        d->nworkers = 0;   /* no task runs before the first submit */
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
+    return PTWM_OK;
+}
+
+static void sdrive_free(sdrive *d) {
+    size_t i;
+    ptwm_queue_free(d->q);   /* waits for running jobs before their buffers go */
+    if (d->jobs)
+        for (i = 0; i < d->window; i++) free(d->jobs[i].own);
+    for (i = 0; d->coded && i < d->nworkers; i++) free(d->coded[i]);
+    free(d->coded);
+    free(d->coded_cap);
+    free(d->jobs);
+}
+
 /* Queue chunk k of tensor t (into dst, or the slot's own buffer if NULL). */
 static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, uint8_t *dst, ptwm_err *err) {
     size_t slot = (d->head + d->npending) % d->window;
     sjob *j = &d->jobs[slot];
     const rchunk *c = &d->r->t[t].chunks[k];
-    if ((!d->r->mem && !grow(&j->coded, &j->coded_cap, c->coded)) || (!dst && !grow(&j->own, &j->own_cap, c->raw)))
+    if (!dst && !grow(&j->own, &j->own_cap, PTWM_MAX(c->raw, d->max_raw)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk of %u bytes", c->raw);
     j->item = item;
     j->tensor = t;
@@ -1154,6 +1182,13 @@ ptwm_error ptwm_reader_stream_tensors(ptwm_reader *r, const size_t *indices, siz
     if ((rc = sdrive_init(&d, r, UINT64_MAX, 0, err))) {
         sdrive_free(&d);
         return rc;
+    }
+    for (it = 0; it < n; it++) {
+        const rtensor *t = &r->t[indices ? indices[it] : it];
+        for (k = 0; k < t->nchunks; k++) {
+            if (t->chunks[k].raw <= SLOT_KEEP) d.max_raw = PTWM_MAX(d.max_raw, t->chunks[k].raw);
+            if (t->chunks[k].coded <= SLOT_KEEP) d.max_coded = PTWM_MAX(d.max_coded, t->chunks[k].coded);
+        }
     }
     for (it = 0; it < n && !rc; it++) {
         size_t i = indices ? indices[it] : it;
