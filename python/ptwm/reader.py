@@ -172,7 +172,12 @@ class PtwmFile:
         return filled_bytes(self._infos[i].nbytes, fill)
 
     def read_range(self, name: str, offset: int, length: int) -> bytes:
-        """Bytes [offset, offset+length) of a tensor, decoding only the chunks that hold them."""
+        """Bytes [offset, offset+length) of a tensor, decoding only the chunks that hold them.
+
+        Chunk CRCs are checked. The payload hash covers the whole tensor, so it is
+        checked only when the reads run through the tensor in order from byte 0
+        (this range from 0 to the end, or the last of consecutive ranges); any
+        other sub-range is not checked against it."""
         i = self._at(name)
         if offset < 0 or length < 0:
             raise PtwmValueError(ERR_INVALID_ARG, f"{self._label}: tensor '{name}': range "
