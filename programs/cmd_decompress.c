@@ -1,5 +1,7 @@
 /* ptwm decompress: a .ptwm file or directory back to safetensors. */
+#include <dirent.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "options.h"
@@ -26,12 +28,43 @@ static void help(FILE *out) {
             "exit status: 0 done, 1 bad or damaged input or I/O error, 2 bad usage\n");
 }
 
+/* Whether `path` is a .ptwm file older than format version 4, the first
+ * whose tensors may carry no check at all (its head: magic, u32 version). */
+static int before_v4(const char *path) {
+    unsigned char h[12];
+    FILE *f = fopen(path, "rb");
+    int old = f && fread(h, 1, sizeof h, f) == sizeof h && memcmp(h, "\x89PTWM\r\n\x1a", 8) == 0 &&
+              (h[8] | h[9] << 8 | h[10] << 16 | (unsigned)h[11] << 24) < 4;
+    if (f) fclose(f);
+    return old;
+}
+
+/* Whether SRC is or holds such a file: only then is it opened to count
+ * (opening parses every table, tens of ms for thousands of tensors). */
+static int may_be_unchecked(const char *src) {
+    DIR *d;
+    struct dirent *e;
+    int old = 0;
+    if (!cli_is_dir(src)) return before_v4(src);
+    if (!(d = opendir(src))) return 0;
+    while (!old && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        char path[8192];
+        if (len < 5 || strcmp(e->d_name + len - 5, ".ptwm") != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", src, e->d_name);
+        old = before_v4(path);
+    }
+    closedir(d);
+    return old;
+}
+
 /* Tensors with nothing to check them against decode as they are: say so
  * before decoding them. */
 static void warn_unchecked(const char *src) {
     static char shown[CLI_ESCAPED_MAX(4096)];
     size_t n = 0, i;
     ptwm_err err;
+    if (!may_be_unchecked(src)) return;
     if (cli_is_dir(src)) {
         ptwm_ptdir *d;
         if (ptwm_ptdir_open(src, &d, &err) != PTWM_OK) return;   /* reported by the decode */

@@ -13,6 +13,7 @@
 #include "hash.h"
 #include "threads.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -739,6 +740,12 @@ typedef struct rrun {
     uint8_t **coded;     /* per worker, file mode: chunk_bound sized */
     uint8_t **raw;       /* per worker: chunk_size, for partial chunks */
     size_t coded_cap;
+    /* A read that carries the tensor's payload hash (else NULL): jobs feed it
+     * in order, `hashed` of them so far. */
+    ptwm_xxh128 *seq;
+    size_t hashed;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 } rrun;
 
 /* Decode chunk c of tensor t from its payload src into exactly c->raw bytes.
@@ -764,8 +771,7 @@ static ptwm_error decode_chunk(const ptwm_reader *r, const rtensor *t, const rch
                                      t->dtype, src, c->coded, out, c->raw, err);
 }
 
-static void decode_task(void *ctx, size_t i, unsigned worker) {
-    rrun *run = (rrun *)ctx;
+static void decode_job(rrun *run, size_t i, unsigned worker) {
     rjob *j = &run->jobs[i];
     const rtensor *t = run->t;
     const rchunk *c = &t->chunks[j->chunk];
@@ -787,6 +793,26 @@ static void decode_task(void *ctx, size_t i, unsigned worker) {
     if (!j->rc && out != j->dst) memcpy(j->dst, out + j->skip, j->len);
 }
 
+/* Each job's bytes go into the payload hash on the thread that decoded them,
+ * while they are in its cache (hashing a decoded 8 MiB piece afterwards, from
+ * the shared cache, ran at half the speed, serially): job i waits for job i-1
+ * to be hashed. The pool hands jobs out in order, so the one waited for has
+ * been taken, and it never waits itself on a later one. A failed job passes
+ * its turn on; the call fails anyway. */
+static void decode_task(void *ctx, size_t i, unsigned worker) {
+    rrun *run = (rrun *)ctx;
+    decode_job(run, i, worker);
+    if (!run->seq) return;
+    pthread_mutex_lock(&run->mu);
+    while (run->hashed != i) pthread_cond_wait(&run->cv, &run->mu);
+    pthread_mutex_unlock(&run->mu);
+    if (!run->jobs[i].rc) ptwm_xxh128_update(run->seq, run->jobs[i].dst, run->jobs[i].len);
+    pthread_mutex_lock(&run->mu);
+    run->hashed++;
+    pthread_cond_broadcast(&run->cv);
+    pthread_mutex_unlock(&run->mu);
+}
+
 static ptwm_error get_pool(ptwm_reader *r, ptwm_err *err) {
     if (r->pool) return PTWM_OK;
     return ptwm_pool_create(r->threads, &r->pool, err);
@@ -801,6 +827,8 @@ static void run_free(rrun *run, unsigned n) {
     free(run->coded);
     free(run->raw);
     free(run->jobs);
+    pthread_mutex_destroy(&run->mu);
+    pthread_cond_destroy(&run->cv);
 }
 
 /* Scratch sizes come from what the chunks to decode need (raw bytes of a
@@ -812,6 +840,8 @@ static ptwm_error run_init(rrun *run, ptwm_reader *r, const rtensor *t, uint64_t
     unsigned i, n = ptwm_pool_size(r->pool);
     uint64_t k, raw_cap = 1;
     memset(run, 0, sizeof(*run));
+    pthread_mutex_init(&run->mu, NULL);
+    pthread_cond_init(&run->cv, NULL);
     run->r = r;
     run->t = t;
     run->jobs = (rjob *)calloc(njobs ? njobs : 1, sizeof(rjob));
@@ -888,10 +918,10 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
         j->len = (size_t)(hi - lo);
         j->dst = (uint8_t *)dst + (lo - offset);
     }
+    if (seq) run.seq = &r->seq_hash;
     rc = run_jobs(&run, (size_t)(last - first + 1), err);
     run_free(&run, ptwm_pool_size(r->pool));
     if (rc || !seq) return rc;
-    ptwm_xxh128_update(&r->seq_hash, dst, len);
     if (end < t->nbytes) {
         r->seq_on = 1;
         r->seq_tensor = index;
@@ -1167,31 +1197,25 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     return done ? check_hash(d->r, t, got, err) : PTWM_OK;
 }
 
-ptwm_error ptwm_reader_stream_tensors(ptwm_reader *r, const size_t *indices, size_t n, ptwm_sink_fn sink,
-                                      void *ctx, ptwm_err *err) {
+ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
     sdrive d;
     ptwm_xxh128 h = {NULL};
     ptwm_error rc, r2;
-    size_t it;
+    size_t i;
     uint64_t k;
     if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
-    if (!indices) n = r->nt;
-    for (it = 0; indices && it < n; it++)
-        if (indices[it] >= r->nt)
-            return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", indices[it], r->nt);
     if ((rc = sdrive_init(&d, r, UINT64_MAX, 0, err))) {
         sdrive_free(&d);
         return rc;
     }
-    for (it = 0; it < n; it++) {
-        const rtensor *t = &r->t[indices ? indices[it] : it];
+    for (i = 0; i < r->nt; i++) {
+        const rtensor *t = &r->t[i];
         for (k = 0; k < t->nchunks; k++) {
             if (t->chunks[k].raw <= SLOT_KEEP) d.max_raw = PTWM_MAX(d.max_raw, t->chunks[k].raw);
             if (t->chunks[k].coded <= SLOT_KEEP) d.max_coded = PTWM_MAX(d.max_coded, t->chunks[k].coded);
         }
     }
-    for (it = 0; it < n && !rc; it++) {
-        size_t i = indices ? indices[it] : it;
+    for (i = 0; i < r->nt && !rc; i++) {
         const rtensor *t = &r->t[i];
         if (t->nchunks == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
             /* An empty tensor's hash is that of no bytes; it has no chunk to carry the check. */
@@ -1218,10 +1242,6 @@ ptwm_error ptwm_reader_stream_tensors(ptwm_reader *r, const size_t *indices, siz
     ptwm_xxh128_free(&h);
     sdrive_free(&d);
     return rc;
-}
-
-ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
-    return ptwm_reader_stream_tensors(r, NULL, 0, sink, ctx, err);
 }
 
 ptwm_error ptwm_reader_verify(ptwm_reader *r, ptwm_err *err) {

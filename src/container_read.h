@@ -12,12 +12,6 @@ typedef ptwm_error (*ptwm_sink_fn)(void *ctx, const uint8_t *p, size_t n, ptwm_e
  * memory: a ring of chunks), checking each payload hash when its tensor
  * ends, and hand the bytes to `sink` in order (NULL: decode and check only). */
 ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err);
-/* The same for tensors indices[0..n) in that order (NULL: all, in table
- * order): every payload hash is checked, so the last bytes of a tensor whose
- * hash fails have been handed to the sink when the error comes back; a sink
- * writing a file must discard it. */
-ptwm_error ptwm_reader_stream_tensors(ptwm_reader *r, const size_t *indices, size_t n, ptwm_sink_fn sink,
-                                      void *ctx, ptwm_err *err);
 /* Size of the source file recorded with the source header (0 if none). */
 uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
 /* Where chunk `chunk` of tensor `index` lies in the file (for tests and

@@ -4,19 +4,21 @@
  * recorded header is written as it was, then each tensor's bytes in the order
  * that header lays them out (the header parser proves they tile the data
  * region, so sequential writes reproduce the file). Otherwise, or when asked to
- * re-shard, fresh Hugging Face shards and index are written. Tensors stream
- * chunk by chunk through the reader's ring (memory does not grow with the
- * model), each checked against its payload hash; a file that fails is never
- * committed. */
+ * re-shard, fresh Hugging Face shards and index are written. Tensors are
+ * decoded piece by piece into one buffer: memory does not grow with the model.
+ * The pieces of a tensor are read in order from its first byte, so the reader
+ * checks the tensor's payload hash with the last one; a file that fails is
+ * never committed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <jansson.h>
 #include "common.h"
-#include "container_read.h"
 #include "fileio.h"
 #include "outdir.h"
 #include "ptdir_internal.h"
 #include "safetensors.h"
+
+#define PIECE ((size_t)8 << 20)
 
 typedef struct dsrc {
     const char *path;
@@ -64,29 +66,20 @@ static ptwm_error decoder(dsrc *s, size_t shard, ptwm_reader **out, ptwm_err *er
     return PTWM_OK;
 }
 
-typedef struct out_sink {
-    int fd;
-    const char *path;
-    ptwm_ck_progress *p;
-} out_sink;
-
-static ptwm_error write_sink(void *ctx, const uint8_t *b, size_t n, ptwm_err *err) {
-    out_sink *o = (out_sink *)ctx;
-    ptwm_error rc = ptwm_write_full(o->fd, b, n, o->path, err);
-    if (!rc) ptwm_ck_progress_add(o->p, n);
-    return rc;
-}
-
-/* Tensors locals[0..n) of one shard, in that order, appended to fd. */
-static ptwm_error stream_tensors(dsrc *s, size_t shard, const size_t *locals, size_t n, int fd,
-                                 const char *path, ptwm_ck_progress *p, ptwm_err *err) {
-    out_sink o;
+static ptwm_error stream_tensor(dsrc *s, size_t shard, size_t local, uint64_t nbytes, int fd,
+                                const char *path, uint8_t *buf, ptwm_ck_progress *p,
+                                ptwm_err *err) {
+    uint64_t off = 0;
     ptwm_reader *r = NULL;
     ptwm_error rc = decoder(s, shard, &r, err);
-    o.fd = fd;
-    o.path = path;
-    o.p = p;
-    return rc ? rc : ptwm_reader_stream_tensors(r, locals, n, write_sink, &o, err);
+    while (rc == PTWM_OK && off < nbytes) {
+        size_t len = (size_t)PTWM_MIN(nbytes - off, (uint64_t)PIECE);
+        rc = ptwm_reader_decode_range(r, local, off, buf, len, err);
+        if (rc == PTWM_OK) rc = ptwm_write_full(fd, buf, len, path, err);
+        off += len;
+        if (rc == PTWM_OK) ptwm_ck_progress_add(p, len);
+    }
+    return rc;
 }
 
 static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
@@ -99,8 +92,9 @@ static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
 
 /* Rebuild the recorded source file of shard reader `r` at `path`. */
 static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *shard,
-                               const char *path, ptwm_ck_progress *p, ptwm_err *err) {
-    size_t hlen = 0, i, *locals = NULL;
+                               const char *path, uint8_t *buf, ptwm_ck_progress *p,
+                               ptwm_err *err) {
+    size_t hlen = 0, i;
     const uint8_t *hdr = (const uint8_t *)ptwm_reader_source_header(r, &hlen);
     ptwm_st_parsed parsed;
     ptwm_atomic_file f;
@@ -116,10 +110,6 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
         rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
                        "shard '%s': recorded source header lists %zu tensors, the shard holds %zu",
                        shard, parsed.n, ptwm_reader_count(r));
-        goto done;
-    }
-    if (!(locals = (size_t *)ptwm_calloc(parsed.n + 1, sizeof *locals))) {
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         goto done;
     }
     /* Check every tensor before writing anything. */
@@ -143,16 +133,19 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
                            (unsigned long long)(e->end - e->begin));
             goto done;
         }
-        locals[i] = local;
     }
     if ((rc = ptwm_atomic_open(path, &f, err))) goto done;
     rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
-    if (!rc) rc = stream_tensors(s, si, locals, parsed.n, f.fd, path, p, err);
-    if (rc) ptwm_err_prefix(err, "shard '%s'", shard);
+    for (i = 0; i < parsed.n && !rc; i++) {
+        size_t local = 0;
+        ptwm_reader_find(r, parsed.t[i].name, &local);
+        rc = stream_tensor(s, si, local, parsed.t[i].end - parsed.t[i].begin, f.fd, path, buf, p,
+                           err);
+        if (rc) ptwm_err_prefix(err, "shard '%s': tensor '%s'", shard, parsed.t[i].name);
+    }
     if (!rc) rc = ptwm_atomic_commit(&f, err);
     ptwm_atomic_abort(&f);
 done:
-    free(locals);
     ptwm_st_parsed_free(&parsed);
     return rc;
 }
@@ -173,8 +166,8 @@ static const char *shard_label(const dsrc *s, size_t i) {
     return s->single ? s->path : ptwm_ptdir_shard_name(s->dir, i);
 }
 
-static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, ptwm_ck_progress *p,
-                              ptwm_err *err) {
+static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, uint8_t *buf,
+                              ptwm_ck_progress *p, ptwm_err *err) {
     size_t i, n = d_nshards(s);
     const ptwm_index *idx = s->dir ? ptwm_ptdir_index(s->dir) : NULL;
     const char *iname = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX_NAME, NULL);
@@ -187,7 +180,7 @@ static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, ptwm_ck_progress
                              "'%s': shard '%s' restores to '%s', the name of the source index",
                              s->path, shard_label(s, i), iname);
         path = ptwm_stage_path(stage, ptwm_reader_source_name(r));
-        rc = path ? restore_file(s, i, r, shard_label(s, i), path, p, err)
+        rc = path ? restore_file(s, i, r, shard_label(s, i), path, buf, p, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         free(path);
     }
@@ -230,21 +223,15 @@ static ptwm_error write_hf_index(const char *path, const fresh_tensor *t, const 
 static const uint8_t header_only = 0;
 
 static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tensor *t, size_t n,
-                                    ptwm_ck_progress *p, ptwm_err *err) {
+                                    uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
     ptwm_tensor_desc *descs = (ptwm_tensor_desc *)ptwm_calloc(n + 1, sizeof *descs);
-    size_t *locals = (size_t *)ptwm_calloc(n + 1, sizeof *locals);
     ptwm_kv *meta = NULL;
-    size_t i, j, nmeta = 0, hlen = 0;
+    size_t i, nmeta = 0, hlen = 0;
     void *hdr = NULL;
     ptwm_atomic_file f;
     ptwm_error rc;
-    if (!descs || !locals) {
-        free(descs);
-        free(locals);
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    }
+    if (!descs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     for (i = 0; i < n; i++) {
-        locals[i] = t[i].local;
         descs[i].name = t[i].info.name;
         descs[i].dtype = t[i].info.dtype;
         descs[i].ndim = t[i].info.ndim;
@@ -259,7 +246,6 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
         meta = (ptwm_kv *)ptwm_calloc(nmeta + 1, sizeof *meta);
         if (!meta) {
             free(descs);
-            free(locals);
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         }
         for (i = 0; i < nmeta; i++) meta[i] = ptwm_reader_metadata(t[0].r, i);
@@ -268,19 +254,16 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
     free(descs);
     free(meta);
     if (rc) {
-        free(locals);
         ptwm_err_prefix(err, "'%s'", path);
         return rc;
     }
     rc = ptwm_atomic_open(path, &f, err);
     if (!rc) rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
     free(hdr);
-    /* Each run of tensors from one .ptwm shard streams in one call. */
-    for (i = 0; i < n && !rc; i = j) {
-        for (j = i + 1; j < n && t[j].shard == t[i].shard;) j++;
-        rc = stream_tensors(s, t[i].shard, locals + i, j - i, f.fd, path, p, err);
+    for (i = 0; i < n && !rc; i++) {
+        rc = stream_tensor(s, t[i].shard, t[i].local, t[i].info.nbytes, f.fd, path, buf, p, err);
+        if (rc) ptwm_err_prefix(err, "tensor '%s'", t[i].info.name);
     }
-    free(locals);
     if (!rc) rc = ptwm_atomic_commit(&f, err);
     ptwm_atomic_abort(&f);
     return rc;
@@ -288,7 +271,7 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
 
 /* Fresh Hugging Face shards: the .ptwm shards' grouping, or a new plan. */
 static ptwm_error reshard_all(dsrc *s, const ptwm_stage *stage, uint64_t max_shard_size,
-                              ptwm_ck_progress *p, ptwm_err *err) {
+                              uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
     size_t ns = d_nshards(s), n = 0, i, j, k = 0, nshards = 0;
     fresh_tensor *t;
     size_t *shard_of;
@@ -331,7 +314,7 @@ static ptwm_error reshard_all(dsrc *s, const ptwm_stage *stage, uint64_t max_sha
             rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
             break;
         }
-        rc = write_fresh_shard(s, path, t + first, i - first, p, err);
+        rc = write_fresh_shard(s, path, t + first, i - first, buf, p, err);
         free(path);
     }
     if (!rc && nshards > 1) {
@@ -386,6 +369,7 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
     ptwm_stage stage;
     ptwm_ck_progress p;
+    uint8_t *buf = NULL;
     dsrc s;
     ptwm_error rc;
     if (!src || !outdir)
@@ -394,19 +378,21 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     memset(&stage, 0, sizeof stage);
     rc = dsrc_open(&s, src, opt->threads, err);
     if (!rc) rc = ptwm_stage_begin(outdir, src, opt->force, &stage, err);
+    if (!rc && !(buf = (uint8_t *)malloc(PIECE))) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     p.fn = opt->progress;
     p.ctx = opt->progress_ctx;
     p.done = 0;
     p.total = s.total;
     if (!rc) {
         if (opt->max_shard_size == 0 && can_restore(&s))
-            rc = restore_all(&s, &stage, &p, err);
+            rc = restore_all(&s, &stage, buf, &p, err);
         else
-            rc = reshard_all(&s, &stage, opt->max_shard_size, &p, err);
+            rc = reshard_all(&s, &stage, opt->max_shard_size, buf, &p, err);
     }
     if (!rc && s.dir) rc = ptwm_copy_other_files(src, stage.tmp_path, skip_ptwm_file, &s, err);
     if (!rc) rc = ptwm_stage_commit(&stage, err);
     ptwm_stage_abort(&stage);
+    free(buf);
     ptwm_reader_close(s.dec);
     ptwm_ptdir_close(s.dir);
     ptwm_reader_close(s.single);
