@@ -145,6 +145,14 @@ class PtwmFile:
             return int(lib.ptwm_reader_file_size(self._h()))
 
     @property
+    def unchecked_count(self) -> int:
+        """Tensors with nothing to check their bytes against (files before format
+        version 4 written without plane CRCs and payload hashes): verify() cannot
+        vouch for them. 0 for every file of version 4 or later."""
+        with self._lock:
+            return int(lib.ptwm_reader_unchecked_count(self._h()))
+
+    @property
     def source_name(self) -> Optional[str]:
         with self._lock:
             s = lib.ptwm_reader_source_name(self._h())
@@ -194,7 +202,10 @@ class PtwmFile:
         return {name: self.read(name) for name in self.names()}
 
     def verify(self) -> None:
-        """Decode everything and check every CRC and hash; raise PtwmError on the first damage."""
+        """Decode everything and check every CRC and hash; raise PtwmError on the first damage.
+
+        Tensors that carry no check at all (see unchecked_count) decode without
+        error but are not verified."""
         err = ErrStruct()
         with self._lock:
             check(lib.ptwm_reader_verify(self._h(), ctypes.byref(err)), err)

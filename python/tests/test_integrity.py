@@ -80,6 +80,17 @@ class SwappedChunksTest(TempDirTest):
             self.assertFalse(os.path.exists(self.path(name)), name)
 
 
+class UncheckedTest(TempDirTest):
+    def test_unchecked_count(self):
+        golden = os.path.join(REPO, "tests", "golden")
+        for name, want in (("emotion.bf16.microscale.v3.nocheck.ptwm", 21),
+                           ("emotion.bf16.microscale.v3.ptwm", 0),
+                           ("emotion.bf16.microscale.v4.ptwm", 0)):
+            with ptwm.open(os.path.join(golden, name)) as f:
+                self.assertEqual(f.unchecked_count, want, name)
+                f.verify()
+
+
 class CliOutputTest(TempDirTest):
     def test_library_restores_what_the_cli_wrote(self):
         d = self.path("out")
