@@ -61,7 +61,7 @@ typedef enum ptwm_error {
     PTWM_ERR_VERSION = 16,        /* a .ptwm version this library does not know */
     PTWM_ERR_UNKNOWN_ID = 17,     /* unknown method, stage or field id */
     PTWM_ERR_CORRUPT = 18,        /* coded data is not a valid encoding */
-    PTWM_ERR_CRC = 19,            /* a plane's CRC32 does not match */
+    PTWM_ERR_CRC = 19,            /* a plane's or a chunk payload's CRC32 does not match */
     PTWM_ERR_HASH = 20,           /* a tensor's XXH3-128 payload hash does not match */
     PTWM_ERR_DST_SIZE = 21,       /* destination buffer of the wrong size */
     PTWM_ERR_MISMATCH = 22,       /* a load or resume: shape, count, name or optimizer disagree */
@@ -462,11 +462,27 @@ PTWM_API ptwm_error ptwm_reader_decode(ptwm_reader *r, size_t index, void *dst, 
 PTWM_API ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices,
                                             void *const *dsts, const size_t *sizes, size_t n,
                                             ptwm_err *err);
-/* Decode bytes [offset, offset+len) of a tensor, touching only the chunks that hold them. */
+/* Decode bytes [offset, offset+len) of a tensor, touching only the chunks
+ * that hold them, checking each chunk's CRCs. The payload hash covers the
+ * whole tensor, so it is checked only for reads that run through the tensor
+ * in order: a read from byte 0, then reads each starting where the last one
+ * (of this reader) ended; the read that reaches the end fails with
+ * PTWM_ERR_HASH (its bytes zeroed) when the hash does not match, so a caller
+ * that streams the pieces must discard what it wrote. Any other read (a
+ * sub-range not starting at 0, or out of order) does NOT check the hash:
+ * use it only when the rest of the tensor is not needed. */
 PTWM_API ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offset,
                                              void *dst, size_t len, ptwm_err *err);
-/* Decode everything and check every CRC and hash; reports the first damage. */
+/* Decode everything and check every CRC and hash; reports the first damage.
+ * A file may hold tensors with nothing to check (see below): they decode,
+ * and this still returns PTWM_OK for them. */
 PTWM_API ptwm_error ptwm_reader_verify(ptwm_reader *r, ptwm_err *err);
+/* Tensors (with bytes) that carry no check at all: no payload hash, no plane
+ * CRCs, and no payload CRC in their chunk entries (files before format
+ * version 4, written with both emit options off). Damage to their bytes
+ * cannot be detected; `ptwm verify` fails on such a file and `ptwm
+ * decompress` warns. 0 for every file of version 4 or later. */
+PTWM_API size_t ptwm_reader_unchecked_count(const ptwm_reader *r);
 /* The source safetensors header and file name, if recorded (else NULL). */
 PTWM_API const void *ptwm_reader_source_header(const ptwm_reader *r, size_t *len);
 PTWM_API const char *ptwm_reader_source_name(const ptwm_reader *r);
@@ -547,6 +563,8 @@ PTWM_API void ptwm_ptdir_set_threads(ptwm_ptdir *d, int threads);
 PTWM_API size_t ptwm_ptdir_count(const ptwm_ptdir *d);
 PTWM_API ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out);
 PTWM_API ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index);
+/* ptwm_reader_decode_range on the shard holding the tensor: the payload hash
+ * is checked for reads that run through the tensor in order from byte 0. */
 PTWM_API ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_t offset,
                                             void *dst, size_t len, ptwm_err *err);
 PTWM_API size_t ptwm_ptdir_shard_count(const ptwm_ptdir *d);

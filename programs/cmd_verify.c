@@ -11,14 +11,18 @@ static void help(FILE *out) {
             "usage: ptwm verify SRC [options]\n\n"
             "Check SRC, a .ptwm file or a .ptwm checkpoint directory: the index against\n"
             "its shards (tensors and totals), then every tensor of every shard decoded\n"
-            "with every plane CRC32 and payload XXH3-128 checked. Each damaged shard is\n"
-            "reported with the tensor and chunk. A safetensors file or directory is\n"
-            "validated structurally (it carries no checksums).\n\n"
+            "with every chunk payload CRC32, plane CRC32 and payload XXH3-128 checked.\n"
+            "Each damaged shard is reported with the tensor and chunk. Tensors that carry\n"
+            "no check at all (files before format version 4 written without CRCs and\n"
+            "hashes) cannot be verified: they are counted and the exit status is 1.\n"
+            "A safetensors file or directory is validated structurally (it carries no\n"
+            "checksums).\n\n"
             "options:\n"
             "  --threads N     decoding threads (0 = all cores, the default)\n"
             "  -q, --quiet     print only failures\n"
             "  -h, --help      this help\n\n"
-            "exit status: 0 everything holds, 1 damage or bad input, 2 bad usage\n");
+            "exit status: 0 everything verified, 1 damage, bad input or tensors that could\n"
+            "not be verified, 2 bad usage\n");
 }
 
 /* SRC as printed: escaped, like every name that reaches the terminal. */
@@ -27,22 +31,35 @@ static char shown[CLI_ESCAPED_MAX(4096)];
 /* ptwm_reader_verify per shard, continuing past a damaged one. */
 static int verify_shards(ptwm_reader *const *shards, const char *const *names, size_t n,
                          int quiet) {
-    size_t i, bad = 0;
+    size_t i, bad = 0, unverified = 0;
     /* Paths, shard names and messages come from the input: escaped for the terminal. */
     static char name[CLI_ESCAPED_MAX(256)], msg[CLI_ESCAPED_MAX(PTWM_ERR_MESSAGE_MAX)];
     for (i = 0; i < n; i++) {
         ptwm_err err;
+        size_t unchecked = ptwm_reader_unchecked_count(shards[i]);
         cli_escape(names[i], name, sizeof name);
         if (ptwm_reader_verify(shards[i], &err) != PTWM_OK) {
             bad++;
             fprintf(stderr, "%s: %s: FAILED: %s: %s\n", shown, name, ptwm_error_name(err.code),
                     cli_escape(err.message, msg, sizeof msg));
+        } else if (unchecked) {
+            unverified++;
+            fprintf(stderr,
+                    "%s: %s: NOT VERIFIED: %zu of %zu tensors carry no CRC or hash (written "
+                    "without them before format version 4): they decode, but damage to them "
+                    "cannot be detected\n",
+                    shown, name, unchecked, ptwm_reader_count(shards[i]));
         } else if (!quiet) {
             printf("%s: %s: OK (%zu tensors)\n", shown, name, ptwm_reader_count(shards[i]));
         }
     }
     if (bad) {
         fprintf(stderr, "%s: %zu of %zu shard%s damaged\n", shown, bad, n, n == 1 ? "" : "s");
+        return CLI_BAD_INPUT;
+    }
+    if (unverified) {
+        fprintf(stderr, "%s: %zu of %zu shard%s could not be verified\n", shown, unverified, n,
+                n == 1 ? "" : "s");
         return CLI_BAD_INPUT;
     }
     if (!quiet) printf("%s: %zu shard%s verified\n", shown, n, n == 1 ? "" : "s");

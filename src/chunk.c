@@ -1035,9 +1035,25 @@ ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
                                      raw_len, err);
 }
 
+static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t chain_len,
+                                 ptwm_dtype dtype, const uint8_t *src, size_t src_len,
+                                 uint8_t *raw, size_t raw_len, int plane_crcs, ptwm_err *err);
+
 ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, size_t chain_len,
                                      ptwm_dtype dtype, const uint8_t *src, size_t src_len,
                                      uint8_t *raw, size_t raw_len, ptwm_err *err) {
+    return decode_payload(version, chain, chain_len, dtype, src, src_len, raw, raw_len, 1, err);
+}
+
+ptwm_error ptwm_chunk_decode_checked(unsigned version, const uint8_t *chain, size_t chain_len,
+                                     ptwm_dtype dtype, const uint8_t *src, size_t src_len,
+                                     uint8_t *raw, size_t raw_len, ptwm_err *err) {
+    return decode_payload(version, chain, chain_len, dtype, src, src_len, raw, raw_len, 0, err);
+}
+
+static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t chain_len,
+                                 ptwm_dtype dtype, const uint8_t *src, size_t src_len,
+                                 uint8_t *raw, size_t raw_len, int plane_crcs, ptwm_err *err) {
     ptwm_chain_info c;
     plane_layout L;
     scratch *s;
@@ -1207,7 +1223,7 @@ ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, siz
         size_t poff = 0;
         for (k = 0; k < count; k++) {
             const uint8_t *cp = body + boff;
-            if (flags & FLAG_CRC) {
+            if ((flags & FLAG_CRC) && plane_crcs) {
                 uint32_t got = ptwm_crc32(0, cp, coded[k]);
                 if (got != crc[k]) {
                     scratch_trim(s);

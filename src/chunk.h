@@ -50,6 +50,12 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
 ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, size_t chain_len,
                                      ptwm_dtype dtype, const uint8_t *src, size_t src_len,
                                      uint8_t *raw, size_t raw_len, ptwm_err *err);
+/* The same for a payload whose every byte the caller has checked already (a
+ * version 4 chunk entry carries the payload's CRC32): the plane CRCs, over a
+ * subset of those bytes, are not computed again. */
+ptwm_error ptwm_chunk_decode_checked(unsigned version, const uint8_t *chain, size_t chain_len,
+                                     ptwm_dtype dtype, const uint8_t *src, size_t src_len,
+                                     uint8_t *raw, size_t raw_len, ptwm_err *err);
 /* The same, as PTWM_CHUNK_VERSION. */
 ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
                              const uint8_t *src, size_t src_len, uint8_t *raw, size_t raw_len,

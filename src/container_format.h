@@ -13,9 +13,10 @@
 
 #include "common.h"
 
-#define PTWM_FMT_VERSION 3u              /* written by this library (2: column-relative
+#define PTWM_FMT_VERSION 4u              /* written by this library (2: column-relative
                                           * exponents in chunk payloads; 3: signed
-                                          * zeros in sparse chunks) */
+                                          * zeros in sparse chunks; 4: a CRC32 of the
+                                          * payload in every chunk entry) */
 #define PTWM_FMT_MIN_VERSION 1u          /* oldest version read */
 
 #define PTWM_FMT_HEAD_SIZE 16u
@@ -59,6 +60,8 @@
 
 /* Sizes of fixed parts, for caps derived from the table size. */
 #define PTWM_FMT_CHUNK_ENTRY 17u     /* u64 offset, u32 coded, u32 raw, u8 chain */
+#define PTWM_FMT_CHUNK_ENTRY_V4 21u  /* from version 4: then u32 CRC32 of the payload */
+#define PTWM_FMT_ENTRY_CRC_VERSION 4u
 #define PTWM_FMT_TENSOR_MIN 32u      /* name_len..nchunks with empty name, one empty chain */
 #define PTWM_FMT_MAX_CHAINS 16u      /* candidate chains per tensor */
 

@@ -13,6 +13,7 @@
 #include "hash.h"
 #include "threads.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@ typedef struct rchunk {
     uint64_t offset, start;      /* start: raw offset of the chunk in its tensor */
     uint32_t coded, raw;
     uint8_t chain;
+    uint32_t crc;                /* CRC32 of the payload (version 4 on) */
 } rchunk;
 
 typedef struct rtensor {
@@ -55,6 +57,13 @@ struct ptwm_reader {
     uint64_t src_file_size;
     int threads;
     ptwm_pool *pool;
+    /* decode_range reads that run through a tensor in order from byte 0
+     * feed its payload hash: the tensor, where the next such read starts
+     * (seq_on: a run is under way), and the running hash. */
+    size_t seq_tensor;
+    uint64_t seq_next;
+    int seq_on;
+    ptwm_xxh128 seq_hash;
 };
 
 /* ---- cursor over the table ----------------------------------------------- */
@@ -121,6 +130,8 @@ static ptwm_error cur_string(cursor *c, uint64_t len, uint64_t max, const char *
 
 static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *err) {
     uint64_t k, expect, start = 0;
+    int has_crc = r->version >= PTWM_FMT_ENTRY_CRC_VERSION;
+    unsigned entry = has_crc ? PTWM_FMT_CHUNK_ENTRY_V4 : PTWM_FMT_CHUNK_ENTRY;
     if (!cur_u64(c, &t->nchunks)) return TRUNC("the chunk count");
     expect = t->nbytes / t->chunk_size + (t->nbytes % t->chunk_size != 0);
     if (t->nchunks != expect)
@@ -128,7 +139,7 @@ static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
                          (unsigned long long)t->nchunks, (unsigned long long)t->nbytes,
                          (unsigned long long)t->chunk_size, (unsigned long long)expect);
     /* The entries must fit the table: this bounds the allocation by the file. */
-    if (t->nchunks > c->left / PTWM_FMT_CHUNK_ENTRY)
+    if (t->nchunks > c->left / entry)
         return ptwm_fail(err, PTWM_ERR_TRUNCATED, "%llu chunk entries do not fit in the %llu table bytes left",
                          (unsigned long long)t->nchunks, (unsigned long long)c->left);
     t->chunks = (rchunk *)ptwm_calloc(t->nchunks ? t->nchunks : 1, sizeof(rchunk));
@@ -140,6 +151,7 @@ static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
         cur_u32(c, &ch->coded);
         cur_u32(c, &ch->raw);
         cur_u8(c, &ch->chain);
+        if (has_crc) cur_u32(c, &ch->crc);
         ch->start = start;
         if (ptwm_add_overflow(ch->offset, ch->coded, &end) || ch->offset < PTWM_FMT_HEAD_SIZE ||
             end > r->table_offset)
@@ -584,6 +596,7 @@ void ptwm_reader_close(ptwm_reader *r) {
     free(r->table);
     free(r->label);
     ptwm_pool_free(r->pool);
+    ptwm_xxh128_free(&r->seq_hash);
     free(r);
 }
 
@@ -620,6 +633,14 @@ ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t c
     if (coded) *coded = t->chunks[chunk].coded;
     if (raw) *raw = t->chunks[chunk].raw;
     return PTWM_OK;
+}
+
+size_t ptwm_reader_unchecked_count(const ptwm_reader *r) {
+    size_t i, n = 0;
+    if (!r || r->version >= PTWM_FMT_ENTRY_CRC_VERSION) return 0;
+    for (i = 0; i < r->nt; i++)
+        n += r->t[i].nbytes && !(r->t[i].flags & (PTWM_TF_PAYLOAD_HASH | PTWM_TF_PLANE_CRC));
+    return n;
 }
 
 uint64_t ptwm_reader_source_file_size(const ptwm_reader *r) {
@@ -719,10 +740,38 @@ typedef struct rrun {
     uint8_t **coded;     /* per worker, file mode: chunk_bound sized */
     uint8_t **raw;       /* per worker: chunk_size, for partial chunks */
     size_t coded_cap;
+    /* A read that carries the tensor's payload hash (else NULL): jobs feed it
+     * in order, `hashed` of them so far. */
+    ptwm_xxh128 *seq;
+    size_t hashed;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 } rrun;
 
-static void decode_task(void *ctx, size_t i, unsigned worker) {
-    rrun *run = (rrun *)ctx;
+/* Decode chunk c of tensor t from its payload src into exactly c->raw bytes.
+ * From version 4 each chunk entry records the CRC32 of its payload: damaged
+ * bytes, or another chunk's bytes moved to this entry's place (which plane
+ * CRCs, inside the payload, cannot tell), are caught before decoding, and the
+ * plane CRCs, over a subset of the bytes just checked, are skipped. The check
+ * lives in the table, so entries sharing one payload share it too. */
+static ptwm_error decode_chunk(const ptwm_reader *r, const rtensor *t, const rchunk *c,
+                               const uint8_t *src, uint8_t *out, ptwm_err *err) {
+    uint32_t got;
+    if (r->version < PTWM_FMT_ENTRY_CRC_VERSION)
+        return ptwm_chunk_decode_version(r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
+                                         t->dtype, src, c->coded, out, c->raw, err);
+    got = ptwm_crc32(0, src, c->coded);
+    if (got != c->crc)
+        return ptwm_fail(err, PTWM_ERR_CRC,
+                         "payload at bytes %llu..%llu has CRC32 %08x, its chunk entry records %08x "
+                         "(damaged, or the bytes of another chunk)",
+                         (unsigned long long)c->offset, (unsigned long long)(c->offset + c->coded),
+                         (unsigned)got, (unsigned)c->crc);
+    return ptwm_chunk_decode_checked(r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
+                                     t->dtype, src, c->coded, out, c->raw, err);
+}
+
+static void decode_job(rrun *run, size_t i, unsigned worker) {
     rjob *j = &run->jobs[i];
     const rtensor *t = run->t;
     const rchunk *c = &t->chunks[j->chunk];
@@ -740,9 +789,28 @@ static void decode_task(void *ctx, size_t i, unsigned worker) {
         if (j->rc) return;
         src = run->coded[worker];
     }
-    j->rc = ptwm_chunk_decode_version(run->r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
-                                      t->dtype, src, c->coded, out, c->raw, &j->err);
+    j->rc = decode_chunk(run->r, t, c, src, out, &j->err);
     if (!j->rc && out != j->dst) memcpy(j->dst, out + j->skip, j->len);
+}
+
+/* Each job's bytes go into the payload hash on the thread that decoded them,
+ * while they are in its cache (hashing a decoded 8 MiB piece afterwards, from
+ * the shared cache, ran at half the speed, serially): job i waits for job i-1
+ * to be hashed. The pool hands jobs out in order, so the one waited for has
+ * been taken, and it never waits itself on a later one. A failed job passes
+ * its turn on; the call fails anyway. */
+static void decode_task(void *ctx, size_t i, unsigned worker) {
+    rrun *run = (rrun *)ctx;
+    decode_job(run, i, worker);
+    if (!run->seq) return;
+    pthread_mutex_lock(&run->mu);
+    while (run->hashed != i) pthread_cond_wait(&run->cv, &run->mu);
+    pthread_mutex_unlock(&run->mu);
+    if (!run->jobs[i].rc) ptwm_xxh128_update(run->seq, run->jobs[i].dst, run->jobs[i].len);
+    pthread_mutex_lock(&run->mu);
+    run->hashed++;
+    pthread_cond_broadcast(&run->cv);
+    pthread_mutex_unlock(&run->mu);
 }
 
 static ptwm_error get_pool(ptwm_reader *r, ptwm_err *err) {
@@ -759,6 +827,8 @@ static void run_free(rrun *run, unsigned n) {
     free(run->coded);
     free(run->raw);
     free(run->jobs);
+    pthread_mutex_destroy(&run->mu);
+    pthread_cond_destroy(&run->cv);
 }
 
 /* Scratch sizes come from what the chunks to decode need (raw bytes of a
@@ -770,6 +840,8 @@ static ptwm_error run_init(rrun *run, ptwm_reader *r, const rtensor *t, uint64_t
     unsigned i, n = ptwm_pool_size(r->pool);
     uint64_t k, raw_cap = 1;
     memset(run, 0, sizeof(*run));
+    pthread_mutex_init(&run->mu, NULL);
+    pthread_cond_init(&run->cv, NULL);
     run->r = r;
     run->t = t;
     run->jobs = (rjob *)calloc(njobs ? njobs : 1, sizeof(rjob));
@@ -818,6 +890,7 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
     const rtensor *t;
     rrun run;
     uint64_t end, first, last, k;
+    int seq;
     ptwm_error rc;
     if (!r || (!dst && len)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader or buffer");
     if (index >= r->nt) return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", index, r->nt);
@@ -825,8 +898,14 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
     if (ptwm_add_overflow(offset, len, &end) || end > t->nbytes)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s': range %llu+%zu past its %llu bytes", t->name,
                          (unsigned long long)offset, len, (unsigned long long)t->nbytes);
+    /* A read from byte 0, or one continuing the last read of this tensor,
+     * carries the tensor's payload hash on; any other read breaks the run. */
+    seq = (t->flags & PTWM_TF_PAYLOAD_HASH) &&
+          (offset == 0 || (r->seq_on && r->seq_tensor == index && r->seq_next == offset));
+    r->seq_on = 0;
     if (!len) return PTWM_OK;
     if ((rc = get_pool(r, err))) return rc;
+    if (seq && offset == 0 && (rc = ptwm_xxh128_begin(&r->seq_hash, err))) return rc;
     first = offset / t->chunk_size;
     last = (end - 1) / t->chunk_size;
     if ((rc = run_init(&run, r, t, first, last, (size_t)(last - first + 1), err))) return rc;
@@ -839,8 +918,21 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
         j->len = (size_t)(hi - lo);
         j->dst = (uint8_t *)dst + (lo - offset);
     }
+    if (seq) run.seq = &r->seq_hash;
     rc = run_jobs(&run, (size_t)(last - first + 1), err);
     run_free(&run, ptwm_pool_size(r->pool));
+    if (rc || !seq) return rc;
+    if (end < t->nbytes) {
+        r->seq_on = 1;
+        r->seq_tensor = index;
+        r->seq_next = end;
+        return PTWM_OK;
+    }
+    {
+        uint8_t got[16];
+        ptwm_xxh128_digest(&r->seq_hash, got);
+        if ((rc = check_hash(r, t, got, err))) memset(dst, 0, len);
+    }
     return rc;
 }
 
@@ -853,8 +945,8 @@ typedef struct sjob {
     size_t tensor;
     uint64_t chunk;
     uint8_t *dst;
-    uint8_t *own, *coded;
-    size_t own_cap, coded_cap;
+    uint8_t *own;
+    size_t own_cap;
     uint8_t hash[16];            /* a one-chunk tensor's XXH3-128, by the worker */
     ptwm_error rc;
     ptwm_err err;
@@ -866,59 +958,22 @@ typedef struct sdrive {
     sjob *jobs;
     size_t window, head, npending;
     uint64_t inflight;           /* raw bytes of queued jobs (streaming) */
+    /* Files: one buffer of coded bytes per worker, needed only while it
+     * decodes (a buffer per slot touched twice the memory, and fresh pages
+     * cost more than the decode of small files). */
+    uint8_t **coded;
+    size_t *coded_cap;
+    unsigned nworkers;
+    /* Streaming: the largest raw and coded chunk of the tensors asked for.
+     * Buffers are sized for them at once (up to SLOT_KEEP): growing them
+     * chunk by chunk took fresh pages each time. */
+    size_t max_raw, max_coded;
 } sdrive;
 
 /* Streaming keeps at most this many raw bytes in flight (or one chunk), and
  * gives back slot buffers larger than SLOT_KEEP once they are retired. */
 #define STREAM_BUDGET ((uint64_t)64 << 20)
 #define SLOT_KEEP ((size_t)8 << 20)
-
-static void sjob_task(void *ctx, size_t slot, unsigned worker) {
-    sdrive *d = (sdrive *)ctx;
-    sjob *j = &d->jobs[slot];
-    const rtensor *t = &d->r->t[j->tensor];
-    const rchunk *c = &t->chunks[j->chunk];
-    const uint8_t *src = d->r->mem ? d->r->mem + c->offset : j->coded;
-    (void)worker;
-    j->rc = PTWM_OK;
-    if (!d->r->mem && (j->rc = ptwm_pread_full(d->r->fd, j->coded, c->coded, c->offset, d->r->label, &j->err)))
-        return;
-    j->rc = ptwm_chunk_decode_version(d->r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
-                                      t->dtype, src, c->coded, j->dst, c->raw, &j->err);
-    /* A tensor of one chunk is hashed here, in parallel and while its bytes
-     * are in cache; longer tensors are hashed in order as chunks retire. */
-    if (!j->rc && t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
-        ptwm_xxh128_oneshot(j->dst, c->raw, j->hash);
-}
-
-/* `chunks`: how many chunks the call will decode; a single chunk runs on the
- * calling thread, sparing thread start-up for one small tensor.
- * `into_caller`: jobs decode into the caller's buffers. */
-static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, uint64_t chunks, int into_caller,
-                              ptwm_err *err) {
-    int threads = chunks <= 1 ? 1 : r->threads;
-    memset(d, 0, sizeof(*d));
-    d->r = r;
-    /* Enough slots per thread that no thread waits for the consumer; deeper
-     * when slots hold no buffers (an image in memory decoded into the
-     * caller's buffers: 16 a thread measured 1.66 -> 1.70x for two threads
-     * over one on 5-14 MB files, where the consumer also hashes). */
-    d->window = (r->mem && into_caller ? 16 : 3) * (size_t)ptwm_threads_resolve(threads) + 2;
-    d->jobs = (sjob *)calloc(d->window, sizeof(sjob));
-    if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    return ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err);
-}
-
-static void sdrive_free(sdrive *d) {
-    size_t i;
-    ptwm_queue_free(d->q);   /* waits for running jobs before their buffers go */
-    if (d->jobs)
-        for (i = 0; i < d->window; i++) {
-            free(d->jobs[i].own);
-            free(d->jobs[i].coded);
-        }
-    free(d->jobs);
-}
 
 static int grow(uint8_t **p, size_t *cap, size_t need) {
     uint8_t *q;
@@ -931,12 +986,74 @@ static int grow(uint8_t **p, size_t *cap, size_t need) {
     return 1;
 }
 
+static void sjob_task(void *ctx, size_t slot, unsigned worker) {
+    sdrive *d = (sdrive *)ctx;
+    sjob *j = &d->jobs[slot];
+    const rtensor *t = &d->r->t[j->tensor];
+    const rchunk *c = &t->chunks[j->chunk];
+    const uint8_t *src = d->r->mem ? d->r->mem + c->offset : NULL;
+    j->rc = PTWM_OK;
+    if (!src) {
+        if (worker >= d->nworkers ||
+            !grow(&d->coded[worker], &d->coded_cap[worker], PTWM_MAX(c->coded, d->max_coded))) {
+            j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for %u coded bytes", c->coded);
+            return;
+        }
+        if ((j->rc = ptwm_pread_full(d->r->fd, d->coded[worker], c->coded, c->offset, d->r->label, &j->err)))
+            return;
+        src = d->coded[worker];
+    }
+    j->rc = decode_chunk(d->r, t, c, src, j->dst, &j->err);
+    /* A tensor of one chunk is hashed here, in parallel and while its bytes
+     * are in cache; longer tensors are hashed in order as chunks retire. */
+    if (!j->rc && t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
+        ptwm_xxh128_oneshot(j->dst, c->raw, j->hash);
+}
+
+/* `chunks`: how many chunks the call will decode; a single chunk runs on the
+ * calling thread, sparing thread start-up for one small tensor.
+ * `into_caller`: jobs decode into the caller's buffers. */
+static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, uint64_t chunks, int into_caller,
+                              ptwm_err *err) {
+    int threads = chunks <= 1 ? 1 : r->threads;
+    ptwm_error rc;
+    memset(d, 0, sizeof(*d));
+    d->r = r;
+    /* Enough slots per thread that no thread waits for the consumer; deeper
+     * when slots hold no buffers (an image in memory decoded into the
+     * caller's buffers: 16 a thread measured 1.66 -> 1.70x for two threads
+     * over one on 5-14 MB files, where the consumer also hashes). */
+    d->window = (r->mem && into_caller ? 16 : 3) * (size_t)ptwm_threads_resolve(threads) + 2;
+    d->jobs = (sjob *)calloc(d->window, sizeof(sjob));
+    if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if ((rc = ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err))) return rc;
+    d->nworkers = ptwm_queue_size(d->q);
+    d->coded = (uint8_t **)calloc(d->nworkers, sizeof(uint8_t *));
+    d->coded_cap = (size_t *)calloc(d->nworkers, sizeof(size_t));
+    if (!d->coded || !d->coded_cap) {
+        d->nworkers = 0;   /* no task runs before the first submit */
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
+    return PTWM_OK;
+}
+
+static void sdrive_free(sdrive *d) {
+    size_t i;
+    ptwm_queue_free(d->q);   /* waits for running jobs before their buffers go */
+    if (d->jobs)
+        for (i = 0; i < d->window; i++) free(d->jobs[i].own);
+    for (i = 0; d->coded && i < d->nworkers; i++) free(d->coded[i]);
+    free(d->coded);
+    free(d->coded_cap);
+    free(d->jobs);
+}
+
 /* Queue chunk k of tensor t (into dst, or the slot's own buffer if NULL). */
 static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, uint8_t *dst, ptwm_err *err) {
     size_t slot = (d->head + d->npending) % d->window;
     sjob *j = &d->jobs[slot];
     const rchunk *c = &d->r->t[t].chunks[k];
-    if ((!d->r->mem && !grow(&j->coded, &j->coded_cap, c->coded)) || (!dst && !grow(&j->own, &j->own_cap, c->raw)))
+    if (!dst && !grow(&j->own, &j->own_cap, PTWM_MAX(c->raw, d->max_raw)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk of %u bytes", c->raw);
     j->item = item;
     j->tensor = t;
@@ -1090,6 +1207,13 @@ ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, 
     if ((rc = sdrive_init(&d, r, UINT64_MAX, 0, err))) {
         sdrive_free(&d);
         return rc;
+    }
+    for (i = 0; i < r->nt; i++) {
+        const rtensor *t = &r->t[i];
+        for (k = 0; k < t->nchunks; k++) {
+            if (t->chunks[k].raw <= SLOT_KEEP) d.max_raw = PTWM_MAX(d.max_raw, t->chunks[k].raw);
+            if (t->chunks[k].coded <= SLOT_KEEP) d.max_coded = PTWM_MAX(d.max_coded, t->chunks[k].coded);
+        }
     }
     for (i = 0; i < r->nt && !rc; i++) {
         const rtensor *t = &r->t[i];

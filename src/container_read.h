@@ -1,5 +1,5 @@
-/* Internal parts of the .ptwm reader shared by container_read.c and
- * compress_safetensors.c (the safetensors rebuild). */
+/* Internal parts of the .ptwm reader and writer shared with the safetensors
+ * rebuild (compress_safetensors.c) and the checkpoint code (ptdir_*.c). */
 #ifndef PTWM_CONTAINER_READ_H
 #define PTWM_CONTAINER_READ_H
 
@@ -21,5 +21,9 @@ ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t c
                                   uint64_t *nchunks);
 /* Label for messages: the path, or the label given to open_memory. */
 const char *ptwm_reader_label(const ptwm_reader *r);
+/* Writer side (container_write.c): the size of the file the source header
+ * came from, recorded with it so a rebuild can check it writes exactly that
+ * many bytes. Whoever records a source header records its size too. */
+void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size);
 
 #endif

@@ -22,6 +22,7 @@
  * gives it back when appended, and the last given back is taken first, so
  * a few warm buffers serve the whole ring. */
 #include "container_format.h"
+#include "container_read.h"
 #include "chunk.h"
 #include "entropy.h"
 #include "fileio.h"
@@ -35,6 +36,7 @@ typedef struct wchunk {
     uint64_t offset;
     uint32_t coded, raw;
     uint8_t chain;
+    uint32_t crc;               /* CRC32 of the payload (the entry's check) */
 } wchunk;
 
 typedef struct wtensor {
@@ -76,6 +78,7 @@ typedef struct wjob {
     size_t out_len;
     uint8_t chain;
     uint64_t phash;             /* payload_hash of out[0..out_len) */
+    uint32_t pcrc;              /* CRC32 of out[0..out_len): the chunk entry's check */
     int hash_raw;               /* the chunk is its tensor: hash it (into raw_hash) */
     uint8_t raw_hash[16];
     int coded;                  /* done, not yet appended (under rmu) */
@@ -486,9 +489,6 @@ ptwm_error ptwm_writer_set_source_header(ptwm_writer *w, const void *header, siz
     return PTWM_OK;
 }
 
-/* Internal (compress_safetensors.c): the size of the file the source header
- * came from, so a rebuild can check it writes exactly that many bytes. */
-void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size);
 void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size) {
     if (w) w->src_file_size = size;
 }
@@ -589,7 +589,10 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
             j->chain = (uint8_t)c;
         }
     }
-    if (!j->rc) j->phash = payload_hash(j->dst, j->out_len);
+    if (!j->rc) {
+        j->phash = payload_hash(j->dst, j->out_len);
+        j->pcrc = ptwm_crc32(0, j->dst, j->out_len);
+    }
     if (!j->rc && j->hash_raw) ptwm_xxh128_oneshot(j->src, j->raw_len, j->raw_hash);
     rmu_lock(w);
     j->coded = 1;
@@ -666,6 +669,7 @@ static void retire_job(ptwm_writer *w, wjob *j) {
     c->coded = (uint32_t)j->out_len;
     c->raw = (uint32_t)j->raw_len;
     c->chain = j->chain;
+    c->crc = j->pcrc;   /* a shared payload has equal bytes, so the same CRC */
     if (c->offset == UINT64_MAX) {
         c->offset = w->pos;
         if (j->dst != j->out) {
@@ -960,7 +964,7 @@ static int put_tensor(wbuf *b, const wtensor *t) {
     for (k = 0; ok && k < t->nchunks; k++) {
         const wchunk *c = &t->chunks[k];
         ok = wbuf_u64(b, c->offset) && wbuf_u32(b, c->coded) && wbuf_u32(b, c->raw) &&
-             wbuf_u8(b, c->chain);
+             wbuf_u8(b, c->chain) && wbuf_u32(b, c->crc);
     }
     return ok;
 }

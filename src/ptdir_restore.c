@@ -5,7 +5,10 @@
  * that header lays them out (the header parser proves they tile the data
  * region, so sequential writes reproduce the file). Otherwise, or when asked to
  * re-shard, fresh Hugging Face shards and index are written. Tensors are
- * decoded piece by piece into one buffer: memory does not grow with the model. */
+ * decoded piece by piece into one buffer: memory does not grow with the model.
+ * The pieces of a tensor are read in order from its first byte, so the reader
+ * checks the tensor's payload hash with the last one; a file that fails is
+ * never committed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <jansson.h>

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include "common.h"
+#include "container_read.h"
 #include "fileio.h"
 #include "outdir.h"
 #include "ptdir_internal.h"
@@ -122,6 +123,8 @@ static ptwm_error record_source(ptwm_writer *w, const ptwm_st *st, ptwm_err *err
     memcpy(hdr + 8, json, len);
     rc = ptwm_writer_set_source_header(w, hdr, len + 8, ptwm_base_name(ptwm_st_path(st)), err);
     free(hdr);
+    /* The rebuild checks it writes exactly the source's bytes. */
+    if (!rc) ptwm_writer_set_source_size(w, ptwm_st_file_size(st));
     return rc;
 }
 

@@ -89,6 +89,14 @@ static int has(const char *path, const char *s) {
     return r;
 }
 
+static int file_empty(const char *path) {
+    size_t len = 0;
+    uint8_t *t = tu_read_file(path, &len);
+    if (t && len) fprintf(stderr, "%s is not empty:\n%.*s\n", path, (int)len, (const char *)t);
+    free(t);
+    return t != NULL && len == 0;
+}
+
 static void test_cli_output(void) {
     static const char evil[] = "evil\x1b[2J\x07name\xc2\x9b\xe2\x80\xae";
     char file[1100], bad_path[1100];
@@ -212,6 +220,26 @@ static void test_misread_inputs(void) {
               "model.safetensors': Too many levels of symbolic links");
 }
 
+/* A file whose tensors carry no CRC and no hash (version 3, both options
+ * off) is never reported as verified: verify says what it could not check and
+ * exits 1, decompress restores it with a warning. Files with checks verify. */
+static void test_unchecked_file(void) {
+    char nocheck[1200], checked[1200], out[1200];
+    const char *src = getenv("PTWM_SOURCE_DIR") ? getenv("PTWM_SOURCE_DIR") : ".";
+    snprintf(nocheck, sizeof nocheck, "%s/tests/golden/emotion.bf16.microscale.v3.nocheck.ptwm", src);
+    snprintf(checked, sizeof checked, "%s/tests/golden/emotion.bf16.microscale.v4.ptwm", src);
+    snprintf(out, sizeof out, "%s/nocheck.out", tu_tmpdir());
+    CHECK(run("verify '%s'", nocheck) == 1);
+    CHECK(has(err_path, "NOT VERIFIED: 21 of 21 tensors carry no CRC or hash"));
+    CHECK(has(err_path, "1 of 1 shard could not be verified"));
+    CHECK(run("decompress '%s' -o '%s' -q", nocheck, out) == 0);
+    CHECK(has(err_path, "warning: "));
+    CHECK(has(err_path, "21 tensors carry no CRC or hash"));
+    CHECK(run("verify '%s'", checked) == 0 && has(out_path, "1 shard verified"));
+    CHECK(run("decompress '%s' -o '%s' -q -f", checked, out) == 0);
+    CHECK(file_empty(err_path));
+}
+
 /* Output that cannot be written (a full disk) is exit status 1 with a
  * message, never a silent success. */
 static void test_write_failure(const char *file) {
@@ -237,6 +265,7 @@ int main(void) {
         test_error_names();
         test_verify_reports_safetensors_error();
         test_misread_inputs();
+        test_unchecked_file();
         test_write_failure(tu_corpus_path("handtrack.u8.safetensors"));
     }
     return tu_finish("cli_output");

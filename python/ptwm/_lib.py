@@ -133,6 +133,7 @@ _SIGNATURES = {
     "ptwm_reader_decode": (_E, [_P, _SZ, _P, _SZ, _ERR]),
     "ptwm_reader_decode_range": (_E, [_P, _SZ, _U64, _P, _SZ, _ERR]),
     "ptwm_reader_verify": (_E, [_P, _ERR]),
+    "ptwm_reader_unchecked_count": (_SZ, [_P]),
     "ptwm_reader_source_name": (c_char_p, [_P]),
     "ptwm_reader_metadata_count": (_SZ, [_P]),
     "ptwm_reader_metadata": (KV, [_P, _SZ]),

@@ -145,6 +145,14 @@ class PtwmFile:
             return int(lib.ptwm_reader_file_size(self._h()))
 
     @property
+    def unchecked_count(self) -> int:
+        """Tensors with nothing to check their bytes against (files before format
+        version 4 written without plane CRCs and payload hashes): verify() cannot
+        vouch for them. 0 for every file of version 4 or later."""
+        with self._lock:
+            return int(lib.ptwm_reader_unchecked_count(self._h()))
+
+    @property
     def source_name(self) -> Optional[str]:
         with self._lock:
             s = lib.ptwm_reader_source_name(self._h())
@@ -172,7 +180,12 @@ class PtwmFile:
         return filled_bytes(self._infos[i].nbytes, fill)
 
     def read_range(self, name: str, offset: int, length: int) -> bytes:
-        """Bytes [offset, offset+length) of a tensor, decoding only the chunks that hold them."""
+        """Bytes [offset, offset+length) of a tensor, decoding only the chunks that hold them.
+
+        Chunk CRCs are checked. The payload hash covers the whole tensor, so it is
+        checked only when the reads run through the tensor in order from byte 0
+        (this range from 0 to the end, or the last of consecutive ranges); any
+        other sub-range is not checked against it."""
         i = self._at(name)
         if offset < 0 or length < 0:
             raise PtwmValueError(ERR_INVALID_ARG, f"{self._label}: tensor '{name}': range "
@@ -189,7 +202,10 @@ class PtwmFile:
         return {name: self.read(name) for name in self.names()}
 
     def verify(self) -> None:
-        """Decode everything and check every CRC and hash; raise PtwmError on the first damage."""
+        """Decode everything and check every CRC and hash; raise PtwmError on the first damage.
+
+        Tensors that carry no check at all (see unchecked_count) decode without
+        error but are not verified."""
         err = ErrStruct()
         with self._lock:
             check(lib.ptwm_reader_verify(self._h(), ctypes.byref(err)), err)
