@@ -12,17 +12,11 @@ static void help(FILE *out) {
             "Decompress SRC, a .ptwm file or a directory made by 'ptwm compress', into\n"
             "OUTDIR: the original safetensors files under their original names, the\n"
             "original model.safetensors.index.json and every other file, byte for byte\n"
-            "(same SHA-256). Every CRC and payload hash is checked on the way; a file
-"
-            "that fails is not written. Tensors that carry no check at all (files before
-"
-            "format version 4 written without CRCs and hashes) are named in a warning.
-"
-            "OUTDIR is built under a temporary name, fsynced and renamed when complete:
-"
-            "a crash leaves the old OUTDIR or the complete new one.
-
-"
+            "(same SHA-256). Every CRC and payload hash is checked on the way; a file\n"
+            "that fails is not written. Tensors that carry no check at all (files before\n"
+            "format version 4 written without CRCs and hashes) are named in a warning.\n"
+            "OUTDIR is built under a temporary name, fsynced and renamed when complete:\n"
+            "a crash leaves the old OUTDIR or the complete new one.\n\n"
             "options:\n"
             "  -o, --output OUTDIR     output directory (required; missing parents are made)\n"
             "  --max-shard-size SIZE   write fresh Hugging Face shards of at most SIZE\n"

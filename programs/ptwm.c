@@ -32,16 +32,11 @@ static void usage(FILE *out) {
         if (commands[i]) fprintf(out, "  %-12s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(out,
             "\n'ptwm COMMAND --help' describes a command's options; 'ptwm --help' prints\n"
-            "this and 'ptwm --version' the version and the instruction set in use.
-"
-            "Environment: PTWM_ISA=scalar|ssse3|avx2|avx512|avx512vbmi caps the CPU-specific
-"
-            "kernels at that level (the output is the same at every level).
-"
-            "Exit status: 0 success, 1 bad input or failed check, 2 bad usage; 130, 143
-"
-            "or 129 after SIGINT, SIGTERM or SIGHUP (temporary output removed first).
-");
+            "this and 'ptwm --version' the version and the instruction set in use.\n"
+            "Environment: PTWM_ISA=scalar|ssse3|avx2|avx512|avx512vbmi caps the CPU-specific\n"
+            "kernels at that level (the output is the same at every level).\n"
+            "Exit status: 0 success, 1 bad input or failed check, 2 bad usage; 130, 143\n"
+            "or 129 after SIGINT, SIGTERM or SIGHUP (temporary output removed first).\n");
 }
 
 /* A listing cut short by a full disk or a closed pipe is a failure, not a
