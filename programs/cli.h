@@ -35,7 +35,8 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* True if path names a directory (following symlinks). */
 int cli_is_dir(const char *path);
-/* True if dir/name is a regular file (following symlinks). */
+/* True if dir/name exists and is not a directory: a regular file, or a link
+ * (even one that loops or dangles, so that opening it reports why). */
 int cli_has_file(const char *dir, const char *name);
 /* True if stderr is a terminal (progress is shown only then). */
 int cli_is_tty(void);

@@ -107,7 +107,9 @@ int cli_has_file(const char *dir, const char *name) {
     memcpy(path, dir, a);
     path[a] = '/';
     memcpy(path + a + 1, name, b + 1);
-    yes = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    /* lstat: a link that loops or dangles still names the kind of directory,
+     * and opening it then reports its real error. */
+    yes = lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode);
     free(path);
     return yes;
 }

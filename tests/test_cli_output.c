@@ -218,6 +218,15 @@ static void test_misread_inputs(void) {
     CHECK(has(err_path, "model.safetensors': Too many levels of symbolic links"));
     CHECK_ERR(ptwm_source_open(dir, PTWM_SOURCE_AUTO, &s, &err), &err, PTWM_ERR_IO,
               "model.safetensors': Too many levels of symbolic links");
+    /* The same for a model.ptwm, which inspect and verify look for themselves. */
+    snprintf(link, sizeof link, "%s/model.safetensors", dir);
+    CHECK(unlink(link) == 0);
+    snprintf(link, sizeof link, "%s/model.ptwm", dir);
+    CHECK(symlink("model.ptwm", link) == 0);
+    CHECK(run("verify '%s'", dir) == 1);
+    CHECK(has(err_path, "model.ptwm': Too many levels of symbolic links"));
+    CHECK(run("inspect '%s'", dir) == 1);
+    CHECK(has(err_path, "model.ptwm': Too many levels of symbolic links"));
 }
 
 /* A file whose tensors carry no CRC and no hash (version 3, both options
