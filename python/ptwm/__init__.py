@@ -24,10 +24,30 @@ __all__ = ["PtwmError", "PtwmValueError", "PtwmFileNotFoundError", "PtwmFileExis
            "compress_safetensors", "decompress_to_safetensors", "read_safetensors",
            "safetensors_info", "write_safetensors", "compress_checkpoint",
            "decompress_checkpoint", "sharding", "library_path",
-           "library_version", "__version__"]
+           "library_version", "isa_level", "set_isa_limit", "__version__"]
 
 
 def library_version() -> str:
     """The version string of the loaded libptwm."""
     from ._lib import lib
     return lib.ptwm_version().decode()
+
+
+def isa_level() -> str:
+    """The instruction set the library's kernels run at ("scalar", "ssse3",
+    "avx2", "avx512" or "avx512vbmi"): the cap, or the CPU's best if lower."""
+    from ._lib import lib
+    return lib.ptwm_isa_name(lib.ptwm_isa_level()).decode()
+
+
+def set_isa_limit(name: str) -> str:
+    """Cap the kernels at the level `name` for the whole process (as the
+    environment variable PTWM_ISA does) and return the level now in effect.
+    Every level writes and reads the same bytes; only speed changes.
+    Raises PtwmValueError for an unknown name."""
+    import ctypes
+    from ._lib import lib
+    from ._errors import check
+    level = ctypes.c_int()
+    check(lib.ptwm_isa_from_name(str(name).encode(), ctypes.byref(level)))
+    return lib.ptwm_isa_name(lib.ptwm_set_isa_limit(level.value)).decode()

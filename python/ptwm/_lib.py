@@ -93,6 +93,10 @@ _SIGNATURES = {
     "ptwm_dtype_name": (c_char_p, [c_int]),
     "ptwm_dtype_from_name": (_E, [_S, POINTER(c_int)]),
     "ptwm_dtype_bits": (ctypes.c_uint, [c_int]),
+    "ptwm_set_isa_limit": (c_int, [c_int]),
+    "ptwm_isa_level": (c_int, []),
+    "ptwm_isa_name": (c_char_p, [c_int]),
+    "ptwm_isa_from_name": (_E, [_S, POINTER(c_int)]),
     "ptwm_tensor_nbytes": (_E, [c_int, _PU64, c_uint32, _PU64, _ERR]),
     # safetensors
     "ptwm_st_open": (_E, [_S, c_int, _PP, _ERR]),

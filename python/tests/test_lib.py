@@ -131,5 +131,24 @@ class ErrorTest(unittest.TestCase):
         self.assertEqual(cm.exception.name, "PTWM_ERR_CORRUPT")
 
 
+class IsaTest(unittest.TestCase):
+    def test_cap_round_trip(self):
+        best = ptwm.isa_level()
+        self.assertIn(best, ("scalar", "ssse3", "avx2", "avx512", "avx512vbmi"))
+        try:
+            self.assertEqual(ptwm.set_isa_limit("scalar"), "scalar")
+            self.assertEqual(ptwm.isa_level(), "scalar")
+            blob = ptwm.sharding.compress_ptwm_blob([("w", bytes(range(256)) * 64, "BF16", (8192,))])
+        finally:
+            ptwm.set_isa_limit("avx512vbmi")
+        self.assertEqual(ptwm.isa_level(), best)
+        self.assertEqual(ptwm.sharding.compress_ptwm_blob(
+            [("w", bytes(range(256)) * 64, "BF16", (8192,))]), blob)
+
+    def test_unknown_name_is_value_error(self):
+        with self.assertRaises(ValueError):
+            ptwm.set_isa_limit("avx9")
+
+
 if __name__ == "__main__":
     unittest.main()
