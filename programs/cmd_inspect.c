@@ -149,19 +149,23 @@ static void shape_text(const ptwm_tensor_info *t, char *buf, size_t cap) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-static int print_text(const char *path, const src *s, const row *rows, size_t n, const sums *by,
-                      const sums *all) {
+/* Two passes over the tensors (widths, then rows), each row fetched again
+ * rather than kept: a million tensors cost no memory here. */
+static int print_text(const char *path, const src *s, size_t n, const sums *by, const sums *all) {
     int coded = s->k == K_PTWM || s->k == K_PTDIR, dir = s->k == K_STDIR || s->k == K_PTDIR;
     size_t i, w = 4;
     int d;
     char a[32], b[32];
+    row rw;
+    ptwm_err err;
     /* Names and paths come from the input: escaped before they reach a terminal. */
     static char name[CLI_ESCAPED_MAX(PTWM_MAX_NAME)], shard[CLI_ESCAPED_MAX(PTWM_MAX_NAME)];
     for (i = 0; i < n; i++) {
-        size_t len = strlen(cli_escape(rows[i].info.name, name, sizeof name));
+        size_t len;
+        if (src_row(s, i, &rw, &err) != PTWM_OK) return cli_report(&err);
+        len = strlen(cli_escape(rw.info.name, name, sizeof name));
         w = len > w ? len : w;
     }
-    if (w > 60) w = 60;
     printf("%s: %s, %zu tensors", cli_escape(path, name, sizeof name), kind_names[s->k], n);
     if (dir) printf(" in %zu shard%s", src_shards(s), src_shards(s) == 1 ? "" : "s");
     printf("\n\n%-*s  %-11s %-22s %14s", (int)w, "name", "dtype", "shape", "bytes");
@@ -169,8 +173,9 @@ static int print_text(const char *path, const src *s, const row *rows, size_t n,
     if (dir) printf("  shard");
     printf("\n");
     for (i = 0; i < n; i++) {
-        const row *r = &rows[i];
+        const row *r = &rw;
         char shape[256];
+        if (src_row(s, i, &rw, &err) != PTWM_OK) return cli_report(&err);
         shape_text(&r->info, shape, sizeof shape);
         printf("%-*s  %-11s %-22s %14llu", (int)w, cli_escape(r->info.name, name, sizeof name),
                ptwm_dtype_name(r->info.dtype), shape, (unsigned long long)r->info.nbytes);
@@ -291,7 +296,8 @@ static int run(int argc, char **argv) {
         return cli_report(&err);
     }
     n = src_count(&s);
-    rows = (row *)calloc(n + 1, sizeof *rows);
+    /* JSON builds its whole tree anyway; text keeps no row. */
+    rows = (row *)calloc(as_json ? n + 1 : 1, sizeof *rows);
     if (!rows) {
         src_close(&s);
         fprintf(stderr, "ptwm: out of memory\n");
@@ -300,22 +306,23 @@ static int run(int argc, char **argv) {
     memset(by, 0, sizeof by);
     memset(&all, 0, sizeof all);
     for (k = 0; k < n; k++) {
-        if (src_row(&s, k, &rows[k], &err) != PTWM_OK) {
+        row *r = &rows[as_json ? k : 0];
+        if (src_row(&s, k, r, &err) != PTWM_OK) {
             free(rows);
             src_close(&s);
             return cli_report(&err);
         }
-        if ((unsigned)rows[k].info.dtype < PTWM_DTYPE_COUNT) {
-            sums *d = &by[rows[k].info.dtype];
+        if ((unsigned)r->info.dtype < PTWM_DTYPE_COUNT) {
+            sums *d = &by[r->info.dtype];
             d->count++;
-            d->raw += rows[k].info.nbytes;
-            d->coded += rows[k].info.coded_bytes;
+            d->raw += r->info.nbytes;
+            d->coded += r->info.coded_bytes;
         }
         all.count++;
-        all.raw += rows[k].info.nbytes;
-        all.coded += rows[k].info.coded_bytes;
+        all.raw += r->info.nbytes;
+        all.coded += r->info.coded_bytes;
     }
-    rc = as_json ? print_json(path, &s, rows, n, by, &all) : print_text(path, &s, rows, n, by, &all);
+    rc = as_json ? print_json(path, &s, rows, n, by, &all) : print_text(path, &s, n, by, &all);
     free(rows);
     src_close(&s);
     return rc;
