@@ -22,7 +22,9 @@ done
 work=$(mktemp -d "${BENCH_TMP:-/tmp}/ptwm-bench-many.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
-# run LABEL N CMD...: one line "N command peak_MB wall_s bytes_per_tensor".
+# run LABEL N CMD...: one line "N command peak_MB wall_s cpu_s bytes_per_tensor"
+# (cpu_s, user plus system time, is the figure to compare for linearity on a
+# shared machine: wall time also counts waiting for a core).
 run() {
     label=$1 n=$2
     shift 2
@@ -33,11 +35,13 @@ run() {
     fi
     awk -v label="$label" -v n="$n" '
         /Maximum resident set size/ { kb = $NF }
+        /User time/ { cpu += $NF }
+        /System time/ { cpu += $NF }
         /Elapsed \(wall clock\)/ { split($NF, t, ":"); s = 0; for (i = 1; i in t; i++) s = s * 60 + t[i] }
-        END { printf "%9d  %-10s %9.1f %9.2f %9.0f\n", n, label, kb / 1024, s, kb * 1024 / n }' "$work/time"
+        END { printf "%9d  %-10s %9.1f %9.2f %9.2f %9.0f\n", n, label, kb / 1024, s, cpu, kb * 1024 / n }' "$work/time"
 }
 
-printf "%9s  %-10s %9s %9s %9s\n" tensors command peak_MB wall_s B/tensor
+printf "%9s  %-10s %9s %9s %9s %9s\n" tensors command peak_MB wall_s cpu_s B/tensor
 for n in $counts; do
     src="$work/m.safetensors"
     python3 "$here/bench/gen_many_tensors.py" "$n" "$src" >/dev/null

@@ -648,6 +648,12 @@ void ptwm_reader_set_threads(ptwm_reader *r, int threads) {
     r->pool = NULL;
 }
 
+void ptwm_reader_release_pool(ptwm_reader *r) {
+    if (!r) return;
+    ptwm_pool_free(r->pool);
+    r->pool = NULL;
+}
+
 size_t ptwm_reader_count(const ptwm_reader *r) {
     return r ? r->nt : 0;
 }

@@ -19,6 +19,8 @@ uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
 ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t chunk,
                                   uint64_t *offset, uint32_t *coded, uint32_t *raw,
                                   uint64_t *nchunks);
+/* Free the reader's thread pool now (it is made again when next needed). */
+void ptwm_reader_release_pool(ptwm_reader *r);
 /* Label for messages: the path, or the label given to open_memory. */
 const char *ptwm_reader_label(const ptwm_reader *r);
 

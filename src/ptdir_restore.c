@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <jansson.h>
 #include "common.h"
+#include "container_read.h"
 #include "fileio.h"
 #include "outdir.h"
 #include "ptdir_internal.h"
@@ -22,11 +23,11 @@ typedef struct dsrc {
     ptwm_ptdir *dir;
     ptwm_reader *single;
     uint64_t total;
-    /* Decoding goes through one reader opened for the shard at hand and closed
-     * after it: a reader keeps its thread pool until closed, and the directory's
-     * readers (all open for the index checks) would otherwise each hold one. */
+    /* Decoding goes through the directory's own reader of the shard at hand
+     * (a second reader of the same file would hold its whole table again);
+     * the previous shard's reader gives back its thread pool, so one pool
+     * exists at a time however many shards are open for the index checks. */
     ptwm_reader *dec;
-    size_t dec_shard;
     int threads;
 } dsrc;
 
@@ -35,40 +36,22 @@ static ptwm_reader *d_shard(const dsrc *s, size_t i) {
     return s->single ? s->single : ptwm_ptdir_shard(s->dir, i);
 }
 
-static ptwm_error decoder(dsrc *s, size_t shard, ptwm_reader **out, ptwm_err *err) {
-    char *path;
-    ptwm_error rc;
-    if (s->single) {
-        *out = s->single;
-        return PTWM_OK;
+static ptwm_reader *decoder(dsrc *s, size_t shard) {
+    ptwm_reader *r = d_shard(s, shard);
+    if (s->dec != r) {
+        ptwm_reader_release_pool(s->dec);
+        ptwm_reader_set_threads(r, s->threads);
+        s->dec = r;
     }
-    if (s->dec && s->dec_shard == shard) {
-        *out = s->dec;
-        return PTWM_OK;
-    }
-    ptwm_reader_close(s->dec);
-    s->dec = NULL;
-    if (!(path = ptwm_path_join(s->path, ptwm_ptdir_shard_name(s->dir, shard))))
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    rc = ptwm_reader_open(path, &s->dec, err);
-    free(path);
-    if (rc) return rc;
-    /* The same file the directory checked: the same tensors in the same order. */
-    if (ptwm_reader_count(s->dec) != ptwm_reader_count(ptwm_ptdir_shard(s->dir, shard)))
-        return ptwm_fail(err, PTWM_ERR_MISMATCH, "shard '%s' changed while being read",
-                         ptwm_ptdir_shard_name(s->dir, shard));
-    ptwm_reader_set_threads(s->dec, s->threads);
-    s->dec_shard = shard;
-    *out = s->dec;
-    return PTWM_OK;
+    return r;
 }
 
 static ptwm_error stream_tensor(dsrc *s, size_t shard, size_t local, uint64_t nbytes, int fd,
                                 const char *path, uint8_t *buf, ptwm_ck_progress *p,
                                 ptwm_err *err) {
     uint64_t off = 0;
-    ptwm_reader *r = NULL;
-    ptwm_error rc = decoder(s, shard, &r, err);
+    ptwm_reader *r = decoder(s, shard);
+    ptwm_error rc = PTWM_OK;
     while (rc == PTWM_OK && off < nbytes) {
         size_t len = (size_t)PTWM_MIN(nbytes - off, (uint64_t)PIECE);
         rc = ptwm_reader_decode_range(r, local, off, buf, len, err);
@@ -390,7 +373,6 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     if (!rc) rc = ptwm_stage_commit(&stage, err);
     ptwm_stage_abort(&stage);
     free(buf);
-    ptwm_reader_close(s.dec);
     ptwm_ptdir_close(s.dir);
     ptwm_reader_close(s.single);
     return rc;
