@@ -122,8 +122,9 @@ struct ptwm_writer {
     size_t nt, capt;
     ptwm_kv *meta;
     size_t nmeta;
-    uint8_t *src_header;
-    size_t src_header_len;
+    uint8_t *src_header;        /* owned, with its 8-byte length; or */
+    const char *src_json;       /* borrowed, without it */
+    size_t src_header_len;      /* with the 8-byte length */
     char *src_name;
     uint64_t src_file_size;
     int has_source;
@@ -462,19 +463,57 @@ static char *dup_str(const char *s, size_t *len_out) {
     return d;
 }
 
+/* What both ways of recording a source header check: the writer and the
+ * file name (the header itself is checked by each). */
+static ptwm_error check_source_args(ptwm_writer *w, const char *file_name, ptwm_err *err) {
+    ptwm_error rc;
+    if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
+    if ((rc = w_failed(w, err))) return rc;
+    if (file_name && strlen(file_name) > 4096)
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "source file name of %zu bytes (max 4096)", strlen(file_name));
+    return PTWM_OK;
+}
+
+/* Internal (ptdir_write.c, compress_safetensors.c): as
+ * ptwm_writer_set_source_header, given the JSON without its 8-byte length,
+ * which the writer borrows instead of copying (a source header may be
+ * 100 MB): the caller keeps it unchanged until the writer is finished or
+ * freed. */
+ptwm_error ptwm_writer_borrow_source_json(ptwm_writer *w, const char *json, size_t json_len,
+                                          const char *file_name, ptwm_err *err);
+ptwm_error ptwm_writer_borrow_source_json(ptwm_writer *w, const char *json, size_t json_len,
+                                          const char *file_name, ptwm_err *err) {
+    ptwm_error rc = check_source_args(w, file_name, err);
+    if (rc) return rc;
+    if ((!json && json_len) || json_len > PTWM_ST_MAX_HEADER)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "source header of %zu bytes (NULL or over the cap)",
+                         json_len);
+    free(w->src_header);
+    free(w->src_name);
+    w->src_header = NULL;
+    w->src_name = NULL;
+    w->has_source = 0;
+    w->src_json = json;
+    w->src_header_len = json_len + 8;
+    if (file_name && !(w->src_name = dup_str(file_name, NULL)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    w->has_source = 1;
+    return PTWM_OK;
+}
+
 ptwm_error ptwm_writer_set_source_header(ptwm_writer *w, const void *header, size_t len,
                                          const char *file_name, ptwm_err *err) {
     ptwm_error rc;
     if (!w || (!header && len)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or header");
-    if ((rc = w_failed(w, err))) return rc;
-    if (file_name && strlen(file_name) > 4096)
-        return ptwm_fail(err, PTWM_ERR_LIMIT, "source file name of %zu bytes (max 4096)", strlen(file_name));
+    if ((rc = check_source_args(w, file_name, err))) return rc;
     if (len < 8 || ptwm_load_le64(header) != len - 8 || len - 8 > PTWM_ST_MAX_HEADER)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "source header of %zu bytes does not start with its own JSON length", len);
     free(w->src_header);
     free(w->src_name);
     w->src_name = NULL;
+    w->src_json = NULL;
+    w->has_source = 0;
     w->src_header = (uint8_t *)ptwm_malloc(len);
     if (!w->src_header) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a %zu-byte header", len);
     memcpy(w->src_header, header, len);
@@ -1008,8 +1047,11 @@ static ptwm_error build_table(ptwm_writer *w, wbuf *tab, ptwm_err *err) {
     if (ok && w->has_source) {
         size_t nl = w->src_name ? strlen(w->src_name) : 0;
         ok = begin_section(tab, PTWM_SEC_SOURCE, &at) && wbuf_u64(tab, w->src_header_len) &&
-             wbuf_put(tab, w->src_header, w->src_header_len) && wbuf_u32(tab, (uint32_t)nl) &&
-             wbuf_put(tab, w->src_name, nl) && wbuf_u64(tab, w->src_file_size);
+             (w->src_header ? wbuf_put(tab, w->src_header, w->src_header_len)
+                            : wbuf_u64(tab, w->src_header_len - 8) &&
+                                  wbuf_put(tab, w->src_json, w->src_header_len - 8)) &&
+             wbuf_u32(tab, (uint32_t)nl) && wbuf_put(tab, w->src_name, nl) &&
+             wbuf_u64(tab, w->src_file_size);
         if (ok) end_section(tab, at);
     }
     if (!ok) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory building the tensor table");
