@@ -27,7 +27,11 @@
  * scanned here and jansson decodes one key and one value at a time, each
  * freed as soon as it is checked. What stays is a compact entry per tensor,
  * the names in one arena, the shapes in one array and a hash table of names.
- * Errors are reported in file order: the first bad byte or entry wins. */
+ * Errors are reported in file order: the first bad byte or entry wins (a
+ * whole-header parse reported any JSON error before any schema error). A raw
+ * NUL byte right after a number, which jansson itself skips, is rejected: the
+ * position jansson reports then falls short of the bytes it read, and the
+ * scan resumes inside the value, where nothing valid can follow. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -266,29 +270,38 @@ ptrdiff_t ptwm_st_parsed_find(const ptwm_st_parsed *p, const char *name) {
     return p->slots[i] ? (ptrdiff_t)p->slots[i] - 1 : -1;
 }
 
-/* One top-level key and its decoded value: __metadata__ or a tensor. */
-static ptwm_error add_entry(st_build *b, const char *key, size_t key_at, const json_t *value,
+/* A top-level key, before its value is decoded (where jansson rejects a
+ * duplicate too): PTWM_ERR_DUPLICATE if seen before, else *slot is where a
+ * tensor of that name goes in the hash table. */
+static ptwm_error claim_key(st_build *b, const char *key, size_t key_at, size_t *slot,
                             ptwm_err *err) {
     ptwm_st_parsed *p = &b->p;
-    uint64_t shape[PTWM_MAX_NDIM];
-    ptwm_st_entry *e;
-    size_t slot;
-    ptwm_error rc;
     if (strcmp(key, "__metadata__") == 0) {
         if (b->seen_meta++)
             return ptwm_fail(err, PTWM_ERR_DUPLICATE,
                              "file '%s': header has a duplicate key at byte %zu: '__metadata__' "
                              "appears twice", LABEL(b->label), key_at);
-        return parse_metadata(b, value, err);
+        return PTWM_OK;
     }
     /* Slots stay under half full; n < 2^32 since every entry takes bytes. */
     if ((p->n + 1) * 2 > p->nslots && !rehash(p, p->nslots ? p->nslots * 2 : 64))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
-    slot = find_slot(p, key);
-    if (p->slots[slot])
+    *slot = find_slot(p, key);
+    if (p->slots[*slot])
         return ptwm_fail(err, PTWM_ERR_DUPLICATE,
                          "file '%s': header has a duplicate key at byte %zu: tensor '%.200s' "
                          "appears twice", LABEL(b->label), key_at, key);
+    return PTWM_OK;
+}
+
+/* A claimed key and its decoded value: __metadata__ or a tensor. */
+static ptwm_error add_entry(st_build *b, const char *key, size_t slot, const json_t *value,
+                            ptwm_err *err) {
+    ptwm_st_parsed *p = &b->p;
+    uint64_t shape[PTWM_MAX_NDIM];
+    ptwm_st_entry *e;
+    ptwm_error rc;
+    if (strcmp(key, "__metadata__") == 0) return parse_metadata(b, value, err);
     if (!grow((void **)&p->t, &b->cap_t, p->n + 1, sizeof(*p->t)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
     e = &p->t[p->n];
@@ -433,11 +446,22 @@ static ptwm_error json_failure(const char *json, size_t len, size_t at, const ch
     }
 }
 
-/* A syntax error in the outer object at byte `pos`. */
+/* A syntax error in the outer object at byte `pos`. jansson reads a whole
+ * token before it checks the token's kind, so a bad token there (invalid
+ * UTF-8, a number out of range) is reported as jansson would. */
 static ptwm_error syntax_error(const char *json, size_t len, size_t pos, const char *label,
                                const char *expected, ptwm_err *err) {
     size_t line, col;
     unsigned char c = pos < len ? (unsigned char)json[pos] : 0;
+    json_error_t jerr;
+    json_t *v = pos < len && !strchr("{[\"", c)
+                    ? json_loadb(json + pos, len - pos, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &jerr)
+                    : NULL;
+    if (pos < len && !strchr("{[\"", c) && !v &&
+        (json_error_code(&jerr) == json_error_invalid_utf8 ||
+         json_error_code(&jerr) == json_error_numeric_overflow))
+        return json_failure(json, len, pos, NULL, label, &jerr, err);
+    json_decref(v);
     line_col(json, pos, &line, &col);
     if (pos >= len)
         return ptwm_fail(err, PTWM_ERR_JSON,
@@ -480,13 +504,17 @@ static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t 
     while (!empty) {
         json_error_t jerr;
         json_t *key, *value;
-        size_t key_at = pos;
+        size_t key_at = pos, slot = 0;
         ptwm_error rc;
         if (pos >= len || json[pos] != '"')
             return syntax_error(json, len, pos, label, "string expected", err);
         key = json_loadb(json + pos, len - pos, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &jerr);
         if (!key) return json_failure(json, len, pos, NULL, label, &jerr, err);
         pos = skip_ws(json, len, pos + (size_t)jerr.position);
+        if ((rc = claim_key(b, json_string_value(key), key_at, &slot, err))) {
+            json_decref(key);
+            return rc;
+        }
         if (pos >= len || json[pos] != ':') {
             json_decref(key);
             return syntax_error(json, len, pos, label, "':' expected", err);
@@ -499,7 +527,7 @@ static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t 
             json_decref(key);
             return rc;
         }
-        rc = add_entry(b, json_string_value(key), key_at, value, err);
+        rc = add_entry(b, json_string_value(key), slot, value, err);
         json_decref(key);
         json_decref(value);
         if (rc) return rc;
