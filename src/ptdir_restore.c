@@ -70,6 +70,18 @@ static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
     return 1;
 }
 
+/* The shard's index of the recorded header's tensor i (in data order): the
+ * writers add a file's tensors in that order, so it is normally i itself,
+ * found without a lookup by name per tensor. */
+static ptwm_error shard_index(ptwm_reader *r, size_t i, const char *name, size_t *local) {
+    ptwm_tensor_info info;
+    if (ptwm_reader_tensor(r, i, &info) == PTWM_OK && strcmp(info.name, name) == 0) {
+        *local = i;
+        return PTWM_OK;
+    }
+    return ptwm_reader_find(r, name, local);
+}
+
 /* Rebuild the recorded source file of shard reader `r` at `path`. */
 static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *shard,
                                const char *path, uint8_t *buf, ptwm_ck_progress *p,
@@ -97,7 +109,7 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
         const ptwm_st_entry *e = &parsed.t[i];
         ptwm_tensor_info info;
         size_t local;
-        if (ptwm_reader_find(r, e->name, &local) != PTWM_OK) {
+        if (shard_index(r, i, e->name, &local) != PTWM_OK) {
             rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
                            "shard '%s': tensor '%s' of the recorded header is not in the shard",
                            shard, e->name);
@@ -118,7 +130,7 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
     rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
     for (i = 0; i < parsed.n && !rc; i++) {
         size_t local = 0;
-        ptwm_reader_find(r, parsed.t[i].name, &local);
+        shard_index(r, i, parsed.t[i].name, &local);
         rc = stream_tensor(s, si, local, parsed.t[i].end - parsed.t[i].begin, f.fd, path, buf, p,
                            err);
         if (rc) ptwm_err_prefix(err, "shard '%s': tensor '%s'", shard, parsed.t[i].name);
