@@ -149,19 +149,23 @@ static void shape_text(const ptwm_tensor_info *t, char *buf, size_t cap) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-static int print_text(const char *path, const src *s, const row *rows, size_t n, const sums *by,
-                      const sums *all) {
+/* Two passes over the tensors (widths, then rows), each row fetched again
+ * rather than kept: a million tensors cost no memory here. */
+static int print_text(const char *path, const src *s, size_t n, const sums *by, const sums *all) {
     int coded = s->k == K_PTWM || s->k == K_PTDIR, dir = s->k == K_STDIR || s->k == K_PTDIR;
     size_t i, w = 4;
     int d;
     char a[32], b[32];
+    row rw;
+    ptwm_err err;
     /* Names and paths come from the input: escaped before they reach a terminal. */
     static char name[CLI_ESCAPED_MAX(PTWM_MAX_NAME)], shard[CLI_ESCAPED_MAX(PTWM_MAX_NAME)];
     for (i = 0; i < n; i++) {
-        size_t len = strlen(cli_escape(rows[i].info.name, name, sizeof name));
+        size_t len;
+        if (src_row(s, i, &rw, &err) != PTWM_OK) return cli_report(&err);
+        len = strlen(cli_escape(rw.info.name, name, sizeof name));
         w = len > w ? len : w;
     }
-    if (w > 60) w = 60;
     printf("%s: %s, %zu tensors", cli_escape(path, name, sizeof name), kind_names[s->k], n);
     if (dir) printf(" in %zu shard%s", src_shards(s), src_shards(s) == 1 ? "" : "s");
     printf("\n\n%-*s  %-11s %-22s %14s", (int)w, "name", "dtype", "shape", "bytes");
@@ -169,8 +173,9 @@ static int print_text(const char *path, const src *s, const row *rows, size_t n,
     if (dir) printf("  shard");
     printf("\n");
     for (i = 0; i < n; i++) {
-        const row *r = &rows[i];
+        const row *r = &rw;
         char shape[256];
+        if (src_row(s, i, &rw, &err) != PTWM_OK) return cli_report(&err);
         shape_text(&r->info, shape, sizeof shape);
         printf("%-*s  %-11s %-22s %14llu", (int)w, cli_escape(r->info.name, name, sizeof name),
                ptwm_dtype_name(r->info.dtype), shape, (unsigned long long)r->info.nbytes);
@@ -205,37 +210,73 @@ static json_t *json_text(const char *text) {
     return j ? j : json_string(cli_escape(text, buf, sizeof buf));
 }
 
-static int print_json(const char *path, const src *s, const row *rows, size_t n, const sums *by,
-                      const sums *all) {
+#define JSON_FLAGS (JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)
+
+/* One tensor as an object of the "tensors" array; NULL if out of memory. */
+static json_t *tensor_json(const row *r, int coded) {
+    json_t *t = json_object(), *shape = json_array();
+    uint32_t k;
+    int bad = !t || !shape;
+    for (k = 0; !bad && k < r->info.ndim; k++)
+        bad |= json_array_append_new(shape, json_integer((json_int_t)r->info.shape[k]));
+    bad |= json_object_set_new(t, "name", json_text(r->info.name));
+    bad |= json_object_set_new(t, "dtype", json_string(ptwm_dtype_name(r->info.dtype)));
+    bad |= json_object_set_new(t, "shape", shape);
+    bad |= json_object_set_new(t, "bytes", json_integer((json_int_t)r->info.nbytes));
+    if (coded) {
+        bad |= json_object_set_new(t, "coded_bytes", json_integer((json_int_t)r->info.coded_bytes));
+        bad |= json_object_set_new(t, "ratio", json_real(ratio(r->info.coded_bytes, r->info.nbytes)));
+        bad |= json_object_set_new(t, "chain", json_text(r->chain));
+    }
+    if (r->shard) bad |= json_object_set_new(t, "shard", json_text(r->shard));
+    if (bad) {
+        json_decref(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Each tensor, dumped on its own and indented two levels, as the
+ * "tensors" array of the document: the same text as one dump of a tree
+ * holding every tensor, which a million tensors would make a gigabyte. */
+static int print_tensors(const src *s, size_t n, ptwm_err *err) {
+    int coded = s->k == K_PTWM || s->k == K_PTDIR;
+    size_t i;
+    printf(n ? "[\n" : "[]");
+    for (i = 0; i < n; i++) {
+        row rw;
+        json_t *t;
+        char *text, *line, *nl;
+        if (src_row(s, i, &rw, err) != PTWM_OK) return CLI_BAD_INPUT;
+        if (!(t = tensor_json(&rw, coded)) || !(text = json_dumps(t, JSON_FLAGS))) {
+            json_decref(t);
+            return -1;
+        }
+        json_decref(t);
+        for (line = text; line; line = nl ? nl + 1 : NULL) {
+            nl = strchr(line, '\n');
+            printf("    %.*s%s", nl ? (int)(nl - line) : (int)strlen(line), line, nl ? "\n" : "");
+        }
+        printf(i + 1 < n ? ",\n" : "\n  ]");
+        free(text);
+    }
+    return CLI_OK;
+}
+
+static int print_json(const char *path, const src *s, size_t n, const sums *by, const sums *all) {
+    static const char mark[] = "\n  \"tensors\": []";
     int coded = s->k == K_PTWM || s->k == K_PTDIR;
     json_t *root = json_object(), *tensors = json_array(), *dtypes = json_object(),
            *totals = json_object(), *shards = json_array();
     size_t i;
-    int d, bad = 0;
-    char *text;
+    int d, bad = 0, rc = CLI_OK;
+    char *text, *at = NULL;
+    ptwm_err err;
     bad |= json_object_set_new(root, "path", json_text(path));
     bad |= json_object_set_new(root, "kind", json_string(kind_names[s->k]));
     if (s->k == K_STDIR || s->k == K_PTDIR)
         for (i = 0; i < src_shards(s); i++)
             bad |= json_array_append_new(shards, json_text(src_shard_name(s, i)));
-    for (i = 0; i < n; i++) {
-        const row *r = &rows[i];
-        json_t *t = json_object(), *shape = json_array();
-        uint32_t k;
-        for (k = 0; k < r->info.ndim; k++)
-            bad |= json_array_append_new(shape, json_integer((json_int_t)r->info.shape[k]));
-        bad |= json_object_set_new(t, "name", json_text(r->info.name));
-        bad |= json_object_set_new(t, "dtype", json_string(ptwm_dtype_name(r->info.dtype)));
-        bad |= json_object_set_new(t, "shape", shape);
-        bad |= json_object_set_new(t, "bytes", json_integer((json_int_t)r->info.nbytes));
-        if (coded) {
-            bad |= json_object_set_new(t, "coded_bytes", json_integer((json_int_t)r->info.coded_bytes));
-            bad |= json_object_set_new(t, "ratio", json_real(ratio(r->info.coded_bytes, r->info.nbytes)));
-            bad |= json_object_set_new(t, "chain", json_text(r->chain));
-        }
-        if (r->shard) bad |= json_object_set_new(t, "shard", json_text(r->shard));
-        bad |= json_array_append_new(tensors, t);
-    }
     bad |= json_object_set_new(totals, "tensors", json_integer((json_int_t)all->count));
     bad |= json_object_set_new(totals, "bytes", json_integer((json_int_t)all->raw));
     if (coded) {
@@ -255,21 +296,27 @@ static int print_json(const char *path, const src *s, const row *rows, size_t n,
         bad |= json_object_set_new(dtypes, ptwm_dtype_name((ptwm_dtype)d), o);
     }
     bad |= json_object_set_new(root, "shards", shards);
-    bad |= json_object_set_new(root, "tensors", tensors);
+    bad |= json_object_set_new(root, "tensors", tensors);   /* empty: filled while printing */
     bad |= json_object_set_new(root, "totals", totals);
     bad |= json_object_set_new(root, "dtypes", dtypes);
     /* ASCII only: control and bidi characters in names stay \u escapes. */
-    text = bad ? NULL
-               : json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    text = bad ? NULL : json_dumps(root, JSON_FLAGS);
     json_decref(root);
-    if (!text) {
+    /* Every string is quoted and escaped: the mark can only be the key itself. */
+    if (text) at = strstr(text, mark);
+    if (at) {
+        printf("%.*s", (int)(at - text + sizeof mark - 3), text);
+        rc = print_tensors(s, n, &err);
+        if (rc == CLI_OK) printf("%s\n", at + sizeof mark - 1);
+        else if (rc == CLI_BAD_INPUT) rc = cli_report(&err);
+    }
+    free(text);
+    if (!at || rc < 0) {
         char p[CLI_ESCAPED_MAX(4096)];
         fprintf(stderr, "ptwm: %s: cannot build the JSON output\n", cli_escape(path, p, sizeof p));
         return CLI_BAD_INPUT;
     }
-    printf("%s\n", text);
-    free(text);
-    return CLI_OK;
+    return rc;
 }
 
 static int run(int argc, char **argv) {
@@ -277,7 +324,7 @@ static int run(int argc, char **argv) {
     int i, as_json = 0, rc;
     src s;
     ptwm_err err;
-    row *rows;
+    row rw;
     sums by[PTWM_DTYPE_COUNT], all;
     size_t n, k;
     for (i = 1; i < argc; i++) {
@@ -291,32 +338,25 @@ static int run(int argc, char **argv) {
         return cli_report(&err);
     }
     n = src_count(&s);
-    rows = (row *)calloc(n + 1, sizeof *rows);
-    if (!rows) {
-        src_close(&s);
-        fprintf(stderr, "ptwm: out of memory\n");
-        return CLI_BAD_INPUT;
-    }
     memset(by, 0, sizeof by);
     memset(&all, 0, sizeof all);
+    /* Totals first; the rows are fetched again while printing, never kept. */
     for (k = 0; k < n; k++) {
-        if (src_row(&s, k, &rows[k], &err) != PTWM_OK) {
-            free(rows);
+        if (src_row(&s, k, &rw, &err) != PTWM_OK) {
             src_close(&s);
             return cli_report(&err);
         }
-        if ((unsigned)rows[k].info.dtype < PTWM_DTYPE_COUNT) {
-            sums *d = &by[rows[k].info.dtype];
+        if ((unsigned)rw.info.dtype < PTWM_DTYPE_COUNT) {
+            sums *d = &by[rw.info.dtype];
             d->count++;
-            d->raw += rows[k].info.nbytes;
-            d->coded += rows[k].info.coded_bytes;
+            d->raw += rw.info.nbytes;
+            d->coded += rw.info.coded_bytes;
         }
         all.count++;
-        all.raw += rows[k].info.nbytes;
-        all.coded += rows[k].info.coded_bytes;
+        all.raw += rw.info.nbytes;
+        all.coded += rw.info.coded_bytes;
     }
-    rc = as_json ? print_json(path, &s, rows, n, by, &all) : print_text(path, &s, rows, n, by, &all);
-    free(rows);
+    rc = as_json ? print_json(path, &s, n, by, &all) : print_text(path, &s, n, by, &all);
     src_close(&s);
     return rc;
 }

@@ -30,16 +30,11 @@ static const char *base_name(const char *path) {
 
 static ptwm_error add_source(ptwm_writer *w, const ptwm_st *st, const char *src_path, ptwm_err *err) {
     size_t hl, i, nmeta = ptwm_st_metadata_count(st);
-    const void *json = ptwm_st_header(st, &hl);
-    uint8_t *hdr = (uint8_t *)ptwm_malloc((uint64_t)hl + 8);
+    const char *json = (const char *)ptwm_st_header(st, &hl);
     ptwm_kv *meta;
     ptwm_error rc;
-    if (!hdr) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a %zu-byte header", hl);
-    ptwm_store_le64(hdr, hl);
-    memcpy(hdr + 8, json, hl);
-    rc = ptwm_writer_set_source_header(w, hdr, hl + 8, base_name(src_path), err);
-    free(hdr);
-    if (rc) return rc;
+    /* Borrowed, not copied: st stays open until the writer is finished. */
+    if ((rc = ptwm_writer_borrow_source_json(w, json, hl, base_name(src_path), err))) return rc;
     ptwm_writer_set_source_size(w, ptwm_st_file_size(st));
     if (!nmeta) return PTWM_OK;
     meta = (ptwm_kv *)ptwm_calloc(nmeta, sizeof(ptwm_kv));

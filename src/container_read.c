@@ -24,19 +24,31 @@ typedef struct rchunk {
     uint32_t crc;                /* CRC32 of the payload (version 4 on) */
 } rchunk;
 
+/* Names, shapes, chain lists and chunk entries of all tensors live in one
+ * arena each (ptwm_reader's names, dims, chain_ptrs/chain_lens, chunk_pool),
+ * not in allocations or fixed arrays per tensor: a table of a million small
+ * tensors then costs about 200 bytes a tensor. While the table is parsed the
+ * arenas grow, so entries hold offsets (*_at) that become pointers after. */
 typedef struct rtensor {
-    char *name;
+    const char *name;                      /* in r->names */
+    const uint64_t *shape;                 /* ndim dims in r->dims */
+    const uint8_t *const *chain_ptr;       /* nchains chains, each into r->table */
+    const size_t *chain_len;
+    rchunk *chunks;                        /* nchunks entries in r->chunk_pool */
+    uint64_t nbytes, chunk_size, nchunks, coded;
+    size_t name_at, dims_at, chains_at, chunks_at;
     ptwm_dtype dtype;
     uint32_t ndim;
-    uint64_t shape[PTWM_MAX_NDIM];
-    uint64_t nbytes, chunk_size, nchunks, coded;
-    uint8_t flags;
     unsigned nchains;
-    const uint8_t *chain_ptr[PTWM_FMT_MAX_CHAINS];   /* into r->table */
-    size_t chain_len[PTWM_FMT_MAX_CHAINS];
+    uint8_t flags;
     uint8_t hash[16];
-    rchunk *chunks;
 } rtensor;
+
+/* A growable array: `len` of `cap` elements in use. */
+typedef struct rarena {
+    void *p;
+    size_t len, cap;
+} rarena;
 
 struct ptwm_reader {
     char *label;
@@ -49,9 +61,10 @@ struct ptwm_reader {
     rtensor *t;
     size_t nt;
     size_t *by_name;             /* indices sorted by name */
+    rarena names, dims, chain_ptrs, chain_lens, chunk_pool;
     ptwm_kv *meta;
     size_t nmeta;
-    uint8_t *src_header;
+    const uint8_t *src_header;   /* into r->table */
     size_t src_header_len;
     char *src_name;
     uint64_t src_file_size;
@@ -126,6 +139,22 @@ static ptwm_error cur_string(cursor *c, uint64_t len, uint64_t max, const char *
 
 #define TRUNC(what) ptwm_fail(err, PTWM_ERR_TRUNCATED, "table ends inside %s", what)
 
+/* Room for `more` elements of `size` bytes at the end of `a`; their offset. */
+static int arena_take(rarena *a, size_t more, size_t size, size_t *at) {
+    if (a->cap - a->len < more) {
+        size_t cap = a->cap ? a->cap : 64;
+        void *q;
+        while (cap - a->len < more) cap *= 2;   /* more is bounded by the table size */
+        q = ptwm_realloc(a->p, (uint64_t)cap * size);
+        if (!q) return 0;
+        a->p = q;
+        a->cap = cap;
+    }
+    *at = a->len;
+    a->len += more;
+    return 1;
+}
+
 /* ---- parsing ------------------------------------------------------------- */
 
 static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *err) {
@@ -142,10 +171,10 @@ static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
     if (t->nchunks > c->left / entry)
         return ptwm_fail(err, PTWM_ERR_TRUNCATED, "%llu chunk entries do not fit in the %llu table bytes left",
                          (unsigned long long)t->nchunks, (unsigned long long)c->left);
-    t->chunks = (rchunk *)ptwm_calloc(t->nchunks ? t->nchunks : 1, sizeof(rchunk));
-    if (!t->chunks) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for chunk entries");
+    if (!arena_take(&r->chunk_pool, (size_t)t->nchunks, sizeof(rchunk), &t->chunks_at))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for chunk entries");
     for (k = 0; k < t->nchunks; k++) {
-        rchunk *ch = &t->chunks[k];
+        rchunk *ch = (rchunk *)r->chunk_pool.p + t->chunks_at + k;
         uint64_t end, want = PTWM_MIN(t->chunk_size, t->nbytes - start);
         cur_u64(c, &ch->offset);
         cur_u32(c, &ch->coded);
@@ -177,11 +206,22 @@ static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
 static ptwm_error parse_tensor(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *err) {
     uint32_t name_len;
     uint8_t dtype, ndim, nchains;
-    uint64_t nbytes, granule;
+    uint64_t nbytes, granule, shape[PTWM_MAX_NDIM];
     unsigned i;
+    size_t at;
+    char *name;
     ptwm_error rc;
     if (!cur_u32(c, &name_len)) return TRUNC("a tensor name length");
-    if ((rc = cur_string(c, name_len, PTWM_MAX_NAME, "tensor name", &t->name, err))) return rc;
+    if ((rc = cur_string(c, name_len, PTWM_MAX_NAME, "tensor name", &name, err))) return rc;
+    /* The name goes to the arena; t->name points at the copy until the
+     * table is parsed (messages name the tensor). */
+    if (!arena_take(&r->names, (size_t)name_len + 1, 1, &t->name_at)) {
+        free(name);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for tensor names");
+    }
+    memcpy((char *)r->names.p + t->name_at, name, (size_t)name_len + 1);
+    free(name);
+    t->name = (char *)r->names.p + t->name_at;
     if (!cur_u8(c, &dtype) || !cur_u8(c, &ndim) || !cur_u8(c, &t->flags) || !cur_u8(c, &nchains))
         return TRUNC("a tensor entry");
     if (dtype >= PTWM_DTYPE_COUNT) return ptwm_fail(err, PTWM_ERR_DTYPE, "unknown dtype %u", dtype);
@@ -194,9 +234,12 @@ static ptwm_error parse_tensor(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "%u candidate chains (1..%u)", nchains, PTWM_FMT_MAX_CHAINS);
     t->nchains = nchains;
     for (i = 0; i < ndim; i++)
-        if (!cur_u64(c, &t->shape[i])) return TRUNC("a shape");
+        if (!cur_u64(c, &shape[i])) return TRUNC("a shape");
+    if (!arena_take(&r->dims, ndim, sizeof(uint64_t), &t->dims_at))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for shapes");
+    if (ndim) memcpy((uint64_t *)r->dims.p + t->dims_at, shape, ndim * sizeof(uint64_t));
     if (!cur_u64(c, &t->nbytes) || !cur_u64(c, &t->chunk_size)) return TRUNC("a tensor entry");
-    if ((rc = ptwm_tensor_nbytes(t->dtype, t->shape, t->ndim, &nbytes, err))) return rc;
+    if ((rc = ptwm_tensor_nbytes(t->dtype, shape, t->ndim, &nbytes, err))) return rc;
     if (nbytes != t->nbytes)
         return ptwm_fail(err, PTWM_ERR_SHAPE, "%llu bytes recorded, shape and %s need %llu",
                          (unsigned long long)t->nbytes, ptwm_dtype_name(t->dtype),
@@ -206,6 +249,9 @@ static ptwm_error parse_tensor(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk size %llu is not a multiple of %llu up to %llu",
                          (unsigned long long)t->chunk_size, (unsigned long long)granule,
                          (unsigned long long)PTWM_FMT_MAX_CHUNK);
+    if (!arena_take(&r->chain_ptrs, nchains, sizeof(const uint8_t *), &t->chains_at) ||
+        !arena_take(&r->chain_lens, nchains, sizeof(size_t), &at))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for chains");
     for (i = 0; i < nchains; i++) {
         uint16_t len;
         const uint8_t *q;
@@ -217,8 +263,8 @@ static ptwm_error parse_tensor(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
             ptwm_err_prefix(err, "chain %u", i);
             return rc;
         }
-        t->chain_ptr[i] = q;
-        t->chain_len[i] = len;
+        ((const uint8_t **)r->chain_ptrs.p)[t->chains_at + i] = q;
+        ((size_t *)r->chain_lens.p)[t->chains_at + i] = len;
     }
     if (t->flags & PTWM_TF_PAYLOAD_HASH) {
         const uint8_t *q;
@@ -329,6 +375,15 @@ static ptwm_error parse_tensors(ptwm_reader *r, cursor *c, ptwm_err *err) {
         }
         r->by_name[i] = i;
     }
+    /* The arenas are complete: offsets become pointers. */
+    for (i = 0; i < n; i++) {
+        rtensor *t = &r->t[i];
+        t->name = (const char *)r->names.p + t->name_at;
+        t->shape = (const uint64_t *)r->dims.p + t->dims_at;
+        t->chain_ptr = (const uint8_t *const *)r->chain_ptrs.p + t->chains_at;
+        t->chain_len = (const size_t *)r->chain_lens.p + t->chains_at;
+        t->chunks = (rchunk *)r->chunk_pool.p + t->chunks_at;
+    }
     if (c->left) return ptwm_fail(err, PTWM_ERR_CORRUPT, "%llu stray bytes after the tensor entries",
                                   (unsigned long long)c->left);
     if ((rc = sort_by_name(r, n, err))) return rc;
@@ -378,9 +433,7 @@ static ptwm_error parse_source(ptwm_reader *r, cursor *c, ptwm_err *err) {
     if (len < 8 || ptwm_load_le64(q) != len - 8 || len > PTWM_ST_MAX_HEADER + 8)
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "source header of %llu bytes does not start with its length",
                          (unsigned long long)len);
-    r->src_header = (uint8_t *)ptwm_malloc(len);
-    if (!r->src_header) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    memcpy(r->src_header, q, (size_t)len);
+    r->src_header = q;   /* r->table is the final table here: it outlives the reader's use */
     r->src_header_len = (size_t)len;
     if (!cur_u32(c, &nl)) return TRUNC("the source name");
     if ((rc = cur_string(c, nl, 4096, "source file name", &r->src_name, err))) return rc;
@@ -581,17 +634,16 @@ ptwm_error ptwm_reader_open_memory(const void *buf, size_t size, const char *lab
 }
 
 void ptwm_reader_close(ptwm_reader *r) {
-    size_t i;
     if (!r) return;
     if (r->fd >= 0) close(r->fd);
-    for (i = 0; i < r->nt; i++) {
-        free(r->t[i].name);
-        free(r->t[i].chunks);
-    }
     free(r->t);
     free(r->by_name);
+    free(r->names.p);
+    free(r->dims.p);
+    free(r->chain_ptrs.p);
+    free(r->chain_lens.p);
+    free(r->chunk_pool.p);
     ptwm_kv_free(r->meta, r->nmeta);
-    free(r->src_header);
     free(r->src_name);
     free(r->table);
     free(r->label);
@@ -605,6 +657,12 @@ void ptwm_reader_close(ptwm_reader *r) {
 void ptwm_reader_set_threads(ptwm_reader *r, int threads) {
     if (!r || r->threads == threads) return;
     r->threads = threads;
+    ptwm_pool_free(r->pool);
+    r->pool = NULL;
+}
+
+void ptwm_reader_release_pool(ptwm_reader *r) {
+    if (!r) return;
     ptwm_pool_free(r->pool);
     r->pool = NULL;
 }

@@ -19,11 +19,19 @@ uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
 ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t chunk,
                                   uint64_t *offset, uint32_t *coded, uint32_t *raw,
                                   uint64_t *nchunks);
+/* Free the reader's thread pool now (it is made again when next needed). */
+void ptwm_reader_release_pool(ptwm_reader *r);
 /* Label for messages: the path, or the label given to open_memory. */
 const char *ptwm_reader_label(const ptwm_reader *r);
 /* Writer side (container_write.c): the size of the file the source header
  * came from, recorded with it so a rebuild can check it writes exactly that
  * many bytes. Whoever records a source header records its size too. */
 void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size);
+/* As ptwm_writer_set_source_header, given the JSON without its 8-byte length,
+ * which the writer borrows instead of copying (a source header may be
+ * 100 MB): the caller keeps it unchanged until the writer is finished or
+ * freed. */
+ptwm_error ptwm_writer_borrow_source_json(ptwm_writer *w, const char *json, size_t json_len,
+                                          const char *file_name, ptwm_err *err);
 
 #endif

@@ -39,19 +39,22 @@ typedef struct wchunk {
     uint32_t crc;               /* CRC32 of the payload (the entry's check) */
 } wchunk;
 
+/* A tensor's variable parts share one allocation, `chunks`: the chunk
+ * entries, then the shape, the candidate chains one after the other and the
+ * name. One block and no fixed-size arrays per tensor keep a table of a
+ * million small tensors near 200 bytes a tensor. */
 typedef struct wtensor {
-    char *name;
+    wchunk *chunks;                             /* the block (owned) */
+    const uint64_t *shape;                      /* ndim dims, in the block */
+    const uint8_t *chain_bytes;                 /* concatenated candidate blobs, in the block */
+    char *name;                                 /* in the block */
+    uint64_t nbytes, chunk_size, nchunks;
     ptwm_dtype dtype;
     uint32_t ndim;
-    uint64_t shape[PTWM_MAX_NDIM];
-    uint64_t nbytes, chunk_size, nchunks;
     unsigned nchains;
-    uint8_t *chain_bytes;                       /* concatenated candidate blobs */
-    size_t chain_len[PTWM_FMT_MAX_CHAINS];
-    const uint8_t *chain_ptr[PTWM_FMT_MAX_CHAINS];
+    uint16_t chain_len[PTWM_FMT_MAX_CHAINS];    /* at most PTWM_CHAIN_MAX_BYTES each */
     uint8_t flags;
     uint8_t hash[16];
-    wchunk *chunks;
 } wtensor;
 
 /* A job carries copies of what a worker needs from its tensor: the tensor
@@ -122,8 +125,9 @@ struct ptwm_writer {
     size_t nt, capt;
     ptwm_kv *meta;
     size_t nmeta;
-    uint8_t *src_header;
-    size_t src_header_len;
+    uint8_t *src_header;        /* owned, with its 8-byte length; or */
+    const char *src_json;       /* borrowed, without it */
+    size_t src_header_len;      /* with the 8-byte length */
     char *src_name;
     uint64_t src_file_size;
     int has_source;
@@ -423,11 +427,7 @@ void ptwm_writer_free(ptwm_writer *w) {
     ptwm_queue_free(w->queue);   /* first: workers may still use the buffers */
     if (w->to_file) ptwm_atomic_abort(&w->af);
     free(w->mem.p);
-    for (i = 0; i < w->nt; i++) {
-        free(w->t[i].name);
-        free(w->t[i].chain_bytes);
-        free(w->t[i].chunks);
-    }
+    for (i = 0; i < w->nt; i++) free(w->t[i].chunks);
     free(w->t);
     ptwm_kv_free(w->meta, w->nmeta);
     free(w->src_header);
@@ -466,19 +466,50 @@ static char *dup_str(const char *s, size_t *len_out) {
     return d;
 }
 
+/* What both ways of recording a source header check: the writer and the
+ * file name (the header itself is checked by each). */
+static ptwm_error check_source_args(ptwm_writer *w, const char *file_name, ptwm_err *err) {
+    ptwm_error rc;
+    if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
+    if ((rc = w_failed(w, err))) return rc;
+    if (file_name && strlen(file_name) > 4096)
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "source file name of %zu bytes (max 4096)", strlen(file_name));
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_writer_borrow_source_json(ptwm_writer *w, const char *json, size_t json_len,
+                                          const char *file_name, ptwm_err *err) {
+    ptwm_error rc = check_source_args(w, file_name, err);
+    if (rc) return rc;
+    if ((!json && json_len) || json_len > PTWM_ST_MAX_HEADER)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "source header of %zu bytes (NULL or over the cap)",
+                         json_len);
+    free(w->src_header);
+    free(w->src_name);
+    w->src_header = NULL;
+    w->src_name = NULL;
+    w->has_source = 0;
+    w->src_json = json;
+    w->src_header_len = json_len + 8;
+    if (file_name && !(w->src_name = dup_str(file_name, NULL)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    w->has_source = 1;
+    return PTWM_OK;
+}
+
 ptwm_error ptwm_writer_set_source_header(ptwm_writer *w, const void *header, size_t len,
                                          const char *file_name, ptwm_err *err) {
     ptwm_error rc;
     if (!w || (!header && len)) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or header");
-    if ((rc = w_failed(w, err))) return rc;
-    if (file_name && strlen(file_name) > 4096)
-        return ptwm_fail(err, PTWM_ERR_LIMIT, "source file name of %zu bytes (max 4096)", strlen(file_name));
+    if ((rc = check_source_args(w, file_name, err))) return rc;
     if (len < 8 || ptwm_load_le64(header) != len - 8 || len - 8 > PTWM_ST_MAX_HEADER)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "source header of %zu bytes does not start with its own JSON length", len);
     free(w->src_header);
     free(w->src_name);
     w->src_name = NULL;
+    w->src_json = NULL;
+    w->has_source = 0;
     w->src_header = (uint8_t *)ptwm_malloc(len);
     if (!w->src_header) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a %zu-byte header", len);
     memcpy(w->src_header, header, len);
@@ -784,39 +815,46 @@ static ptwm_error prepare_tensor(ptwm_writer *w, const ptwm_tensor_desc *d,
         cp = NULL;
         cl = NULL;
     }
-    t->name = dup_str(d->name, &name_len);
-    t->chain_bytes = (uint8_t *)ptwm_malloc(total);
-    if (!t->name || !t->chain_bytes) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    t->nchains = n;
-    total = 0;
-    for (i = 0; i < n; i++) {
-        const uint8_t *src = cp ? cp[i] : std_chain;
-        size_t len = cl ? cl[i] : std_len;
-        memcpy(t->chain_bytes + total, src, len);
-        t->chain_ptr[i] = t->chain_bytes + total;
-        t->chain_len[i] = len;
-        total += len;
+    {
+        /* One block: chunk entries, shape, chains, name (8-byte parts first). */
+        uint64_t nchunks, size;
+        uint8_t *q, *chain_at;
+        granule = ptwm_fmt_granule(d->dtype);
+        t->chunk_size = w->p.chunk_size / granule * granule;
+        if (t->chunk_size < granule) t->chunk_size = granule;
+        nchunks = nbytes / t->chunk_size + (nbytes % t->chunk_size != 0);
+        name_len = strlen(d->name);
+        if (ptwm_mul_overflow(nchunks, sizeof(wchunk), &size) ||
+            ptwm_add_overflow(size, (uint64_t)d->ndim * 8 + total + name_len + 1, &size) ||
+            !(t->chunks = (wchunk *)ptwm_calloc(1, size)))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "tensor '%s': out of memory for %llu chunk entries",
+                             d->name, (unsigned long long)nchunks);
+        t->nchunks = nchunks;
+        q = (uint8_t *)(t->chunks + nchunks);
+        if (d->ndim) memcpy(q, d->shape, (size_t)d->ndim * 8);
+        t->shape = (const uint64_t *)q;
+        chain_at = q + (size_t)d->ndim * 8;
+        t->chain_bytes = chain_at;
+        t->name = (char *)chain_at + total;
+        memcpy(t->name, d->name, name_len + 1);
+        t->nchains = n;
+        for (i = 0; i < n; i++) {
+            const uint8_t *src = cp ? cp[i] : std_chain;
+            size_t len = cl ? cl[i] : std_len;
+            memcpy(chain_at, src, len);
+            t->chain_len[i] = (uint16_t)len;
+            chain_at += len;
+        }
     }
     t->dtype = d->dtype;
     t->ndim = d->ndim;
-    for (i = 0; i < d->ndim; i++) t->shape[i] = d->shape[i];
     t->nbytes = nbytes;
-    granule = ptwm_fmt_granule(d->dtype);
-    t->chunk_size = w->p.chunk_size / granule * granule;
-    if (t->chunk_size < granule) t->chunk_size = granule;
-    t->nchunks = nbytes / t->chunk_size + (nbytes % t->chunk_size != 0);
     t->flags = (uint8_t)((w->p.emit_payload_hash ? PTWM_TF_PAYLOAD_HASH : 0) |
                          (w->p.emit_plane_crc ? PTWM_TF_PLANE_CRC : 0));
-    t->chunks = (wchunk *)ptwm_calloc(t->nchunks ? t->nchunks : 1, sizeof(wchunk));
-    if (!t->chunks)
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "tensor '%s': out of memory for %llu chunk entries",
-                         d->name, (unsigned long long)t->nchunks);
     return PTWM_OK;
 }
 
 static void wtensor_free(wtensor *t) {
-    free(t->name);
-    free(t->chain_bytes);
     free(t->chunks);
 }
 
@@ -889,8 +927,14 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         j->plane_crc = (t.flags & PTWM_TF_PLANE_CRC) != 0;
         j->hash_raw = t.nchunks == 1 && (t.flags & PTWM_TF_PAYLOAD_HASH);
         j->nchains = t.nchains;
-        memcpy(j->chain_ptr, t.chain_ptr, sizeof(j->chain_ptr));
-        memcpy(j->chain_len, t.chain_len, sizeof(j->chain_len));
+        {
+            const uint8_t *q = t.chain_bytes;
+            unsigned c;
+            for (c = 0; c < t.nchains; q += t.chain_len[c++]) {
+                j->chain_ptr[c] = q;
+                j->chain_len[c] = t.chain_len[c];
+            }
+        }
         j->raw_len = len;
         j->rc = PTWM_OK; /* (coded is 0: cleared when the slot's last job was appended) */
         w->nheld++;
@@ -950,6 +994,7 @@ static ptwm_error check_duplicates(ptwm_writer *w, ptwm_err *err) {
 
 static int put_tensor(wbuf *b, const wtensor *t) {
     size_t name_len = strlen(t->name);
+    const uint8_t *q;
     uint64_t k;
     unsigned i;
     int ok = wbuf_u32(b, (uint32_t)name_len) && wbuf_put(b, t->name, name_len) &&
@@ -957,8 +1002,8 @@ static int put_tensor(wbuf *b, const wtensor *t) {
              wbuf_u8(b, (uint8_t)t->nchains);
     for (i = 0; ok && i < t->ndim; i++) ok = wbuf_u64(b, t->shape[i]);
     ok = ok && wbuf_u64(b, t->nbytes) && wbuf_u64(b, t->chunk_size);
-    for (i = 0; ok && i < t->nchains; i++)
-        ok = wbuf_u16(b, (uint16_t)t->chain_len[i]) && wbuf_put(b, t->chain_ptr[i], t->chain_len[i]);
+    for (i = 0, q = t->chain_bytes; ok && i < t->nchains; q += t->chain_len[i++])
+        ok = wbuf_u16(b, t->chain_len[i]) && wbuf_put(b, q, t->chain_len[i]);
     if (ok && (t->flags & PTWM_TF_PAYLOAD_HASH)) ok = wbuf_put(b, t->hash, 16);
     ok = ok && wbuf_u64(b, t->nchunks);
     for (k = 0; ok && k < t->nchunks; k++) {
@@ -969,37 +1014,43 @@ static int put_tensor(wbuf *b, const wtensor *t) {
     return ok;
 }
 
-/* A section: u8 id, u64 length, body (built in `body`, then appended). */
-static int put_section(wbuf *b, uint8_t id, const wbuf *body) {
-    return wbuf_u8(b, id) && wbuf_u64(b, body->len) && wbuf_put(b, body->p, body->len);
+/* A section: u8 id, u64 length, body. The body is written in place after a
+ * head whose length is patched once the body is complete (no second copy of
+ * a table that may hold a million tensors and a 100 MB source header). */
+static int begin_section(wbuf *b, uint8_t id, size_t *start) {
+    *start = b->len;
+    return wbuf_u8(b, id) && wbuf_u64(b, 0);
+}
+static void end_section(wbuf *b, size_t start) {
+    ptwm_store_le64(b->p + start + 1, (uint64_t)(b->len - start - PTWM_FMT_SECTION_HEAD));
 }
 
 static ptwm_error build_table(ptwm_writer *w, wbuf *tab, ptwm_err *err) {
-    wbuf body = {NULL, 0, 0};
-    size_t i;
-    int ok = wbuf_u32(&body, (uint32_t)w->nt);
-    if (w->nt > UINT32_MAX) ok = 0;
-    for (i = 0; ok && i < w->nt; i++) ok = put_tensor(&body, &w->t[i]);
-    ok = ok && put_section(tab, PTWM_SEC_TENSORS, &body);
+    size_t i, at = 0;
+    int ok = w->nt <= UINT32_MAX && begin_section(tab, PTWM_SEC_TENSORS, &at) &&
+             wbuf_u32(tab, (uint32_t)w->nt);
+    for (i = 0; ok && i < w->nt; i++) ok = put_tensor(tab, &w->t[i]);
+    if (ok) end_section(tab, at);
     if (ok && w->nmeta) {
-        body.len = 0;
-        ok = wbuf_u32(&body, (uint32_t)w->nmeta);
+        ok = begin_section(tab, PTWM_SEC_METADATA, &at) && wbuf_u32(tab, (uint32_t)w->nmeta);
         for (i = 0; ok && i < w->nmeta; i++) {
             size_t kl = strlen(w->meta[i].key), vl = strlen(w->meta[i].value);
-            ok = kl <= UINT32_MAX && vl <= UINT32_MAX && wbuf_u32(&body, (uint32_t)kl) &&
-                 wbuf_put(&body, w->meta[i].key, kl) && wbuf_u32(&body, (uint32_t)vl) &&
-                 wbuf_put(&body, w->meta[i].value, vl);
+            ok = kl <= UINT32_MAX && vl <= UINT32_MAX && wbuf_u32(tab, (uint32_t)kl) &&
+                 wbuf_put(tab, w->meta[i].key, kl) && wbuf_u32(tab, (uint32_t)vl) &&
+                 wbuf_put(tab, w->meta[i].value, vl);
         }
-        ok = ok && put_section(tab, PTWM_SEC_METADATA, &body);
+        if (ok) end_section(tab, at);
     }
     if (ok && w->has_source) {
         size_t nl = w->src_name ? strlen(w->src_name) : 0;
-        body.len = 0;
-        ok = wbuf_u64(&body, w->src_header_len) && wbuf_put(&body, w->src_header, w->src_header_len) &&
-             wbuf_u32(&body, (uint32_t)nl) && wbuf_put(&body, w->src_name, nl) &&
-             wbuf_u64(&body, w->src_file_size) && put_section(tab, PTWM_SEC_SOURCE, &body);
+        ok = begin_section(tab, PTWM_SEC_SOURCE, &at) && wbuf_u64(tab, w->src_header_len) &&
+             (w->src_header ? wbuf_put(tab, w->src_header, w->src_header_len)
+                            : wbuf_u64(tab, w->src_header_len - 8) &&
+                                  wbuf_put(tab, w->src_json, w->src_header_len - 8)) &&
+             wbuf_u32(tab, (uint32_t)nl) && wbuf_put(tab, w->src_name, nl) &&
+             wbuf_u64(tab, w->src_file_size);
+        if (ok) end_section(tab, at);
     }
-    free(body.p);
     if (!ok) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory building the tensor table");
     return PTWM_OK;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <jansson.h>
 #include "common.h"
+#include "container_read.h"
 #include "fileio.h"
 #include "outdir.h"
 #include "ptdir_internal.h"
@@ -25,11 +26,11 @@ typedef struct dsrc {
     ptwm_ptdir *dir;
     ptwm_reader *single;
     uint64_t total;
-    /* Decoding goes through one reader opened for the shard at hand and closed
-     * after it: a reader keeps its thread pool until closed, and the directory's
-     * readers (all open for the index checks) would otherwise each hold one. */
+    /* Decoding goes through the directory's own reader of the shard at hand
+     * (a second reader of the same file would hold its whole table again);
+     * the previous shard's reader gives back its thread pool, so one pool
+     * exists at a time however many shards are open for the index checks. */
     ptwm_reader *dec;
-    size_t dec_shard;
     int threads;
 } dsrc;
 
@@ -38,40 +39,22 @@ static ptwm_reader *d_shard(const dsrc *s, size_t i) {
     return s->single ? s->single : ptwm_ptdir_shard(s->dir, i);
 }
 
-static ptwm_error decoder(dsrc *s, size_t shard, ptwm_reader **out, ptwm_err *err) {
-    char *path;
-    ptwm_error rc;
-    if (s->single) {
-        *out = s->single;
-        return PTWM_OK;
+static ptwm_reader *decoder(dsrc *s, size_t shard) {
+    ptwm_reader *r = d_shard(s, shard);
+    if (s->dec != r) {
+        ptwm_reader_release_pool(s->dec);
+        ptwm_reader_set_threads(r, s->threads);
+        s->dec = r;
     }
-    if (s->dec && s->dec_shard == shard) {
-        *out = s->dec;
-        return PTWM_OK;
-    }
-    ptwm_reader_close(s->dec);
-    s->dec = NULL;
-    if (!(path = ptwm_path_join(s->path, ptwm_ptdir_shard_name(s->dir, shard))))
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    rc = ptwm_reader_open(path, &s->dec, err);
-    free(path);
-    if (rc) return rc;
-    /* The same file the directory checked: the same tensors in the same order. */
-    if (ptwm_reader_count(s->dec) != ptwm_reader_count(ptwm_ptdir_shard(s->dir, shard)))
-        return ptwm_fail(err, PTWM_ERR_MISMATCH, "shard '%s' changed while being read",
-                         ptwm_ptdir_shard_name(s->dir, shard));
-    ptwm_reader_set_threads(s->dec, s->threads);
-    s->dec_shard = shard;
-    *out = s->dec;
-    return PTWM_OK;
+    return r;
 }
 
 static ptwm_error stream_tensor(dsrc *s, size_t shard, size_t local, uint64_t nbytes, int fd,
                                 const char *path, uint8_t *buf, ptwm_ck_progress *p,
                                 ptwm_err *err) {
     uint64_t off = 0;
-    ptwm_reader *r = NULL;
-    ptwm_error rc = decoder(s, shard, &r, err);
+    ptwm_reader *r = decoder(s, shard);
+    ptwm_error rc = PTWM_OK;
     while (rc == PTWM_OK && off < nbytes) {
         size_t len = (size_t)PTWM_MIN(nbytes - off, (uint64_t)PIECE);
         rc = ptwm_reader_decode_range(r, local, off, buf, len, err);
@@ -88,6 +71,18 @@ static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
     for (d = 0; d < e->ndim; d++)
         if (a->shape[d] != e->shape[d]) return 0;
     return 1;
+}
+
+/* The shard's index of the recorded header's tensor i (in data order): the
+ * writers add a file's tensors in that order, so it is normally i itself,
+ * found without a lookup by name per tensor. */
+static ptwm_error shard_index(ptwm_reader *r, size_t i, const char *name, size_t *local) {
+    ptwm_tensor_info info;
+    if (ptwm_reader_tensor(r, i, &info) == PTWM_OK && strcmp(info.name, name) == 0) {
+        *local = i;
+        return PTWM_OK;
+    }
+    return ptwm_reader_find(r, name, local);
 }
 
 /* Rebuild the recorded source file of shard reader `r` at `path`. */
@@ -117,7 +112,7 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
         const ptwm_st_entry *e = &parsed.t[i];
         ptwm_tensor_info info;
         size_t local;
-        if (ptwm_reader_find(r, e->name, &local) != PTWM_OK) {
+        if (shard_index(r, i, e->name, &local) != PTWM_OK) {
             rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
                            "shard '%s': tensor '%s' of the recorded header is not in the shard",
                            shard, e->name);
@@ -138,7 +133,7 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
     rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
     for (i = 0; i < parsed.n && !rc; i++) {
         size_t local = 0;
-        ptwm_reader_find(r, parsed.t[i].name, &local);
+        shard_index(r, i, parsed.t[i].name, &local);
         rc = stream_tensor(s, si, local, parsed.t[i].end - parsed.t[i].begin, f.fd, path, buf, p,
                            err);
         if (rc) ptwm_err_prefix(err, "shard '%s': tensor '%s'", shard, parsed.t[i].name);
@@ -393,7 +388,6 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     if (!rc) rc = ptwm_stage_commit(&stage, err);
     ptwm_stage_abort(&stage);
     free(buf);
-    ptwm_reader_close(s.dec);
     ptwm_ptdir_close(s.dir);
     ptwm_reader_close(s.single);
     return rc;

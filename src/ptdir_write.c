@@ -112,17 +112,12 @@ static ptwm_error read_chunk(void *ctx, uint64_t offset, void *dst, size_t len, 
     return ptwm_st_read(r->st, r->local, offset, dst, len, err);
 }
 
-/* The safetensors header as the file holds it: 8-byte length, then the JSON. */
+/* The safetensors header, borrowed by the writer (the source stays open until
+ * the shard is finished): no copy of a header that may be 100 MB. */
 static ptwm_error record_source(ptwm_writer *w, const ptwm_st *st, ptwm_err *err) {
     size_t len;
-    const void *json = ptwm_st_header(st, &len);
-    uint8_t *hdr = (uint8_t *)ptwm_malloc((uint64_t)len + 8);
-    ptwm_error rc;
-    if (!hdr) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    ptwm_store_le64(hdr, (uint64_t)len);
-    memcpy(hdr + 8, json, len);
-    rc = ptwm_writer_set_source_header(w, hdr, len + 8, ptwm_base_name(ptwm_st_path(st)), err);
-    free(hdr);
+    const char *json = (const char *)ptwm_st_header(st, &len);
+    ptwm_error rc = ptwm_writer_borrow_source_json(w, json, len, ptwm_base_name(ptwm_st_path(st)), err);
     /* The rebuild checks it writes exactly the source's bytes. */
     if (!rc) ptwm_writer_set_source_size(w, ptwm_st_file_size(st));
     return rc;

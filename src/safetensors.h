@@ -5,23 +5,29 @@
 
 #include "common.h"
 
-/* One tensor entry of a header, after validation. */
+/* One tensor entry of a header, after validation. Names and shapes live in
+ * arenas of ptwm_st_parsed (one allocation each, not one per tensor): a
+ * header of a million tensors costs tens of bytes per tensor, not a tree. */
 typedef struct ptwm_st_entry {
-    const char *name;           /* points into the parsed JSON (lives with ptwm_st_parsed) */
-    ptwm_dtype dtype;
-    uint32_t ndim;
-    uint64_t shape[PTWM_MAX_NDIM];
+    const char *name;           /* in p->names */
+    const uint64_t *shape;      /* ndim dims in p->dims */
     uint64_t begin, end;        /* data_offsets, relative to the data region */
     size_t order;               /* position in the header */
+    size_t name_at, shape_at;   /* offsets of name and shape in the arenas */
+    ptwm_dtype dtype;
+    uint32_t ndim;
 } ptwm_st_entry;
 
 typedef struct ptwm_st_parsed {
-    void *root;                 /* json_t *, owns every string below */
     ptwm_st_entry *t;           /* sorted into file order: (begin, end, header order) */
     size_t n;
-    ptwm_kv *meta;              /* __metadata__ in header order */
+    ptwm_kv *meta;              /* __metadata__ in header order (strings in names) */
     size_t nmeta;
     uint64_t data_len;          /* end of the last tensor: bytes the data region must hold */
+    char *names;                /* every tensor name and metadata string, NUL-terminated */
+    uint64_t *dims;             /* every shape, one after the other */
+    uint32_t *slots;            /* name hash table: index into t plus 1, 0 = empty */
+    size_t nslots;              /* a power of two, at least twice n */
 } ptwm_st_parsed;
 
 /* Parse and validate a header's JSON (the bytes after the 8-byte length):
@@ -30,6 +36,8 @@ typedef struct ptwm_st_parsed {
 ptwm_error ptwm_st_parse_header(const char *json, size_t len, const char *label,
                                 ptwm_st_parsed *out, ptwm_err *err);
 void ptwm_st_parsed_free(ptwm_st_parsed *p);
+/* The index in p->t of the tensor called `name`, or -1 (a hash lookup). */
+ptrdiff_t ptwm_st_parsed_find(const ptwm_st_parsed *p, const char *name);
 
 /* Check the 8-byte length prefix against the file size: on success
  * *header_len is the JSON length and the JSON fits the file. */

@@ -3,8 +3,10 @@
  * The rules, stricter than the reference implementation where it is lax:
  *  - the JSON is one object; jansson rejects invalid UTF-8, NUL bytes (raw or
  *    \u0000), trailing bytes other than JSON whitespace, and duplicate keys
- *    (JSON_REJECT_DUPLICATES), and caps nesting at JSON_PARSER_MAX_DEPTH
- *    without recursing further (a header of 100000 '[' fails cleanly);
+ *    inside a tensor or __metadata__ (JSON_REJECT_DUPLICATES); duplicate
+ *    top-level keys are caught by the name hash below; nesting is capped at
+ *    JSON_PARSER_MAX_DEPTH inside each entry without recursing further (a
+ *    header of 100000 '[' fails cleanly);
  *  - every tensor is an object with exactly "dtype", "shape" and
  *    "data_offsets": an unknown key is an error, not silently ignored, since
  *    it would be an extension this library does not understand;
@@ -19,8 +21,17 @@
  *    exactly: no hole, no overlap, no two tensors on one range. Zero-size
  *    tensors occupy the empty range at the running position, so several may
  *    share an offset.
- * Object order: jansson (>= 2.8) iterates objects in insertion order, so
- * "header order" is the order of the file. */
+ *
+ * Memory: a jansson tree of the whole header costs about 1 KB per tensor (a
+ * million-tensor header would need a gigabyte), so the outer object is
+ * scanned here and jansson decodes one key and one value at a time, each
+ * freed as soon as it is checked. What stays is a compact entry per tensor,
+ * the names in one arena, the shapes in one array and a hash table of names.
+ * Errors are reported in file order: the first bad byte or entry wins (a
+ * whole-header parse reported any JSON error before any schema error). A raw
+ * NUL byte right after a number, which jansson itself skips, is rejected: the
+ * position jansson reports then falls short of the bytes it read, and the
+ * scan resumes inside the value, where nothing valid can follow. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -61,9 +72,41 @@ static ptwm_error get_u64(const json_t *v, const char *label, const char *tensor
                      LABEL(label), tensor, field, i, what);
 }
 
+/* The parse under way: the result plus the arenas' fill and capacity. */
+typedef struct st_build {
+    ptwm_st_parsed p;
+    size_t cap_t, names_len, names_cap, dims_len, dims_cap;
+    size_t *meta_at;            /* key and value offsets in names, per metadata entry */
+    int seen_meta;
+    const char *label;
+} st_build;
+
+/* Room for `need` elements of `size` bytes in *buf, doubling. */
+static int grow(void **buf, size_t *cap, size_t need, size_t size) {
+    size_t c = *cap ? *cap : 64;
+    void *q;
+    if (need <= *cap) return 1;
+    while (c < need) c *= 2;   /* need is bounded by the header length */
+    q = ptwm_realloc(*buf, (uint64_t)c * size);
+    if (!q) return 0;
+    *buf = q;
+    *cap = c;
+    return 1;
+}
+
+/* Copy `len` bytes and a NUL into the names arena; *at receives the offset. */
+static int put_string(st_build *b, const char *s, size_t len, size_t *at) {
+    if (!grow((void **)&b->p.names, &b->names_cap, b->names_len + len + 1, 1)) return 0;
+    memcpy(b->p.names + b->names_len, s, len);
+    b->p.names[b->names_len + len] = 0;
+    *at = b->names_len;
+    b->names_len += len + 1;
+    return 1;
+}
+
 static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *label,
-                               ptwm_st_entry *e, ptwm_err *err) {
-    const json_t *dt = NULL, *shape = NULL, *offs = NULL, *v;
+                               ptwm_st_entry *e, uint64_t *shape, ptwm_err *err) {
+    const json_t *dt = NULL, *jshape = NULL, *offs = NULL, *v;
     const char *key;
     char what[64], sh[160];
     uint64_t nbytes;
@@ -83,7 +126,7 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
         if (strcmp(key, "dtype") == 0)
             dt = v;
         else if (strcmp(key, "shape") == 0)
-            shape = v;
+            jshape = v;
         else if (strcmp(key, "data_offsets") == 0)
             offs = v;
         else
@@ -92,11 +135,10 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
                              "and data_offsets are allowed)",
                              LABEL(label), name, key);
     }
-    if (!dt || !shape || !offs)
+    if (!dt || !jshape || !offs)
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': tensor '%s' lacks '%s'", LABEL(label),
-                         name, !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+                         name, !dt ? "dtype" : !jshape ? "shape" : "data_offsets");
 
-    e->name = name;
     if (!json_is_string(dt)) {
         ptwm_json_describe(dt, what, sizeof(what));
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': tensor '%s': dtype must be a string, got %s",
@@ -106,18 +148,18 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
         return ptwm_fail(err, PTWM_ERR_DTYPE, "file '%s': tensor '%s': unknown dtype '%.32s'",
                          LABEL(label), name, json_string_value(dt));
 
-    if (!json_is_array(shape)) {
-        ptwm_json_describe(shape, what, sizeof(what));
+    if (!json_is_array(jshape)) {
+        ptwm_json_describe(jshape, what, sizeof(what));
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': tensor '%s': shape must be an array, got %s",
                          LABEL(label), name, what);
     }
-    if (json_array_size(shape) > PTWM_MAX_NDIM)
+    if (json_array_size(jshape) > PTWM_MAX_NDIM)
         return ptwm_fail(err, PTWM_ERR_LIMIT,
                          "file '%s': tensor '%s': shape has %zu dimensions, at most %d accepted",
-                         LABEL(label), name, json_array_size(shape), PTWM_MAX_NDIM);
-    e->ndim = (uint32_t)json_array_size(shape);
+                         LABEL(label), name, json_array_size(jshape), PTWM_MAX_NDIM);
+    e->ndim = (uint32_t)json_array_size(jshape);
     for (i = 0; i < e->ndim; i++) {
-        rc = get_u64(json_array_get(shape, i), label, name, "shape", i, &e->shape[i], err);
+        rc = get_u64(json_array_get(jshape, i), label, name, "shape", i, &shape[i], err);
         if (rc) return rc;
     }
 
@@ -139,13 +181,13 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
                          LABEL(label), name, (unsigned long long)e->begin,
                          (unsigned long long)e->end);
 
-    rc = ptwm_tensor_nbytes(e->dtype, e->shape, e->ndim, &nbytes, err);
+    rc = ptwm_tensor_nbytes(e->dtype, shape, e->ndim, &nbytes, err);
     if (rc) {
         ptwm_err_prefix(err, "file '%s': tensor '%s'", LABEL(label), name);
         return rc;
     }
     if (e->end - e->begin != nbytes) {
-        ptwm_format_shape(e->shape, e->ndim, sh, sizeof(sh));
+        ptwm_format_shape(shape, e->ndim, sh, sizeof(sh));
         return ptwm_fail(err, PTWM_ERR_OFFSETS,
                          "file '%s': tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, shape "
                          "%s of %s needs %llu",
@@ -156,19 +198,21 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
     return PTWM_OK;
 }
 
-static ptwm_error parse_metadata(const json_t *obj, const char *label, ptwm_st_parsed *p,
-                                 ptwm_err *err) {
-    const char *key;
+static ptwm_error parse_metadata(st_build *b, const json_t *obj, ptwm_err *err) {
+    const char *key, *label = b->label;
     const json_t *v;
     char what[64];
+    size_t n = 0;
     if (!json_is_object(obj)) {
         ptwm_json_describe(obj, what, sizeof(what));
         return ptwm_fail(err, PTWM_ERR_SCHEMA,
                          "file '%s': __metadata__ must be an object of strings, got %s",
                          LABEL(label), what);
     }
-    p->meta = ptwm_calloc(json_object_size(obj) + 1, sizeof(ptwm_kv));
-    if (!p->meta) return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
+    b->p.meta = ptwm_calloc(json_object_size(obj) + 1, sizeof(ptwm_kv));
+    b->meta_at = ptwm_calloc(json_object_size(obj) + 1, 2 * sizeof(size_t));
+    if (!b->p.meta || !b->meta_at)
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
     json_object_foreach((json_t *)obj, key, v) {
         if (!json_is_string(v)) {
             ptwm_json_describe(v, what, sizeof(what));
@@ -181,10 +225,97 @@ static ptwm_error parse_metadata(const json_t *obj, const char *label, ptwm_st_p
                              "file '%s': __metadata__ key '%.64s': value must be a string, got %s",
                              LABEL(label), key, what);
         }
-        p->meta[p->nmeta].key = key;
-        p->meta[p->nmeta].value = json_string_value(v);
-        p->nmeta++;
+        if (!put_string(b, key, strlen(key), &b->meta_at[2 * n]) ||
+            !put_string(b, json_string_value(v), json_string_length(v), &b->meta_at[2 * n + 1]))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
+        n++;
     }
+    b->p.nmeta = n;
+    return PTWM_OK;
+}
+
+/* ---- the name hash table ------------------------------------------------- */
+
+static size_t name_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return (size_t)(h ^ (h >> 32));
+}
+
+/* The slot holding `name`, or the empty slot where it belongs. Entries are
+ * named through name_at, which stays valid while the arena grows. */
+static size_t find_slot(const ptwm_st_parsed *p, const char *name) {
+    size_t mask = p->nslots - 1, i = name_hash(name) & mask;
+    while (p->slots[i] && strcmp(p->names + p->t[p->slots[i] - 1].name_at, name) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* A table of `nslots` (a power of two above 2n) holding entries 0..n-1. */
+static int rehash(ptwm_st_parsed *p, size_t nslots) {
+    size_t i;
+    uint32_t *s = ptwm_calloc(nslots, sizeof(*s));
+    if (!s) return 0;
+    free(p->slots);
+    p->slots = s;
+    p->nslots = nslots;
+    for (i = 0; i < p->n; i++) p->slots[find_slot(p, p->names + p->t[i].name_at)] = (uint32_t)(i + 1);
+    return 1;
+}
+
+ptrdiff_t ptwm_st_parsed_find(const ptwm_st_parsed *p, const char *name) {
+    size_t i;
+    if (!p || !name || !p->nslots) return -1;
+    i = find_slot(p, name);
+    return p->slots[i] ? (ptrdiff_t)p->slots[i] - 1 : -1;
+}
+
+/* A top-level key, before its value is decoded (where jansson rejects a
+ * duplicate too): PTWM_ERR_DUPLICATE if seen before, else *slot is where a
+ * tensor of that name goes in the hash table. */
+static ptwm_error claim_key(st_build *b, const char *key, size_t key_at, size_t *slot,
+                            ptwm_err *err) {
+    ptwm_st_parsed *p = &b->p;
+    if (strcmp(key, "__metadata__") == 0) {
+        if (b->seen_meta++)
+            return ptwm_fail(err, PTWM_ERR_DUPLICATE,
+                             "file '%s': header has a duplicate key at byte %zu: '__metadata__' "
+                             "appears twice", LABEL(b->label), key_at);
+        return PTWM_OK;
+    }
+    /* Slots stay under half full; n < 2^32 since every entry takes bytes. */
+    if ((p->n + 1) * 2 > p->nslots && !rehash(p, p->nslots ? p->nslots * 2 : 64))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
+    *slot = find_slot(p, key);
+    if (p->slots[*slot])
+        return ptwm_fail(err, PTWM_ERR_DUPLICATE,
+                         "file '%s': header has a duplicate key at byte %zu: tensor '%.200s' "
+                         "appears twice", LABEL(b->label), key_at, key);
+    return PTWM_OK;
+}
+
+/* A claimed key and its decoded value: __metadata__ or a tensor. */
+static ptwm_error add_entry(st_build *b, const char *key, size_t slot, const json_t *value,
+                            ptwm_err *err) {
+    ptwm_st_parsed *p = &b->p;
+    uint64_t shape[PTWM_MAX_NDIM];
+    ptwm_st_entry *e;
+    ptwm_error rc;
+    if (strcmp(key, "__metadata__") == 0) return parse_metadata(b, value, err);
+    if (!grow((void **)&p->t, &b->cap_t, p->n + 1, sizeof(*p->t)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
+    e = &p->t[p->n];
+    memset(e, 0, sizeof(*e));
+    e->order = p->n;
+    if ((rc = parse_tensor(key, value, b->label, e, shape, err))) return rc;
+    if (!put_string(b, key, strlen(key), &e->name_at) ||
+        !grow((void **)&p->dims, &b->dims_cap, b->dims_len + e->ndim, sizeof(*p->dims)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
+    memcpy(p->dims + b->dims_len, shape, e->ndim * sizeof(*shape));
+    e->shape_at = b->dims_len;
+    b->dims_len += e->ndim;
+    p->slots[slot] = (uint32_t)(p->n + 1);
+    p->n++;
     return PTWM_OK;
 }
 
@@ -241,110 +372,217 @@ static ptwm_error check_tiling(ptwm_st_parsed *p, const char *label, ptwm_err *e
     return PTWM_OK;
 }
 
-/* jansson failed with "too big integer": say which tensor and field hold it.
- * A second parse decoding integers as doubles finds the culprit; if that
- * fails too (a number beyond double range) fall back to jansson's position. */
-static ptwm_error number_out_of_range(const char *json, size_t len, const char *label,
-                                      const json_error_t *first, ptwm_err *err) {
+/* Byte `pos` as a line and column (from 1), for messages. */
+static void line_col(const char *json, size_t pos, size_t *line, size_t *col) {
+    size_t i, start = 0;
+    *line = 1;
+    for (i = 0; i < pos; i++)
+        if (json[i] == '\n') {
+            ++*line;
+            start = i + 1;
+        }
+    *col = pos - start + 1;
+}
+
+/* jansson failed with "too big integer" in the value at `at` (the value of
+ * tensor `name`, NULL if none): say which field holds it. A second parse of
+ * that value decoding integers as doubles finds the culprit; if that fails
+ * too (a number beyond double range) fall back to jansson's position. */
+static ptwm_error number_out_of_range(const char *json, size_t len, size_t at, const char *name,
+                                      const char *label, const json_error_t *first, ptwm_err *err) {
     static const char *const fields[] = {"shape", "data_offsets"};
     json_error_t jerr;
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
-    const char *name;
-    json_t *t;
-    if (root && json_is_object(root)) {
-        json_object_foreach(root, name, t) {
-            size_t f, i;
-            if (!json_is_object(t)) continue;
-            for (f = 0; f < 2; f++) {
-                json_t *a = json_object_get(t, fields[f]);
-                for (i = 0; json_is_array(a) && i < json_array_size(a); i++) {
-                    json_t *v = json_array_get(a, i);
-                    if (json_is_real(v) && fabs(json_real_value(v)) >= 9223372036854775807.0) {
-                        ptwm_fail(err, PTWM_ERR_SCHEMA,
-                                  "file '%s': tensor '%s': %s[%zu] = %.6g is out of range "
-                                  "(integers must be below 2^63)",
-                                  LABEL(label), name, fields[f], i, json_real_value(v));
-                        json_decref(root);
-                        return PTWM_ERR_SCHEMA;
-                    }
-                }
+    json_t *t = name ? json_loadb(json + at, len - at,
+                                  JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_DECODE_INT_AS_REAL,
+                                  &jerr)
+                     : NULL;
+    size_t f, i;
+    for (f = 0; json_is_object(t) && f < 2; f++) {
+        json_t *a = json_object_get(t, fields[f]);
+        for (i = 0; json_is_array(a) && i < json_array_size(a); i++) {
+            json_t *v = json_array_get(a, i);
+            if (json_is_real(v) && fabs(json_real_value(v)) >= 9223372036854775807.0) {
+                ptwm_fail(err, PTWM_ERR_SCHEMA,
+                          "file '%s': tensor '%s': %s[%zu] = %.6g is out of range "
+                          "(integers must be below 2^63)",
+                          LABEL(label), name, fields[f], i, json_real_value(v));
+                json_decref(t);
+                return PTWM_ERR_SCHEMA;
             }
         }
     }
-    json_decref(root);
+    json_decref(t);
     return ptwm_fail(err, PTWM_ERR_SCHEMA,
-                     "file '%s': header has a number out of range at byte %d (integers must be "
+                     "file '%s': header has a number out of range at byte %zu (integers must be "
                      "below 2^63): %s",
-                     LABEL(label), first->position, first->text);
+                     LABEL(label), at + (size_t)first->position, first->text);
 }
 
-static ptwm_error json_failure(const char *json, size_t len, const char *label,
-                               const json_error_t *jerr, ptwm_err *err) {
+/* jansson failed on the key or value starting at byte `at`. */
+static ptwm_error json_failure(const char *json, size_t len, size_t at, const char *name,
+                               const char *label, const json_error_t *jerr, ptwm_err *err) {
+    size_t pos = at + (size_t)(jerr->position > 0 ? jerr->position : 0), line, col;
     switch (json_error_code(jerr)) {
     case json_error_duplicate_key:
-        return ptwm_fail(err, PTWM_ERR_DUPLICATE, "file '%s': header has a duplicate key at byte %d: %s",
-                         LABEL(label), jerr->position, jerr->text);
+        return ptwm_fail(err, PTWM_ERR_DUPLICATE, "file '%s': header has a duplicate key at byte %zu: %s",
+                         LABEL(label), pos, jerr->text);
     case json_error_stack_overflow:
         return ptwm_fail(err, PTWM_ERR_LIMIT,
-                         "file '%s': header nests deeper than %d levels (at byte %d)", LABEL(label),
-                         JSON_PARSER_MAX_DEPTH, jerr->position);
+                         "file '%s': header nests deeper than %d levels (at byte %zu)", LABEL(label),
+                         JSON_PARSER_MAX_DEPTH, pos);
     case json_error_numeric_overflow:
-        return number_out_of_range(json, len, label, jerr, err);
+        return number_out_of_range(json, len, at, name, label, jerr, err);
     case json_error_out_of_memory:
         return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory parsing the header",
                          LABEL(label));
     case json_error_invalid_utf8:
-        return ptwm_fail(err, PTWM_ERR_JSON, "file '%s': header is not valid UTF-8 (byte %d): %s",
-                         LABEL(label), jerr->position, jerr->text);
+        return ptwm_fail(err, PTWM_ERR_JSON, "file '%s': header is not valid UTF-8 (byte %zu): %s",
+                         LABEL(label), pos, jerr->text);
     default:
+        line_col(json, pos < len ? pos : len, &line, &col);
         return ptwm_fail(err, PTWM_ERR_JSON,
-                         "file '%s': header is not valid JSON at byte %d (line %d, column %d): %s",
-                         LABEL(label), jerr->position, jerr->line, jerr->column, jerr->text);
+                         "file '%s': header is not valid JSON at byte %zu (line %zu, column %zu): %s",
+                         LABEL(label), pos, line, col, jerr->text);
     }
+}
+
+/* A syntax error in the outer object at byte `pos`. jansson reads a whole
+ * token before it checks the token's kind, so a bad token there (invalid
+ * UTF-8, a number out of range) is reported as jansson would. */
+static ptwm_error syntax_error(const char *json, size_t len, size_t pos, const char *label,
+                               const char *expected, ptwm_err *err) {
+    size_t line, col;
+    unsigned char c = pos < len ? (unsigned char)json[pos] : 0;
+    json_error_t jerr;
+    json_t *v = pos < len && !strchr("{[\"", c)
+                    ? json_loadb(json + pos, len - pos, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &jerr)
+                    : NULL;
+    if (pos < len && !strchr("{[\"", c) && !v &&
+        (json_error_code(&jerr) == json_error_invalid_utf8 ||
+         json_error_code(&jerr) == json_error_numeric_overflow))
+        return json_failure(json, len, pos, NULL, label, &jerr, err);
+    json_decref(v);
+    line_col(json, pos, &line, &col);
+    if (pos >= len)
+        return ptwm_fail(err, PTWM_ERR_JSON,
+                         "file '%s': header is not valid JSON at byte %zu (line %zu, column %zu): "
+                         "%s, premature end of input",
+                         LABEL(label), pos, line, col, expected);
+    return ptwm_fail(err, PTWM_ERR_JSON,
+                     "file '%s': header is not valid JSON at byte %zu (line %zu, column %zu): %s "
+                     "near %s%c%s (byte 0x%02x)",
+                     LABEL(label), pos, line, col, expected, c >= 0x20 && c < 0x7f ? "'" : "",
+                     c >= 0x20 && c < 0x7f ? c : '?', c >= 0x20 && c < 0x7f ? "'" : "", c);
+}
+
+/* A header that does not start with '{': jansson says what is wrong (invalid
+ * JSON, nesting, or a valid value of the wrong kind). */
+static ptwm_error not_an_object(const char *json, size_t len, const char *label, ptwm_err *err) {
+    json_error_t jerr;
+    char what[64];
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) return json_failure(json, len, 0, NULL, label, &jerr, err);
+    ptwm_json_describe(root, what, sizeof(what));
+    json_decref(root);
+    return ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': header must be a JSON object, got %s",
+                     LABEL(label), what);
+}
+
+static size_t skip_ws(const char *json, size_t len, size_t pos) {
+    while (pos < len && (json[pos] == ' ' || json[pos] == '\t' || json[pos] == '\n' || json[pos] == '\r'))
+        pos++;
+    return pos;
+}
+
+/* The outer object, whose '{' is at byte `open`, one key and one value at a
+ * time. */
+static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t open,
+                              ptwm_err *err) {
+    const char *label = b->label;
+    size_t pos = skip_ws(json, len, open + 1);
+    int empty = pos < len && json[pos] == '}';
+    while (!empty) {
+        json_error_t jerr;
+        json_t *key, *value;
+        size_t key_at = pos, slot = 0;
+        ptwm_error rc;
+        if (pos >= len || json[pos] != '"')
+            return syntax_error(json, len, pos, label, "string expected", err);
+        key = json_loadb(json + pos, len - pos, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &jerr);
+        if (!key) return json_failure(json, len, pos, NULL, label, &jerr, err);
+        pos = skip_ws(json, len, pos + (size_t)jerr.position);
+        if ((rc = claim_key(b, json_string_value(key), key_at, &slot, err))) {
+            json_decref(key);
+            return rc;
+        }
+        if (pos >= len || json[pos] != ':') {
+            json_decref(key);
+            return syntax_error(json, len, pos, label, "':' expected", err);
+        }
+        pos = skip_ws(json, len, pos + 1);
+        value = json_loadb(json + pos, len - pos,
+                           JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &jerr);
+        if (!value) {
+            rc = json_failure(json, len, pos, json_string_value(key), label, &jerr, err);
+            json_decref(key);
+            return rc;
+        }
+        rc = add_entry(b, json_string_value(key), slot, value, err);
+        json_decref(key);
+        json_decref(value);
+        if (rc) return rc;
+        pos = skip_ws(json, len, pos + (size_t)jerr.position);
+        if (pos < len && json[pos] == ',') {
+            pos = skip_ws(json, len, pos + 1);
+            continue;
+        }
+        if (pos < len && json[pos] == '}') break;
+        return syntax_error(json, len, pos, label, "',' or '}' expected", err);
+    }
+    pos = skip_ws(json, len, pos + 1);
+    if (pos != len) return syntax_error(json, len, pos, label, "end of file expected", err);
+    return PTWM_OK;
 }
 
 ptwm_error ptwm_st_parse_header(const char *json, size_t len, const char *label,
                                 ptwm_st_parsed *out, ptwm_err *err) {
-    ptwm_st_parsed p;
-    json_error_t jerr;
-    json_t *root, *v;
-    const char *key;
-    ptwm_error rc = PTWM_OK;
-    size_t order = 0;
-    char what[64];
+    st_build b;
+    ptwm_st_parsed *p = &b.p;
+    ptwm_error rc;
+    size_t i, first;
 
     memset(out, 0, sizeof(*out));
-    memset(&p, 0, sizeof(p));
-    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) return json_failure(json, len, label, &jerr, err);
-    p.root = root;
-    if (!json_is_object(root)) {
-        ptwm_json_describe(root, what, sizeof(what));
-        rc = ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': header must be a JSON object, got %s",
-                       LABEL(label), what);
-        goto fail;
-    }
-    p.t = ptwm_calloc(json_object_size(root) + 1, sizeof(*p.t));
-    if (!p.t) {
+    memset(&b, 0, sizeof(b));
+    b.label = label;
+    first = skip_ws(json, len, 0);
+    if (first == len || json[first] != '{') return not_an_object(json, len, label, err);
+    /* The arenas exist even when empty, so every pointer below is valid. */
+    if (!grow((void **)&p->names, &b.names_cap, 1, 1) ||
+        !grow((void **)&p->dims, &b.dims_cap, 1, sizeof(*p->dims))) {
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
         goto fail;
     }
-    json_object_foreach(root, key, v) {
-        if (strcmp(key, "__metadata__") == 0) {
-            rc = parse_metadata(v, label, &p, err);
-        } else {
-            p.t[p.n].order = order++;
-            rc = parse_tensor(key, v, label, &p.t[p.n], err);
-            p.n++;
-        }
-        if (rc) goto fail;
+    if ((rc = scan_object(&b, json, len, first, err))) goto fail;
+    for (i = 0; i < p->n; i++) {
+        p->t[i].name = p->names + p->t[i].name_at;
+        p->t[i].shape = p->dims + p->t[i].shape_at;
     }
-    rc = check_tiling(&p, label, err);
-    if (rc) goto fail;
-    *out = p;
+    for (i = 0; i < p->nmeta; i++) {
+        p->meta[i].key = p->names + b.meta_at[2 * i];
+        p->meta[i].value = p->names + b.meta_at[2 * i + 1];
+    }
+    if ((rc = check_tiling(p, label, err))) goto fail;
+    /* Sorting moved the entries: index the names again. */
+    if (p->nslots && !rehash(p, p->nslots)) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
+        goto fail;
+    }
+    free(b.meta_at);
+    *out = b.p;
     return PTWM_OK;
 fail:
-    ptwm_st_parsed_free(&p);
+    free(b.meta_at);
+    ptwm_st_parsed_free(p);
     return rc;
 }
 
@@ -352,7 +590,9 @@ void ptwm_st_parsed_free(ptwm_st_parsed *p) {
     if (!p) return;
     free(p->t);
     free(p->meta);
-    json_decref((json_t *)p->root);
+    free(p->names);
+    free(p->dims);
+    free(p->slots);
     memset(p, 0, sizeof(*p));
 }
 

@@ -19,8 +19,7 @@ struct ptwm_st {
     const char *header;
     size_t header_len;
     uint64_t data_start;        /* 8 + header_len */
-    ptwm_st_parsed p;
-    const ptwm_st_entry **by_name; /* sorted by name, for O(log n) lookup */
+    ptwm_st_parsed p;           /* entries, names and the name hash table */
 };
 
 static ptwm_st *st_new(const char *label, ptwm_err *err) {
@@ -37,23 +36,13 @@ static ptwm_st *st_new(const char *label, ptwm_err *err) {
     return st;
 }
 
-static int cmp_name(const void *a, const void *b) {
-    const ptwm_st_entry *const *x = a, *const *y = b;
-    return strcmp((*x)->name, (*y)->name);
-}
-
-/* Header JSON is in st->header; parse, check the size, build the name index. */
+/* Header JSON is in st->header; parse and check the size. */
 static ptwm_error st_finish(ptwm_st *st, ptwm_err *err) {
-    size_t i;
     ptwm_error rc = ptwm_st_parse_header(st->header, st->header_len, st->label, &st->p, err);
     if (rc) return rc;
     rc = ptwm_st_check_size(&st->p, st->header_len, st->size, st->label, err);
     if (rc) return rc;
     st->data_start = 8 + (uint64_t)st->header_len;
-    st->by_name = ptwm_calloc(st->p.n + 1, sizeof(*st->by_name));
-    if (!st->by_name) return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", st->label);
-    for (i = 0; i < st->p.n; i++) st->by_name[i] = &st->p.t[i];
-    if (st->p.n > 1) qsort(st->by_name, st->p.n, sizeof(*st->by_name), cmp_name);
     return PTWM_OK;
 }
 
@@ -165,7 +154,6 @@ ptwm_error ptwm_st_open_memory(const void *buf, size_t size, const char *label, 
 void ptwm_st_close(ptwm_st *st) {
     if (!st) return;
     ptwm_st_parsed_free(&st->p);
-    free(st->by_name);
     free(st->header_copy);
     if (st->fd >= 0) close(st->fd);
     ptwm_unmap(&st->map);
@@ -190,13 +178,11 @@ ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out
 }
 
 ptwm_error ptwm_st_find(const ptwm_st *st, const char *name, size_t *index) {
-    ptwm_st_entry key;
-    const ptwm_st_entry *kp = &key, *const *hit;
+    ptrdiff_t i;
     if (!st || !name) return PTWM_ERR_INVALID_ARG;
-    key.name = name;
-    hit = bsearch(&kp, st->by_name, st->p.n, sizeof(*st->by_name), cmp_name);
-    if (!hit) return PTWM_ERR_NOT_FOUND;
-    if (index) *index = (size_t)(*hit - st->p.t);
+    i = ptwm_st_parsed_find(&st->p, name);
+    if (i < 0) return PTWM_ERR_NOT_FOUND;
+    if (index) *index = (size_t)i;
     return PTWM_OK;
 }
 

@@ -68,6 +68,13 @@ st("overlong-utf8", b'{"w\xc0\xaf":' + js(t("F32", [2], 0, 8)).encode() + b"}", 
 st("lone-surrogate", '{"w\\ud800":' + js(t("F32", [2], 0, 8)) + "}", data8,
    "PTWM_ERR_JSON", "header is not valid JSON")
 st("utf8-bom", b"\xef\xbb\xbf" + ok.encode(), data8, "PTWM_ERR_JSON", "header is not valid")
+# jansson skips a raw NUL right after a number; the reader must not.
+st("nul-after-number", b'{"w":{"dtype":"F32","shape":[2\x00],"data_offsets":[0,8]}}', data8,
+   "PTWM_ERR_JSON", "header is not valid JSON")
+st("missing-comma", '{"a":' + js(t("F32", [1], 0, 4)) + ' "b":' + js(t("F32", [1], 4, 8)) + "}",
+   data8, "PTWM_ERR_JSON", "header is not valid JSON at byte")
+st("trailing-comma", '{"w":' + js(t("F32", [2], 0, 8)) + ",}", data8, "PTWM_ERR_JSON",
+   "header is not valid JSON")
 st("deeply-nested", "[" * 100000, b"", "PTWM_ERR_LIMIT", "header nests deeper than 2048 levels")
 st("deeply-nested-in-tensor", '{"w":{"dtype":' + "[" * 3000 + "]" * 3000 + "}}", b"",
    "PTWM_ERR_LIMIT", "nests deeper than")
