@@ -40,14 +40,6 @@ static size_t ref_size[MAXT];
 static outcome out[NPATHS];
 static unsigned copies;
 
-static char *tmp_path(const char *name) {
-    static char buf[4][1200];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof(buf[k]), "%s/%s", tu_tmpdir(), name);
-    return buf[k];
-}
-
 static void count(int path, ptwm_error rc, int same, const char *what) {
     if (rc) {
         out[path].error++;
@@ -77,8 +69,8 @@ static ptwm_error load_floats(const char *path, float *dst, ptwm_err *err) {
 
 /* Decode one damaged copy by every path and count the outcomes. */
 static void try_copy(const tu_image *im, const char *what) {
-    const char *file = tmp_path("damaged.ptwm"), *st = tmp_path("rebuilt.safetensors");
-    const char *dir = tmp_path("decompressed");
+    const char *file = tu_tmp_path("damaged.ptwm"), *st = tu_tmp_path("rebuilt.safetensors");
+    const char *dir = tu_tmp_path("decompressed");
     char restored[1300];
     ptwm_reader *r = NULL;
     ptwm_err err;
@@ -252,7 +244,7 @@ int main(void) {
     for (v = 0; v < 3; v++) {
         ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
         ptwm_err err;
-        const char *path = tmp_path("good.ptwm");
+        const char *path = tu_tmp_path("good.ptwm");
         tu_image good;
         unsigned before = copies;
         p.chunk_size = 4096;

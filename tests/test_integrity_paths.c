@@ -31,20 +31,12 @@ static int exists(const char *path) {
     return stat(path, &sb) == 0;
 }
 
-static char *tmp_path(const char *name) {
-    static char buf[4][1200];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof(buf[k]), "%s/%s", tu_tmpdir(), name);
-    return buf[k];
-}
-
 /* The subset compressed in chunks of `chunk` bytes, as an image in memory. */
 static tu_image compressed(uint64_t chunk, int crc, int hash) {
     ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
     ptwm_err err;
     tu_image im = {NULL, 0};
-    const char *path = tmp_path("subset.ptwm");
+    const char *path = tu_tmp_path("subset.ptwm");
     p.chunk_size = chunk;
     p.emit_plane_crc = crc;
     p.emit_payload_hash = hash;
@@ -136,7 +128,7 @@ static void test_stored_hash(void) {
     tu_image im = tu_image_plain(compressed(8192, 1, 1));
     uint64_t nbytes = 0, off;
     size_t t = with_bad_hash(&im, &nbytes);
-    const char *path = tmp_path("badhash.ptwm"), *out = tmp_path("badhash.out");
+    const char *path = tu_tmp_path("badhash.ptwm"), *out = tu_tmp_path("badhash.out");
     ptwm_reader *r = NULL;
     ptwm_err err;
     uint8_t *buf = (uint8_t *)malloc((size_t)nbytes);
@@ -172,7 +164,7 @@ static void test_stored_hash(void) {
 /* Sharded directories: one shard's stored hash wrong. */
 static void test_stored_hash_sharded(void) {
     ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
-    const char *dir = tmp_path("sharded"), *out = tmp_path("sharded.out");
+    const char *dir = tu_tmp_path("sharded"), *out = tu_tmp_path("sharded.out");
     char shard[1300];
     ptwm_ptdir *d = NULL;
     ptwm_err err;
@@ -229,7 +221,7 @@ static void test_stored_hash_resume(void) {
     uint64_t shape[1] = {N};
     ptwm_layout_entry e = {"w", 1, shape};
     ptwm_optim_state st, got;
-    const char *path = tmp_path("state.ptwm");
+    const char *path = tu_tmp_path("state.ptwm");
     uint8_t h[16];
     size_t i, at;
     ptwm_err err;
@@ -261,8 +253,8 @@ static void test_stored_hash_resume(void) {
 
 /* ptwm export, run as the CLI, on a file whose stored hash is wrong. */
 static void test_stored_hash_export(void) {
-    const char *bin = getenv("PTWM_BIN"), *path = tmp_path("export.ptwm");
-    const char *layout = tmp_path("export.json"), *out = tmp_path("export.bin");
+    const char *bin = getenv("PTWM_BIN"), *path = tu_tmp_path("export.ptwm");
+    const char *layout = tu_tmp_path("export.json"), *out = tu_tmp_path("export.bin");
     char json[1024], errp[1300], outp[1300];
     ptwm_reader *r = NULL;
     ptwm_tensor_info info;
@@ -307,8 +299,8 @@ static void test_stored_hash_export(void) {
 /* Two chunks of equal coded size swapped: every decode path refuses it. */
 static void test_swapped_chunks(int crc, int hash) {
     tu_image good = compressed(4096, crc, hash), im;
-    const char *path = tmp_path("swapped.ptwm"), *out = tmp_path(crc ? "swapped-crc.out" : "swapped.out");
-    const char *st = tmp_path(crc ? "swapped-crc.safetensors" : "swapped.safetensors");
+    const char *path = tu_tmp_path("swapped.ptwm"), *out = tu_tmp_path(crc ? "swapped-crc.out" : "swapped.out");
+    const char *st = tu_tmp_path(crc ? "swapped-crc.safetensors" : "swapped.safetensors");
     uint64_t a = 0, b = 0;
     uint32_t coded = 0;
     ptwm_reader *r = NULL;
@@ -352,7 +344,7 @@ static void test_swapped_chunks(int crc, int hash) {
  * file) is restored byte for byte by the library's safetensors rebuild. */
 static void test_cli_output_restored(void) {
     ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
-    const char *dir = tmp_path("cli"), *back = tmp_path("cli.safetensors");
+    const char *dir = tu_tmp_path("cli"), *back = tu_tmp_path("cli.safetensors");
     char model[1300];
     ptwm_reader *r = NULL;
     ptwm_err err;

@@ -121,3 +121,11 @@ int tu_run_cli(const char *bin, const char *out_path, const char *err_path, cons
     st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+char *tu_tmp_path(const char *name) {
+    static char buf[4][1200];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof(buf[k]), "%s/%s", tu_tmpdir(), name);
+    return buf[k];
+}

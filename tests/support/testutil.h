@@ -56,6 +56,9 @@ uint8_t *tu_read_file(const char *path, size_t *len);
 int tu_write_file(const char *path, const void *data, size_t len);
 /* A fresh temporary directory (static buffer); removed by tu_finish. */
 const char *tu_tmpdir(void);
+/* tu_tmpdir()/name in one of four rotating buffers (valid until the fourth
+ * call after). */
+char *tu_tmp_path(const char *name);
 /* Run "'bin' ARGS" (ARGS formatted like printf) with stdin from /dev/null and
  * stdout and stderr captured into out_path and err_path; returns the exit
  * status, or -1 if the program did not exit normally. */
