@@ -133,14 +133,15 @@ class ErrorTest(unittest.TestCase):
 
 class IsaTest(unittest.TestCase):
     def test_cap_round_trip(self):
-        best = ptwm.isa_level()
+        best = ptwm.isa_level()   # the CPU's best, or PTWM_ISA's cap
         self.assertIn(best, ("scalar", "ssse3", "avx2", "avx512", "avx512vbmi"))
         try:
             self.assertEqual(ptwm.set_isa_limit("scalar"), "scalar")
             self.assertEqual(ptwm.isa_level(), "scalar")
             blob = ptwm.sharding.compress_ptwm_blob([("w", bytes(range(256)) * 64, "BF16", (8192,))])
+            self.assertEqual(ptwm.set_isa_limit("avx512vbmi"), ptwm.isa_level())
         finally:
-            ptwm.set_isa_limit("avx512vbmi")
+            ptwm.set_isa_limit(best)   # the level in effect before (PTWM_ISA may cap it)
         self.assertEqual(ptwm.isa_level(), best)
         self.assertEqual(ptwm.sharding.compress_ptwm_blob(
             [("w", bytes(range(256)) * 64, "BF16", (8192,))]), blob)
