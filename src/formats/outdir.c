@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,18 +126,6 @@ static ptwm_error sync_tree(const char *path, int depth, ptwm_err *err) {
     return rc ? rc : ptwm_sync_path(path, err);
 }
 
-/* The directory holding `path` (malloc'd) and where its last part starts. */
-static char *parent_of(const char *path, const char **base) {
-    const char *slash = strrchr(path, '/');
-    size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 1;
-    char *dir = (char *)malloc(n + 1);
-    if (!dir) return NULL;
-    memcpy(dir, slash ? path : ".", n);
-    dir[n] = 0;
-    *base = slash ? slash + 1 : path;
-    return dir;
-}
-
 /* Whether `name` is `base`.tmp-XXXXXX or `base`.old-XXXXXX (kind 't' or 'o'). */
 static int leftover_kind(const char *name, const char *base) {
     size_t n = strlen(base);
@@ -158,7 +145,7 @@ static int leftover_kind(const char *name, const char *base) {
 static ptwm_error leftovers(const char *final, int force, char **names, int *restored,
                             ptwm_err *err) {
     const char *base;
-    char *dir = parent_of(final, &base), *newest = NULL;
+    char *dir = ptwm_parent_dir(final, &base), *newest = NULL;
     DIR *d;
     struct dirent *e;
     size_t cap = 256, len = 0, count = 0;
@@ -251,17 +238,7 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
     }
     free(left);
     snprintf(st->tmp_path, n + 16, "%s.tmp-XXXXXX", st->final_path);
-    ptwm_tmp_lock();
-    if (ptwm_tmp_cancelled())
-        e = EINTR;
-    else if (!mkdtemp(st->tmp_path))
-        e = errno;
-    else if (ptwm_tmp_add(st->tmp_path) != 0) {
-        e = ENOMEM;
-        rmdir(st->tmp_path);
-    }
-    ptwm_tmp_unlock();
-    if (e) {
+    if ((e = ptwm_tmp_create(st->tmp_path, NULL)) != 0) {
         rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot create temporary directory: %s",
                        outdir, e == EINTR ? "interrupted by a signal" : strerror(e));
         free(st->tmp_path);
@@ -387,33 +364,11 @@ ptwm_error ptwm_stage_commit(ptwm_stage *st, ptwm_err *err) {
 
 void ptwm_stage_abort(ptwm_stage *st) {
     if (!st) return;
-    if (st->tmp_path) {
-        ptwm_tmp_lock();
-        ptwm_remove_tree(st->tmp_path);
-        ptwm_tmp_drop(st->tmp_path);
-        ptwm_tmp_unlock();
-    }
+    if (st->tmp_path) ptwm_tmp_remove(st->tmp_path);
     free(st->tmp_path);
     free(st->final_path);
     st->tmp_path = NULL;
     st->final_path = NULL;
-}
-
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-void ptwm_remove_tree(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode))
-        nftw(path, remove_entry, 32, FTW_DEPTH | FTW_PHYS);
-    else
-        unlink(path);
 }
 
 ptwm_error ptwm_copy_file(const char *src, const char *dst, ptwm_err *err) {

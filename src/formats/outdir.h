@@ -31,8 +31,6 @@ ptwm_error ptwm_copy_file(const char *src, const char *dst, ptwm_err *err);
 ptwm_error ptwm_copy_other_files(const char *srcdir, const char *dstdir,
                                  int (*skip)(void *ctx, const char *name), void *ctx,
                                  ptwm_err *err);
-/* Remove a file or a directory tree (best effort). */
-void ptwm_remove_tree(const char *path);
 /* The part of a path after its last '/'. */
 const char *ptwm_base_name(const char *path);
 /* A name safe to create inside an output directory: plain, no '/', no "..". */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,7 +142,7 @@ char *ptwm_path_join(const char *dir, const char *name) {
 
 ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err) {
     size_t n = strlen(path);
-    int e = 0;
+    int e;
     memset(f, 0, sizeof(*f));
     f->fd = -1;
     f->final_path = malloc(n + 1);
@@ -153,21 +154,7 @@ ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err
     memcpy(f->final_path, path, n + 1);
     /* Same directory as the target, so rename() is atomic (same filesystem). */
     snprintf(f->tmp_path, n + 16, "%s.tmp-XXXXXX", path);
-    ptwm_tmp_lock();
-    if (ptwm_tmp_cancelled()) {
-        e = EINTR;
-    } else {
-        f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
-        e = f->fd < 0 ? errno : 0;
-        if (f->fd >= 0 && ptwm_tmp_add(f->tmp_path) != 0) {
-            close(f->fd);
-            unlink(f->tmp_path);
-            f->fd = -1;
-            e = ENOMEM;
-        }
-    }
-    ptwm_tmp_unlock();
-    if (f->fd < 0) {
+    if ((e = ptwm_tmp_create(f->tmp_path, &f->fd)) != 0) {
         free(f->tmp_path);
         f->tmp_path = NULL;
         ptwm_atomic_abort(f);
@@ -200,19 +187,41 @@ ptwm_error ptwm_sync_path(const char *path, ptwm_err *err) {
     return PTWM_OK;
 }
 
-ptwm_error ptwm_sync_parent(const char *path, ptwm_err *err) {
+char *ptwm_parent_dir(const char *path, const char **base) {
     const char *slash = strrchr(path, '/');
-    size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 0;
-    char *dir;
-    ptwm_error rc;
-    if (!slash) return ptwm_sync_path(".", err);
-    dir = malloc(n + 1);
-    if (!dir) return ptwm_fail(err, PTWM_ERR_NOMEM, "%s: out of memory", path);
-    memcpy(dir, path, n);
+    size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 1;
+    char *dir = (char *)malloc(n + 1);
+    if (!dir) return NULL;
+    memcpy(dir, slash ? path : ".", n);
     dir[n] = 0;
+    if (base) *base = slash ? slash + 1 : path;
+    return dir;
+}
+
+ptwm_error ptwm_sync_parent(const char *path, ptwm_err *err) {
+    char *dir = ptwm_parent_dir(path, NULL);
+    ptwm_error rc;
+    if (!dir) return ptwm_fail(err, PTWM_ERR_NOMEM, "%s: out of memory", path);
     rc = ptwm_sync_path(dir, err);
     free(dir);
     return rc;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void ptwm_remove_tree(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return;
+    if (S_ISDIR(sb.st_mode))
+        nftw(path, remove_entry, 32, FTW_DEPTH | FTW_PHYS);
+    else
+        unlink(path);
 }
 
 ptwm_error ptwm_atomic_commit(ptwm_atomic_file *f, ptwm_err *err) {
@@ -252,12 +261,7 @@ void ptwm_atomic_abort(ptwm_atomic_file *f) {
     if (!f) return;
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;
-    if (f->tmp_path) {
-        ptwm_tmp_lock();
-        unlink(f->tmp_path);
-        ptwm_tmp_drop(f->tmp_path);
-        ptwm_tmp_unlock();
-    }
+    if (f->tmp_path) ptwm_tmp_remove(f->tmp_path);
     free(f->tmp_path);
     free(f->final_path);
     f->tmp_path = NULL;

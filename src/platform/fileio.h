@@ -59,6 +59,11 @@ int ptwm_file_exists(const char *path);
 /* 0 if path (following links) is a regular file; else an errno: ENOENT when
  * nothing is there (or not a file), EISDIR, ELOOP, EACCES... */
 int ptwm_file_state(const char *path);
+/* Remove a file or a directory tree (best effort). */
+void ptwm_remove_tree(const char *path);
+/* The directory holding `path` ("." for a bare name; malloc'd, NULL on no
+ * memory) and, in *base, where its last part starts. */
+char *ptwm_parent_dir(const char *path, const char **base);
 /* fsync a file or directory by name. */
 ptwm_error ptwm_sync_path(const char *path, ptwm_err *err);
 /* fsync the directory holding `path`, so a rename into it is durable. */

@@ -1,11 +1,13 @@
 /* The registry of temporary outputs in progress, and the kill hook of the
  * crash-safety tests (see tmpout.h). */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "outdir.h"
+#include "fileio.h"
 #include "tmpout.h"
 
 typedef struct tmp_node {
@@ -21,7 +23,7 @@ void ptwm_tmp_lock(void) { pthread_mutex_lock(&tmp_mutex); }
 void ptwm_tmp_unlock(void) { pthread_mutex_unlock(&tmp_mutex); }
 int ptwm_tmp_cancelled(void) { return tmp_cancel; }
 
-int ptwm_tmp_add(const char *path) {
+static int tmp_add(const char *path) {
     size_t n = strlen(path) + 1;
     tmp_node *t = (tmp_node *)malloc(sizeof(*t) + n);
     if (!t) return -1;
@@ -41,6 +43,33 @@ void ptwm_tmp_drop(const char *path) {
             return;
         }
     }
+}
+
+int ptwm_tmp_create(char *templ, int *fd) {
+    int e = 0;
+    if (fd) *fd = -1;
+    ptwm_tmp_lock();
+    if (tmp_cancel)
+        e = EINTR;
+    else if (fd ? (*fd = mkostemp(templ, O_CLOEXEC)) < 0 : !mkdtemp(templ))
+        e = errno;
+    else if (tmp_add(templ) != 0) {
+        e = ENOMEM;
+        if (fd) {
+            close(*fd);
+            *fd = -1;
+        }
+        ptwm_remove_tree(templ);
+    }
+    ptwm_tmp_unlock();
+    return e;
+}
+
+void ptwm_tmp_remove(const char *path) {
+    ptwm_tmp_lock();
+    ptwm_remove_tree(path);
+    ptwm_tmp_drop(path);
+    ptwm_tmp_unlock();
 }
 
 void ptwm_remove_temporary_outputs(void) {

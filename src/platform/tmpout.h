@@ -14,10 +14,14 @@ void ptwm_tmp_unlock(void);
 /* With the lock held: 1 once ptwm_remove_temporary_outputs() has run (no new
  * output may be created or committed after that). */
 int ptwm_tmp_cancelled(void);
-/* With the lock held: record (a copy of) / forget a temporary path. add
- * returns 0, or -1 if out of memory. */
-int ptwm_tmp_add(const char *path);
+/* With the lock held: forget a temporary path (it was committed). */
 void ptwm_tmp_drop(const char *path);
+/* Create a temporary file (fd != NULL: mkostemp, close-on-exec) or directory
+ * (fd == NULL: mkdtemp) from the template and record it; 0, or an errno
+ * (EINTR once temporary outputs were removed on a signal). */
+int ptwm_tmp_create(char *templ, int *fd);
+/* Remove a temporary output (file or tree) and forget it. */
+void ptwm_tmp_remove(const char *path);
 
 /* Test hook, for the crash-safety tests only: when the environment variable
  * PTWM_TEST_KILL_AT is "STEP" the process raises SIGKILL on reaching STEP;
