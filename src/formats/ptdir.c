@@ -6,7 +6,6 @@
  * be listed (for that shard), no tensor may be in two shards, and the totals
  * must equal the sums. A checkpoint that passes is self-consistent, so a later
  * lookup by name cannot silently pick the wrong copy. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "common.h"
@@ -147,34 +146,28 @@ static ptwm_error open_dir(ptwm_ptdir *d, const char *dir, ptwm_err *err) {
     char *index_path = ptwm_path_join(dir, PTWM_INDEX_NAME);
     ptwm_error rc;
     size_t i, n;
-    int e;
+    int found;
     if (!index_path) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    e = ptwm_file_state(index_path);
-    if (e != 0) {
-        if (e != ENOENT) {
-            /* there but unusable (a link to itself, no permission): say why */
-            rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", index_path, strerror(e));
-            free(index_path);
-            return rc;
-        }
+    if ((rc = ptwm_find_file(index_path, &found, err)) != PTWM_OK) {
+        free(index_path);
+        return rc;
+    }
+    if (!found) {
+        char *single;
         free(index_path);
         d->shards = (ptwm_reader **)calloc(1, sizeof *d->shards);
         d->shard_names = (char **)calloc(1, sizeof *d->shard_names);
-        if (!d->shards || !d->shard_names) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        {
-            char *single = ptwm_path_join(dir, PTWM_SINGLE_NAME);
-            e = single ? ptwm_file_state(single) : ENOMEM;
-            if (e != 0 && e != ENOENT) {
-                rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", single ? single : dir, strerror(e));
-                free(single);
-                return rc;
-            }
+        single = ptwm_path_join(dir, PTWM_SINGLE_NAME);
+        if (!d->shards || !d->shard_names || !single) {
             free(single);
-            if (e != 0)
-                return ptwm_fail(err, PTWM_ERR_NOT_FOUND,
-                                 "directory '%s': neither %s nor %s exists", dir, PTWM_INDEX_NAME,
-                                 PTWM_SINGLE_NAME);
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         }
+        rc = ptwm_find_file(single, &found, err);
+        free(single);
+        if (rc != PTWM_OK) return rc;
+        if (!found)
+            return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "directory '%s': neither %s nor %s exists",
+                             dir, PTWM_INDEX_NAME, PTWM_SINGLE_NAME);
         if ((rc = open_shard(d, dir, PTWM_SINGLE_NAME, err)) != PTWM_OK) return rc;
         return collect_tensors(d, dir, err);
     }

@@ -229,7 +229,7 @@ ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **ou
     ptwm_stdir *d;
     char *index_path, *single;
     ptwm_error rc;
-    int e;
+    int found;
     if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_open: out is NULL");
     *out = NULL;
     if (!dir) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_open: dir is NULL");
@@ -240,16 +240,11 @@ ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **ou
     single = ptwm_path_join(dir, SINGLE_NAME);
     if (!d || !index_path || !single) {
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory opening '%s'", dir);
-    } else if ((e = ptwm_file_state(index_path)) == 0) {
-        rc = open_index(d, dir, index_path, mode, err);
-    } else if (e != ENOENT) {
-        /* there but unusable (a link to itself, no permission): say why */
-        rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", index_path, strerror(e));
-    } else if ((e = ptwm_file_state(single)) == 0) {
+    } else if ((rc = ptwm_find_file(index_path, &found, err)) != PTWM_OK || found) {
+        if (!rc) rc = open_index(d, dir, index_path, mode, err);
+    } else if ((rc = ptwm_find_file(single, &found, err)) != PTWM_OK || found) {
         const char *names[1] = {SINGLE_NAME};
-        rc = open_shards(d, dir, names, 1, mode, single, err);
-    } else if (e != ENOENT) {
-        rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", single, strerror(e));
+        if (!rc) rc = open_shards(d, dir, names, 1, mode, single, err);
     } else {
         rc = ptwm_fail(err, PTWM_ERR_NOT_FOUND,
                        "directory '%s' has neither " INDEX_NAME " nor " SINGLE_NAME, dir);

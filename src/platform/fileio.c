@@ -325,6 +325,13 @@ int ptwm_file_state(const char *path) {
     return S_ISREG(st.st_mode) ? 0 : S_ISDIR(st.st_mode) ? EISDIR : ENOENT;
 }
 
+ptwm_error ptwm_find_file(const char *path, int *found, ptwm_err *err) {
+    int e = ptwm_file_state(path);
+    *found = e == 0;
+    if (e == 0 || e == ENOENT) return PTWM_OK;
+    return ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", path, strerror(e));
+}
+
 ptwm_error ptwm_fail_shrunk(ptwm_err *err, int fd, const char *path, uint64_t expected) {
     struct stat st;
     unsigned long long now = fstat(fd, &st) == 0 ? (unsigned long long)st.st_size : 0;

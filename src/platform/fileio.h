@@ -59,6 +59,10 @@ int ptwm_file_exists(const char *path);
 /* 0 if path (following links) is a regular file; else an errno: ENOENT when
  * nothing is there (or not a file), EISDIR, ELOOP, EACCES... */
 int ptwm_file_state(const char *path);
+/* Whether path (following links) is a regular file (*found 1) or nothing is
+ * there (*found 0); something there that cannot be used (a link to itself, no
+ * permission, a directory) is PTWM_ERR_IO naming the path and why. */
+ptwm_error ptwm_find_file(const char *path, int *found, ptwm_err *err);
 /* Remove a file or a directory tree (best effort). */
 void ptwm_remove_tree(const char *path);
 /* The directory holding `path` ("." for a bare name; malloc'd, NULL on no
