@@ -84,6 +84,9 @@ void ptwm_err_prefix(ptwm_err *err, const char *fmt, ...) PTWM_PRINTF(2, 3);
 void *ptwm_malloc(uint64_t size);
 void *ptwm_calloc(uint64_t n, uint64_t size);
 void *ptwm_realloc(void *p, uint64_t size);
+/* Room for `need` elements of `size` bytes in the array *buf of *cap elements,
+ * doubling (from 64): 1, or 0 when out of memory (*buf and *cap unchanged). */
+int ptwm_grow(void **buf, size_t *cap, size_t need, size_t size);
 /* Free an array of n key/value pairs whose strings were malloc'd, and the array. */
 void ptwm_kv_free(ptwm_kv *kv, size_t n);
 

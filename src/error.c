@@ -107,6 +107,18 @@ void *ptwm_realloc(void *p, uint64_t size) {
     return realloc(p, size ? (size_t)size : 1);
 }
 
+int ptwm_grow(void **buf, size_t *cap, size_t need, size_t size) {
+    size_t c = *cap ? *cap : 64;
+    void *q;
+    if (need <= *cap) return 1;
+    while (c < need) c *= 2;   /* callers' needs are bounded by a header or table length */
+    q = ptwm_realloc(*buf, (uint64_t)c * size);
+    if (!q) return 0;
+    *buf = q;
+    *cap = c;
+    return 1;
+}
+
 void ptwm_kv_free(ptwm_kv *kv, size_t n) {
     size_t i;
     if (!kv) return;

@@ -141,15 +141,8 @@ static ptwm_error cur_string(cursor *c, uint64_t len, uint64_t max, const char *
 
 /* Room for `more` elements of `size` bytes at the end of `a`; their offset. */
 static int arena_take(rarena *a, size_t more, size_t size, size_t *at) {
-    if (a->cap - a->len < more) {
-        size_t cap = a->cap ? a->cap : 64;
-        void *q;
-        while (cap - a->len < more) cap *= 2;   /* more is bounded by the table size */
-        q = ptwm_realloc(a->p, (uint64_t)cap * size);
-        if (!q) return 0;
-        a->p = q;
-        a->cap = cap;
-    }
+    /* more is bounded by the table size */
+    if (!ptwm_grow(&a->p, &a->cap, a->len + more, size)) return 0;
     *at = a->len;
     a->len += more;
     return 1;

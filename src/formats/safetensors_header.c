@@ -81,22 +81,9 @@ typedef struct st_build {
     const char *label;
 } st_build;
 
-/* Room for `need` elements of `size` bytes in *buf, doubling. */
-static int grow(void **buf, size_t *cap, size_t need, size_t size) {
-    size_t c = *cap ? *cap : 64;
-    void *q;
-    if (need <= *cap) return 1;
-    while (c < need) c *= 2;   /* need is bounded by the header length */
-    q = ptwm_realloc(*buf, (uint64_t)c * size);
-    if (!q) return 0;
-    *buf = q;
-    *cap = c;
-    return 1;
-}
-
 /* Copy `len` bytes and a NUL into the names arena; *at receives the offset. */
 static int put_string(st_build *b, const char *s, size_t len, size_t *at) {
-    if (!grow((void **)&b->p.names, &b->names_cap, b->names_len + len + 1, 1)) return 0;
+    if (!ptwm_grow((void **)&b->p.names, &b->names_cap, b->names_len + len + 1, 1)) return 0;
     memcpy(b->p.names + b->names_len, s, len);
     b->p.names[b->names_len + len] = 0;
     *at = b->names_len;
@@ -302,14 +289,14 @@ static ptwm_error add_entry(st_build *b, const char *key, size_t slot, const jso
     ptwm_st_entry *e;
     ptwm_error rc;
     if (strcmp(key, "__metadata__") == 0) return parse_metadata(b, value, err);
-    if (!grow((void **)&p->t, &b->cap_t, p->n + 1, sizeof(*p->t)))
+    if (!ptwm_grow((void **)&p->t, &b->cap_t, p->n + 1, sizeof(*p->t)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
     e = &p->t[p->n];
     memset(e, 0, sizeof(*e));
     e->order = p->n;
     if ((rc = parse_tensor(key, value, b->label, e, shape, err))) return rc;
     if (!put_string(b, key, strlen(key), &e->name_at) ||
-        !grow((void **)&p->dims, &b->dims_cap, b->dims_len + e->ndim, sizeof(*p->dims)))
+        !ptwm_grow((void **)&p->dims, &b->dims_cap, b->dims_len + e->ndim, sizeof(*p->dims)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
     memcpy(p->dims + b->dims_len, shape, e->ndim * sizeof(*shape));
     e->shape_at = b->dims_len;
@@ -557,8 +544,8 @@ ptwm_error ptwm_st_parse_header(const char *json, size_t len, const char *label,
     first = skip_ws(json, len, 0);
     if (first == len || json[first] != '{') return not_an_object(json, len, label, err);
     /* The arenas exist even when empty, so every pointer below is valid. */
-    if (!grow((void **)&p->names, &b.names_cap, 1, 1) ||
-        !grow((void **)&p->dims, &b.dims_cap, 1, sizeof(*p->dims))) {
+    if (!ptwm_grow((void **)&p->names, &b.names_cap, 1, 1) ||
+        !ptwm_grow((void **)&p->dims, &b.dims_cap, 1, sizeof(*p->dims))) {
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
         goto fail;
     }
