@@ -630,6 +630,24 @@ PTWM_API ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outd
  * a signal handler (it takes a lock and frees memory), then exit. */
 PTWM_API void ptwm_remove_temporary_outputs(void);
 
+/* One output file, written under PATH.tmp-XXXXXX beside PATH and, on commit,
+ * fsynced, renamed into place and its directory fsynced: a reader or a crash
+ * never leaves a partial PATH. While open the temporary file is one of the
+ * outputs ptwm_remove_temporary_outputs() removes. Open refuses an existing
+ * PATH, and PATH.tmp-* files an interrupted run left (named in the message),
+ * with PTWM_ERR_EXISTS unless force, which replaces PATH on commit and removes
+ * the leftovers. */
+typedef struct ptwm_outfile ptwm_outfile;
+PTWM_API ptwm_error ptwm_outfile_open(const char *path, int force, ptwm_outfile **out,
+                                      ptwm_err *err);
+/* The descriptor to write to (the temporary file). */
+PTWM_API int ptwm_outfile_fd(const ptwm_outfile *f);
+/* Make the written file PATH, then free f (also when it fails: the
+ * temporary file is removed). */
+PTWM_API ptwm_error ptwm_outfile_commit(ptwm_outfile *f, ptwm_err *err);
+/* Remove the temporary file and free f (NULL is fine). */
+PTWM_API void ptwm_outfile_abort(ptwm_outfile *f);
+
 /* ------------------------------------------------------------------------ */
 /* Sources and layout loads                                                  */
 /* ------------------------------------------------------------------------ */

@@ -42,18 +42,10 @@ int cli_has_file(const char *dir, const char *name);
 int cli_is_tty(void);
 /* Monotonic seconds. */
 double cli_now(void);
-/* Make SIGINT, SIGTERM and SIGHUP remove the temporary output (the library's,
- * see ptwm_remove_temporary_outputs, and the one cli_temp_set names) and exit
- * with 128 + the signal number. Call once, before any thread starts. */
+/* Make SIGINT, SIGTERM and SIGHUP remove the temporary output (see
+ * ptwm_remove_temporary_outputs) and exit with 128 + the signal number. Call
+ * once, before any thread starts. */
 void cli_signals_start(void);
-/* The program's own temporary output file (a copy of path; NULL: none). -1 on no memory. */
-int cli_temp_set(const char *path);
-/* Rename the temporary file over `final`, forget it, and fsync the directory
- * (the file's data must already be fsynced). -1 with errno on failure. */
-int cli_temp_commit(const char *final);
-/* Files FINAL.tmp-XXXXXX an interrupted run left beside FINAL: with force,
- * removed (returns 0); else named on stderr and counted. */
-int cli_temp_leftovers(const char *final, int force);
 /* Human-readable byte count into buf. */
 const char *cli_bytes(uint64_t n, char *buf, size_t cap);
 

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -193,71 +192,37 @@ static int run(int argc, char **argv) {
     ptwm_source *s = NULL;
     ptwm_layout *l = NULL;
     ptwm_err err;
+    ptwm_outfile *of = NULL;
     const ptwm_layout_entry *e;
-    size_t n, plen;
-    char *tmp;
-    int fd, rc;
+    size_t n;
+    int rc;
     uint64_t written = 0;
     if ((rc = parse(argc, argv, &a)) != CLI_OK) return rc;
     if (!a.force && access(a.out, F_OK) == 0) {
         fprintf(stderr, "ptwm: export: '%s' exists (use --force to replace it)\n", a.out);
         return CLI_BAD_INPUT;
     }
-    if (cli_temp_leftovers(a.out, a.force) > 0) return CLI_BAD_INPUT;
-    if (ptwm_layout_read_json(a.layout, &l, &err) != PTWM_OK) return cli_report(&err);
+    /* Output file first: an existing one or leftovers refuse before any work. */
+    if (ptwm_outfile_open(a.out, a.force, &of, &err) != PTWM_OK) return cli_report(&err);
+    if (ptwm_layout_read_json(a.layout, &l, &err) != PTWM_OK) {
+        ptwm_outfile_abort(of);
+        return cli_report(&err);
+    }
     if (ptwm_source_open(a.src, a.raw ? PTWM_SOURCE_RAW_F32 : PTWM_SOURCE_AUTO, &s, &err) != PTWM_OK) {
+        ptwm_outfile_abort(of);
         ptwm_layout_free(l);
         return cli_report(&err);
     }
     ptwm_source_set_threads(s, a.threads);
     e = ptwm_layout_entries(l, &n);
-    plen = strlen(a.out);
-    tmp = (char *)malloc(plen + 16);
-    if (!tmp) {
-        ptwm_source_close(s);
-        ptwm_layout_free(l);
-        return CLI_BAD_INPUT;
-    }
-    /* a temporary beside the output, so the rename stays on one file system */
-    snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", a.out);
-    fd = mkstemp(tmp);
-    if (fd >= 0 && cli_temp_set(tmp) != 0) {
-        close(fd);
-        unlink(tmp);
-        fd = -1;
-        errno = ENOMEM;
-    }
-    if (fd < 0) {
-        fprintf(stderr, "ptwm: export: cannot create '%s': %s\n", tmp, strerror(errno));
-        rc = CLI_BAD_INPUT;
-    } else {
-        mode_t mask = umask(0);
-        int chmod_rc;
-        umask(mask);
-        /* mkstemp creates 0600; give the output the usual permissions (a
-         * failure only leaves it private) */
-        chmod_rc = fchmod(fd, 0666 & ~mask);
-        (void)chmod_rc;
-        rc = export_all(s, e, n, &a, fd, &written);
-        if (rc == CLI_OK && (fsync(fd) != 0 || close(fd) != 0)) {
-            fprintf(stderr, "ptwm: export: '%s': %s\n", tmp, strerror(errno));
-            rc = CLI_BAD_INPUT;
-        } else if (rc != CLI_OK) {
-            close(fd);
-        }
-        if (rc == CLI_OK && cli_temp_commit(a.out) != 0) {
-            fprintf(stderr, "ptwm: export: rename to '%s': %s\n", a.out, strerror(errno));
-            rc = CLI_BAD_INPUT;
-        }
-        if (rc != CLI_OK) {
-            unlink(tmp);
-            cli_temp_set(NULL);
-        }
-    }
+    rc = export_all(s, e, n, &a, ptwm_outfile_fd(of), &written);
+    if (rc == CLI_OK && ptwm_outfile_commit(of, &err) != PTWM_OK)
+        rc = cli_report(&err);
+    else if (rc != CLI_OK)
+        ptwm_outfile_abort(of);
     if (rc == CLI_OK)
         printf("%s: %zu tensors, %llu bytes of %s\n", a.out, n, (unsigned long long)written,
                a.bf16 ? "BF16" : "F32");
-    free(tmp);
     ptwm_source_close(s);
     ptwm_layout_free(l);
     return rc;

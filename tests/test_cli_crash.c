@@ -66,18 +66,8 @@ static int err_has(const char *s) {
     return r;
 }
 
-/* Entries of the test directory whose name starts with `prefix`. */
-static int count_prefixed(const char *prefix) {
-    DIR *d = opendir(tu_tmpdir());
-    struct dirent *e;
-    int n = 0;
-    while (d && (e = readdir(d)) != NULL) n += !strncmp(e->d_name, prefix, strlen(prefix));
-    if (d) closedir(d);
-    return n;
-}
-
 /* Entries named OUTDIR.tmp-* or OUTDIR.old-*. */
-static int leftovers(void) { return count_prefixed("out.tmp-") + count_prefixed("out.old-"); }
+static int leftovers(void) { return tu_count_prefixed("out.tmp-") + tu_count_prefixed("out.old-"); }
 
 /* 'o' if OUTDIR holds exactly the old output, 'n' the new one, 0 if it is
  * missing or holds anything else. */
@@ -279,7 +269,7 @@ static void export_signals(void) {
         CHECK_MSG(signal_outcome(status, sig), "export, signal %d: status %d", sig, status);
         interrupted += WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig;
         CHECK(stat(out, &sb) != 0 || sb.st_size == (off_t)32 << 20);
-        CHECK_MSG(count_prefixed("out.f32.tmp-") == 0, "export, signal %d: temporary file left",
+        CHECK_MSG(tu_count_prefixed("out.f32.tmp-") == 0, "export, signal %d: temporary file left",
                   sig);
         unlink(out);
     }
@@ -293,7 +283,7 @@ static void export_signals(void) {
     CHECK(err_has("left over from an interrupted run: 'out.f32.tmp-Ab12Cd'"));
     CHECK(access(out, F_OK) != 0);
     CHECK(run("export '%s' --raw --layout '%s' -o '%s' -f", raw, layout, out) == 0);
-    CHECK(count_prefixed("out.f32.tmp-") == 0);
+    CHECK(tu_count_prefixed("out.f32.tmp-") == 0);
 }
 
 int main(void) {

@@ -193,13 +193,36 @@ static ptwm_error leftovers(const char *final, int force, char **names, int *res
     return PTWM_OK;
 }
 
+/* Before writing `final` (shown as `shown`): deal with leftovers of an
+ * interrupted run (see leftovers) and refuse, unless force, an existing output
+ * or leftovers; *exists says whether final is there (to be replaced). */
+static ptwm_error claim_output(const char *shown, const char *final, int force, int *exists,
+                               ptwm_err *err) {
+    struct stat sb;
+    char *left = NULL;
+    int restored = 0;
+    ptwm_error rc = leftovers(final, force, &left, &restored, err);
+    *exists = 0;
+    if (rc == PTWM_OK) *exists = lstat(final, &sb) == 0;
+    if (rc == PTWM_OK && !force && *exists) {
+        rc = ptwm_fail(err, PTWM_ERR_EXISTS, "output '%s' already exists%s%s%s%s", shown,
+                       restored ? " (put back from where an interrupted run had moved it)" : "",
+                       left[0] ? "; left over from an interrupted run: " : "", left,
+                       left[0] ? " (force removes them)" : "");
+    } else if (rc == PTWM_OK && !force && left[0]) {
+        rc = ptwm_fail(err, PTWM_ERR_EXISTS,
+                       "output '%s': left over from an interrupted run: %s (remove them, or "
+                       "force removes them)", shown, left);
+    }
+    free(left);
+    return rc;
+}
+
 ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm_stage *st,
                             ptwm_err *err) {
-    struct stat sb;
     size_t n;
     ptwm_error rc;
-    char *left = NULL;
-    int restored = 0, e = 0;
+    int e = 0;
     memset(st, 0, sizeof *st);
     if (!outdir || !outdir[0])
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "no output directory given");
@@ -215,28 +238,10 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
     }
     memcpy(st->final_path, outdir, n);
     st->final_path[n] = 0;
-    if ((rc = leftovers(st->final_path, force, &left, &restored, err)) != PTWM_OK) {
-        free(left);
+    if ((rc = claim_output(outdir, st->final_path, force, &st->replace, err)) != PTWM_OK) {
         ptwm_stage_abort(st);
         return rc;
     }
-    if (lstat(st->final_path, &sb) == 0) st->replace = 1;
-    if (!force && st->replace) {
-        rc = ptwm_fail(err, PTWM_ERR_EXISTS, "output '%s' already exists%s%s%s%s", outdir,
-                       restored ? " (put back from where an interrupted run had moved it)" : "",
-                       left[0] ? "; left over from an interrupted run: " : "", left,
-                       left[0] ? " (force removes them)" : "");
-    } else if (!force && left[0]) {
-        rc = ptwm_fail(err, PTWM_ERR_EXISTS,
-                       "output '%s': left over from an interrupted run: %s (remove them, or "
-                       "force removes them)", outdir, left);
-    }
-    if (rc) {
-        free(left);
-        ptwm_stage_abort(st);
-        return rc;
-    }
-    free(left);
     snprintf(st->tmp_path, n + 16, "%s.tmp-XXXXXX", st->final_path);
     if ((e = ptwm_tmp_create(st->tmp_path, NULL)) != 0) {
         rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot create temporary directory: %s",
@@ -450,4 +455,44 @@ ptwm_error ptwm_copy_other_files(const char *srcdir, const char *dstdir,
                                  int (*skip)(void *ctx, const char *name), void *ctx,
                                  ptwm_err *err) {
     return copy_tree(srcdir, dstdir, 0, skip, ctx, err);
+}
+
+struct ptwm_outfile {
+    ptwm_atomic_file f;
+};
+
+ptwm_error ptwm_outfile_open(const char *path, int force, ptwm_outfile **out, ptwm_err *err) {
+    ptwm_outfile *f;
+    int exists;
+    ptwm_error rc;
+    if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_outfile_open: out is NULL");
+    *out = NULL;
+    if (!path || !path[0]) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "no output file given");
+    if ((rc = claim_output(path, path, force, &exists, err)) != PTWM_OK) return rc;
+    if (!(f = (ptwm_outfile *)calloc(1, sizeof *f)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if ((rc = ptwm_atomic_open(path, &f->f, err)) != PTWM_OK) {
+        free(f);
+        return rc;
+    }
+    *out = f;
+    return PTWM_OK;
+}
+
+int ptwm_outfile_fd(const ptwm_outfile *f) {
+    return f ? f->f.fd : -1;
+}
+
+ptwm_error ptwm_outfile_commit(ptwm_outfile *f, ptwm_err *err) {
+    ptwm_error rc;
+    if (!f) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_outfile_commit: NULL file");
+    rc = ptwm_atomic_commit(&f->f, err);
+    ptwm_outfile_abort(f);
+    return rc;
+}
+
+void ptwm_outfile_abort(ptwm_outfile *f) {
+    if (!f) return;
+    ptwm_atomic_abort(&f->f);
+    free(f);
 }

@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -128,4 +129,13 @@ char *tu_tmp_path(const char *name) {
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof(buf[k]), "%s/%s", tu_tmpdir(), name);
     return buf[k];
+}
+
+int tu_count_prefixed(const char *prefix) {
+    DIR *d = opendir(tu_tmpdir());
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) n += !strncmp(e->d_name, prefix, strlen(prefix));
+    if (d) closedir(d);
+    return n;
 }

@@ -59,6 +59,8 @@ const char *tu_tmpdir(void);
 /* tu_tmpdir()/name in one of four rotating buffers (valid until the fourth
  * call after). */
 char *tu_tmp_path(const char *name);
+/* Entries of tu_tmpdir() whose names start with `prefix`. */
+int tu_count_prefixed(const char *prefix);
 /* Run "'bin' ARGS" (ARGS formatted like printf) with stdin from /dev/null and
  * stdout and stderr captured into out_path and err_path; returns the exit
  * status, or -1 if the program did not exit normally. */
