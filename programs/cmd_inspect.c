@@ -166,6 +166,7 @@ static int print_text(const char *path, const src *s, size_t n, const sums *by, 
         len = strlen(cli_escape(rw.info.name, name, sizeof name));
         w = len > w ? len : w;
     }
+    if (w > 60) w = 60;
     printf("%s: %s, %zu tensors", cli_escape(path, name, sizeof name), kind_names[s->k], n);
     if (dir) printf(" in %zu shard%s", src_shards(s), src_shards(s) == 1 ? "" : "s");
     printf("\n\n%-*s  %-11s %-22s %14s", (int)w, "name", "dtype", "shape", "bytes");

@@ -123,6 +123,19 @@ static void test_cli_output(void) {
     CHECK(run("verify '%s'", file) == 0);
     CHECK(clean(out_path) && clean(err_path));
 
+    /* The name column is as wide as the longest name, at most 60 characters:
+     * a longer name overflows its row, not every row's column. */
+    {
+        char longname[91], want[80];
+        memset(longname, 'x', 90);
+        longname[90] = 0;
+        t.name = longname;
+        CHECK(ptwm_st_write(file, &t, 1, NULL, 0, &err) == PTWM_OK);
+        CHECK(run("inspect '%s'", file) == 0);
+        snprintf(want, sizeof want, "\nname%*s  dtype", 56, "");
+        CHECK(has(out_path, want));
+    }
+
     /* A path that is not UTF-8 and carries an escape, in an error message. */
     snprintf(bad_path, sizeof bad_path, "%s/no\x1b[31m\xff.safetensors", tu_tmpdir());
     CHECK(run("inspect '%s'", bad_path) == 1);
