@@ -163,6 +163,14 @@ static void hostile_indexes(void) {
     index_case("good", "{\"metadata\": {\"total_size\": 12}, \"weight_map\": {" WM_OK "}}",
                PTWM_OK, NULL);
     index_case("no-total", "{\"weight_map\": {" WM_OK "}, \"extra\": [1]}", PTWM_OK, NULL);
+    /* transformers' own metadata entries, of any type, are not ours to refuse */
+    index_case("extra-meta",
+               "{\"metadata\": {\"total_size\": 12, \"format\": \"pt\", \"n\": {\"a\": [1]}}, "
+               "\"weight_map\": {" WM_OK "}}",
+               PTWM_OK, NULL);
+    index_case("nul-shard", "{\"weight_map\": {\"x\": \"a.safetensors\\u0000z\", \"y\": \"b.safetensors\", "
+               "\"x2\": \"b.safetensors\"}}",
+               PTWM_ERR_INDEX, "which contains a NUL byte");
     index_case("malformed", "{\"weight_map\": {" WM_OK "}", PTWM_ERR_JSON, "is not valid JSON");
     index_case("dupkey", "{\"weight_map\": {" WM_OK ", \"x\": \"a.safetensors\"}}",
                PTWM_ERR_DUPLICATE, "duplicate");

@@ -12,14 +12,15 @@
  *    an error (PTWM_ERR_INDEX), not silently loaded or dropped;
  *  - metadata.total_size, when present, equals the sum of the tensors'
  *    bytes (PTWM_ERR_INDEX naming both numbers otherwise).
- * Shards are visited in name order (model-00001... first). */
+ * Shards are visited in name order (model-00001... first). The index itself
+ * is read and written by index.c, which also reads model.ptwm.index.json. */
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "fileio.h"
+#include "index.h"
 #include "safetensors.h"
 
 #define INDEX_NAME "model.safetensors.index.json"
@@ -56,13 +57,6 @@ static int cmp_tensor_name(const void *a, const void *b) {
 
 static int cmp_cstr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static const char *bad_shard_name(const char *s) {
-    if (!*s) return "is empty";
-    if (strchr(s, '/') || strchr(s, '\\')) return "contains a path separator";
-    if (strstr(s, "..")) return "contains '..'";
-    return NULL;
 }
 
 /* Open the listed shards (names sorted, unique) and gather their tensors. */
@@ -114,114 +108,64 @@ static ptwm_error open_shards(ptwm_stdir *d, const char *dir, const char *const 
 }
 
 /* The index must agree with the shards just opened. */
-static ptwm_error check_index(ptwm_stdir *d, json_t *wmap, const char *const *names,
-                              const char *index_path, const json_t *total_size, ptwm_err *err) {
-    const char *key;
-    json_t *v;
-    size_t i, si;
+static ptwm_error check_index(ptwm_stdir *d, const ptwm_index *idx, const char *const *names,
+                              const char *index_path, ptwm_err *err) {
+    const char *tensor, *shard;
+    size_t i, pos;
     uint64_t sum = 0;
-    json_object_foreach(wmap, key, v) {
-        const char *shard = json_string_value(v);
+    for (i = 0; ptwm_index_entry(idx, i, &tensor, &shard) == PTWM_OK; i++) {
         const char *const *hit = bsearch(&shard, names, d->nshards, sizeof(*names), cmp_cstr);
-        si = (size_t)(hit - names);
-        if (ptwm_st_find(d->shards[si], key, NULL) != PTWM_OK)
+        if (ptwm_st_find(d->shards[hit - names], tensor, NULL) != PTWM_OK)
             return ptwm_fail(err, PTWM_ERR_INDEX,
                              "index '%s': tensor '%s' is mapped to shard '%s', which lacks it",
-                             index_path, key, shard);
+                             index_path, tensor, shard);
     }
     for (i = 0; i < d->n; i++) {
-        const char *mapped = json_string_value(json_object_get(wmap, d->t[i].name));
+        const char *held = names[d->t[i].shard];
         ptwm_tensor_info info;
-        if (!mapped)
+        if (ptwm_index_find(idx, d->t[i].name, &pos) != PTWM_OK)
             return ptwm_fail(err, PTWM_ERR_INDEX,
                              "index '%s': shard '%s' holds tensor '%s', which the weight_map does "
                              "not list",
-                             index_path, names[d->t[i].shard], d->t[i].name);
-        if (strcmp(mapped, names[d->t[i].shard]) != 0)
+                             index_path, held, d->t[i].name);
+        ptwm_index_entry(idx, pos, NULL, &shard);
+        if (strcmp(shard, held) != 0)
             return ptwm_fail(err, PTWM_ERR_INDEX,
                              "index '%s': tensor '%s' is mapped to shard '%s' but found in '%s'",
-                             index_path, d->t[i].name, mapped, names[d->t[i].shard]);
+                             index_path, d->t[i].name, shard, held);
         ptwm_st_tensor(d->shards[d->t[i].shard], d->t[i].index, &info);
         if (ptwm_add_overflow(sum, info.nbytes, &sum))
             return ptwm_fail(err, PTWM_ERR_INDEX, "index '%s': total size overflows", index_path);
     }
-    if (total_size && (uint64_t)json_integer_value(total_size) != sum)
+    if (ptwm_index_has_total(idx) && ptwm_index_total_size(idx) != sum)
         return ptwm_fail(err, PTWM_ERR_INDEX,
                          "index '%s': metadata.total_size is %lld but the shards hold %llu bytes "
                          "of tensors",
-                         index_path, (long long)json_integer_value(total_size),
+                         index_path, (long long)ptwm_index_total_size(idx),
                          (unsigned long long)sum);
     return PTWM_OK;
 }
 
+/* Shards are opened in name order (model-00001... first). */
 static ptwm_error open_index(ptwm_stdir *d, const char *dir, const char *index_path,
                              ptwm_open_mode mode, ptwm_err *err) {
-    char *text = NULL;
-    size_t len = 0, nnames = 0, i;
-    json_error_t jerr;
-    json_t *root = NULL, *wmap, *meta, *total = NULL, *v;
-    const char *key, **names = NULL;
-    ptwm_error rc = ptwm_read_small_file(index_path, PTWM_ST_MAX_HEADER, &text, &len, err);
+    ptwm_index *idx = NULL;
+    const char **names = NULL;
+    size_t i, nnames;
+    ptwm_error rc = ptwm_index_read_kind(index_path, PTWM_INDEX_SAFETENSORS, &idx, err);
     if (rc) return rc;
-    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
-    if (!root) {
-        if (json_error_code(&jerr) == json_error_duplicate_key)
-            return ptwm_fail(err, PTWM_ERR_DUPLICATE, "index '%s' has a duplicate key at byte %d: %s",
-                             index_path, jerr.position, jerr.text);
-        return ptwm_fail(err, PTWM_ERR_JSON,
-                         "index '%s' is not valid JSON at line %d, column %d: %s", index_path,
-                         jerr.line, jerr.column, jerr.text);
-    }
-    wmap = json_object_get(root, "weight_map");
-    meta = json_object_get(root, "metadata");
-    if (!json_is_object(root) || !json_is_object(wmap)) {
-        rc = ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s' has no \"weight_map\" object", index_path);
-        goto out;
-    }
-    if (meta && !json_is_object(meta)) {
-        rc = ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': \"metadata\" must be an object", index_path);
-        goto out;
-    }
-    total = meta ? json_object_get(meta, "total_size") : NULL;
-    if (total && (!json_is_integer(total) || json_integer_value(total) < 0)) {
-        char what[64];
-        ptwm_json_describe(total, what, sizeof what);
-        rc = ptwm_fail(err, PTWM_ERR_SCHEMA,
-                       "index '%s': metadata.total_size must be a non-negative integer, got %s",
-                       index_path, what);
-        goto out;
-    }
-    names = ptwm_calloc(json_object_size(wmap) + 1, sizeof(*names));
+    nnames = ptwm_index_shard_count(idx);
+    names = ptwm_calloc(nnames + 1, sizeof(*names));
     if (!names) {
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory reading '%s'", index_path);
-        goto out;
+    } else {
+        for (i = 0; i < nnames; i++) names[i] = ptwm_index_shard(idx, i);
+        if (nnames > 1) qsort(names, nnames, sizeof(*names), cmp_cstr);
+        rc = open_shards(d, dir, names, nnames, mode, index_path, err);
+        if (!rc) rc = check_index(d, idx, names, index_path, err);
     }
-    json_object_foreach(wmap, key, v) {
-        const char *why;
-        if (!json_is_string(v)) {
-            rc = ptwm_fail(err, PTWM_ERR_SCHEMA,
-                           "index '%s': tensor '%s' must map to a shard file name (a string)",
-                           index_path, key);
-            goto out;
-        }
-        why = bad_shard_name(json_string_value(v));
-        if (why) {
-            rc = ptwm_fail(err, PTWM_ERR_INDEX, "index '%s': tensor '%s' maps to shard name '%s', which %s",
-                           index_path, key, json_string_value(v), why);
-            goto out;
-        }
-        names[nnames++] = json_string_value(v);
-    }
-    if (nnames > 1) qsort(names, nnames, sizeof(*names), cmp_cstr);
-    for (i = 0, len = 0; i < nnames; i++)
-        if (len == 0 || strcmp(names[len - 1], names[i]) != 0) names[len++] = names[i];
-    nnames = len;
-    rc = open_shards(d, dir, names, nnames, mode, index_path, err);
-    if (!rc) rc = check_index(d, wmap, names, index_path, total, err);
-out:
     free(names);
-    json_decref(root);
+    ptwm_index_free(idx);
     return rc;
 }
 
@@ -300,36 +244,22 @@ size_t ptwm_stdir_shard_of(const ptwm_stdir *d, size_t index) {
 ptwm_error ptwm_hf_index_write(const char *path, const char *const *tensor_names,
                                const size_t *shard_of, size_t n, size_t nshards, uint64_t total,
                                ptwm_err *err) {
-    json_t *root = json_object(), *meta = json_object(), *wmap = json_object();
-    char *text = NULL;
+    ptwm_index *idx = NULL;
     size_t i;
-    ptwm_error rc;
-    int bad = !root || !meta || !wmap || total > INT64_MAX;
-    for (i = 0; i < n && !bad; i++) {
+    ptwm_error rc = ptwm_index_new(PTWM_INDEX_SAFETENSORS, &idx, err);
+    if (!rc && total > INT64_MAX)
+        rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index '%s': totals exceed 2^63-1", path);
+    for (i = 0; i < n && !rc; i++) {
         char shard[64];
-        if (ptwm_shard_filename(shard_of[i] + 1, nshards, "safetensors", shard, sizeof shard))
-            bad = 1;
-        else
-            bad = json_object_set_new(wmap, tensor_names[i], json_string(shard)) != 0;
+        rc = ptwm_shard_filename(shard_of[i] + 1, nshards, "safetensors", shard, sizeof shard);
+        if (!rc) rc = ptwm_index_add(idx, tensor_names[i], shard, err);
+        else ptwm_fail(err, rc, "index '%s': shard %zu of %zu", path, shard_of[i] + 1, nshards);
     }
-    if (!bad) {
-        bad |= json_object_set_new(meta, "total_size", json_integer((json_int_t)total)) != 0;
-        bad |= json_object_set(root, "metadata", meta) != 0;
-        bad |= json_object_set(root, "weight_map", wmap) != 0;
+    if (!rc) {
+        ptwm_index_set_totals(idx, total, 0);
+        rc = ptwm_index_write(idx, path, err);
     }
-    /* As transformers writes it (json.dumps(indent=2, sort_keys=True), ASCII),
-     * but for the case of the hex digits in \u escapes. */
-    if (!bad) text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
-    json_decref(root);
-    json_decref(meta);
-    json_decref(wmap);
-    if (!text)
-        return ptwm_fail(err, PTWM_ERR_NOMEM,
-                         "'%s': cannot build the index (out of memory, or a tensor name that is "
-                         "not UTF-8)",
-                         path);
-    rc = ptwm_write_small_file(path, text, strlen(text), "\n", err);
-    free(text);
+    ptwm_index_free(idx);
     return rc;
 }
 

@@ -1,15 +1,21 @@
-/* model.ptwm.index.json: the weight_map of a sharded .ptwm checkpoint.
+/* The index of a sharded checkpoint: model.ptwm.index.json and Hugging
+ * Face's model.safetensors.index.json, one reader and one writer for both.
  *
- * The layout is Hugging Face's index ({"metadata": {...}, "weight_map": {...}})
- * so tools that list a checkpoint's tensors from its index read ours too. The
- * reader is strict: the index decides which files are opened, so a name that
+ * Both are {"metadata": {...}, "weight_map": {tensor: shard file}}, so tools
+ * that list a checkpoint's tensors from its index read ours too. The reader
+ * is strict: the index decides which files are opened, so a shard name that
  * could leave the directory, a duplicated key or a total that is not an exact
- * non-negative integer is an error, never a guess. */
+ * non-negative integer is an error, never a guess. The kinds differ in what
+ * they require: a .ptwm index has exactly those two keys, metadata.format
+ * "ptwm", both totals and shard names ending in .ptwm; a safetensors index
+ * needs only the weight_map (transformers adds keys over time, which are
+ * ignored) and is written as transformers writes it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <jansson.h>
 #include "common.h"
 #include "fileio.h"
+#include "index.h"
 #include "safetensors.h"
 
 /* A 100,000-tensor Hugging Face index is about 8 MB; parsing costs jansson
@@ -37,6 +43,8 @@ typedef struct meta_entry {
 } meta_entry;
 
 struct ptwm_index {
+    ptwm_index_kind kind;
+    int has_total;          /* a safetensors index may leave total_size out */
     uint64_t total_size, compressed_total_size;
     index_entry *entries;
     size_t count, cap;
@@ -97,31 +105,44 @@ static char *dup_str(const char *s, size_t len) {
     return p;
 }
 
+const char *ptwm_index_bad_shard_name(const char *shard) {
+    if (!*shard) return "is empty";
+    if (strchr(shard, '/') || strchr(shard, '\\')) return "contains a path separator";
+    if (strstr(shard, "..")) return "contains '..'";
+    return NULL;
+}
+
 int ptwm_index_check_shard_name(const char *shard) {
     size_t len = shard ? strlen(shard) : 0;
-    if (len == 0 || len > 255) return -1;
-    if (strchr(shard, '/') || strchr(shard, '\\') || strstr(shard, "..")) return -1;
+    if (len == 0 || len > 255 || ptwm_index_bad_shard_name(shard)) return -1;
     if (len < 6 || strcmp(shard + len - 5, ".ptwm") != 0) return -1;
     return 0;
 }
 
 ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size,
                              ptwm_index **out, ptwm_err *err) {
-    ptwm_index *idx;
-    if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_create: out is NULL");
-    *out = NULL;
+    ptwm_error rc;
     if (total_size > INT64_MAX || compressed_total_size > INT64_MAX)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index totals %llu / %llu exceed 2^63-1",
                          (unsigned long long)total_size,
                          (unsigned long long)compressed_total_size);
+    rc = ptwm_index_new(PTWM_INDEX_PTWM, out, err);
+    if (rc == PTWM_OK) ptwm_index_set_totals(*out, total_size, compressed_total_size);
+    return rc;
+}
+
+ptwm_error ptwm_index_new(ptwm_index_kind kind, ptwm_index **out, ptwm_err *err) {
+    ptwm_index *idx;
+    if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_create: out is NULL");
+    *out = NULL;
     idx = (ptwm_index *)calloc(1, sizeof *idx);
     if (!idx || table_reserve(idx, &idx->by_tensor, tensor_at, 1) != 0 ||
         table_reserve(idx, &idx->by_shard, shard_at, 1) != 0) {
         ptwm_index_free(idx);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory creating an index");
     }
-    idx->total_size = total_size;
-    idx->compressed_total_size = compressed_total_size;
+    idx->kind = kind;
+    idx->has_total = kind == PTWM_INDEX_PTWM;
     *out = idx;
     return PTWM_OK;
 }
@@ -147,8 +168,10 @@ uint64_t ptwm_index_total_size(const ptwm_index *idx) { return idx ? idx->total_
 uint64_t ptwm_index_compressed_total_size(const ptwm_index *idx) {
     return idx ? idx->compressed_total_size : 0;
 }
+int ptwm_index_has_total(const ptwm_index *idx) { return idx && idx->has_total; }
 void ptwm_index_set_totals(ptwm_index *idx, uint64_t total, uint64_t compressed) {
     if (!idx) return;
+    idx->has_total = 1;
     idx->total_size = total;
     idx->compressed_total_size = compressed;
 }
@@ -212,10 +235,11 @@ ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard
     if (len > PTWM_MAX_NAME)
         return ptwm_fail(err, PTWM_ERR_LIMIT, "tensor name of %zu bytes exceeds %d", len,
                          PTWM_MAX_NAME);
-    if (ptwm_index_check_shard_name(shard) != 0)
+    if (idx->kind == PTWM_INDEX_PTWM ? ptwm_index_check_shard_name(shard) != 0
+                                     : ptwm_index_bad_shard_name(shard) != NULL)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
-                         "tensor '%s': shard name '%s' is not a plain file name ending in .ptwm",
-                         tensor, shard);
+                         "tensor '%s': shard name '%s' is not a plain file name%s", tensor, shard,
+                         idx->kind == PTWM_INDEX_PTWM ? " ending in .ptwm" : "");
     slot = find_slot(idx, tensor);
     if (*slot != 0)
         return ptwm_fail(err, PTWM_ERR_DUPLICATE, "tensor '%s' mapped twice (to '%s' and '%s')",
@@ -298,11 +322,8 @@ const char *ptwm_index_get_meta(const ptwm_index *idx, const char *key, size_t *
 }
 
 /* An exact non-negative integer (jansson already refuses values past 2^63-1). */
-static ptwm_error get_total(json_t *meta, const char *key, const char *label, uint64_t *out,
+static ptwm_error get_total(json_t *v, const char *key, const char *label, uint64_t *out,
                             ptwm_err *err) {
-    json_t *v = json_object_get(meta, key);
-    if (!v)
-        return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': metadata.%s is missing", label, key);
     if (!json_is_integer(v) || json_integer_value(v) < 0) {
         char what[64];
         ptwm_json_describe(v, what, sizeof what);
@@ -314,6 +335,22 @@ static ptwm_error get_total(json_t *meta, const char *key, const char *label, ui
     return PTWM_OK;
 }
 
+static ptwm_error parse_totals(ptwm_index *idx, json_t *meta, const char *label, ptwm_err *err) {
+    static const char *const keys[2] = {"total_size", "compressed_total_size"};
+    uint64_t *dst[2] = {&idx->total_size, &idx->compressed_total_size};
+    int k, need = idx->kind == PTWM_INDEX_PTWM ? 2 : 1;
+    for (k = 0; k < need; k++) {
+        json_t *v = json_object_get(meta, keys[k]);
+        ptwm_error rc;
+        if (!v && idx->kind == PTWM_INDEX_PTWM)
+            return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': metadata.%s is missing", label,
+                             keys[k]);
+        if (v && (rc = get_total(v, keys[k], label, dst[k], err)) != PTWM_OK) return rc;
+        if (v && k == 0) idx->has_total = 1;
+    }
+    return PTWM_OK;
+}
+
 static ptwm_error parse_metadata(ptwm_index *idx, json_t *meta, const char *label,
                                  ptwm_err *err) {
     const char *key;
@@ -322,25 +359,54 @@ static ptwm_error parse_metadata(ptwm_index *idx, json_t *meta, const char *labe
     if (!json_is_object(meta))
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': \"metadata\" must be an object",
                          label);
-    if ((rc = get_total(meta, "total_size", label, &idx->total_size, err)) != PTWM_OK ||
-        (rc = get_total(meta, "compressed_total_size", label, &idx->compressed_total_size,
-                        err)) != PTWM_OK)
-        return rc;
-    v = json_object_get(meta, "format");
-    if (!json_is_string(v) || strcmp(json_string_value(v), "ptwm") != 0)
-        return ptwm_fail(err, PTWM_ERR_SCHEMA,
-                         "index '%s': metadata.format must be \"ptwm\" (is this a .ptwm index?)",
-                         label);
+    if ((rc = parse_totals(idx, meta, label, err)) != PTWM_OK) return rc;
+    if (idx->kind == PTWM_INDEX_PTWM) {
+        v = json_object_get(meta, "format");
+        if (!json_is_string(v) || strcmp(json_string_value(v), "ptwm") != 0)
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "index '%s': metadata.format must be \"ptwm\" (is this a .ptwm "
+                             "index?)",
+                             label);
+    }
     json_object_foreach(meta, key, v) {
         if (reserved_key(key)) continue;
-        if (!json_is_string(v))
+        if (!json_is_string(v)) {
+            if (idx->kind != PTWM_INDEX_PTWM) continue; /* transformers' own entries */
             return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': metadata.%s must be a string",
                              label, key);
+        }
         if ((rc = ptwm_index_set_meta(idx, key, json_string_value(v), json_string_length(v),
                                       err)) != PTWM_OK)
             return rc;
     }
     return PTWM_OK;
+}
+
+/* A weight_map value that is not a usable shard name, in each kind's words. */
+static ptwm_error bad_shard(const ptwm_index *idx, const char *label, const char *tensor,
+                            json_t *v, ptwm_err *err) {
+    const char *name = json_string_value(v), *why;
+    if (idx->kind == PTWM_INDEX_PTWM) {
+        if (!name)
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "index '%s': weight_map['%s'] must be a shard file name", label,
+                             tensor);
+        if (ptwm_index_check_shard_name(name) == 0 && strlen(name) == json_string_length(v))
+            return PTWM_OK;
+        return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                         "index '%s': tensor '%s' maps to shard '%s', which is not a plain "
+                         "file name ending in .ptwm inside the directory",
+                         label, tensor, name);
+    }
+    if (!name)
+        return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                         "index '%s': tensor '%s' must map to a shard file name (a string)", label,
+                         tensor);
+    why = strlen(name) != json_string_length(v) ? "contains a NUL byte"
+                                                : ptwm_index_bad_shard_name(name);
+    if (!why) return PTWM_OK;
+    return ptwm_fail(err, PTWM_ERR_INDEX, "index '%s': tensor '%s' maps to shard name '%s', which %s",
+                     label, tensor, name, why);
 }
 
 static ptwm_error parse_weight_map(ptwm_index *idx, json_t *map, const char *label,
@@ -351,30 +417,61 @@ static ptwm_error parse_weight_map(ptwm_index *idx, json_t *map, const char *lab
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': \"weight_map\" must be an object",
                          label);
     json_object_foreach(map, tensor, v) {
-        ptwm_error rc;
-        if (!json_is_string(v))
-            return ptwm_fail(err, PTWM_ERR_SCHEMA,
-                             "index '%s': weight_map['%s'] must be a shard file name", label,
-                             tensor);
-        if (ptwm_index_check_shard_name(json_string_value(v)) != 0 ||
-            strlen(json_string_value(v)) != json_string_length(v))
-            return ptwm_fail(err, PTWM_ERR_SCHEMA,
-                             "index '%s': tensor '%s' maps to shard '%s', which is not a plain "
-                             "file name ending in .ptwm inside the directory",
-                             label, tensor, json_string_value(v));
-        if ((rc = ptwm_index_add(idx, tensor, json_string_value(v), err)) != PTWM_OK) {
+        ptwm_error rc = bad_shard(idx, label, tensor, v, err);
+        if (rc == PTWM_OK && (rc = ptwm_index_add(idx, tensor, json_string_value(v), err)))
             ptwm_err_prefix(err, "index '%s'", label);
-            return rc;
-        }
+        if (rc != PTWM_OK) return rc;
     }
     return PTWM_OK;
 }
 
-ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label, ptwm_index **out,
+static ptwm_error json_error(const json_error_t *jerr, ptwm_index_kind kind, const char *label,
+                             ptwm_err *err) {
+    int dup = json_error_code(jerr) == json_error_duplicate_key;
+    if (kind == PTWM_INDEX_PTWM && dup)
+        return ptwm_fail(err, PTWM_ERR_DUPLICATE, "index '%s': line %d: %s", label, jerr->line,
+                         jerr->text);
+    if (kind == PTWM_INDEX_PTWM)
+        return ptwm_fail(err, PTWM_ERR_JSON, "index '%s': line %d column %d: %s", label,
+                         jerr->line, jerr->column, jerr->text);
+    if (dup)
+        return ptwm_fail(err, PTWM_ERR_DUPLICATE, "index '%s' has a duplicate key at byte %d: %s",
+                         label, jerr->position, jerr->text);
+    return ptwm_fail(err, PTWM_ERR_JSON, "index '%s' is not valid JSON at line %d, column %d: %s",
+                     label, jerr->line, jerr->column, jerr->text);
+}
+
+/* The top level: a .ptwm index has exactly "metadata" and "weight_map"; a
+ * safetensors index needs a "weight_map" object and may hold anything else. */
+static ptwm_error check_top(ptwm_index_kind kind, json_t *root, const char *label,
                             ptwm_err *err) {
-    json_error_t jerr;
-    json_t *root, *v;
     const char *key;
+    json_t *v;
+    if (kind != PTWM_INDEX_PTWM) {
+        if (!json_is_object(root) || !json_is_object(json_object_get(root, "weight_map")))
+            return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s' has no \"weight_map\" object",
+                             label);
+        return PTWM_OK;
+    }
+    if (!json_is_object(root))
+        return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': top level must be an object", label);
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "metadata") != 0 && strcmp(key, "weight_map") != 0)
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "index '%s': unknown top-level key '%s' (expected metadata, "
+                             "weight_map)",
+                             label, key);
+    }
+    if (!json_object_get(root, "metadata") || !json_object_get(root, "weight_map"))
+        return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                         "index '%s': needs both \"metadata\" and \"weight_map\"", label);
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_index_parse_kind(const char *json, size_t len, const char *label,
+                                 ptwm_index_kind kind, ptwm_index **out, ptwm_err *err) {
+    json_error_t jerr;
+    json_t *root, *meta;
     ptwm_index *idx = NULL;
     ptwm_error rc;
     if (!out || (!json && len))
@@ -384,71 +481,64 @@ ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label, ptw
     /* JSON_PRESERVE_ORDER is the default since jansson 2.8; object iteration is
      * insertion order, which keeps the weight_map's shard order. */
     root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-    if (!root) {
-        if (json_error_code(&jerr) == json_error_duplicate_key)
-            return ptwm_fail(err, PTWM_ERR_DUPLICATE, "index '%s': line %d: %s", label,
-                             jerr.line, jerr.text);
-        return ptwm_fail(err, PTWM_ERR_JSON, "index '%s': line %d column %d: %s", label,
-                         jerr.line, jerr.column, jerr.text);
+    if (!root) return json_error(&jerr, kind, label, err);
+    meta = json_object_get(root, "metadata");
+    if ((rc = check_top(kind, root, label, err)) == PTWM_OK &&
+        (rc = ptwm_index_new(kind, &idx, err)) == PTWM_OK &&
+        (!meta || (rc = parse_metadata(idx, meta, label, err)) == PTWM_OK) &&
+        (rc = parse_weight_map(idx, json_object_get(root, "weight_map"), label, err)) == PTWM_OK) {
+        *out = idx;
+        idx = NULL;
     }
-    if (!json_is_object(root)) {
-        rc = ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': top level must be an object", label);
-        goto done;
-    }
-    json_object_foreach(root, key, v) {
-        if (strcmp(key, "metadata") != 0 && strcmp(key, "weight_map") != 0) {
-            rc = ptwm_fail(err, PTWM_ERR_SCHEMA,
-                           "index '%s': unknown top-level key '%s' (expected metadata, weight_map)",
-                           label, key);
-            goto done;
-        }
-    }
-    if (!json_object_get(root, "metadata") || !json_object_get(root, "weight_map")) {
-        rc = ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': needs both \"metadata\" and \"weight_map\"",
-                       label);
-        goto done;
-    }
-    if ((rc = ptwm_index_create(0, 0, &idx, err)) != PTWM_OK) goto done;
-    if ((rc = parse_metadata(idx, json_object_get(root, "metadata"), label, err)) != PTWM_OK ||
-        (rc = parse_weight_map(idx, json_object_get(root, "weight_map"), label, err)) != PTWM_OK)
-        goto done;
-    *out = idx;
-    idx = NULL;
-done:
     ptwm_index_free(idx);
     json_decref(root);
     return rc;
 }
 
-ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err) {
+ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label, ptwm_index **out,
+                            ptwm_err *err) {
+    return ptwm_index_parse_kind(json, len, label, PTWM_INDEX_PTWM, out, err);
+}
+
+static uint64_t file_max(ptwm_index_kind kind) {
+    return kind == PTWM_INDEX_PTWM ? INDEX_FILE_MAX : PTWM_ST_MAX_HEADER;
+}
+
+ptwm_error ptwm_index_read_kind(const char *path, ptwm_index_kind kind, ptwm_index **out,
+                                ptwm_err *err) {
     char *text = NULL;
     size_t len = 0;
     ptwm_error rc;
     if (!path || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_read: NULL argument");
     *out = NULL;
-    rc = ptwm_read_small_file(path, INDEX_FILE_MAX, &text, &len, err);
+    rc = ptwm_read_small_file(path, file_max(kind), &text, &len, err);
     if (rc != PTWM_OK) return rc;
-    rc = ptwm_index_parse(text, len, path, out, err);
+    rc = ptwm_index_parse_kind(text, len, path, kind, out, err);
     free(text);
     return rc;
+}
+
+ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err) {
+    return ptwm_index_read_kind(path, PTWM_INDEX_PTWM, out, err);
 }
 
 static json_t *build_json(const ptwm_index *idx) {
     json_t *root = json_object(), *meta = json_object(), *map = json_object();
     size_t i;
     int bad = !root || !meta || !map;
-    if (!bad) {
+    if (!bad && idx->has_total)
         bad |= json_object_set_new(meta, "total_size", json_integer((json_int_t)idx->total_size));
+    if (!bad && idx->kind == PTWM_INDEX_PTWM) {
         bad |= json_object_set_new(meta, "compressed_total_size",
                                    json_integer((json_int_t)idx->compressed_total_size));
         bad |= json_object_set_new(meta, "format", json_string("ptwm"));
-        for (i = 0; i < idx->nmeta && !bad; i++)
-            bad |= json_object_set_new(meta, idx->meta[i].key,
-                                       json_stringn(idx->meta[i].value, idx->meta[i].len));
-        for (i = 0; i < idx->count && !bad; i++)
-            bad |= json_object_set_new(map, idx->entries[i].tensor,
-                                       json_string(idx->shards[idx->entries[i].shard]));
     }
+    for (i = 0; i < idx->nmeta && !bad; i++)
+        bad |= json_object_set_new(meta, idx->meta[i].key,
+                                   json_stringn(idx->meta[i].value, idx->meta[i].len));
+    for (i = 0; i < idx->count && !bad; i++)
+        bad |= json_object_set_new(map, idx->entries[i].tensor,
+                                   json_string(idx->shards[idx->entries[i].shard]));
     if (!bad) {
         bad |= json_object_set(root, "metadata", meta);
         bad |= json_object_set(root, "weight_map", map);
@@ -466,26 +556,37 @@ ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *e
     json_t *root;
     char *text;
     ptwm_error rc;
+    int hf;
     if (!idx || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_write: NULL argument");
+    hf = idx->kind != PTWM_INDEX_PTWM;
     if (idx->total_size > INT64_MAX || idx->compressed_total_size > INT64_MAX)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index '%s': totals exceed 2^63-1", path);
     root = build_json(idx);
+    /* As transformers writes its index (json.dumps(indent=2, sort_keys=True),
+     * ASCII, but for the case of the hex digits in \u escapes); ours keeps
+     * the order tensors were added in. */
+    text = root ? json_dumps(root, hf ? JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII
+                                      : JSON_INDENT(2) | JSON_PRESERVE_ORDER)
+                : NULL;
+    json_decref(root);
     /* A name that is not UTF-8 makes jansson refuse it; so does running out of memory. */
-    if (!root)
+    if (!text && hf)
+        return ptwm_fail(err, PTWM_ERR_NOMEM,
+                         "'%s': cannot build the index (out of memory, or a tensor name that is "
+                         "not UTF-8)",
+                         path);
+    if (!text)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "index '%s': a tensor name or metadata value is not valid UTF-8 (or out "
                          "of memory)", path);
-    text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!text) return ptwm_fail(err, PTWM_ERR_NOMEM, "index '%s': out of memory", path);
-    /* Never write what ptwm_index_read would refuse (a huge source index
-     * kept in the metadata can get there). */
-    if ((uint64_t)strlen(text) + 1 > INDEX_FILE_MAX)
+    /* Never write what the reader would refuse (a huge source index kept in
+     * the metadata can get there). */
+    if ((uint64_t)strlen(text) + 1 > file_max(idx->kind))
         rc = ptwm_fail(err, PTWM_ERR_LIMIT,
                        "index '%s' would be %zu bytes, over the %llu bytes a reader accepts",
-                       path, strlen(text) + 1, (unsigned long long)INDEX_FILE_MAX);
+                       path, strlen(text) + 1, (unsigned long long)file_max(idx->kind));
     else
         rc = ptwm_write_small_file(path, text, strlen(text), "\n", err);
-    free(text);
+    free(text); /* json_dumps allocates with jansson's allocator */
     return rc;
 }

@@ -1,0 +1,25 @@
+/* Internal: the index of a sharded checkpoint, of either kind (index.c). The
+ * public ptwm_index_* functions are the .ptwm kind. */
+#ifndef PTWM_INDEX_H
+#define PTWM_INDEX_H
+
+#include "common.h"
+
+typedef enum ptwm_index_kind {
+    PTWM_INDEX_PTWM = 0,        /* model.ptwm.index.json */
+    PTWM_INDEX_SAFETENSORS = 1  /* model.safetensors.index.json (Hugging Face) */
+} ptwm_index_kind;
+
+/* An empty index of `kind`; a safetensors index has no total until set. */
+ptwm_error ptwm_index_new(ptwm_index_kind kind, ptwm_index **out, ptwm_err *err);
+ptwm_error ptwm_index_parse_kind(const char *json, size_t len, const char *label,
+                                 ptwm_index_kind kind, ptwm_index **out, ptwm_err *err);
+ptwm_error ptwm_index_read_kind(const char *path, ptwm_index_kind kind, ptwm_index **out,
+                                ptwm_err *err);
+/* 1 when the index states metadata.total_size (always for the .ptwm kind). */
+int ptwm_index_has_total(const ptwm_index *idx);
+/* Why `shard` cannot name a file inside the directory ("is empty", "contains
+ * a path separator", "contains '..'"), or NULL when it can. */
+const char *ptwm_index_bad_shard_name(const char *shard);
+
+#endif
