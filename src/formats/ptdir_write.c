@@ -16,20 +16,6 @@
 #include "outdir.h"
 #include "ptdir_internal.h"
 
-typedef struct ck_src {
-    const char *path;
-    ptwm_st *single;          /* a lone .safetensors file */
-    ptwm_stdir *dir;          /* or a checkpoint directory */
-    char *hf_index;           /* model.safetensors.index.json bytes, if the directory has one */
-    size_t hf_index_len;
-    uint64_t total;
-} ck_src;
-
-typedef struct ck_item {
-    const ptwm_st *st;
-    size_t local;
-} ck_item;
-
 typedef struct ck_read {
     const ptwm_st *st;
     size_t local;
@@ -47,8 +33,8 @@ static void on_shard_progress(void *ctx, uint64_t done, uint64_t total) {
     if (sp->base + done > sp->p->done) ptwm_ck_progress_add(sp->p, sp->base + done - sp->p->done);
 }
 
-static size_t src_nshards(const ck_src *s) { return s->single ? 1 : ptwm_stdir_shard_count(s->dir); }
-static const ptwm_st *src_shard(const ck_src *s, size_t i) {
+static size_t src_nshards(const ptwm_ck_src *s) { return s->single ? 1 : ptwm_stdir_shard_count(s->dir); }
+static const ptwm_st *src_shard(const ptwm_ck_src *s, size_t i) {
     return s->single ? s->single : ptwm_stdir_shard(s->dir, i);
 }
 
@@ -57,7 +43,7 @@ void ptwm_ck_progress_add(ptwm_ck_progress *p, uint64_t bytes) {
     if (p->fn) p->fn(p->ctx, p->done, p->total);
 }
 
-static void src_close(ck_src *s) {
+void ptwm_ck_src_close(ptwm_ck_src *s) {
     ptwm_st_close(s->single);
     ptwm_stdir_close(s->dir);
     free(s->hf_index);
@@ -74,7 +60,7 @@ static int already_ptwm(const char *path) {
     return yes;
 }
 
-static ptwm_error src_open(ck_src *s, const char *path, ptwm_err *err) {
+ptwm_error ptwm_ck_src_open(ptwm_ck_src *s, const char *path, ptwm_err *err) {
     ptwm_error rc;
     size_t i, n;
     memset(s, 0, sizeof *s);
@@ -138,7 +124,7 @@ static ptwm_error record_metadata(ptwm_writer *w, const ptwm_st *st, ptwm_err *e
 
 /* One .ptwm shard from `items`; `source` (may be NULL) is recorded for a
  * byte-exact restore. *file_size receives the shard's size on disk. */
-static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const ck_item *items,
+static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const ptwm_ck_item *items,
                               size_t n, const ptwm_st *source, ptwm_ck_progress *p,
                               uint64_t *file_size, ptwm_err *err) {
     ptwm_writer *w = NULL;
@@ -183,59 +169,158 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const ck
     return PTWM_OK;
 }
 
+void ptwm_ck_plan_free(ptwm_ck_plan *p) {
+    free(p->items);
+    free(p->shard_of);
+    free(p->start);
+    free(p->raw);
+    memset(p, 0, sizeof *p);
+}
+
+/* Where each shard's tensors begin (greedy packing keeps them contiguous in
+ * source order) and the raw bytes of each shard. */
+static ptwm_error plan_spans(ptwm_ck_plan *p, const uint64_t *sizes, ptwm_err *err) {
+    size_t i, k = 0;
+    p->start = (size_t *)ptwm_calloc(p->nshards + 1, sizeof *p->start);
+    p->raw = (uint64_t *)ptwm_calloc(p->nshards + 1, sizeof *p->raw);
+    if (!p->start || !p->raw) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory planning shards");
+    for (i = 0; i < p->n; i++) {
+        while (k < p->shard_of[i]) p->start[++k] = i;
+        p->raw[k] += sizes[i];
+    }
+    while (k < p->nshards) p->start[++k] = p->n;
+    return PTWM_OK;
+}
+
 /* The shard plan: shard_of[i] for every tensor in source order. By default the
  * source files themselves; with max_shard_size, greedy packing by raw bytes. */
-static ptwm_error plan(const ck_src *s, uint64_t max_shard_size, ck_item **items_out,
-                       size_t **shard_of_out, size_t *n_out, size_t *nshards, ptwm_err *err) {
+ptwm_error ptwm_ck_plan_make(const ptwm_ck_src *s, uint64_t max_shard_size, ptwm_ck_plan *p,
+                             ptwm_err *err) {
     size_t ns = src_nshards(s), i, n = 0, k = 0;
-    ck_item *items;
-    size_t *shard_of;
     uint64_t *sizes;
     ptwm_error rc = PTWM_OK;
+    memset(p, 0, sizeof *p);
     for (i = 0; i < ns; i++) n += ptwm_st_count(src_shard(s, i));
-    items = (ck_item *)ptwm_calloc(n + 1, sizeof *items);
-    shard_of = (size_t *)ptwm_calloc(n + 1, sizeof *shard_of);
+    p->items = (ptwm_ck_item *)ptwm_calloc(n + 1, sizeof *p->items);
+    p->shard_of = (size_t *)ptwm_calloc(n + 1, sizeof *p->shard_of);
     sizes = (uint64_t *)ptwm_calloc(n + 1, sizeof *sizes);
-    if (!items || !shard_of || !sizes) {
+    if (!p->items || !p->shard_of || !sizes) {
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory planning %zu tensors", n);
         goto done;
     }
+    p->n = n;
     for (i = 0; i < ns; i++) {
         const ptwm_st *st = src_shard(s, i);
         size_t j, m = ptwm_st_count(st);
         for (j = 0; j < m; j++, k++) {
             ptwm_tensor_info info;
             ptwm_st_tensor(st, j, &info);
-            items[k].st = st;
-            items[k].local = j;
+            p->items[k].st = st;
+            p->items[k].local = j;
             sizes[k] = info.nbytes;
-            shard_of[k] = i;
+            p->shard_of[k] = i;
         }
     }
+    p->exact = max_shard_size == 0;
     if (max_shard_size)
-        rc = ptwm_plan_shards(sizes, n, max_shard_size, shard_of, nshards, err);
+        rc = ptwm_plan_shards(sizes, n, max_shard_size, p->shard_of, &p->nshards, err);
     else
-        *nshards = ns;
+        p->nshards = ns;
+    /* An index whenever there is more than one shard, and always for a directory
+     * that had a Hugging Face index, so that index comes back. */
+    p->with_index = p->nshards > 1 || (p->exact && s->hf_index);
+    if (p->nshards == 0) p->nshards = 1;   /* no tensors: still one (empty) model.ptwm */
+    if (!rc) rc = plan_spans(p, sizes, err);
 done:
     free(sizes);
-    if (rc) {
-        free(items);
-        free(shard_of);
-        return rc;
+    if (rc) ptwm_ck_plan_free(p);
+    return rc;
+}
+
+ptwm_error ptwm_ck_shard_name(const ptwm_ck_plan *p, size_t k, char name[64], ptwm_err *err) {
+    ptwm_error rc;
+    if (!p->with_index) {
+        snprintf(name, 64, "%s", PTWM_SINGLE_NAME);
+        return PTWM_OK;
     }
-    *items_out = items;
-    *shard_of_out = shard_of;
-    *n_out = n;
-    return PTWM_OK;
+    rc = ptwm_shard_filename(k + 1, p->nshards, "ptwm", name, 64);
+    return rc ? ptwm_fail(err, rc, "cannot name shard %zu of %zu", k + 1, p->nshards) : PTWM_OK;
+}
+
+ptwm_error ptwm_ck_write_shards(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
+                                const ptwm_checkpoint_options *o, const char *dir,
+                                const uint8_t *wanted, uint64_t *coded, ptwm_err *err) {
+    ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
+    ptwm_ck_progress p;
+    size_t k;
+    ptwm_error rc = PTWM_OK;
+    cp.method = o->method ? o->method : PTWM_METHOD_MICROSCALE;
+    cp.threads = o->threads;
+    cp.chunk_size = o->chunk_size;
+    p.fn = o->progress;
+    p.ctx = o->progress_ctx;
+    p.done = 0;
+    p.total = 0;
+    for (k = 0; k < pl->nshards; k++)
+        if (!wanted || wanted[k]) p.total += pl->raw[k];
+    for (k = 0; k < pl->nshards && !rc; k++) {
+        char name[64], *path;
+        size_t first = pl->start[k];
+        if (wanted && !wanted[k]) continue;
+        if ((rc = ptwm_ck_shard_name(pl, k, name, err))) break;
+        if (!(path = ptwm_path_join(dir, name))) {
+            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+            break;
+        }
+        rc = write_shard(path, &cp, pl->items + first, pl->start[k + 1] - first,
+                         pl->exact ? src_shard(s, k) : NULL, &p, &coded[k], err);
+        free(path);
+    }
+    return rc;
+}
+
+ptwm_error ptwm_ck_write_index(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
+                               const uint64_t *coded, const char *dir, ptwm_err *err) {
+    ptwm_index *idx = NULL;
+    uint64_t coded_total = 0;
+    size_t i, k;
+    char *ipath;
+    ptwm_error rc;
+    if (!pl->with_index) return PTWM_OK;
+    if ((rc = ptwm_index_create(s->total, 0, &idx, err))) return rc;
+    if (pl->exact && s->hf_index)
+        rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX_NAME, PTWM_ST_INDEX_NAME,
+                                 strlen(PTWM_ST_INDEX_NAME), err);
+    if (!rc && pl->exact && s->hf_index)
+        rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX, s->hf_index, s->hf_index_len, err);
+    for (k = 0; k < pl->nshards && !rc; k++) {
+        char name[64];
+        coded_total += coded[k];
+        if ((rc = ptwm_ck_shard_name(pl, k, name, err))) break;
+        for (i = pl->start[k]; i < pl->start[k + 1] && !rc; i++) {
+            ptwm_tensor_info info;
+            ptwm_st_tensor(pl->items[i].st, pl->items[i].local, &info);
+            rc = ptwm_index_add(idx, info.name, name, err);
+        }
+    }
+    if (!rc) {
+        ptwm_index_set_totals(idx, s->total, coded_total);
+        ipath = ptwm_path_join(dir, PTWM_INDEX_NAME);
+        rc = ipath ? ptwm_index_write(idx, ipath, err)
+                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        free(ipath);
+    }
+    ptwm_index_free(idx);
+    return rc;
 }
 
 typedef struct skip_ctx {
-    const ck_src *s;
+    const ptwm_ck_src *s;
 } skip_ctx;
 
 /* Files the conversion itself accounts for: the shards and the index. */
 static int skip_source_file(void *ctx, const char *name) {
-    const ck_src *s = ((skip_ctx *)ctx)->s;
+    const ptwm_ck_src *s = ((skip_ctx *)ctx)->s;
     size_t i, n = src_nshards(s);
     if (!strcmp(name, PTWM_ST_INDEX_NAME)) return 1;
     for (i = 0; i < n; i++)
@@ -243,79 +328,27 @@ static int skip_source_file(void *ctx, const char *name) {
     return 0;
 }
 
-static ptwm_error write_all(const ck_src *s, const ptwm_stage *stage,
+ptwm_error ptwm_ck_copy_other_files(const ptwm_ck_src *s, const char *dir, ptwm_err *err) {
+    skip_ctx sc;
+    if (!s->dir) return PTWM_OK;
+    sc.s = s;
+    return ptwm_copy_other_files(s->path, dir, skip_source_file, &sc, err);
+}
+
+static ptwm_error write_all(const ptwm_ck_src *s, const ptwm_stage *stage,
                             const ptwm_checkpoint_options *o, ptwm_err *err) {
-    ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
-    ptwm_ck_progress p;
-    ck_item *items = NULL;
-    size_t *shard_of = NULL, n = 0, nshards = 0, k, i = 0;
-    ptwm_index *idx = NULL;
-    uint64_t coded_total = 0;
-    int exact = o->max_shard_size == 0;
-    /* An index whenever there is more than one shard, and always for a directory
-     * that had a Hugging Face index, so that index comes back. */
-    int with_index;
-    ptwm_error rc;
-    cp.method = o->method ? o->method : PTWM_METHOD_MICROSCALE;
-    cp.threads = o->threads;
-    cp.chunk_size = o->chunk_size;
-    p.fn = o->progress;
-    p.ctx = o->progress_ctx;
-    p.done = 0;
-    p.total = s->total;
-    if ((rc = plan(s, o->max_shard_size, &items, &shard_of, &n, &nshards, err))) return rc;
-    with_index = nshards > 1 || (exact && s->hf_index);
-    if (nshards == 0) nshards = 1;   /* no tensors: still one (empty) model.ptwm */
-    if (with_index && (rc = ptwm_index_create(s->total, 0, &idx, err))) goto done;
-    if (idx && exact && s->hf_index)
-        rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX_NAME, PTWM_ST_INDEX_NAME,
-                                 strlen(PTWM_ST_INDEX_NAME), err);
-    if (!rc && idx && exact && s->hf_index)
-        rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX, s->hf_index, s->hf_index_len, err);
-    for (k = 0; k < nshards && !rc; k++) {
-        char name[64], *path;
-        size_t first = i;
-        uint64_t fsize = 0;
-        while (i < n && shard_of[i] == k) i++;
-        if (with_index)
-            rc = ptwm_shard_filename(k + 1, nshards, "ptwm", name, sizeof name);
-        else
-            snprintf(name, sizeof name, "%s", PTWM_SINGLE_NAME);
-        if (rc) {
-            rc = ptwm_fail(err, rc, "cannot name shard %zu of %zu", k + 1, nshards);
-            break;
-        }
-        if (!(path = ptwm_stage_path(stage, name))) {
-            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-            break;
-        }
-        rc = write_shard(path, &cp, items + first, i - first, exact ? src_shard(s, k) : NULL, &p,
-                         &fsize, err);
-        free(path);
-        coded_total += fsize;
-        for (; first < i && !rc && idx; first++) {
-            ptwm_tensor_info info;
-            ptwm_st_tensor(items[first].st, items[first].local, &info);
-            rc = ptwm_index_add(idx, info.name, name, err);
-        }
-    }
-    if (!rc && s->dir) {
-        skip_ctx sc;
-        sc.s = s;
-        rc = ptwm_copy_other_files(s->path, stage->tmp_path, skip_source_file, &sc, err);
-    }
+    ptwm_ck_plan pl;
+    uint64_t *coded;
+    ptwm_error rc = ptwm_ck_plan_make(s, o->max_shard_size, &pl, err);
+    if (rc) return rc;
+    coded = (uint64_t *)ptwm_calloc(pl.nshards + 1, sizeof *coded);
+    if (!coded) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = ptwm_ck_write_shards(s, &pl, o, stage->tmp_path, NULL, coded, err);
+    if (!rc) rc = ptwm_ck_copy_other_files(s, stage->tmp_path, err);
     /* The index last: a directory is only whole once it is there. */
-    if (!rc && idx) {
-        char *ipath = ptwm_stage_path(stage, PTWM_INDEX_NAME);
-        ptwm_index_set_totals(idx, s->total, coded_total);
-        rc = ipath ? ptwm_index_write(idx, ipath, err)
-                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        free(ipath);
-    }
-done:
-    ptwm_index_free(idx);
-    free(items);
-    free(shard_of);
+    if (!rc) rc = ptwm_ck_write_index(s, &pl, coded, stage->tmp_path, err);
+    free(coded);
+    ptwm_ck_plan_free(&pl);
     return rc;
 }
 
@@ -323,19 +356,19 @@ ptwm_error ptwm_compress_checkpoint(const char *src, const char *outdir,
                                     const ptwm_checkpoint_options *opt, ptwm_err *err) {
     ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
     ptwm_stage stage;
-    ck_src s;
+    ptwm_ck_src s;
     ptwm_error rc;
     if (!src || !outdir)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_compress_checkpoint: NULL path");
     if (!opt) opt = &defaults;
-    if ((rc = src_open(&s, src, err))) {
-        src_close(&s);
+    if ((rc = ptwm_ck_src_open(&s, src, err))) {
+        ptwm_ck_src_close(&s);
         return rc;
     }
     rc = ptwm_stage_begin(outdir, src, opt->force, &stage, err);
     if (!rc) rc = write_all(&s, &stage, opt, err);
     if (!rc) rc = ptwm_stage_commit(&stage, err);
     ptwm_stage_abort(&stage);
-    src_close(&s);
+    ptwm_ck_src_close(&s);
     return rc;
 }
