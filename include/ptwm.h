@@ -606,9 +606,12 @@ typedef struct ptwm_checkpoint_options {
     ptwm_progress_fn progress;  /* raw bytes done so far; NULL for none; called
                                  * from the calling thread */
     void *progress_ctx;
+    uint32_t part, parts;       /* compress: only part `part` (1..parts) of the shards,
+                                 * for ptwm_assemble_checkpoint to join (docs/SCALE.md);
+                                 * parts 0 = one run does everything */
 } ptwm_checkpoint_options;
 
-#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL }
+#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0 }
 
 /* src: a .safetensors file (-> outdir/model.ptwm recording its header and name)
  * or a directory (model.safetensors.index.json plus shards, or model.safetensors)
@@ -616,6 +619,16 @@ typedef struct ptwm_checkpoint_options {
  * in the index metadata so decompression restores it). opt may be NULL. */
 PTWM_API ptwm_error ptwm_compress_checkpoint(const char *src, const char *outdir,
                                              const ptwm_checkpoint_options *opt, ptwm_err *err);
+/* Finish a checkpoint compressed in parts (options part and parts, one run
+ * per part, in any processes or machines sharing OUTDIR): check that every
+ * part is there and agrees with the plan recomputed from the source (same
+ * plan, no shard twice, sizes and hashes as each part recorded), move the
+ * shards into place, copy the source's other files and write the index last.
+ * A missing, failed or foreign part is an error naming it (PTWM_ERR_NOT_FOUND,
+ * PTWM_ERR_HASH, PTWM_ERR_MISMATCH) and leaves OUTDIR without an index. On a
+ * finished OUTDIR it does nothing. The result is the directory one
+ * unpartitioned run gives, byte for byte. */
+PTWM_API ptwm_error ptwm_assemble_checkpoint(const char *outdir, ptwm_err *err);
 /* src: a .ptwm file or directory. Restores the original safetensors files, index
  * and other files byte for byte; with max_shard_size (or when the shards record no
  * source file) writes Hugging Face shards model-0000k-of-0000n.safetensors plus

@@ -20,7 +20,7 @@ typedef struct cli_command {
 
 /* The commands, one per cmd_*.c file, listed in ptwm.c's table. */
 extern const cli_command cli_cmd_compress, cli_cmd_decompress, cli_cmd_verify, cli_cmd_inspect,
-    cli_cmd_bench, cli_cmd_export;
+    cli_cmd_bench, cli_cmd_export, cli_cmd_index;
 
 /* Copy `s` into buf (cap bytes, cap >= 8) fit for a terminal: control
  * characters (C0, DEL, C1), bidirectional overrides and bytes that are not

@@ -27,6 +27,14 @@ static void help(FILE *out) {
             "  --chunk SIZE            raw bytes per chunk (default 1MiB)\n"
             "  -f, --force             replace OUTDIR if it exists (one atomic swap), and\n"
             "                          remove OUTDIR.tmp-*/.old-* an interrupted run left\n"
+            "  --part K/N              write only part K of N of the shards (largest first,\n"
+            "                          bytes balanced) with a manifest, in OUTDIR/.ptwm-parts;\n"
+            "                          run every part (any order, any machines sharing\n"
+            "                          OUTDIR), then 'ptwm index OUTDIR'. Same options in\n"
+            "                          every part. Rerunning a part is safe.\n"
+            "  --part auto             K and N from a Slurm job array (SLURM_ARRAY_TASK_ID,\n"
+            "                          _MIN, _COUNT) or a Kubernetes indexed Job\n"
+            "                          (JOB_COMPLETION_INDEX, with PTWM_PARTS set to N)\n"
             "  -q, --quiet             no progress bar and no summary\n"
             "  -h, --help              this help\n\n"
             "exit status: 0 done, 1 bad input or I/O error, 2 bad usage,\n"
@@ -42,6 +50,13 @@ static int run(int argc, char **argv) {
     uint64_t raw, coded;
     int rc = run_ckpt_command("compress", argc, argv, 1, ptwm_compress_checkpoint, &a, &secs, &raw);
     if (rc != CLI_OK || a.quiet) return rc;
+    if (a.opt.parts) {
+        printf("%s -> %s: part %u of %u, %s of tensors, %.2f s; when every part is done: ptwm "
+               "index %s\n",
+               a.src, a.outdir, (unsigned)a.opt.part, (unsigned)a.opt.parts,
+               cli_bytes(raw, r, sizeof r), secs, a.outdir);
+        return CLI_OK;
+    }
     /* Reopening checks the result and gives the sizes on disk. */
     if (ptwm_ptdir_open(a.outdir, &d, &err) != PTWM_OK) return cli_report(&err);
     raw = ptwm_ptdir_total_size(d);

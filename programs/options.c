@@ -1,4 +1,6 @@
 /* Option parsing shared by compress, decompress, verify and inspect. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +67,73 @@ int opt_unexpected(const char *cmd, const char *arg) {
     return cli_usage_error(cmd, "unexpected argument '%s'", arg);
 }
 
+/* A number in [lo, max], all of `text` (digits only). */
+static int number(const char *text, unsigned long lo, unsigned long max, unsigned long *out) {
+    char *end;
+    if (!text || text[0] < '0' || text[0] > '9') return 0;
+    errno = 0;
+    *out = strtoul(text, &end, 10);
+    return !*end && errno == 0 && *out >= lo && *out <= max;
+}
+
+/* The part of a Slurm job array task (IDs from SLURM_ARRAY_TASK_MIN) or of a
+ * Kubernetes indexed Job (JOB_COMPLETION_INDEX from 0, PTWM_PARTS parts),
+ * when --part auto asks for it. */
+static int part_from_env(const char *cmd, unsigned long *k, unsigned long *n) {
+    const char *id = getenv("SLURM_ARRAY_TASK_ID"), *count = getenv("SLURM_ARRAY_TASK_COUNT");
+    const char *min = getenv("SLURM_ARRAY_TASK_MIN"), *job = getenv("JOB_COMPLETION_INDEX");
+    const char *parts = getenv("PTWM_PARTS");
+    unsigned long i, lo = 0;
+    if (id && count) {
+        if (!number(id, 0, ULONG_MAX / 2, &i) || (min && !number(min, 0, i, &lo)) ||
+            !number(count, 1, PTWM_PARTS_LIMIT, n) || i - lo >= *n)
+            return cli_usage_error(cmd,
+                                   "--part auto: SLURM_ARRAY_TASK_ID=%s, SLURM_ARRAY_TASK_MIN=%s "
+                                   "and SLURM_ARRAY_TASK_COUNT=%s are not a task of a contiguous "
+                                   "array (--array=0-N or 1-N)",
+                                   id, min ? min : "(unset)", count);
+        *k = i - lo + 1;
+        return CLI_OK;
+    }
+    if (job && parts) {
+        if (!number(parts, 1, PTWM_PARTS_LIMIT, n) || !number(job, 0, *n - 1, &i))
+            return cli_usage_error(cmd,
+                                   "--part auto: JOB_COMPLETION_INDEX=%s must be below "
+                                   "PTWM_PARTS=%s (at most %u)",
+                                   job, parts, PTWM_PARTS_LIMIT);
+        *k = i + 1;
+        return CLI_OK;
+    }
+    return cli_usage_error(cmd,
+                           "--part auto: no Slurm job array (SLURM_ARRAY_TASK_ID and "
+                           "SLURM_ARRAY_TASK_COUNT) or Kubernetes indexed Job "
+                           "(JOB_COMPLETION_INDEX, with PTWM_PARTS) is set");
+}
+
+/* --part K/N or --part auto. */
+static int opt_part(const char *cmd, const char *text, ptwm_checkpoint_options *o) {
+    unsigned long k = 0, n = 0;
+    const char *slash = strchr(text, '/');
+    char kbuf[16];
+    if (!strcmp(text, "auto")) {
+        int rc = part_from_env(cmd, &k, &n);
+        if (rc != CLI_OK) return rc;
+    } else {
+        size_t len = slash ? (size_t)(slash - text) : 0;
+        if (len && len < sizeof kbuf) {
+            memcpy(kbuf, text, len);
+            kbuf[len] = 0;
+        }
+        if (!len || len >= sizeof kbuf || !number(slash + 1, 1, PTWM_PARTS_LIMIT, &n) ||
+            !number(kbuf, 1, n, &k))
+            return cli_usage_error(cmd, "--part '%s': give K/N with 1 <= K <= N <= %u, or auto",
+                                   text, PTWM_PARTS_LIMIT);
+    }
+    o->part = (uint32_t)k;
+    o->parts = (uint32_t)n;
+    return CLI_OK;
+}
+
 int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt_args *a) {
     ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
     int i, rc = CLI_OK, positional_only = 0;
@@ -94,6 +163,8 @@ int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt
             rc = m < 0 ? CLI_USAGE : opt_method(cmd, v, &a->opt.method);
         } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--chunk", &v)) != 0) {
             rc = m < 0 ? CLI_USAGE : opt_chunk(cmd, v, &a->opt.chunk_size);
+        } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--part", &v)) != 0) {
+            rc = m < 0 ? CLI_USAGE : opt_part(cmd, v, &a->opt);
         } else {
             return opt_unexpected(cmd, argv[i]);
         }
@@ -101,6 +172,9 @@ int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt
     if (rc != CLI_OK) return rc;
     if (!a->src) return cli_usage_error(cmd, "missing SRC");
     if (!a->outdir) return cli_usage_error(cmd, "missing -o OUTDIR");
+    if (a->opt.parts && a->opt.force)
+        return cli_usage_error(cmd, "--force cannot be combined with --part (a part never "
+                                    "removes the work of the others)");
     return CLI_OK;
 }
 

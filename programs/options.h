@@ -19,6 +19,9 @@ int opt_method(const char *cmd, const char *text, int *out);
 /* A usage error for an unknown option or an extra argument. */
 int opt_unexpected(const char *cmd, const char *arg);
 
+/* The most parts --part accepts (the library's limit). */
+#define PTWM_PARTS_LIMIT 100000u
+
 /* SRC -o OUTDIR and the options of compress (with_codec: --method, --chunk)
  * and decompress. Returns CLI_OK or CLI_USAGE (message printed). */
 typedef struct ckpt_args {

@@ -12,7 +12,8 @@
  * error, not a command silently missing. */
 static const cli_command *const commands[] = {
     &cli_cmd_compress, &cli_cmd_decompress, &cli_cmd_verify,
-    &cli_cmd_inspect,  &cli_cmd_bench,      &cli_cmd_export,
+    &cli_cmd_index,    &cli_cmd_inspect,    &cli_cmd_bench,
+    &cli_cmd_export,
 };
 
 static void usage(FILE *out) {

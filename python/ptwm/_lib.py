@@ -66,7 +66,7 @@ class CParams(Structure):
 class CheckpointOptions(Structure):
     _fields_ = [("max_shard_size", c_uint64), ("method", c_int), ("threads", c_int),
                 ("chunk_size", c_uint64), ("force", c_int), ("progress", ProgressFn),
-                ("progress_ctx", c_void_p)]
+                ("progress_ctx", c_void_p), ("part", ctypes.c_uint32), ("parts", ctypes.c_uint32)]
 
 
 class ChainList(Structure):

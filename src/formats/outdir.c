@@ -66,7 +66,7 @@ static int path_within(const char *inner, const char *outer) {
     return inner[n] == 0 || inner[n] == '/' || (n > 0 && outer[n - 1] == '/');
 }
 
-static ptwm_error check_overlap(const char *outdir, const char *src, ptwm_err *err) {
+ptwm_error ptwm_check_overlap(const char *outdir, const char *src, ptwm_err *err) {
     char *ro = canonical(outdir), *rs = src ? realpath(src, NULL) : NULL;
     ptwm_error rc = PTWM_OK;
     if (!ro)
@@ -81,7 +81,7 @@ static ptwm_error check_overlap(const char *outdir, const char *src, ptwm_err *e
 }
 
 /* mkdir -p of the directories above `path` (not `path` itself). */
-static ptwm_error make_parents(const char *path, ptwm_err *err) {
+ptwm_error ptwm_make_parents(const char *path, ptwm_err *err) {
     char *p = strdup(path), *s;
     ptwm_error rc = PTWM_OK;
     if (!p) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
@@ -226,8 +226,8 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
     memset(st, 0, sizeof *st);
     if (!outdir || !outdir[0])
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "no output directory given");
-    if ((rc = make_parents(outdir, err)) != PTWM_OK) return rc;
-    if ((rc = check_overlap(outdir, src, err)) != PTWM_OK) return rc;
+    if ((rc = ptwm_make_parents(outdir, err)) != PTWM_OK) return rc;
+    if ((rc = ptwm_check_overlap(outdir, src, err)) != PTWM_OK) return rc;
     n = strlen(outdir);
     while (n > 1 && outdir[n - 1] == '/') n--;
     st->final_path = (char *)malloc(n + 1);

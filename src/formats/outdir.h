@@ -24,6 +24,12 @@ ptwm_error ptwm_stage_commit(ptwm_stage *st, ptwm_err *err);
 /* Remove the temporary directory and free; safe after commit and on a zeroed struct. */
 void ptwm_stage_abort(ptwm_stage *st);
 
+/* Refuse an output that is `src`, lies inside it or contains it (src may be
+ * NULL); an output whose parent does not exist is PTWM_ERR_IO. */
+ptwm_error ptwm_check_overlap(const char *outdir, const char *src, ptwm_err *err);
+/* mkdir -p of the directories above `path` (not `path` itself). */
+ptwm_error ptwm_make_parents(const char *path, ptwm_err *err);
+
 /* Copy a file's bytes (streaming) to dst. */
 ptwm_error ptwm_copy_file(const char *src, const char *dst, ptwm_err *err);
 /* Copy every file of srcdir (recursing into subdirectories, following links)

@@ -14,7 +14,7 @@
 #include "container_read.h"
 #include "fileio.h"
 #include "outdir.h"
-#include "ptdir_internal.h"
+#include "ptdir_parts.h"
 
 typedef struct ck_read {
     const ptwm_st *st;
@@ -361,7 +361,16 @@ ptwm_error ptwm_compress_checkpoint(const char *src, const char *outdir,
     if (!src || !outdir)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_compress_checkpoint: NULL path");
     if (!opt) opt = &defaults;
+    if (opt->parts > PTWM_PARTS_MAX || opt->part > opt->parts || (opt->parts && !opt->part))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "part %u of %u: parts go from 1 to a count of at most %u",
+                         (unsigned)opt->part, (unsigned)opt->parts, PTWM_PARTS_MAX);
     if ((rc = ptwm_ck_src_open(&s, src, err))) {
+        ptwm_ck_src_close(&s);
+        return rc;
+    }
+    if (opt->parts) {
+        rc = ptwm_parts_compress(&s, outdir, opt, err);
         ptwm_ck_src_close(&s);
         return rc;
     }
