@@ -18,43 +18,6 @@ static char *join(const char *a, const char *b) {
     return p;
 }
 
-static int files_equal(const char *a, const char *b) {
-    size_t la = 0, lb = 0;
-    uint8_t *pa = tu_read_file(a, &la), *pb = tu_read_file(b, &lb);
-    int same = pa && pb && la == lb && memcmp(pa, pb, la) == 0;
-    free(pa);
-    free(pb);
-    return same;
-}
-
-/* Every regular file of `a` (recursively) is in `b` with the same bytes, and
- * both hold the same number of entries. */
-static int trees_equal(const char *a, const char *b) {
-    DIR *d = opendir(a);
-    struct dirent *e;
-    int ok = d != NULL, na = 0, nb = 0;
-    while (ok && (e = readdir(d)) != NULL) {
-        char *pa, *pb;
-        struct stat sa;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        na++;
-        pa = join(a, e->d_name);
-        pb = join(b, e->d_name);
-        if (stat(pa, &sa) != 0) ok = 0;
-        else if (S_ISDIR(sa.st_mode)) ok = trees_equal(pa, pb);
-        else ok = files_equal(pa, pb);
-        if (!ok) fprintf(stderr, "differs: %s vs %s\n", pa, pb);
-        free(pa);
-        free(pb);
-    }
-    if (d) closedir(d);
-    d = opendir(b);
-    while (ok && d && (e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) nb++;
-    if (d) closedir(d);
-    if (ok && na != nb) fprintf(stderr, "%s has %d entries, %s has %d\n", a, na, b, nb);
-    return ok && na == nb;
-}
 
 /* ---- the index ----------------------------------------------------------- */
 
@@ -405,14 +368,14 @@ static void test_checkpoint_roundtrip(void) {
     CHECK(p && ptwm_ptdir_shard_count(p) >= 3 && ptwm_ptdir_index(p) != NULL);
     ptwm_ptdir_close(p);
     CHECK_MSG(ptwm_decompress_checkpoint(pt, back, &o, &err) == PTWM_OK, "%s", err.message);
-    CHECK(trees_equal(hf, back));
+    CHECK(tu_trees_equal(hf, back));
     check_same_tensors(hf, pt);
     /* An existing output needs force; force replaces it whole. */
     CHECK_ERR(ptwm_decompress_checkpoint(pt, back, &o, &err), &err, PTWM_ERR_EXISTS,
               "already exists");
     o.force = 1;
     CHECK_MSG(ptwm_decompress_checkpoint(pt, back, &o, &err) == PTWM_OK, "%s", err.message);
-    CHECK(trees_equal(hf, back));
+    CHECK(tu_trees_equal(hf, back));
     /* Output inside the source, or the source itself, is refused even with force. */
     CHECK_ERR(ptwm_compress_checkpoint(hf, hf, &o, &err), &err, PTWM_ERR_INVALID_ARG, "overlap");
     /* Re-sharding on decompress: HF layout, same tensors. */
@@ -429,7 +392,7 @@ static void test_checkpoint_roundtrip(void) {
     check_same_tensors(back2, pt2);
     {
         char *c1 = join(hf, "config.json"), *c2 = join(back2, "config.json");
-        CHECK(files_equal(c1, c2));
+        CHECK(tu_files_equal(c1, c2));
         free(c1);
         free(c2);
     }
@@ -496,7 +459,7 @@ static void test_directory_symlink_refused(void) {
     ptwm_ptdir_close(p);
     {
         char *copied = join(out, "config.link.json");
-        CHECK(files_equal(cfg, copied));
+        CHECK(tu_files_equal(cfg, copied));
         free(copied);
     }
     free(src);
@@ -527,7 +490,7 @@ static void test_hf_index_writers_agree(void) {
     CHECK_MSG(ptwm_compress_checkpoint(hf, pt, &o, &err) == PTWM_OK, "%s", err.message);
     o.max_shard_size = 5000;
     CHECK_MSG(ptwm_decompress_checkpoint(pt, back, &o, &err) == PTWM_OK, "%s", err.message);
-    CHECK(files_equal(i1, i2));
+    CHECK(tu_files_equal(i1, i2));
     text = (char *)tu_read_file(i2, &len);
     CHECK(text && len > 2 && text[len - 1] == '\n');
     if (text) {
@@ -575,7 +538,7 @@ static void test_single_file(void) {
               err.message);
     CHECK_MSG(ptwm_decompress_checkpoint(out, back, NULL, &err) == PTWM_OK, "%s", err.message);
     restored = join(back, name);
-    CHECK(files_equal(tu_corpus_path(name), restored));
+    CHECK(tu_files_equal(tu_corpus_path(name), restored));
     free(restored);
     free(out);
     free(back);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <string.h>
 #include <unistd.h>
@@ -138,4 +139,45 @@ int tu_count_prefixed(const char *prefix) {
     while (d && (e = readdir(d)) != NULL) n += !strncmp(e->d_name, prefix, strlen(prefix));
     if (d) closedir(d);
     return n;
+}
+
+int tu_files_equal(const char *a, const char *b) {
+    size_t la = 0, lb = 0;
+    uint8_t *pa = tu_read_file(a, &la), *pb = tu_read_file(b, &lb);
+    int same = pa && pb && la == lb && memcmp(pa, pb, la) == 0;
+    free(pa);
+    free(pb);
+    return same;
+}
+
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+int tu_trees_equal(const char *a, const char *b) {
+    DIR *d = opendir(a);
+    struct dirent *e;
+    int ok = d != NULL, na = 0, nb;
+    while (ok && (e = readdir(d)) != NULL) {
+        char pa[4200], pb[4200];
+        struct stat sa;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        na++;
+        snprintf(pa, sizeof pa, "%s/%s", a, e->d_name);
+        snprintf(pb, sizeof pb, "%s/%s", b, e->d_name);
+        if (stat(pa, &sa) != 0) ok = 0;
+        else if (S_ISDIR(sa.st_mode)) ok = tu_trees_equal(pa, pb);
+        else ok = tu_files_equal(pa, pb);
+        if (!ok) fprintf(stderr, "differs: %s vs %s\n", pa, pb);
+    }
+    if (d) closedir(d);
+    nb = count_entries(b);
+    if (ok && na != nb) fprintf(stderr, "%s has %d entries, %s has %d\n", a, na, b, nb);
+    return ok && na == nb;
 }

@@ -66,6 +66,11 @@ int tu_count_prefixed(const char *prefix);
  * status, or -1 if the program did not exit normally. */
 int tu_run_cli(const char *bin, const char *out_path, const char *err_path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Two files hold the same bytes. */
+int tu_files_equal(const char *a, const char *b);
+/* Every regular file of `a` (recursively) is in `b` with the same bytes, and
+ * both hold the same entries; the first difference is printed on stderr. */
+int tu_trees_equal(const char *a, const char *b);
 /* Deterministic PRNG. */
 uint64_t tu_rand(uint64_t *state);
 
