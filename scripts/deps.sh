@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(gcc make cmake pkg-config libzstd-dev libxxhash-dev libjansson-dev libisal-dev
-      clang python3 zstd time gdb binutils python3-numpy python3-torch)
+      clang python3 zstd time gdb binutils python3-numpy python3-torch python3-distributed)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(libblosc-dev xz-utils gzip gnuplot-nox)
 fi

@@ -10,9 +10,9 @@ from ._errors import (PtwmError, PtwmFileExistsError, PtwmFileNotFoundError, Ptw
 from ._lib import library_path
 from ._dtype import dtype_bits, dtype_code, dtype_name
 from .chain import METHODS, Chain, method_code, method_name
-from .convert import (compress_checkpoint, compress_safetensors, decompress_checkpoint,
-                      decompress_to_safetensors, read_safetensors, safetensors_info,
-                      write_safetensors)
+from .convert import (assemble_checkpoint, compress_checkpoint, compress_safetensors,
+                      decompress_checkpoint, decompress_to_safetensors, read_safetensors,
+                      safetensors_info, write_safetensors)
 from .reader import PtwmFile, TensorInfo, open, open_bytes
 from . import sharding
 
@@ -23,7 +23,7 @@ __all__ = ["PtwmError", "PtwmValueError", "PtwmFileNotFoundError", "PtwmFileExis
            "dtype_name", "dtype_bits", "open", "open_bytes", "PtwmFile", "TensorInfo",
            "compress_safetensors", "decompress_to_safetensors", "read_safetensors",
            "safetensors_info", "write_safetensors", "compress_checkpoint",
-           "decompress_checkpoint", "sharding", "library_path",
+           "decompress_checkpoint", "assemble_checkpoint", "sharding", "library_path",
            "library_version", "isa_level", "set_isa_limit", "__version__"]
 
 

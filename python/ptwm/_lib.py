@@ -168,6 +168,7 @@ _SIGNATURES = {
     # whole checkpoints
     "ptwm_compress_checkpoint": (_E, [_S, _S, POINTER(CheckpointOptions), _ERR]),
     "ptwm_decompress_checkpoint": (_E, [_S, _S, POINTER(CheckpointOptions), _ERR]),
+    "ptwm_assemble_checkpoint": (_E, [_S, _ERR]),
 }
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
-from ._errors import WRITE_FILE_KINDS, check, check_path
+from ._errors import ERR_INVALID_ARG, WRITE_FILE_KINDS, PtwmValueError, check, check_path
 from ._lib import KV, CheckpointOptions, ErrStruct, ProgressFn, TensorInfo as _CInfo, lib
 from ._memory import filled_bytes
 from ._params import cparams
@@ -62,27 +62,53 @@ def compress_safetensors(src: PathLike, dst: PathLike, method: Union[int, str] =
     cb.run(lib.ptwm_compress_safetensors, src, dst, params)
 
 
-def _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb):
+def _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb, part=None):
     p = cparams(method, threads=threads, chunk_size=chunk_size)
     size = max_shard_size
     if isinstance(size, str):
         from .sharding import parse_size
         size = parse_size(size)
+    k, n = (0, 0) if part is None else _part(part)
     return CheckpointOptions(int(size or 0), p.method, p.threads, p.chunk_size, int(bool(force)),
-                             cb.fn, None)
+                             cb.fn, None, k, n)
+
+
+def _part(part) -> Tuple[int, int]:
+    try:
+        k, n = (int(x) for x in part)
+    except (TypeError, ValueError):
+        raise PtwmValueError(ERR_INVALID_ARG, f"part must be a pair (K, N), got {part!r}") from None
+    if not 1 <= k <= n:
+        raise PtwmValueError(ERR_INVALID_ARG, f"part ({k}, {n}): need 1 <= K <= N")
+    return k, n
 
 
 def compress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union[int, str] = 0,
                         method: Union[int, str] = 3, threads: int = 0,
                         chunk_size: Optional[int] = None, force: bool = False,
-                        progress: Optional[Callable[[int, int], Any]] = None) -> None:
+                        progress: Optional[Callable[[int, int], Any]] = None,
+                        part: Optional[Tuple[int, int]] = None) -> None:
     """A .safetensors file or Hugging Face directory -> a sharded .ptwm directory.
 
     max_shard_size 0 keeps one output shard per input shard (byte-exact restore);
-    else shards are re-planned by raw bytes ("5GB" or an int)."""
+    else shards are re-planned by raw bytes ("5GB" or an int). part=(K, N)
+    writes only part K of N of the shards (docs/SCALE.md); when every part is
+    done, assemble_checkpoint(outdir) finishes the directory."""
     cb = _Progress(progress)
-    opt = _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb)
+    opt = _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb, part)
     cb.run(lib.ptwm_compress_checkpoint, src, outdir, opt)
+
+
+def assemble_checkpoint(outdir: PathLike) -> None:
+    """Finish a checkpoint compressed in parts: check every part (same plan, no
+    shard twice, sizes and hashes as recorded), then write the index last.
+    Raises PtwmError naming a missing or wrong part; does nothing on a
+    finished directory."""
+    err = ErrStruct()
+    p = os.fsencode(outdir)
+    rc = lib.ptwm_assemble_checkpoint(p, ctypes.byref(err))
+    if rc:
+        check_path(rc, err, p)
 
 
 def decompress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union[int, str] = 0,
