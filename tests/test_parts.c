@@ -262,6 +262,69 @@ static void killed_parts(void) {
     CHECK(tu_trees_equal(whole, out));
 }
 
+static int file_has(const char *path, const char *s) {
+    size_t len = 0;
+    char *text = (char *)tu_read_file(path, &len);
+    int yes = text && strstr(text, s) != NULL;
+    if (!yes) fprintf(stderr, "'%s' lacks \"%s\": %s\n", path, s, text ? text : "(unreadable)");
+    free(text);
+    return yes;
+}
+
+/* The command line: --part K/N and auto, ptwm index. */
+static void cli_parts(void) {
+    const char *bin = getenv("PTWM_BIN");
+    char out[1200], errp[1200], dir[1200];
+    static const char *const bad[] = {"0/3", "4/3", "1/0", "a/3", "3", "1/3x", "/3", "-1/3"};
+    size_t i;
+    if (!bin) return;
+    snprintf(out, sizeof out, "%s", tu_tmp_path("cli.out"));
+    snprintf(errp, sizeof errp, "%s", tu_tmp_path("cli.err"));
+    snprintf(dir, sizeof dir, "%s", tu_tmp_path("cli-parts"));
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_MSG(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part '%s'", src_dir, dir,
+                             bad[i]) == 2,
+                  "--part %s", bad[i]);
+        CHECK(file_has(errp, "give K/N with 1 <= K <= N"));
+    }
+    CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part 1/2 --force", src_dir, dir) ==
+          2);
+    CHECK(file_has(errp, "--force cannot be combined with --part"));
+    unsetenv("SLURM_ARRAY_TASK_ID");
+    unsetenv("JOB_COMPLETION_INDEX");
+    CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 2);
+    CHECK(file_has(errp, "no Slurm job array"));
+    /* A Slurm array --array=1-2: task 2 is part 2 of 2. */
+    setenv("SLURM_ARRAY_TASK_ID", "2", 1);
+    setenv("SLURM_ARRAY_TASK_MIN", "1", 1);
+    setenv("SLURM_ARRAY_TASK_COUNT", "2", 1);
+    CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 0);
+    CHECK(file_has(out, "part 2 of 2"));
+    setenv("SLURM_ARRAY_TASK_ID", "3", 1);
+    CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 2);
+    CHECK(file_has(errp, "not a task of a contiguous array"));
+    unsetenv("SLURM_ARRAY_TASK_ID");
+    /* index before part 1: exit 1, the part named, no index. */
+    CHECK(tu_run_cli(bin, out, errp, "index '%s'", dir) == 1);
+    CHECK(file_has(errp, "part 1 of 2 is missing"));
+    /* A Kubernetes indexed Job: completion index 0 is part 1. */
+    setenv("JOB_COMPLETION_INDEX", "0", 1);
+    setenv("PTWM_PARTS", "2", 1);
+    CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 0);
+    CHECK(file_has(out, "part 1 of 2"));
+    setenv("JOB_COMPLETION_INDEX", "2", 1);
+    CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 2);
+    CHECK(file_has(errp, "must be below PTWM_PARTS=2"));
+    unsetenv("JOB_COMPLETION_INDEX");
+    CHECK(tu_run_cli(bin, out, errp, "index") == 2);
+    CHECK(tu_run_cli(bin, out, errp, "index '%s' extra", dir) == 2);
+    CHECK(tu_run_cli(bin, out, errp, "index '%s'", dir) == 0);
+    CHECK(file_has(out, "assembled"));
+    CHECK(tu_trees_equal(whole, dir));
+    CHECK(tu_run_cli(bin, out, errp, "index --help") == 0);
+    CHECK(file_has(out, "usage: ptwm index OUTDIR"));
+}
+
 int main(void) {
     make_source();
     identical_to_whole();
@@ -270,5 +333,6 @@ int main(void) {
     foreign_parts();
     damaged_parts();
     killed_parts();
+    cli_parts();
     return tu_finish("parts");
 }
