@@ -66,7 +66,7 @@ class DaskTest(SourceTest):
         # Worker logs (the killed worker's restart, close-time noise of this
         # Dask version) would bury the test's own output.
         self.cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                    dashboard_address=None, silence_logs=logging.CRITICAL)
+                                    dashboard_address=":0", silence_logs=logging.CRITICAL)
         self.addCleanup(self.cluster.close)
         self.client = Client(self.cluster)
         self.addCleanup(self.client.close)
