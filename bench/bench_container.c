@@ -207,7 +207,7 @@ static int make_big(const char *dir, const char *out, uint64_t target) {
     if (fclose(fp) != 0) rc = 1;
     printf("made %s: %zu tensors, %.2f GB\n", out, n, (double)(hl + copies * per_bytes) / 1e9);
 out:
-    free(hdr);
+    ptwm_free(hdr);
     free(d);
     free(names);
     for (i = 0; i < 3; i++) bc_file_free(&f[i]);

@@ -829,7 +829,7 @@ static int make_file(const char *out, uint64_t mb, input *ins, size_t nin) {
         }
     }
     if (!rc) printf("wrote %s: %zu tensors, %" PRIu64 " bytes of tensor data\n", out, n, mb << 20);
-    free(hdr);
+    ptwm_free(hdr);
     free(d);
     free(it);
     free((void *)p.t);

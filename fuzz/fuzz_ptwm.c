@@ -57,7 +57,7 @@ static void check_tensor(ptwm_reader *r, size_t i, const ptwm_tensor_info *info,
             memset(b, 0, n);
             if (ptwm_reader_decode(r2, 0, b, n, &err) != PTWM_OK || memcmp(a, b, n) != 0) __builtin_trap();
             ptwm_reader_close(r2);
-            free(blob);
+            ptwm_free(blob);
         }
     }
     free(a);

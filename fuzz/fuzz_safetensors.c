@@ -52,7 +52,7 @@ static void check_rebuild(const ptwm_st *st, uint64_t data_start, const uint8_t 
     }
     ptwm_st_close(back);
     free(img);
-    free(hdr);
+    ptwm_free(hdr);
     free(d);
     free(meta);
 }

@@ -83,6 +83,34 @@ PTWM_API const char *ptwm_error_name(ptwm_error code);
 PTWM_API const char *ptwm_error_string(ptwm_error code);
 
 /* ------------------------------------------------------------------------ */
+/* Memory and binary interface                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Release memory the library returned to the caller (buffers documented as
+ * "release with ptwm_free"); NULL does nothing. Bindings call this rather
+ * than their C runtime's free, which may not be the library's. */
+PTWM_API void ptwm_free(void *p);
+
+/* The public structs, for bindings that copy their layout (ctypes, cffi,
+ * other languages) to check it when they load the library. */
+typedef enum ptwm_struct_id {
+    PTWM_STRUCT_ERR = 0,
+    PTWM_STRUCT_TENSOR_INFO = 1,
+    PTWM_STRUCT_TENSOR_DESC = 2,
+    PTWM_STRUCT_KV = 3,
+    PTWM_STRUCT_CPARAMS = 4,
+    PTWM_STRUCT_CHAIN_LIST = 5,
+    PTWM_STRUCT_CHECKPOINT_OPTIONS = 6,
+    PTWM_STRUCT_LAYOUT_ENTRY = 7,
+    PTWM_STRUCT_OPTIM_STATE = 8,
+    PTWM_STRUCT_COUNT = 9
+} ptwm_struct_id;
+
+/* sizeof the struct `id` names in this build of the library; 0 for an id it
+ * does not know. */
+PTWM_API size_t ptwm_struct_size(ptwm_struct_id id);
+
+/* ------------------------------------------------------------------------ */
 /* Instruction sets: a cap on the CPU-specific kernels                       */
 /* ------------------------------------------------------------------------ */
 
@@ -258,7 +286,7 @@ PTWM_API ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tens
 /* Build the header (8-byte length + padded JSON) that ptwm_st_write would
  * write: compact JSON, __metadata__ first, keys dtype, shape, data_offsets,
  * as the reference writes it. Tensor data may be NULL here. *out is
- * malloc'd; free() it. */
+ * allocated by the library: release it with ptwm_free. */
 PTWM_API ptwm_error ptwm_st_build_header(const ptwm_tensor_desc *tensors, size_t n,
                                          const ptwm_kv *meta, size_t nmeta, void **out,
                                          size_t *out_len, ptwm_err *err);
@@ -416,7 +444,7 @@ PTWM_API ptwm_error ptwm_writer_add_stream(ptwm_writer *w, const ptwm_tensor_des
 /* Write the tensor table and close. For a file writer the file appears
  * atomically. The writer is freed whether or not this succeeds. */
 PTWM_API ptwm_error ptwm_writer_finish(ptwm_writer *w, ptwm_err *err);
-/* For a memory writer: *out is malloc'd (free() it). Frees the writer. */
+/* For a memory writer: *out is released with ptwm_free. Frees the writer. */
 PTWM_API ptwm_error ptwm_writer_finish_memory(ptwm_writer *w, void **out, size_t *len,
                                               ptwm_err *err);
 /* Abandon a writer (removes its temporary file). NULL is fine. */
@@ -424,8 +452,8 @@ PTWM_API void ptwm_writer_free(ptwm_writer *w);
 /* Total coded bytes so far. */
 PTWM_API uint64_t ptwm_writer_coded_bytes(const ptwm_writer *w);
 
-/* One-call form: compress n tensors into a malloc'd blob. chains may be NULL
- * (standard table), else one ptwm_chain_list per tensor. */
+/* One-call form: compress n tensors into a blob (release it with ptwm_free).
+ * chains may be NULL (standard table), else one ptwm_chain_list per tensor. */
 PTWM_API ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
                                        const ptwm_chain_list *chains, const ptwm_cparams *params,
                                        void **out, size_t *len, ptwm_err *err);

@@ -219,7 +219,7 @@ static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int ru
             if (memcmp(dsts[i], s->d[i].data, sizes[i]) != 0)
                 rc = bc_fail(err, PTWM_ERR_MISMATCH, "round trip: decoded bytes differ");
         ptwm_reader_close(rd);
-        free(blob);
+        ptwm_free(blob);
         if (zlevel && !rc) {
             /* The frames written above, decoded into the same tensor array
              * ptwm decodes into (a reused tensor-sized buffer would stay in

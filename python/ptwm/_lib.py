@@ -169,6 +169,8 @@ _SIGNATURES = {
     "ptwm_compress_checkpoint": (_E, [_S, _S, POINTER(CheckpointOptions), _ERR]),
     "ptwm_decompress_checkpoint": (_E, [_S, _S, POINTER(CheckpointOptions), _ERR]),
     "ptwm_assemble_checkpoint": (_E, [_S, _ERR]),
+    "ptwm_free": (None, [c_void_p]),
+    "ptwm_struct_size": (c_size_t, [c_int]),
 }
 
 
@@ -230,7 +232,24 @@ def _load():
             continue
         fn.restype = restype
         fn.argtypes = argtypes
+    _check_struct_sizes(handle, path)
     return handle, path
+
+
+# The structs copied above, by their ptwm_struct_id.
+_STRUCT_IDS = ((ErrStruct, 0), (TensorInfo, 1), (TensorDesc, 2), (KV, 3), (CParams, 4),
+               (ChainList, 5), (CheckpointOptions, 6))
+
+
+def _check_struct_sizes(handle, path: str) -> None:
+    """A library whose structs differ from these copies would read garbage
+    from them: refuse it when loading, naming the struct."""
+    for cls, sid in _STRUCT_IDS:
+        got = handle.ptwm_struct_size(sid)
+        if got != ctypes.sizeof(cls):
+            raise OSError(f"libptwm at '{path}' has a {cls.__name__} of {got} bytes where this "
+                          f"package expects {ctypes.sizeof(cls)}: the package and the library "
+                          f"come from different versions")
 
 
 lib, library_path = _load()

@@ -112,19 +112,13 @@ def filled_bytes(n: int, fill) -> bytes:
     return bytes(buf)
 
 
-_libc_free = None
-
-
 def take_malloced(ptr: int, n: int) -> bytes:
-    """Copy n bytes at a malloc'd pointer into a bytes object and free() it."""
-    global _libc_free
+    """Copy n bytes of a buffer the library returned into a bytes object and
+    release it with ptwm_free (the library's allocator, not this process's C
+    runtime, which may differ)."""
+    from ._lib import lib
     try:
         return ctypes.string_at(ptr, n) if n else b""
     finally:
         if ptr:
-            if _libc_free is None:
-                libc = ctypes.CDLL(None)
-                _libc_free = libc.free
-                _libc_free.argtypes = [c_void_p]
-                _libc_free.restype = None
-            _libc_free(ptr)
+            lib.ptwm_free(ptr)

@@ -1,5 +1,6 @@
 """The bindings agree with include/ptwm.h and the loaded library."""
 
+import ctypes
 import os
 import re
 import subprocess
@@ -94,6 +95,22 @@ class HeaderAgreementTest(unittest.TestCase):
         m = re.search(r'#define\s+PTWM_VERSION_STRING\s+"([^"]+)"', header())
         self.assertEqual(ptwm.library_version(), m.group(1))
         self.assertEqual(ptwm.__version__, m.group(1))
+
+
+class StructSizeTest(unittest.TestCase):
+    def test_sizes_agree_with_the_library(self):
+        for cls, sid in _lib._STRUCT_IDS:
+            self.assertEqual(_lib.lib.ptwm_struct_size(sid), ctypes.sizeof(cls), cls.__name__)
+        self.assertEqual(_lib.lib.ptwm_struct_size(99), 0)
+
+    def test_a_library_of_other_structs_is_refused(self):
+        class Other:
+            @staticmethod
+            def ptwm_struct_size(sid):
+                return 999 if sid == 4 else _lib.lib.ptwm_struct_size(sid)
+        with self.assertRaisesRegex(OSError, "has a CParams of 999 bytes where this package "
+                                             "expects"):
+            _lib._check_struct_sizes(Other, "/some/libptwm.so")
 
 
 class LibraryLookupTest(unittest.TestCase):
