@@ -702,6 +702,11 @@ PTWM_API ptwm_error ptwm_source_read(ptwm_source *s, size_t index, uint64_t offs
 /* A metadata value (safetensors __metadata__, .ptwm metadata; for directories
  * the first shard's), or NULL. Valid until the source closes. */
 PTWM_API const char *ptwm_source_metadata_get(const ptwm_source *s, const char *key);
+/* Every metadata entry, in file order (for directories the first shard's):
+ * ptwm_source_metadata(s, i) for i < ptwm_source_metadata_count(s); {NULL,
+ * NULL} past the end. Strings valid until the source closes. */
+PTWM_API size_t ptwm_source_metadata_count(const ptwm_source *s);
+PTWM_API ptwm_kv ptwm_source_metadata(const ptwm_source *s, size_t i);
 
 /* Conversions a layout load may apply. Each level includes the ones above it. */
 typedef enum ptwm_convert {

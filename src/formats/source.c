@@ -247,3 +247,36 @@ const char *ptwm_source_metadata_get(const ptwm_source *s, const char *key) {
     default: return NULL;
     }
 }
+
+/* The safetensors file or .ptwm reader whose metadata the source reports
+ * (for directories the first shard's); both NULL for raw files. */
+static void meta_holder(const ptwm_source *s, const ptwm_st **st, const ptwm_reader **rd) {
+    *st = NULL;
+    *rd = NULL;
+    switch (s->kind) {
+    case PTWM_SOURCE_SAFETENSORS: *st = s->st; break;
+    case PTWM_SOURCE_SAFETENSORS_DIR:
+        if (ptwm_stdir_shard_count(s->stdir)) *st = ptwm_stdir_shard(s->stdir, 0);
+        break;
+    case PTWM_SOURCE_PTWM: *rd = s->rd; break;
+    case PTWM_SOURCE_PTWM_DIR:
+        if (ptwm_ptdir_shard_count(s->ptdir)) *rd = ptwm_ptdir_shard(s->ptdir, 0);
+        break;
+    default: break;
+    }
+}
+
+size_t ptwm_source_metadata_count(const ptwm_source *s) {
+    const ptwm_st *st;
+    const ptwm_reader *rd;
+    meta_holder(s, &st, &rd);
+    return st ? ptwm_st_metadata_count(st) : rd ? ptwm_reader_metadata_count(rd) : 0;
+}
+
+ptwm_kv ptwm_source_metadata(const ptwm_source *s, size_t i) {
+    const ptwm_st *st;
+    const ptwm_reader *rd;
+    ptwm_kv none = {NULL, NULL};
+    meta_holder(s, &st, &rd);
+    return st ? ptwm_st_metadata(st, i) : rd ? ptwm_reader_metadata(rd, i) : none;
+}
