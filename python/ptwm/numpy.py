@@ -97,7 +97,7 @@ def _items(tensors) -> Tuple[List[Item], list]:
         if v.dtype.byteorder == ">":   # stored little-endian, as safetensors does
             v = v.astype(v.dtype.newbyteorder("<"))
         code = dtype_code(v.dtype)
-        a = np.ascontiguousarray(v)
+        a = v if v.flags["C_CONTIGUOUS"] else v.copy(order="C")   # 0-d arrays stay 0-d
         keep.append(a)
         items.append(Item(k, code, tuple(a.shape), a.ctypes.data, a.nbytes))
     return items, keep

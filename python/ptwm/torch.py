@@ -90,7 +90,11 @@ def _storage_size(t: torch.Tensor) -> int:
 
 
 def _end_ptr(t: torch.Tensor) -> int:
-    return t.view(-1)[-1].data_ptr() + t.element_size() if t.nelement() else t.data_ptr()
+    """One past the last byte the tensor reaches (strided views included)."""
+    if not t.nelement():
+        return t.data_ptr()
+    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    return t.data_ptr() + (last + 1) * t.element_size()
 
 
 def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
