@@ -4,7 +4,8 @@
     st.save_file(model.state_dict(), "model.ptwm")
     state = st.load_file("model.ptwm")          # or a .safetensors file, or a directory
 
-Every function has safetensors' name, arguments and defaults; keyword extras:
+Every function has safetensors' name, arguments and defaults (plus
+save_checkpoint / load_checkpoint for training state); keyword extras:
 method= (the entropy method), threads= (0 = all cores), max_shard_size= (save
 a sharded directory with its index). Loaders read a .ptwm file, a sharded
 .ptwm directory, a .safetensors file or a Hugging Face directory. Tensors are
@@ -23,7 +24,8 @@ from ._errors import ERR_DTYPE, ERR_INVALID_ARG, PtwmValueError
 from ._safe_open import safe_open
 from ._stored import Item, write_bytes, write_file
 
-__all__ = ["save_file", "load_file", "save", "load", "save_model", "load_model"]
+__all__ = ["save_file", "load_file", "save", "load", "save_model", "load_model",
+           "save_checkpoint", "load_checkpoint"]
 
 # safetensors dtype names -> torch attribute names; a torch without the
 # attribute (float8 before 2.1, uint16 before 2.3) cannot hold that dtype.
@@ -267,3 +269,6 @@ def load_model(model: torch.nn.Module, filename, strict: bool = True, device="cp
                 f'"{k}"' for k in sorted(unexpected))
         raise RuntimeError(error)
     return missing, unexpected
+
+
+from ._torch_checkpoint import load_checkpoint, save_checkpoint   # noqa: E402 (uses the above)
