@@ -144,6 +144,7 @@ _SIGNATURES = {
     "ptwm_reader_chain_text": (_E, [_P, _SZ, POINTER(c_char), _SZ, _ERR]),
     "ptwm_reader_decode": (_E, [_P, _SZ, _P, _SZ, _ERR]),
     "ptwm_reader_decode_range": (_E, [_P, _SZ, _U64, _P, _SZ, _ERR]),
+    "ptwm_reader_decode_many": (_E, [_P, _PSZ, _PP, _PSZ, _SZ, _ERR]),
     "ptwm_reader_verify": (_E, [_P, _ERR]),
     "ptwm_reader_unchecked_count": (_SZ, [_P]),
     "ptwm_reader_source_name": (c_char_p, [_P]),
@@ -182,6 +183,7 @@ _SIGNATURES = {
     "ptwm_source_count": (_SZ, [_P]),
     "ptwm_source_tensor": (_E, [_P, _SZ, POINTER(TensorInfo)]),
     "ptwm_source_read": (_E, [_P, _SZ, _U64, _P, _SZ, _ERR]),
+    "ptwm_source_read_many": (_E, [_P, _PSZ, _PP, _PSZ, _SZ, _ERR]),
     "ptwm_source_metadata_count": (_SZ, [_P]),
     "ptwm_source_metadata": (KV, [_P, _SZ]),
     # whole checkpoints

@@ -48,15 +48,17 @@ class _Api(NamedTuple):
     read: object
     meta_count: object
     meta: object
+    many: object   # whole tensors in one call (chunks share the threads), or None
 
 
 _SOURCE = _Api(lib.ptwm_source_close, lib.ptwm_source_count, lib.ptwm_source_tensor,
-               lib.ptwm_source_read, lib.ptwm_source_metadata_count, lib.ptwm_source_metadata)
+               lib.ptwm_source_read, lib.ptwm_source_metadata_count, lib.ptwm_source_metadata,
+               lib.ptwm_source_read_many)
 _READER = _Api(lib.ptwm_reader_close, lib.ptwm_reader_count, lib.ptwm_reader_tensor,
                lib.ptwm_reader_decode_range, lib.ptwm_reader_metadata_count,
-               lib.ptwm_reader_metadata)
+               lib.ptwm_reader_metadata, lib.ptwm_reader_decode_many)
 _ST = _Api(lib.ptwm_st_close, lib.ptwm_st_count, lib.ptwm_st_tensor, lib.ptwm_st_read,
-           lib.ptwm_st_metadata_count, lib.ptwm_st_metadata)
+           lib.ptwm_st_metadata_count, lib.ptwm_st_metadata, None)
 
 
 class Stored:
@@ -105,6 +107,23 @@ class Stored:
                 raise ValueError(f"'{self.label}' is closed")
             check(self._api.read(self._handle, entry.index, offset, addr, length,
                                  ctypes.byref(err)), err)
+
+    def read_many(self, entries: Sequence[Entry], addrs: Sequence[int]) -> None:
+        """Decode whole tensors, entries[i] to addrs[i], in one call where the
+        handle has one (every payload hash checked)."""
+        if self._api.many is None:
+            for e, a in zip(entries, addrs):
+                self.read_into(e, 0, a, e.nbytes)
+            return
+        n = len(entries)
+        idx = (ctypes.c_size_t * max(n, 1))(*[e.index for e in entries])
+        dsts = (ctypes.c_void_p * max(n, 1))(*[a or None for a in addrs])
+        sizes = (ctypes.c_size_t * max(n, 1))(*[e.nbytes for e in entries])
+        err = ErrStruct()
+        with self._lock:
+            if not self._handle:
+                raise ValueError(f"'{self.label}' is closed")
+            check(self._api.many(self._handle, idx, dsts, sizes, n, ctypes.byref(err)), err)
 
     def close(self) -> None:
         with self._lock:

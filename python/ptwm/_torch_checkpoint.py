@@ -99,8 +99,8 @@ def load_checkpoint(path, model: torch.nn.Module,
         if meta.get("ptwm.checkpoint") != _KIND:
             raise PtwmValueError(ERR_INVALID_ARG, f"'{path}' is not a training checkpoint "
                                  f"written by ptwm.torch.save_checkpoint")
-        keys = f.keys()
-        weights = {k[len(_MODEL):]: f.get_tensor(k) for k in keys if k.startswith(_MODEL)}
+        tensors = f._load_all()
+        weights = {k[len(_MODEL):]: t for k, t in tensors.items() if k.startswith(_MODEL)}
         for name, kept in json.loads(meta["ptwm.tied"]).items():
             weights[name] = weights[kept]
         model.load_state_dict(weights, strict=strict)
@@ -110,10 +110,10 @@ def load_checkpoint(path, model: torch.nn.Module,
                 raise PtwmValueError(ERR_INVALID_ARG, f"'{path}' holds the state of a {kind} "
                                      f"optimizer, not {type(optimizer).__name__}")
             state: Dict[int, Dict[str, Any]] = defaultdict(dict)
-            for k in keys:
+            for k, t in tensors.items():
                 if k.startswith(_OPTIM):
                     i, key = k[len(_OPTIM):].split("/", 1)
-                    state[int(i)][key] = f.get_tensor(k)
+                    state[int(i)][key] = t
             for k, value in json.loads(meta["ptwm.state"]).items():
                 i, key = k.split("/", 1)
                 state[int(i)][key] = _decode(value)

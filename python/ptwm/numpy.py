@@ -126,10 +126,10 @@ def load_file(filename, *, threads: int = 0, bf16: Optional[str] = None) -> Dict
     """Every tensor of a .ptwm file or directory, a .safetensors file or a Hugging
     Face directory, by name (sorted), decoded into its array."""
     with safe_open(filename, framework="np", threads=threads, bf16=bf16) as f:
-        return {k: f.get_tensor(k) for k in f.keys()}
+        return f._load_all()
 
 
 def load(data: bytes, *, threads: int = 0, bf16: Optional[str] = None) -> Dict[str, np.ndarray]:
     """Every tensor of .ptwm (or safetensors) bytes, by name (sorted)."""
     with safe_open._from_bytes(data, "np", threads, bf16) as f:
-        return {k: f.get_tensor(k) for k in f.keys()}
+        return f._load_all()

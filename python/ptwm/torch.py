@@ -38,13 +38,20 @@ _TORCH_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "b
 
 
 def _torch_dtype(code: int, name: str):
+    dt = _BY_CODE.get(code)
+    if dt is not None:
+        return dt
     st_name = dtype_name(code)
     dt = getattr(torch, _TORCH_NAMES.get(st_name, ""), None)
     if not isinstance(dt, torch.dtype):
         raise PtwmValueError(ERR_DTYPE, f"tensor '{name}' is {st_name}, which torch "
                              f"{torch.__version__} has no dtype for (ptwm.numpy or "
                              f"ptwm.open can read it)")
+    _BY_CODE[code] = dt
     return dt
+
+
+_BY_CODE: Dict[int, "torch.dtype"] = {}
 
 
 class _Adapter:
@@ -214,13 +221,13 @@ def load_file(filename, device="cpu", *, threads: int = 0) -> Dict[str, torch.Te
     Face directory, by name (sorted), decoded into its own storage, then moved
     to `device`."""
     with safe_open(filename, framework="pt", device=device, threads=threads) as f:
-        return {k: f.get_tensor(k) for k in f.keys()}
+        return f._load_all()
 
 
 def load(data: bytes, *, threads: int = 0) -> Dict[str, torch.Tensor]:
     """Every tensor of .ptwm (or safetensors) bytes, by name (sorted)."""
     with safe_open._from_bytes(data, "pt", threads) as f:
-        return {k: f.get_tensor(k) for k in f.keys()}
+        return f._load_all()
 
 
 def save_model(model: torch.nn.Module, filename, metadata: Optional[Dict[str, str]] = None,
