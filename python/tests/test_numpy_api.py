@@ -81,6 +81,14 @@ class NumpyRoundTripTest(TempDirTest):
             self.assertEqual(again[k].shape, shape, k)
             self.assertEqual(again[k].tobytes(), raw, k)
 
+    def test_save_equals_c_api_blob_of_the_same_bytes(self):
+        from test_cross import CReference
+        arrays = {"w": np.random.default_rng(4).normal(0, 0.02, (64, 48)).astype(np.float32),
+                  "i": np.arange(300, dtype=np.int64), "h": random_array("float16", (90,), 6)}
+        src = self.path("same.safetensors")
+        ptwm.write_safetensors(src, [(k, a, a.dtype, a.shape) for k, a in arrays.items()])
+        self.assertEqual(pn.save(arrays), CReference.blob(src, self.path("c.ptwm")))
+
     def test_bad_arguments(self):
         for case in (lambda: pn.save({"w": [1, 2]}), lambda: pn.save({"w": np.array([object()])}),
                      lambda: pn.save({"w": np.ones(2)}, metadata={"a": 1}),
