@@ -4,6 +4,8 @@ and real weights from tests/corpus go through torch and back."""
 
 import os
 import shutil
+import subprocess
+import sys
 import tracemalloc
 import unittest
 
@@ -338,6 +340,39 @@ class TorchNoCopyTest(TempDirTest):
         self.assertTrue(torch.equal(out["w"], sd["w"]) and torch.equal(out2["w"], sd["w"]))
         self.assertLess(from_file, 1 << 20)
         self.assertLess(from_bytes, 1 << 20)
+
+
+PEAK_CHILD = """
+import sys
+import ptwm.torch as pt
+
+def kb(field):
+    with open("/proc/self/status") as f:
+        return [int(line.split()[1]) for line in f if line.startswith(field)][0]
+
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")   # the peak (VmHWM) restarts from what the process holds now
+base = kb("VmRSS:")
+sd = pt.load_file(sys.argv[1], threads=2)   # per-thread buffers: fixed, whatever the cores
+print((kb("VmHWM:") - base) * 1024)
+"""
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+@unittest.skipUnless(os.path.exists("/proc/self/clear_refs"), "needs Linux /proc")
+class TorchPeakMemoryTest(TempDirTest):
+    def test_load_peaks_at_the_tensors_plus_a_little(self):
+        # One 32 MiB tensor: a bytes copy on the way would add 32 MiB to the peak.
+        g = torch.Generator().manual_seed(5)
+        w = torch.randn(8 << 20, generator=g) * 0.02
+        pt.save_file({"w": w}, self.path("m.ptwm"))
+        del w
+        proc = subprocess.run([sys.executable, "-c", PEAK_CHILD, self.path("m.ptwm")],
+                              capture_output=True, text=True, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        peak = int(proc.stdout.split()[-1])
+        self.assertGreaterEqual(peak, 32 << 20)
+        self.assertLess(peak, (32 << 20) + (16 << 20))
 
 
 if __name__ == "__main__":
