@@ -138,6 +138,16 @@ class TorchRoundTripTest(TempDirTest):
         with self.assertRaises(ValueError):
             pt.load_file(self.path("m.ptwm"), device="no-such-device")
 
+    def test_method_extra(self):
+        sd = {"w": torch.randn(64, 64), "b": torch.randn(64).to(torch.bfloat16)}
+        default = pt.save(sd)
+        for method in ("zstd", "huffman", "rans", 5):
+            with self.subTest(method=method):
+                blob = pt.save(sd, method=method)
+                self.assertNotEqual(blob, default)
+                self.assertSameTensors(pt.load(blob), sd)
+        self.assertEqual(pt.save(sd, method="microscale"), default)
+
     def test_metadata_kept_and_checked(self):
         pt.save_file({"w": torch.ones(2)}, self.path("m.ptwm"), metadata={"format": "pt"})
         with ptwm.safe_open(self.path("m.ptwm"), "pt") as f:
