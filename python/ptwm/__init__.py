@@ -20,8 +20,8 @@ from . import sharding
 __version__ = "0.1.0"
 
 __all__ = ["PtwmError", "PtwmValueError", "PtwmFileNotFoundError", "PtwmFileExistsError",
-           "PtwmKeyError", "PtwmMemoryError", "Chain", "METHODS", "method_code", "method_name", "dtype_code",
-           "dtype_name", "dtype_bits", "open", "open_bytes", "PtwmFile", "TensorInfo",
+           "PtwmKeyError", "PtwmMemoryError", "Chain", "METHODS", "method_code", "method_name",
+           "dtype_code", "dtype_name", "dtype_bits", "open", "open_bytes", "PtwmFile", "TensorInfo",
            "compress_safetensors", "decompress_to_safetensors", "read_safetensors",
            "safetensors_info", "write_safetensors", "compress_checkpoint",
            "decompress_checkpoint", "sharding", "safe_open", "library_path",

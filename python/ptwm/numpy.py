@@ -20,7 +20,7 @@ import numpy as np
 from ._dtype import dtype_code, dtype_name
 from ._errors import ERR_DTYPE, ERR_INVALID_ARG, PtwmValueError
 from ._safe_open import safe_open
-from ._stored import Item, write_bytes, write_file
+from ._saving import Item, write_bytes, write_file
 
 __all__ = ["save_file", "load_file", "save", "load"]
 

@@ -22,7 +22,7 @@ import torch
 from ._dtype import dtype_code, dtype_name
 from ._errors import ERR_DTYPE, ERR_INVALID_ARG, PtwmValueError
 from ._safe_open import safe_open
-from ._stored import Item, write_bytes, write_file
+from ._saving import Item, write_bytes, write_file
 
 __all__ = ["save_file", "load_file", "save", "load", "save_model", "load_model",
            "save_checkpoint", "load_checkpoint"]

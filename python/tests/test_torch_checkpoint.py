@@ -51,7 +51,8 @@ LAYERS = {"conv1.w": (P + "conv2d_1/Conv2D_weights", "conv"),
 
 if torch is not None:
     class EmotionNet(torch.nn.Module):
-        """The emotion classifier's layers (HWIO kernels turned OIHW), grey images in, 7 classes out."""
+        """The emotion classifier's layers (HWIO kernels turned OIHW): grey images in,
+        7 classes out."""
 
         def __init__(self, weights):
             super().__init__()
