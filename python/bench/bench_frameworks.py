@@ -19,6 +19,7 @@ sizes and times of save_checkpoint beside torch.save and safetensors.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -122,12 +123,19 @@ def run(label, body, paths):
 
 
 def main():
+    corpus = sys.argv[1]
+    target = float(sys.argv[2]) if len(sys.argv) > 2 else 176
+    tmp = tempfile.mkdtemp(prefix="ptwm-pybench-")
+    try:
+        measure(corpus, target, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(corpus, target, tmp):
     import torch
     import ptwm
     import ptwm.torch as pt
-    corpus = sys.argv[1]
-    target = float(sys.argv[2]) if len(sys.argv) > 2 else 176
-    tmp = tempfile.mkdtemp(prefix="ptwm-bench-")
     sd, total = build_state(corpus, target)
     paths = [os.path.join(tmp, n) for n in ("m.ptwm", "m.safetensors", "m.pt")]
     t0 = time.perf_counter()
