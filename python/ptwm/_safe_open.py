@@ -78,6 +78,10 @@ class safe_open:   # noqa: N801 (the name safetensors users call)
         """Tensor names, sorted (as safetensors lists them)."""
         return sorted(self._open().names)
 
+    def offset_keys(self) -> List[str]:
+        """Tensor names in file order (index order for a sharded directory)."""
+        return list(self._open().names)
+
     def metadata(self) -> Optional[Dict[str, str]]:
         """The stored metadata, or None when there is none."""
         return self._open().metadata()
@@ -90,10 +94,10 @@ class safe_open:   # noqa: N801 (the name safetensors users call)
         return self._fw.place(obj, self._device)
 
     def _load_all(self) -> Dict[str, object]:
-        """Every tensor by name (sorted), decoded in one call so that the chunks
-        of many small tensors share the threads."""
+        """Every tensor by name in file order (as safetensors' load_file), decoded
+        in one call so that the chunks of many small tensors share the threads."""
         stored = self._open()
-        names = self.keys()
+        names = self.offset_keys()
         entries = [stored.entry(n) for n in names]
         made = [self._fw.empty(e.dtype, e.shape, n) for n, e in zip(names, entries)]
         stored.read_many(entries, [addr for _, addr in made])

@@ -124,12 +124,12 @@ def save_file(tensor_dict: Dict[str, np.ndarray], filename,
 
 def load_file(filename, *, threads: int = 0, bf16: Optional[str] = None) -> Dict[str, np.ndarray]:
     """Every tensor of a .ptwm file or directory, a .safetensors file or a Hugging
-    Face directory, by name (sorted), decoded into its array."""
+    Face directory, by name in file order, decoded into its array."""
     with safe_open(filename, framework="np", threads=threads, bf16=bf16) as f:
         return f._load_all()
 
 
 def load(data: bytes, *, threads: int = 0, bf16: Optional[str] = None) -> Dict[str, np.ndarray]:
-    """Every tensor of .ptwm (or safetensors) bytes, by name (sorted)."""
+    """Every tensor of .ptwm (or safetensors) bytes, by name in file order."""
     with safe_open._from_bytes(data, "np", threads, bf16) as f:
         return f._load_all()

@@ -218,14 +218,14 @@ def save_file(tensors: Dict[str, torch.Tensor], filename, metadata: Optional[Dic
 
 def load_file(filename, device="cpu", *, threads: int = 0) -> Dict[str, torch.Tensor]:
     """Every tensor of a .ptwm file or directory, a .safetensors file or a Hugging
-    Face directory, by name (sorted), decoded into its own storage, then moved
+    Face directory, by name in file order, decoded into its own storage, then moved
     to `device`."""
     with safe_open(filename, framework="pt", device=device, threads=threads) as f:
         return f._load_all()
 
 
 def load(data: bytes, *, threads: int = 0) -> Dict[str, torch.Tensor]:
-    """Every tensor of .ptwm (or safetensors) bytes, by name (sorted)."""
+    """Every tensor of .ptwm (or safetensors) bytes, by name in file order."""
     with safe_open._from_bytes(data, "pt", threads) as f:
         return f._load_all()
 

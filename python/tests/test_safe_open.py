@@ -42,6 +42,8 @@ class SafeOpenTest(TempDirTest):
     def test_keys_metadata_tensor(self):
         with ptwm.safe_open(self.file, framework="pt", device="cpu") as f:
             self.assertEqual(f.keys(), ["a.bf16", "m.ints", "z.cube"])   # sorted
+            self.assertEqual(f.offset_keys(), list(self.sd))                # file order
+            self.assertEqual(list(pt.load_file(self.file)), list(self.sd))
             self.assertEqual(f.metadata(), {"format": "pt"})
             self.assertTrue(torch.equal(f.get_tensor("m.ints"), self.sd["m.ints"]))
         pt.save_file({"w": torch.ones(1)}, self.path("plain.ptwm"))
