@@ -740,9 +740,22 @@ PTWM_API ptwm_error ptwm_source_find(const ptwm_source *s, const char *name, siz
 /* Raw bytes [offset, offset+len) of a tensor (decoding only the chunks needed). */
 PTWM_API ptwm_error ptwm_source_read(ptwm_source *s, size_t index, uint64_t offset, void *dst,
                                      size_t len, ptwm_err *err);
+/* Whole tensors at once: tensor indices[i] into dsts[i] of sizes[i] bytes
+ * (each its nbytes: PTWM_ERR_DST_SIZE otherwise). For .ptwm kinds the chunks
+ * of all of them share the decoding threads (ptwm_reader_decode_many, shard by
+ * shard for a directory), so many small tensors load as fast as one big one,
+ * and every payload hash is checked; other kinds read them in turn. */
+PTWM_API ptwm_error ptwm_source_read_many(ptwm_source *s, const size_t *indices,
+                                          void *const *dsts, const size_t *sizes, size_t n,
+                                          ptwm_err *err);
 /* A metadata value (safetensors __metadata__, .ptwm metadata; for directories
  * the first shard's), or NULL. Valid until the source closes. */
 PTWM_API const char *ptwm_source_metadata_get(const ptwm_source *s, const char *key);
+/* Every metadata entry, in file order (for directories the first shard's):
+ * ptwm_source_metadata(s, i) for i < ptwm_source_metadata_count(s); {NULL,
+ * NULL} past the end. Strings valid until the source closes. */
+PTWM_API size_t ptwm_source_metadata_count(const ptwm_source *s);
+PTWM_API ptwm_kv ptwm_source_metadata(const ptwm_source *s, size_t i);
 
 /* Conversions a layout load may apply. Each level includes the ones above it. */
 typedef enum ptwm_convert {

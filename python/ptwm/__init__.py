@@ -5,8 +5,8 @@ the file formats is done by the library; this package turns Python values
 into its calls and its errors into exceptions.
 """
 
-from ._errors import (PtwmError, PtwmFileExistsError, PtwmFileNotFoundError, PtwmMemoryError,
-                      PtwmValueError)
+from ._errors import (PtwmError, PtwmFileExistsError, PtwmFileNotFoundError, PtwmKeyError,
+                      PtwmMemoryError, PtwmValueError)
 from ._lib import library_path
 from ._dtype import dtype_bits, dtype_code, dtype_name
 from .chain import METHODS, Chain, method_code, method_name
@@ -14,16 +14,18 @@ from .convert import (assemble_checkpoint, compress_checkpoint, compress_safeten
                       decompress_checkpoint, decompress_to_safetensors, read_safetensors,
                       safetensors_info, write_safetensors)
 from .reader import PtwmFile, TensorInfo, open, open_bytes
+from ._safe_open import safe_open
 from . import sharding
 
 __version__ = "0.1.0"
 
 __all__ = ["PtwmError", "PtwmValueError", "PtwmFileNotFoundError", "PtwmFileExistsError",
-           "PtwmMemoryError", "Chain", "METHODS", "method_code", "method_name", "dtype_code",
-           "dtype_name", "dtype_bits", "open", "open_bytes", "PtwmFile", "TensorInfo",
+           "PtwmKeyError", "PtwmMemoryError", "Chain", "METHODS", "method_code", "method_name",
+           "dtype_code", "dtype_name", "dtype_bits", "open", "open_bytes", "PtwmFile", "TensorInfo",
            "compress_safetensors", "decompress_to_safetensors", "read_safetensors",
            "safetensors_info", "write_safetensors", "compress_checkpoint",
-           "decompress_checkpoint", "assemble_checkpoint", "sharding", "library_path",
+           "decompress_checkpoint", "assemble_checkpoint", "sharding", "safe_open",
+           "library_path",
            "library_version", "isa_level", "set_isa_limit", "__version__"]
 
 

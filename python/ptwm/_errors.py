@@ -11,7 +11,7 @@ import errno as _errno
 import os
 
 __all__ = ["PtwmError", "PtwmValueError", "PtwmFileNotFoundError", "PtwmFileExistsError",
-           "PtwmMemoryError", "PtwmOSError", "check_path",
+           "PtwmMemoryError", "PtwmOSError", "PtwmKeyError", "check_path",
            "check", "raise_for"]
 
 # Wire values of ptwm_error (include/ptwm.h); never renumbered.
@@ -69,6 +69,13 @@ class PtwmFileExistsError(PtwmError, FileExistsError):
     def __init__(self, code: int, message: str):
         super().__init__(code, message)
         self.errno = _errno.EEXIST
+
+
+class PtwmKeyError(PtwmError, KeyError):
+    """A ptwm error about a tensor name the file does not hold."""
+
+    def __str__(self) -> str:   # KeyError would print the message quoted
+        return self.message
 
 
 class PtwmMemoryError(PtwmError, MemoryError):

@@ -1,6 +1,7 @@
 """Cross-checks with the C side: the C API's bytes, and the C CLI reading what
 Python wrote and the reverse, on real weights from the corpus."""
 
+import atexit
 import json
 import os
 import shutil
@@ -32,6 +33,7 @@ class CReference:
                 raise AssertionError(cls.problem)
             return cls.exe
         tmp = tempfile.mkdtemp(prefix="ptwm-cref-")
+        atexit.register(shutil.rmtree, tmp, True)   # also when tearDownModule never runs
         lib = os.path.realpath(ptwm.library_path)
         # The executable finds the library through an rpath to a directory whose
         # libptwm.so.0 (the SONAME) is the very file Python loaded.
@@ -180,6 +182,7 @@ class PythonReadsCliTest(TempDirTest):
 def tearDownModule():
     if CReference.exe:
         shutil.rmtree(os.path.dirname(CReference.exe), True)
+        CReference.exe = None   # other modules' tests build it again when they need it
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ class PackagingTest(TempDirTest):
             for mod in ("ptwm/__init__.py", "ptwm/_lib.py", "ptwm/chain.py",
                         "ptwm/sharding/__init__.py", "ptwm/sharding/_writer.py",
                         "ptwm/sharding/_sharder.py", "ptwm/sharding/_index.py",
-                        "ptwm/sharding/_reader.py", "ptwm/libptwm.so"):
+                        "ptwm/sharding/_reader.py", "ptwm/torch.py", "ptwm/numpy.py",
+                        "ptwm/_safe_open.py", "ptwm/_stored.py", "ptwm/_slicing.py",
+                        "ptwm/_torch_checkpoint.py", "ptwm/libptwm.so"):
                 self.assertIn(mod, names)
             di = f"ptwm-{ptwm.__version__}.dist-info"
             record = z.read(f"{di}/RECORD").decode().splitlines()

@@ -223,6 +223,56 @@ ptwm_error ptwm_source_read(ptwm_source *s, size_t index, uint64_t offset, void 
     }
 }
 
+/* A sharded directory: each shard's tensors in one decode_many call, in list order. */
+static ptwm_error ptdir_read_many(ptwm_ptdir *d, const size_t *indices, void *const *dsts,
+                                  const size_t *sizes, size_t n, ptwm_err *err) {
+    size_t *loc = (size_t *)ptwm_malloc((uint64_t)n * 2 * sizeof(size_t) + 1);
+    void **dst = (void **)ptwm_malloc((uint64_t)n * sizeof(void *) + 1);
+    size_t *len = loc + n, shard, i, m;
+    ptwm_error rc = PTWM_OK;
+    if (!loc || !dst) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu tensors", n);
+    for (i = 0; !rc && i < n; i++)   /* an index no shard holds */
+        if (indices[i] >= ptwm_ptdir_count(d))
+            rc = ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", indices[i],
+                           ptwm_ptdir_count(d));
+    for (shard = 0; !rc && shard < ptwm_ptdir_shard_count(d); shard++) {
+        for (i = m = 0; i < n; i++) {
+            size_t local;
+            if (ptwm_ptdir_shard_of(d, indices[i], &local) != shard) continue;
+            loc[m] = local;
+            dst[m] = dsts[i];
+            len[m++] = sizes[i];
+        }
+        if (m) rc = ptwm_reader_decode_many(ptwm_ptdir_shard(d, shard), loc, dst, len, m, err);
+    }
+    free(loc);
+    free(dst);
+    return rc;
+}
+
+ptwm_error ptwm_source_read_many(ptwm_source *s, const size_t *indices, void *const *dsts,
+                                 const size_t *sizes, size_t n, ptwm_err *err) {
+    size_t i;
+    ptwm_tensor_info info;
+    ptwm_error rc;
+    if (!s || (n && (!indices || !dsts || !sizes)))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "source: NULL handle or list");
+    if (s->kind == PTWM_SOURCE_PTWM)
+        return ptwm_reader_decode_many(s->rd, indices, dsts, sizes, n, err);
+    if (s->kind == PTWM_SOURCE_PTWM_DIR)
+        return ptdir_read_many(s->ptdir, indices, dsts, sizes, n, err);
+    for (i = 0; i < n; i++) {
+        if (ptwm_source_tensor(s, indices[i], &info))
+            return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu) in '%s'",
+                             indices[i], ptwm_source_count(s), s->path);
+        if (sizes[i] != info.nbytes || (!dsts[i] && sizes[i]))
+            return ptwm_fail(err, PTWM_ERR_DST_SIZE, "tensor '%s' has %llu bytes, buffer %zu",
+                             info.name, (unsigned long long)info.nbytes, sizes[i]);
+        if ((rc = ptwm_source_read(s, indices[i], 0, dsts[i], sizes[i], err))) return rc;
+    }
+    return PTWM_OK;
+}
+
 /* .ptwm metadata has no keyed lookup, so search it; it holds a handful of keys. */
 static const char *reader_meta(const ptwm_reader *r, const char *key) {
     size_t i, n = r ? ptwm_reader_metadata_count(r) : 0;
@@ -246,4 +296,37 @@ const char *ptwm_source_metadata_get(const ptwm_source *s, const char *key) {
                                                 : NULL;
     default: return NULL;
     }
+}
+
+/* The safetensors file or .ptwm reader whose metadata the source reports
+ * (for directories the first shard's); both NULL for raw files. */
+static void meta_holder(const ptwm_source *s, const ptwm_st **st, const ptwm_reader **rd) {
+    *st = NULL;
+    *rd = NULL;
+    switch (s->kind) {
+    case PTWM_SOURCE_SAFETENSORS: *st = s->st; break;
+    case PTWM_SOURCE_SAFETENSORS_DIR:
+        if (ptwm_stdir_shard_count(s->stdir)) *st = ptwm_stdir_shard(s->stdir, 0);
+        break;
+    case PTWM_SOURCE_PTWM: *rd = s->rd; break;
+    case PTWM_SOURCE_PTWM_DIR:
+        if (ptwm_ptdir_shard_count(s->ptdir)) *rd = ptwm_ptdir_shard(s->ptdir, 0);
+        break;
+    default: break;
+    }
+}
+
+size_t ptwm_source_metadata_count(const ptwm_source *s) {
+    const ptwm_st *st;
+    const ptwm_reader *rd;
+    meta_holder(s, &st, &rd);
+    return st ? ptwm_st_metadata_count(st) : rd ? ptwm_reader_metadata_count(rd) : 0;
+}
+
+ptwm_kv ptwm_source_metadata(const ptwm_source *s, size_t i) {
+    const ptwm_st *st;
+    const ptwm_reader *rd;
+    ptwm_kv none = {NULL, NULL};
+    meta_holder(s, &st, &rd);
+    return st ? ptwm_st_metadata(st, i) : rd ? ptwm_reader_metadata(rd, i) : none;
 }

@@ -1,0 +1,161 @@
+"""Writing tensors given by address (framework modules keep them alive) with
+ptwm_writer_*: a .ptwm file, .ptwm bytes, or a sharded directory with its index.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import tempfile
+from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from ._errors import (ERR_EXISTS, ERR_INVALID_ARG, WRITE_FILE_KINDS, WRITE_KINDS,
+                      PtwmFileExistsError, PtwmValueError, check, check_path)
+from ._lib import KV, ErrStruct, TensorDesc, lib
+from ._memory import take_malloced
+from ._params import cparams
+
+__all__ = ["Item", "write_file", "write_bytes", "check_metadata"]
+
+_INDEX_NAME = "model.ptwm.index.json"
+_SINGLE_NAME = "model.ptwm"
+
+
+class Item(NamedTuple):
+    """One tensor to write: its bytes at addr (kept alive by the caller)."""
+    name: str
+    dtype: int
+    shape: Tuple[int, ...]
+    addr: int
+    nbytes: int
+
+
+def check_metadata(metadata) -> List[Tuple[str, str]]:
+    """metadata as (key, value) pairs; ValueError unless it maps str to str."""
+    if metadata is None:
+        return []
+    if not isinstance(metadata, Mapping):
+        raise PtwmValueError(ERR_INVALID_ARG, f"metadata must be a dict of str to str or None, "
+                             f"not {type(metadata).__name__}")
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise PtwmValueError(ERR_INVALID_ARG, f"metadata must map str to str; entry "
+                                 f"{k!r}: {v!r} is {type(k).__name__} to {type(v).__name__}")
+    return list(metadata.items())
+
+
+def _write(writer_open, items: Sequence[Item], meta: List[Tuple[str, str]],
+           kinds) -> ctypes.c_void_p:
+    """Open a writer with writer_open(handle_ref, err) and add metadata and tensors."""
+    w = ctypes.c_void_p(None)
+    err = ErrStruct()
+    writer_open(ctypes.byref(w), err)
+    try:
+        if meta:
+            kvs = (KV * len(meta))(*[KV(k.encode("utf-8"), v.encode("utf-8")) for k, v in meta])
+            check(lib.ptwm_writer_set_metadata(w, kvs, len(meta), ctypes.byref(err)), err, kinds)
+        for it in items:
+            shape = (ctypes.c_uint64 * max(len(it.shape), 1))(*it.shape)
+            desc = TensorDesc(it.name.encode("utf-8"), it.dtype, len(it.shape),
+                              ctypes.cast(shape, ctypes.POINTER(ctypes.c_uint64)),
+                              it.addr or None, it.nbytes)
+            check(lib.ptwm_writer_add(w, ctypes.byref(desc), None, ctypes.byref(err)), err,
+                  kinds)
+    except BaseException:
+        lib.ptwm_writer_free(w)
+        raise
+    return w
+
+
+def write_bytes(items: Sequence[Item], metadata=None, method=3, threads: int = 0,
+                chunk_size: Optional[int] = None) -> bytes:
+    """The .ptwm image of items, in memory."""
+    params = cparams(method, threads=threads, chunk_size=chunk_size)
+    meta = check_metadata(metadata)
+
+    def opener(ref, err):
+        check(lib.ptwm_writer_open_memory(ctypes.byref(params), ref, ctypes.byref(err)), err,
+              WRITE_KINDS)
+    w = _write(opener, items, meta, WRITE_KINDS)
+    out = ctypes.c_void_p(None)
+    n = ctypes.c_size_t(0)
+    err = ErrStruct()
+    check(lib.ptwm_writer_finish_memory(w, ctypes.byref(out), ctypes.byref(n), ctypes.byref(err)),
+          err, WRITE_KINDS)
+    return take_malloced(out.value or 0, n.value)
+
+
+def _write_one(path: str, items: Sequence[Item], meta, params) -> None:
+    p = os.fsencode(path)
+
+    def opener(ref, err):
+        check_path(lib.ptwm_writer_open_file(p, ctypes.byref(params), ref, ctypes.byref(err)),
+                   err, path, WRITE_FILE_KINDS, writing=True)
+    w = _write(opener, items, meta, WRITE_KINDS)
+    err = ErrStruct()
+    check_path(lib.ptwm_writer_finish(w, ctypes.byref(err)), err, path, WRITE_FILE_KINDS,
+               writing=True)
+
+
+def _is_ptwm_dir_file(name: str) -> bool:
+    return name in (_INDEX_NAME, _SINGLE_NAME) or (name.startswith("model-") and
+                                                   name.endswith(".ptwm"))
+
+
+def _write_sharded(path: str, items: Sequence[Item], meta, params, max_shard_size: int) -> None:
+    """A directory of shards (model-0000k-of-0000n.ptwm + index, or one model.ptwm),
+    built beside `path` and renamed into place. An existing directory is
+    replaced only when it holds nothing but a .ptwm checkpoint's files."""
+    from .sharding import PtwmIndex, plan_shards, shard_filename
+    if os.path.exists(path):
+        if not os.path.isdir(path) or any(not _is_ptwm_dir_file(f) for f in os.listdir(path)):
+            raise PtwmFileExistsError(ERR_EXISTS, f"'{path}' exists and is not a sharded .ptwm "
+                                      f"directory; not replacing it")
+    plan = plan_shards([(it.name, it.nbytes) for it in items], max_shard_size) if items else [[]]
+    by_name = {it.name: it for it in items}
+    parent = os.path.dirname(os.path.abspath(path))
+    stage = tempfile.mkdtemp(prefix=os.path.basename(os.path.abspath(path)) + ".tmp-",
+                             dir=parent)
+    try:
+        weight_map = {}
+        sizes = 0
+        for k, shard in enumerate(plan, 1):
+            fname = _SINGLE_NAME if len(plan) == 1 else shard_filename(k, len(plan), "ptwm")
+            _write_one(os.path.join(stage, fname), [by_name[n] for n, _ in shard], meta, params)
+            sizes += os.path.getsize(os.path.join(stage, fname))
+            weight_map.update({n: fname for n, _ in shard})
+        if len(plan) > 1:
+            PtwmIndex(sum(it.nbytes for it in items), sizes,
+                      weight_map).write(os.path.join(stage, _INDEX_NAME))
+        old = None
+        if os.path.exists(path):
+            old = tempfile.mkdtemp(prefix=os.path.basename(os.path.abspath(path)) + ".old-",
+                                   dir=parent)
+            os.replace(path, os.path.join(old, "d"))
+        os.replace(stage, path)
+        stage = None
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if stage:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def write_file(filename, items: Sequence[Item], metadata=None, method=3, threads: int = 0,
+               chunk_size: Optional[int] = None, max_shard_size=None) -> None:
+    """One .ptwm file, or with max_shard_size ("5GB" or bytes) a sharded directory."""
+    params = cparams(method, threads=threads, chunk_size=chunk_size)
+    meta = check_metadata(metadata)
+    path = os.fsdecode(os.fspath(filename))
+    if max_shard_size is None:
+        _write_one(path, items, meta, params)
+        return
+    size = max_shard_size
+    if isinstance(size, str):
+        from .sharding import parse_size
+        size = parse_size(size)
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise PtwmValueError(ERR_INVALID_ARG, f"max_shard_size must be a positive int or a "
+                             f"size such as \"5GB\", got {max_shard_size!r}")
+    _write_sharded(path, items, meta, params, size)

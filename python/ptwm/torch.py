@@ -1,0 +1,281 @@
+"""ptwm.torch: safetensors.torch's API, storing compressed .ptwm.
+
+    import ptwm.torch as st          # instead of: import safetensors.torch as st
+    st.save_file(model.state_dict(), "model.ptwm")
+    state = st.load_file("model.ptwm")          # or a .safetensors file, or a directory
+
+Every function has safetensors' name, arguments and defaults (plus
+save_checkpoint / load_checkpoint for training state); keyword extras:
+method= (the entropy method), threads= (0 = all cores), max_shard_size= (save
+a sharded directory with its index). Loaders read a .ptwm file, a sharded
+.ptwm directory, a .safetensors file or a Hugging Face directory. Tensors are
+decoded straight into their own storage; writes read it in place.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Dict, List, Optional, Set, Tuple
+
+import torch
+
+from ._dtype import dtype_code, dtype_name
+from ._errors import ERR_DTYPE, ERR_INVALID_ARG, PtwmValueError
+from ._safe_open import safe_open
+from ._saving import Item, write_bytes, write_file
+
+__all__ = ["save_file", "load_file", "save", "load", "save_model", "load_model",
+           "save_checkpoint", "load_checkpoint"]
+
+# safetensors dtype names -> torch attribute names; a torch without the
+# attribute (float8 before 2.1, uint16 before 2.3) cannot hold that dtype.
+_TORCH_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+                "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+                "BOOL": "bool", "C64": "complex64", "U16": "uint16", "U32": "uint32",
+                "U64": "uint64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+                "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
+                "F8_E5M2FNUZ": "float8_e5m2fnuz"}
+
+
+def _torch_dtype(code: int, name: str):
+    dt = _BY_CODE.get(code)
+    if dt is not None:
+        return dt
+    st_name = dtype_name(code)
+    dt = getattr(torch, _TORCH_NAMES.get(st_name, ""), None)
+    if not isinstance(dt, torch.dtype):
+        raise PtwmValueError(ERR_DTYPE, f"tensor '{name}' is {st_name}, which torch "
+                             f"{torch.__version__} has no dtype for (ptwm.numpy or "
+                             f"ptwm.open can read it)")
+    _BY_CODE[code] = dt
+    return dt
+
+
+_BY_CODE: Dict[int, "torch.dtype"] = {}
+
+
+class _Adapter:
+    """How safe_open makes torch tensors."""
+
+    @staticmethod
+    def device(device):
+        if isinstance(device, int) and not isinstance(device, bool):
+            device = f"cuda:{device}"
+        try:
+            return torch.device(device)
+        except (RuntimeError, TypeError) as e:
+            raise PtwmValueError(ERR_INVALID_ARG, f"device {device!r}: {e}") from None
+
+    @staticmethod
+    def empty(code: int, shape, name: str):
+        t = torch.empty(tuple(shape), dtype=_torch_dtype(code, name))
+        return t, t.data_ptr()
+
+    @staticmethod
+    def place(t, device):
+        return t if device.type == "cpu" else t.to(device)
+
+
+# -- tensors that share memory (as safetensors finds them) ----------------------
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:   # torch before 2.0; meta storage
+        try:
+            return t.storage().data_ptr()
+        except NotImplementedError:
+            return 0
+
+
+def _storage_size(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().nbytes()
+    except AttributeError:   # torch before 2.0
+        try:
+            return t.storage().size() * t.element_size()
+        except NotImplementedError:
+            return t.nelement() * t.element_size()
+
+
+def _end_ptr(t: torch.Tensor) -> int:
+    """One past the last byte the tensor reaches (strided views included)."""
+    if not t.nelement():
+        return t.data_ptr()
+    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    return t.data_ptr() + (last + 1) * t.element_size()
+
+
+def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
+    """Groups of names whose bytes overlap in one storage (each name once)."""
+    by_storage = defaultdict(set)
+    for k, v in state_dict.items():
+        if v.device != torch.device("meta") and _storage_ptr(v) != 0 and _storage_size(v) != 0:
+            by_storage[(v.device, _storage_ptr(v), _storage_size(v))].add(k)
+    out = []
+    for shared in sorted(by_storage.values(), key=sorted):
+        if len(shared) < 2:
+            out.append(shared)
+            continue
+        areas = sorted((state_dict[n].data_ptr(), _end_ptr(state_dict[n]), n) for n in shared)
+        _, last_stop, last_name = areas[0]
+        out.append({last_name})
+        for start, stop, name in areas[1:]:
+            if start >= last_stop:
+                out.append({name})
+            else:
+                out[-1].add(name)
+            last_stop = max(last_stop, stop)
+    return out
+
+
+def _is_complete(t: torch.Tensor) -> bool:
+    return t.data_ptr() == _storage_ptr(t) and t.nelement() * t.element_size() == _storage_size(t)
+
+
+def _remove_duplicate_names(state_dict, *, preferred_names=None):
+    """{kept name: [names dropped because they share its storage]} (safetensors' choice)."""
+    preferred_names = set(preferred_names or [])
+    to_remove = defaultdict(list)
+    for shared in _find_shared_tensors(state_dict):
+        if len(shared) < 2:
+            continue
+        complete = {n for n in shared if _is_complete(state_dict[n])}
+        if not complete:
+            raise RuntimeError(f"Error while trying to find names to remove to save state dict, "
+                               f"but found no suitable name to keep for saving amongst: "
+                               f"{shared}. None is covering the entire storage. Refusing to "
+                               f"save/load the model since you could be storing much more "
+                               f"memory than needed.")
+        keep = sorted(complete)[0]
+        if preferred_names & complete:
+            keep = sorted(preferred_names & complete)[0]
+        for name in sorted(shared):
+            if name != keep:
+                to_remove[keep].append(name)
+    return to_remove
+
+
+def _items(tensors) -> Tuple[List[Item], list]:
+    """Writer items for a dict of tensors, and the tensors holding their bytes."""
+    if not isinstance(tensors, dict):
+        raise PtwmValueError(ERR_INVALID_ARG, f"tensors must be a dict of str to torch.Tensor, "
+                             f"not {type(tensors).__name__}")
+    sparse = []
+    for k, v in tensors.items():
+        if not isinstance(k, str):
+            raise PtwmValueError(ERR_INVALID_ARG, f"Key {k!r} is invalid, expected str but "
+                                 f"received {type(k)}")
+        if not isinstance(v, torch.Tensor):
+            raise PtwmValueError(ERR_INVALID_ARG, f"Key `{k}` is invalid, expected "
+                                 f"torch.Tensor but received {type(v)}")
+        if v.layout != torch.strided:
+            sparse.append(k)
+    if sparse:
+        raise PtwmValueError(ERR_INVALID_ARG, f"You are trying to save a sparse tensors: "
+                             f"`{sparse}` which this library does not support. You can make "
+                             f"it a dense tensor before saving with `.to_dense()` but be aware "
+                             f"this might make a much larger file than needed.")
+    failing = [names for names in _find_shared_tensors(tensors) if len(names) > 1]
+    if failing:
+        raise RuntimeError(
+            f"""
+            Some tensors share memory, this will lead to duplicate memory on disk and potential differences when loading them again: {failing}.
+            A potential way to correctly save your model is to use `save_model`.
+            More information at https://huggingface.co/docs/safetensors/torch_shared_tensors
+            """)
+    items, keep = [], []
+    for k, v in tensors.items():
+        code = dtype_code(v.dtype)
+        t = v.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        t = t.contiguous()   # a strided view is saved as its values, in row-major order
+        keep.append(t)
+        items.append(Item(k, code, tuple(t.shape), t.data_ptr(), t.nelement() * t.element_size()))
+    return items, keep
+
+
+def save(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None, *,
+         method="microscale", threads: int = 0) -> bytes:
+    """The tensors as the bytes of a .ptwm file."""
+    items, keep = _items(tensors)
+    out = write_bytes(items, metadata, method=method, threads=threads)
+    del keep
+    return out
+
+
+def save_file(tensors: Dict[str, torch.Tensor], filename, metadata: Optional[Dict[str, str]] = None,
+              *, method="microscale", threads: int = 0, max_shard_size=None) -> None:
+    """Write the tensors as a .ptwm file (atomically: a temporary file renamed into
+    place), or with max_shard_size ("5GB" or bytes) as a directory of shards
+    model-0000k-of-0000n.ptwm with model.ptwm.index.json."""
+    items, keep = _items(tensors)
+    write_file(filename, items, metadata, method=method, threads=threads,
+               max_shard_size=max_shard_size)
+    del keep
+
+
+def load_file(filename, device="cpu", *, threads: int = 0) -> Dict[str, torch.Tensor]:
+    """Every tensor of a .ptwm file or directory, a .safetensors file or a Hugging
+    Face directory, by name in file order, decoded into its own storage, then moved
+    to `device`."""
+    with safe_open(filename, framework="pt", device=device, threads=threads) as f:
+        return f._load_all()
+
+
+def load(data: bytes, *, threads: int = 0) -> Dict[str, torch.Tensor]:
+    """Every tensor of .ptwm (or safetensors) bytes, by name in file order."""
+    with safe_open._from_bytes(data, "pt", threads) as f:
+        return f._load_all()
+
+
+def save_model(model: torch.nn.Module, filename, metadata: Optional[Dict[str, str]] = None,
+               force_contiguous: bool = False, *, method="microscale", threads: int = 0,
+               max_shard_size=None) -> None:
+    """Save a module's state_dict; tensors that share storage (tied weights) are
+    stored once, the other names recorded in metadata as name -> kept name.
+    (Non-contiguous tensors are always saved contiguous: force_contiguous is
+    accepted for compatibility.)"""
+    state_dict = model.state_dict()
+    for kept, removed in _remove_duplicate_names(state_dict).items():
+        for name in removed:
+            if metadata is None:
+                metadata = {}
+            if name not in metadata:   # never override the caller's entries
+                metadata[name] = kept
+            del state_dict[name]
+    if force_contiguous:
+        state_dict = {k: v.contiguous() for k, v in state_dict.items()}
+    save_file(state_dict, filename, metadata, method=method, threads=threads,
+              max_shard_size=max_shard_size)
+
+
+def load_model(model: torch.nn.Module, filename, strict: bool = True, device="cpu", *,
+               threads: int = 0) -> Tuple[List[str], List[str]]:
+    """Load a file into a module (tied weights filled from the one stored copy).
+    Returns (missing, unexpected) names; with strict, raises RuntimeError when
+    either is not empty, as safetensors does."""
+    state_dict = load_file(filename, device=device, threads=threads)
+    to_removes = _remove_duplicate_names(model.state_dict(), preferred_names=state_dict.keys())
+    missing, unexpected = model.load_state_dict(state_dict, strict=False)
+    missing = set(missing)
+    for group in to_removes.values():
+        for name in group:
+            if name not in missing:
+                unexpected.append(name)
+            else:
+                missing.remove(name)
+    if strict and (missing or unexpected):
+        error = f"Error(s) in loading state_dict for {model.__class__.__name__}:"
+        if missing:
+            error += "\n    Missing key(s) in state_dict: " + ", ".join(
+                f'"{k}"' for k in sorted(missing))
+        if unexpected:
+            error += "\n    Unexpected key(s) in state_dict: " + ", ".join(
+                f'"{k}"' for k in sorted(unexpected))
+        raise RuntimeError(error)
+    return missing, unexpected
+
+
+from ._torch_checkpoint import load_checkpoint, save_checkpoint   # noqa: E402 (uses the above)
