@@ -998,6 +998,7 @@ typedef struct sjob {
     uint8_t *dst;
     uint8_t *own;
     size_t own_cap;
+    uint64_t file_off;           /* streaming to a file: where dst goes */
     uint8_t hash[16];            /* a one-chunk tensor's XXH3-128, by the worker */
     ptwm_error rc;
     ptwm_err err;
@@ -1019,6 +1020,12 @@ typedef struct sdrive {
      * Buffers are sized for them at once (up to SLOT_KEEP): growing them
      * chunk by chunk took fresh pages each time. */
     size_t max_raw, max_coded;
+    /* Streaming to a file (else -1): each worker writes the chunk it decoded
+     * at its place in the file, so the copy into the page cache runs on
+     * every worker, beside the decoding, instead of on the retiring thread. */
+    int out_fd;
+    const char *out_path;
+    uint64_t unsynced;           /* bytes retired since writeback was last started */
 } sdrive;
 
 /* Streaming keeps at most this many raw bytes in flight (or one chunk), and
@@ -1059,6 +1066,10 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
      * are in cache; longer tensors are hashed in order as chunks retire. */
     if (!j->rc && t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
         ptwm_xxh128_oneshot(j->dst, c->raw, j->hash);
+    /* Bytes that fail their hash later are in the file, which the caller
+     * then never commits. */
+    if (!j->rc && d->out_fd >= 0)
+        j->rc = ptwm_pwrite_full(d->out_fd, j->dst, c->raw, j->file_off, d->out_path, &j->err);
 }
 
 /* `chunks`: how many chunks the call will decode; a single chunk runs on the
@@ -1070,6 +1081,7 @@ static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, uint64_t chunks, int in
     ptwm_error rc;
     memset(d, 0, sizeof(*d));
     d->r = r;
+    d->out_fd = -1;
     /* Enough slots per thread that no thread waits for the consumer; deeper
      * when slots hold no buffers (an image in memory decoded into the
      * caller's buffers: 16 a thread measured 1.66 -> 1.70x for two threads
@@ -1100,7 +1112,8 @@ static void sdrive_free(sdrive *d) {
 }
 
 /* Queue chunk k of tensor t (into dst, or the slot's own buffer if NULL). */
-static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, uint8_t *dst, ptwm_err *err) {
+static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, uint8_t *dst,
+                                uint64_t file_off, ptwm_err *err) {
     size_t slot = (d->head + d->npending) % d->window;
     sjob *j = &d->jobs[slot];
     const rchunk *c = &d->r->t[t].chunks[k];
@@ -1110,6 +1123,7 @@ static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, ui
     j->tensor = t;
     j->chunk = k;
     j->dst = dst ? dst : j->own;
+    j->file_off = file_off + c->start;
     d->inflight += c->raw;
     d->npending++;
     ptwm_queue_submit(d->q, slot, c->raw);
@@ -1201,7 +1215,7 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
             if (d.npending == d.window &&
                 ((rc = sdrive_retire(&d, &j, err)) || (rc = hash_retired(r, j, &h, dsts, sizes, err))))
                 break;
-            rc = sdrive_submit(&d, i, indices[i], k, (uint8_t *)dsts[i] + t->chunks[k].start, err);
+            rc = sdrive_submit(&d, i, indices[i], k, (uint8_t *)dsts[i] + t->chunks[k].start, 0, err);
         }
     }
     while (d.npending) {
@@ -1240,6 +1254,12 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     c = &t->chunks[j->chunk];
     if ((rc = retired_hash(t, j, h, got, &done, err))) return rc;
     if (sink && (rc = sink(ctx, j->dst, c->raw, err))) return rc;
+    /* Writing to a file: the disk writes what is done while the rest
+     * decodes, and the final fsync waits for the last few MiB only. */
+    if (d->out_fd >= 0 && (d->unsynced += c->raw) >= PTWM_WRITEBACK_STEP) {
+        ptwm_start_writeback(d->out_fd, 0, 0);
+        d->unsynced = 0;
+    }
     if (j->own_cap > SLOT_KEEP) {
         free(j->own);
         j->own = NULL;
@@ -1248,26 +1268,37 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     return done ? check_hash(d->r, t, got, err) : PTWM_OK;
 }
 
-ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
+/* Stream tensors indices[0..n) (NULL: every tensor in table order); with
+ * fd >= 0, tensor i's bytes go to offs[i] of fd from the workers, and the
+ * sink only hears of them afterwards. */
+static ptwm_error stream_list(ptwm_reader *r, const size_t *indices, size_t n, int fd,
+                              const char *path, const uint64_t *offs, ptwm_sink_fn sink, void *ctx,
+                              ptwm_err *err) {
     sdrive d;
     ptwm_xxh128 h = {NULL};
     ptwm_error rc, r2;
     size_t i;
     uint64_t k;
     if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
+    for (i = 0; indices && i < n; i++)
+        if (indices[i] >= r->nt)
+            return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", indices[i], r->nt);
     if ((rc = sdrive_init(&d, r, UINT64_MAX, 0, err))) {
         sdrive_free(&d);
         return rc;
     }
-    for (i = 0; i < r->nt; i++) {
-        const rtensor *t = &r->t[i];
+    d.out_fd = fd;
+    d.out_path = path;
+    for (i = 0; i < n; i++) {
+        const rtensor *t = &r->t[indices ? indices[i] : i];
         for (k = 0; k < t->nchunks; k++) {
             if (t->chunks[k].raw <= SLOT_KEEP) d.max_raw = PTWM_MAX(d.max_raw, t->chunks[k].raw);
             if (t->chunks[k].coded <= SLOT_KEEP) d.max_coded = PTWM_MAX(d.max_coded, t->chunks[k].coded);
         }
     }
-    for (i = 0; i < r->nt && !rc; i++) {
-        const rtensor *t = &r->t[i];
+    for (i = 0; i < n && !rc; i++) {
+        size_t ti = indices ? indices[i] : i;
+        const rtensor *t = &r->t[ti];
         if (t->nchunks == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
             /* An empty tensor's hash is that of no bytes; it has no chunk to carry the check. */
             uint8_t got[16];
@@ -1281,7 +1312,7 @@ ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, 
             while (d.npending && !rc &&
                    (d.npending == d.window || d.inflight + t->chunks[k].raw > STREAM_BUDGET))
                 rc = stream_retire(&d, &h, sink, ctx, err);
-            if (!rc) rc = sdrive_submit(&d, i, i, k, NULL, err);
+            if (!rc) rc = sdrive_submit(&d, i, ti, k, NULL, offs ? offs[i] : 0, err);
         }
     }
     while (d.npending && !rc) rc = stream_retire(&d, &h, sink, ctx, err);
@@ -1293,6 +1324,18 @@ ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, 
     ptwm_xxh128_free(&h);
     sdrive_free(&d);
     return rc;
+}
+
+ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
+    return stream_list(r, NULL, r ? r->nt : 0, -1, NULL, NULL, sink, ctx, err);
+}
+
+ptwm_error ptwm_reader_stream_to_file(ptwm_reader *r, const size_t *indices, size_t n, int fd,
+                                      const char *path, const uint64_t *offs, ptwm_sink_fn sink,
+                                      void *ctx, ptwm_err *err) {
+    if (fd < 0 || !offs || (n && !indices))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream to file: no file, offsets or tensors");
+    return stream_list(r, indices, n, fd, path, offs, sink, ctx, err);
 }
 
 ptwm_error ptwm_reader_verify(ptwm_reader *r, ptwm_err *err) {

@@ -12,6 +12,14 @@ typedef ptwm_error (*ptwm_sink_fn)(void *ctx, const uint8_t *p, size_t n, ptwm_e
  * memory: a ring of chunks), checking each payload hash when its tensor
  * ends, and hand the bytes to `sink` in order (NULL: decode and check only). */
 ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err);
+/* As stream_all, for tensors indices[0..n) in that order, each written from
+ * the decoding threads at offset offs[i] of the open file fd (positional
+ * writes: the file position is not used). `sink`, if any, hears of each
+ * chunk, in order, after it is in the file (progress). On failure the file
+ * may hold some of the bytes: the caller discards it. */
+ptwm_error ptwm_reader_stream_to_file(ptwm_reader *r, const size_t *indices, size_t n, int fd,
+                                      const char *path, const uint64_t *offs, ptwm_sink_fn sink,
+                                      void *ctx, ptwm_err *err);
 /* Size of the source file recorded with the source header (0 if none). */
 uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
 /* Where chunk `chunk` of tensor `index` lies in the file (for tests and
