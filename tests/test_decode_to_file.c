@@ -3,7 +3,9 @@
  * hold exactly the tensors' bytes at the offsets asked for, in any tensor
  * order, from a file or an image in memory, with one thread or several; a
  * damaged payload fails the call naming the tensor; and a whole restore
- * through it (ptwm decompress) gives the source file back byte for byte. */
+ * through it (ptwm decompress) gives the source file back byte for byte.
+ * A stream across several files and readers (the shards of a directory)
+ * finishes each file exactly once: complete and checked, or failed. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +114,94 @@ static void check_streamed(ptwm_reader *r, const size_t *order, const char *path
     free(got);
 }
 
+/* What a stream's done callback saw for one file. */
+typedef struct seen {
+    int calls;
+    ptwm_error rc;
+    int fd;
+} seen;
+
+static ptwm_error note_done(void *ctx, ptwm_error rc, ptwm_err *err) {
+    seen *s = (seen *)ctx;
+    (void)err;
+    s->calls++;
+    s->rc = rc;
+    return rc;
+}
+
+/* Files through one stream: A from reader `a`, B from `b` then `a`, C of no
+ * chunks, D begun after B's failure when `b` is damaged. */
+static void check_fstream(ptwm_reader *a, ptwm_reader *b, int damaged, const char *dir_a,
+                          const char *dir_b) {
+    static const size_t first[2] = {0, 4}, rest[2] = {3, 2}, empty[1] = {1};
+    uint64_t offs_a[2], offs_b[2], offs_b2[2], zero[1] = {0};
+    seen sa = {0, PTWM_OK, -1}, sb = {0, PTWM_OK, -1}, sc = {0, PTWM_OK, -1}, sd = {0, PTWM_OK, -1};
+    ptwm_fstream *s = NULL;
+    ptwm_err err;
+    ptwm_error rc;
+    size_t len = 0;
+    uint8_t *got;
+    sa.fd = open(dir_a, O_CREAT | O_TRUNC | O_RDWR, 0644);
+    sb.fd = open(dir_b, O_CREAT | O_TRUNC | O_RDWR, 0644);
+    CHECK(sa.fd >= 0 && sb.fd >= 0);
+    offs_a[0] = 0;
+    offs_a[1] = sizes[0];
+    offs_b[0] = 0;
+    offs_b[1] = sizes[3];
+    offs_b2[0] = sizes[3] + sizes[2];
+    offs_b2[1] = offs_b2[0] + sizes[3];
+    CHECK_ERR(ptwm_fstream_open(2, NULL, NULL, &s, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_fstream_begin(s, sa.fd, dir_a, note_done, &sa, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_fstream_add(s, a, first, 2, offs_a, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_fstream_end(s, &err), &err, PTWM_OK, NULL);
+    rc = ptwm_fstream_begin(s, sb.fd, dir_b, note_done, &sb, &err);
+    if (!rc) rc = ptwm_fstream_add(s, b, rest, 2, offs_b, &err);
+    if (!rc) rc = ptwm_fstream_add(s, a, rest, 2, offs_b2, &err);
+    if (!rc) rc = ptwm_fstream_end(s, &err);
+    if (!damaged) {
+        CHECK_ERR(rc, &err, PTWM_OK, NULL);
+        CHECK_ERR(ptwm_fstream_begin(s, sa.fd, dir_a, note_done, &sc, &err), &err, PTWM_OK, NULL);
+        CHECK_ERR(ptwm_fstream_add(s, b, empty, 1, zero, &err), &err, PTWM_OK, NULL);
+        CHECK_ERR(ptwm_fstream_end(s, &err), &err, PTWM_OK, NULL);
+        CHECK_MSG(sc.calls == 1 && sc.rc == PTWM_OK, "a file of no chunks finishes at once: %d calls",
+                  sc.calls);
+        CHECK_ERR(ptwm_fstream_close(s, &err), &err, PTWM_OK, NULL);
+    } else {
+        /* The damage may surface in any call from B's first addition on. */
+        if (!rc) rc = ptwm_fstream_close(s, &err);
+        else ptwm_fstream_close(s, NULL);
+        CHECK_ERR(rc, &err, PTWM_ERR_CRC, "tensor 'd.bytes' chunk 2 of");
+        CHECK_MSG(sb.calls == 1 && sb.rc == PTWM_ERR_CRC, "damaged file B: %d calls, rc %d", sb.calls,
+                  (int)sb.rc);
+        s = NULL;
+        CHECK_ERR(ptwm_fstream_open(1, NULL, NULL, &s, &err), &err, PTWM_OK, NULL);
+        CHECK_ERR(ptwm_fstream_begin(s, sb.fd, dir_b, note_done, &sd, &err), &err, PTWM_OK, NULL);
+        rc = ptwm_fstream_add(s, b, rest, 2, offs_b, &err);
+        if (!rc) rc = ptwm_fstream_end(s, &err);
+        /* Wherever the failure surfaced, close reports it. */
+        (void)rc;
+        CHECK_ERR(ptwm_fstream_close(s, &err), &err, PTWM_ERR_CRC, "d.bytes");
+        CHECK_MSG(sd.calls == 1 && sd.rc == PTWM_ERR_CRC, "one thread: %d calls, rc %d", sd.calls,
+                  (int)sd.rc);
+    }
+    CHECK_MSG(sa.calls == 1 && sa.rc == PTWM_OK, "file A: %d calls, rc %d", sa.calls, (int)sa.rc);
+    close(sa.fd);
+    close(sb.fd);
+    got = tu_read_file(dir_a, &len);
+    CHECK(got && len == sizes[0] + sizes[4] && memcmp(got, data[0], sizes[0]) == 0 &&
+          memcmp(got + sizes[0], data[4], sizes[4]) == 0);
+    free(got);
+    if (!damaged) {
+        CHECK_MSG(sb.calls == 1 && sb.rc == PTWM_OK, "file B: %d calls, rc %d", sb.calls, (int)sb.rc);
+        got = tu_read_file(dir_b, &len);
+        CHECK(got && len == offs_b2[1] + sizes[2] && memcmp(got, data[3], sizes[3]) == 0 &&
+              memcmp(got + sizes[3], data[2], sizes[2]) == 0 &&
+              memcmp(got + offs_b2[0], data[3], sizes[3]) == 0 &&
+              memcmp(got + offs_b2[1], data[2], sizes[2]) == 0);
+        free(got);
+    }
+}
+
 int main(void) {
     static const size_t forward[NT] = {0, 1, 2, 3, 4}, shuffled[NT] = {3, 1, 4, 0, 2};
     const char *img_path = tu_tmp_path("streamed.ptwm"), *out = tu_tmp_path("streamed.bin");
@@ -158,6 +248,26 @@ int main(void) {
         CHECK_ERR(ptwm_reader_stream_to_file(r, bad, 1, 1, out, offs, NULL, NULL, &err), &err,
                   PTWM_ERR_NOT_FOUND, "no tensor 5 (of 5)");
         ptwm_reader_close(r);
+    }
+
+    /* A stream across files and readers, clean and with B's reader damaged. */
+    {
+        tu_image im = {(uint8_t *)blob, len}, bad = tu_image_copy(&im);
+        ptwm_reader *other = NULL, *broken = NULL;
+        tu_image_chunk_at(&bad, 3, 2, &off, &coded);
+        bad.p[off + coded / 2] ^= 0x10;
+        CHECK_ERR(ptwm_reader_open(img_path, &r, &err), &err, PTWM_OK, NULL);
+        CHECK_ERR(ptwm_reader_open_memory(blob, len, "other", &other, &err), &err, PTWM_OK, NULL);
+        CHECK_ERR(ptwm_reader_open_memory(bad.p, bad.len, "broken", &broken, &err), &err, PTWM_OK,
+                  NULL);
+        if (r && other && broken) {
+            check_fstream(r, other, 0, tu_tmp_path("fs-a.bin"), tu_tmp_path("fs-b.bin"));
+            check_fstream(r, broken, 1, tu_tmp_path("fs-a.bin"), tu_tmp_path("fs-b.bin"));
+        }
+        ptwm_reader_close(r);
+        ptwm_reader_close(other);
+        ptwm_reader_close(broken);
+        free(bad.p);
     }
 
     /* A damaged payload in the middle of a tensor: the call fails naming the

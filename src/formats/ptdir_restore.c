@@ -24,27 +24,17 @@ typedef struct dsrc {
     ptwm_ptdir *dir;
     ptwm_reader *single;
     uint64_t total;
-    /* Decoding goes through the directory's own reader of the shard at hand
-     * (a second reader of the same file would hold its whole table again);
-     * the previous shard's reader gives back its thread pool, so one pool
-     * exists at a time however many shards are open for the index checks. */
-    ptwm_reader *dec;
     int threads;
+    /* Every output file goes through one stream: one ring of chunks and one
+     * set of threads across the shards, so a small shard's last chunks
+     * decode beside the next one's first and no thread waits at a shard's
+     * end (its fsync and rename happen while the next shard decodes). */
+    ptwm_fstream *out;
 } dsrc;
 
 static size_t d_nshards(const dsrc *s) { return s->single ? 1 : ptwm_ptdir_shard_count(s->dir); }
 static ptwm_reader *d_shard(const dsrc *s, size_t i) {
     return s->single ? s->single : ptwm_ptdir_shard(s->dir, i);
-}
-
-static ptwm_reader *decoder(dsrc *s, size_t shard) {
-    ptwm_reader *r = d_shard(s, shard);
-    if (s->dec != r) {
-        ptwm_reader_release_pool(s->dec);
-        ptwm_reader_set_threads(r, s->threads);
-        s->dec = r;
-    }
-    return r;
 }
 
 static ptwm_error progress_sink(void *ctx, const uint8_t *p, size_t n, ptwm_err *err) {
@@ -54,14 +44,35 @@ static ptwm_error progress_sink(void *ctx, const uint8_t *p, size_t n, ptwm_err 
     return PTWM_OK;
 }
 
-/* Tensors local[0..n) of shard `shard` into fd at offsets offs[0..n): the
- * decoding threads write each chunk at its place (the reader checks each
- * payload hash; a failure leaves the file for the caller to discard). */
-static ptwm_error write_tensors(dsrc *s, size_t shard, const size_t *local, const uint64_t *offs,
-                                size_t n, int fd, const char *path, ptwm_ck_progress *p,
-                                ptwm_err *err) {
-    return ptwm_reader_stream_to_file(decoder(s, shard), local, n, fd, path, offs, progress_sink, p,
-                                      err);
+/* An output file in the stream: committed when its last chunk is in and
+ * every hash has matched, discarded otherwise. */
+typedef struct out_file {
+    ptwm_atomic_file f;
+} out_file;
+
+static ptwm_error out_done(void *ctx, ptwm_error rc, ptwm_err *err) {
+    out_file *o = (out_file *)ctx;
+    if (!rc) rc = ptwm_atomic_commit(&o->f, err);
+    ptwm_atomic_abort(&o->f);
+    free(o);
+    return rc;
+}
+
+/* Start output file `path` with its header; the stream owns it from here
+ * (out_done). */
+static ptwm_error out_begin(dsrc *s, const char *path, const void *hdr, size_t hlen,
+                            ptwm_err *err) {
+    out_file *o = (out_file *)ptwm_calloc(1, sizeof *o);
+    ptwm_error rc;
+    if (!o) return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': out of memory", path);
+    o->f.fd = -1;
+    if ((rc = ptwm_atomic_open(path, &o->f, err)) ||
+        (rc = ptwm_write_full(o->f.fd, hdr, hlen, path, err))) {
+        ptwm_atomic_abort(&o->f);
+        free(o);
+        return rc;
+    }
+    return ptwm_fstream_begin(s->out, o->f.fd, o->f.final_path, out_done, o, err);
 }
 
 static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
@@ -85,15 +96,14 @@ static ptwm_error shard_index(ptwm_reader *r, size_t i, const char *name, size_t
 }
 
 /* Rebuild the recorded source file of shard reader `r` at `path`. */
-static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *shard,
-                               const char *path, ptwm_ck_progress *p, ptwm_err *err) {
+static ptwm_error restore_file(dsrc *s, ptwm_reader *r, const char *shard, const char *path,
+                               ptwm_err *err) {
     size_t hlen = 0, i;
     const uint8_t *hdr = (const uint8_t *)ptwm_reader_source_header(r, &hlen);
     ptwm_st_parsed parsed;
-    ptwm_atomic_file f;
     size_t *local = NULL;
     uint64_t *offs = NULL;
-    ptwm_error rc;
+    ptwm_error rc, r2;
     memset(&parsed, 0, sizeof parsed);
     if (!hdr || hlen < 8 || ptwm_load_le64(hdr) != hlen - 8)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
@@ -136,12 +146,11 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
             goto done;
         }
     }
-    if ((rc = ptwm_atomic_open(path, &f, err))) goto done;
-    rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
-    if (!rc && (rc = write_tensors(s, si, local, offs, parsed.n, f.fd, path, p, err)))
-        ptwm_err_prefix(err, "shard '%s'", shard);
-    if (!rc) rc = ptwm_atomic_commit(&f, err);
-    ptwm_atomic_abort(&f);
+    if (!(rc = out_begin(s, path, hdr, hlen, err))) {
+        rc = ptwm_fstream_add(s->out, r, local, parsed.n, offs, err);
+        r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
+        if (!rc) rc = r2;
+    }
 done:
     free(local);
     free(offs);
@@ -165,8 +174,7 @@ static const char *shard_label(const dsrc *s, size_t i) {
     return s->single ? s->path : ptwm_ptdir_shard_name(s->dir, i);
 }
 
-static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, ptwm_ck_progress *p,
-                              ptwm_err *err) {
+static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, ptwm_err *err) {
     size_t i, n = d_nshards(s);
     const ptwm_index *idx = s->dir ? ptwm_ptdir_index(s->dir) : NULL;
     const char *iname = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX_NAME, NULL);
@@ -179,7 +187,7 @@ static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, ptwm_ck_progress
                              "'%s': shard '%s' restores to '%s', the name of the source index",
                              s->path, shard_label(s, i), iname);
         path = ptwm_stage_path(stage, ptwm_reader_source_name(r));
-        rc = path ? restore_file(s, i, r, shard_label(s, i), path, p, err)
+        rc = path ? restore_file(s, r, shard_label(s, i), path, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         free(path);
     }
@@ -222,15 +230,14 @@ static ptwm_error write_hf_index(const char *path, const fresh_tensor *t, const 
 static const uint8_t header_only = 0;
 
 static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tensor *t, size_t n,
-                                    ptwm_ck_progress *p, ptwm_err *err) {
+                                    ptwm_err *err) {
     ptwm_tensor_desc *descs = (ptwm_tensor_desc *)ptwm_calloc(n + 1, sizeof *descs);
     size_t *local = (size_t *)ptwm_calloc(n + 1, sizeof *local);
     uint64_t *offs = (uint64_t *)ptwm_calloc(n + 1, sizeof *offs);
     ptwm_kv *meta = NULL;
     size_t i, j, nmeta = 0, hlen = 0;
     void *hdr = NULL;
-    ptwm_atomic_file f;
-    ptwm_error rc;
+    ptwm_error rc, r2;
     if (!descs || !local || !offs) {
         free(descs);
         free(local);
@@ -271,16 +278,17 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
         local[i] = t[i].local;
         offs[i] = (i ? offs[i - 1] + t[i - 1].info.nbytes : hlen);
     }
-    rc = ptwm_atomic_open(path, &f, err);
-    if (!rc) rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
+    rc = out_begin(s, path, hdr, hlen, err);
     free(hdr);
-    /* One stream per run of tensors from one .ptwm shard. */
-    for (i = 0; i < n && !rc; i = j) {
-        for (j = i + 1; j < n && t[j].shard == t[i].shard; j++) continue;
-        rc = write_tensors(s, t[i].shard, local + i, offs + i, j - i, f.fd, path, p, err);
+    if (!rc) {
+        /* One addition per run of tensors from one .ptwm shard. */
+        for (i = 0; i < n && !rc; i = j) {
+            for (j = i + 1; j < n && t[j].shard == t[i].shard; j++) continue;
+            rc = ptwm_fstream_add(s->out, t[i].r, local + i, j - i, offs + i, err);
+        }
+        r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
+        if (!rc) rc = r2;
     }
-    if (!rc) rc = ptwm_atomic_commit(&f, err);
-    ptwm_atomic_abort(&f);
     free(local);
     free(offs);
     return rc;
@@ -288,7 +296,7 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
 
 /* Fresh Hugging Face shards: the .ptwm shards' grouping, or a new plan. */
 static ptwm_error reshard_all(dsrc *s, const ptwm_stage *stage, uint64_t max_shard_size,
-                              ptwm_ck_progress *p, ptwm_err *err) {
+                              ptwm_err *err) {
     size_t ns = d_nshards(s), n = 0, i, j, k = 0, nshards = 0;
     fresh_tensor *t;
     size_t *shard_of;
@@ -331,7 +339,7 @@ static ptwm_error reshard_all(dsrc *s, const ptwm_stage *stage, uint64_t max_sha
             rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
             break;
         }
-        rc = write_fresh_shard(s, path, t + first, i - first, p, err);
+        rc = write_fresh_shard(s, path, t + first, i - first, err);
         free(path);
     }
     if (!rc && nshards > 1) {
@@ -387,7 +395,7 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     ptwm_stage stage;
     ptwm_ck_progress p;
     dsrc s;
-    ptwm_error rc;
+    ptwm_error rc, r2;
     if (!src || !outdir)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_decompress_checkpoint: NULL path");
     if (!opt) opt = &defaults;
@@ -398,11 +406,15 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     p.ctx = opt->progress_ctx;
     p.done = 0;
     p.total = s.total;
+    if (!rc) rc = ptwm_fstream_open(s.threads, progress_sink, &p, &s.out, err);
     if (!rc) {
         if (opt->max_shard_size == 0 && can_restore(&s))
-            rc = restore_all(&s, &stage, &p, err);
+            rc = restore_all(&s, &stage, err);
         else
-            rc = reshard_all(&s, &stage, opt->max_shard_size, &p, err);
+            rc = reshard_all(&s, &stage, opt->max_shard_size, err);
+        /* Every file committed or discarded before the directory is. */
+        r2 = ptwm_fstream_close(s.out, rc ? NULL : err);
+        if (!rc) rc = r2;
     }
     if (!rc && s.dir) rc = ptwm_copy_other_files(src, stage.tmp_path, skip_ptwm_file, &s, err);
     if (!rc) rc = ptwm_stage_commit(&stage, err);
