@@ -3,12 +3,12 @@
  * Shards that recorded their source file are rebuilt byte for byte: the
  * recorded header is written as it was, then each tensor's bytes in the order
  * that header lays them out (the header parser proves they tile the data
- * region, so sequential writes reproduce the file). Otherwise, or when asked to
- * re-shard, fresh Hugging Face shards and index are written. Tensors are
- * decoded piece by piece into one buffer: memory does not grow with the model.
- * The pieces of a tensor are read in order from its first byte, so the reader
- * checks the tensor's payload hash with the last one; a file that fails is
- * never committed. */
+ * region, so each tensor's place in the file is known). Otherwise, or when
+ * asked to re-shard, fresh Hugging Face shards and index are written. The
+ * decoding threads write each chunk at its place in the file as they finish
+ * it (a ring of chunks: memory does not grow with the model), and the reader
+ * checks each tensor's payload hash as its chunks retire in order; a file
+ * that fails is never committed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <jansson.h>
@@ -19,19 +19,17 @@
 #include "ptdir_internal.h"
 #include "safetensors.h"
 
-#define PIECE ((size_t)8 << 20)
-
 typedef struct dsrc {
     const char *path;
     ptwm_ptdir *dir;
     ptwm_reader *single;
     uint64_t total;
-    /* Decoding goes through the directory's own reader of the shard at hand
-     * (a second reader of the same file would hold its whole table again);
-     * the previous shard's reader gives back its thread pool, so one pool
-     * exists at a time however many shards are open for the index checks. */
-    ptwm_reader *dec;
     int threads;
+    /* Every output file goes through one stream: one ring of chunks and one
+     * set of threads across the shards, so a small shard's last chunks
+     * decode beside the next one's first and no thread waits at a shard's
+     * end (its fsync and rename happen while the next shard decodes). */
+    ptwm_fstream *out;
 } dsrc;
 
 static size_t d_nshards(const dsrc *s) { return s->single ? 1 : ptwm_ptdir_shard_count(s->dir); }
@@ -39,30 +37,42 @@ static ptwm_reader *d_shard(const dsrc *s, size_t i) {
     return s->single ? s->single : ptwm_ptdir_shard(s->dir, i);
 }
 
-static ptwm_reader *decoder(dsrc *s, size_t shard) {
-    ptwm_reader *r = d_shard(s, shard);
-    if (s->dec != r) {
-        ptwm_reader_release_pool(s->dec);
-        ptwm_reader_set_threads(r, s->threads);
-        s->dec = r;
-    }
-    return r;
+static ptwm_error progress_sink(void *ctx, const uint8_t *p, size_t n, ptwm_err *err) {
+    (void)p;
+    (void)err;
+    ptwm_ck_progress_add((ptwm_ck_progress *)ctx, n);
+    return PTWM_OK;
 }
 
-static ptwm_error stream_tensor(dsrc *s, size_t shard, size_t local, uint64_t nbytes, int fd,
-                                const char *path, uint8_t *buf, ptwm_ck_progress *p,
-                                ptwm_err *err) {
-    uint64_t off = 0;
-    ptwm_reader *r = decoder(s, shard);
-    ptwm_error rc = PTWM_OK;
-    while (rc == PTWM_OK && off < nbytes) {
-        size_t len = (size_t)PTWM_MIN(nbytes - off, (uint64_t)PIECE);
-        rc = ptwm_reader_decode_range(r, local, off, buf, len, err);
-        if (rc == PTWM_OK) rc = ptwm_write_full(fd, buf, len, path, err);
-        off += len;
-        if (rc == PTWM_OK) ptwm_ck_progress_add(p, len);
-    }
+/* An output file in the stream: committed when its last chunk is in and
+ * every hash has matched, discarded otherwise. */
+typedef struct out_file {
+    ptwm_atomic_file f;
+} out_file;
+
+static ptwm_error out_done(void *ctx, ptwm_error rc, ptwm_err *err) {
+    out_file *o = (out_file *)ctx;
+    if (!rc) rc = ptwm_atomic_commit(&o->f, err);
+    ptwm_atomic_abort(&o->f);
+    free(o);
     return rc;
+}
+
+/* Start output file `path` with its header; the stream owns it from here
+ * (out_done). */
+static ptwm_error out_begin(dsrc *s, const char *path, const void *hdr, size_t hlen,
+                            ptwm_err *err) {
+    out_file *o = (out_file *)ptwm_calloc(1, sizeof *o);
+    ptwm_error rc;
+    if (!o) return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': out of memory", path);
+    o->f.fd = -1;
+    if ((rc = ptwm_atomic_open(path, &o->f, err)) ||
+        (rc = ptwm_write_full(o->f.fd, hdr, hlen, path, err))) {
+        ptwm_atomic_abort(&o->f);
+        free(o);
+        return rc;
+    }
+    return ptwm_fstream_begin(s->out, o->f.fd, o->f.final_path, out_done, o, err);
 }
 
 static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
@@ -86,14 +96,14 @@ static ptwm_error shard_index(ptwm_reader *r, size_t i, const char *name, size_t
 }
 
 /* Rebuild the recorded source file of shard reader `r` at `path`. */
-static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *shard,
-                               const char *path, uint8_t *buf, ptwm_ck_progress *p,
+static ptwm_error restore_file(dsrc *s, ptwm_reader *r, const char *shard, const char *path,
                                ptwm_err *err) {
     size_t hlen = 0, i;
     const uint8_t *hdr = (const uint8_t *)ptwm_reader_source_header(r, &hlen);
     ptwm_st_parsed parsed;
-    ptwm_atomic_file f;
-    ptwm_error rc;
+    size_t *local = NULL;
+    uint64_t *offs = NULL;
+    ptwm_error rc, r2;
     memset(&parsed, 0, sizeof parsed);
     if (!hdr || hlen < 8 || ptwm_load_le64(hdr) != hlen - 8)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
@@ -107,18 +117,25 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
                        shard, parsed.n, ptwm_reader_count(r));
         goto done;
     }
+    local = (size_t *)ptwm_calloc(parsed.n + 1, sizeof *local);
+    offs = (uint64_t *)ptwm_calloc(parsed.n + 1, sizeof *offs);
+    if (!local || !offs) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "shard '%s': out of memory for %zu tensors", shard,
+                       parsed.n);
+        goto done;
+    }
     /* Check every tensor before writing anything. */
     for (i = 0; i < parsed.n; i++) {
         const ptwm_st_entry *e = &parsed.t[i];
         ptwm_tensor_info info;
-        size_t local;
-        if (shard_index(r, i, e->name, &local) != PTWM_OK) {
+        if (shard_index(r, i, e->name, &local[i]) != PTWM_OK) {
             rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
                            "shard '%s': tensor '%s' of the recorded header is not in the shard",
                            shard, e->name);
             goto done;
         }
-        ptwm_reader_tensor(r, local, &info);
+        ptwm_reader_tensor(r, local[i], &info);
+        offs[i] = hlen + e->begin;
         if (!same_shape(&info, e) || info.nbytes != e->end - e->begin) {
             rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
                            "shard '%s': tensor '%s': %s of %llu bytes in the shard, %s of %llu "
@@ -129,18 +146,14 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
             goto done;
         }
     }
-    if ((rc = ptwm_atomic_open(path, &f, err))) goto done;
-    rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
-    for (i = 0; i < parsed.n && !rc; i++) {
-        size_t local = 0;
-        shard_index(r, i, parsed.t[i].name, &local);
-        rc = stream_tensor(s, si, local, parsed.t[i].end - parsed.t[i].begin, f.fd, path, buf, p,
-                           err);
-        if (rc) ptwm_err_prefix(err, "shard '%s': tensor '%s'", shard, parsed.t[i].name);
+    if (!(rc = out_begin(s, path, hdr, hlen, err))) {
+        rc = ptwm_fstream_add(s->out, r, local, parsed.n, offs, err);
+        r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
+        if (!rc) rc = r2;
     }
-    if (!rc) rc = ptwm_atomic_commit(&f, err);
-    ptwm_atomic_abort(&f);
 done:
+    free(local);
+    free(offs);
     ptwm_st_parsed_free(&parsed);
     return rc;
 }
@@ -161,8 +174,7 @@ static const char *shard_label(const dsrc *s, size_t i) {
     return s->single ? s->path : ptwm_ptdir_shard_name(s->dir, i);
 }
 
-static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, uint8_t *buf,
-                              ptwm_ck_progress *p, ptwm_err *err) {
+static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, ptwm_err *err) {
     size_t i, n = d_nshards(s);
     const ptwm_index *idx = s->dir ? ptwm_ptdir_index(s->dir) : NULL;
     const char *iname = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX_NAME, NULL);
@@ -175,7 +187,7 @@ static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, uint8_t *buf,
                              "'%s': shard '%s' restores to '%s', the name of the source index",
                              s->path, shard_label(s, i), iname);
         path = ptwm_stage_path(stage, ptwm_reader_source_name(r));
-        rc = path ? restore_file(s, i, r, shard_label(s, i), path, buf, p, err)
+        rc = path ? restore_file(s, r, shard_label(s, i), path, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         free(path);
     }
@@ -218,14 +230,20 @@ static ptwm_error write_hf_index(const char *path, const fresh_tensor *t, const 
 static const uint8_t header_only = 0;
 
 static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tensor *t, size_t n,
-                                    uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
+                                    ptwm_err *err) {
     ptwm_tensor_desc *descs = (ptwm_tensor_desc *)ptwm_calloc(n + 1, sizeof *descs);
+    size_t *local = (size_t *)ptwm_calloc(n + 1, sizeof *local);
+    uint64_t *offs = (uint64_t *)ptwm_calloc(n + 1, sizeof *offs);
     ptwm_kv *meta = NULL;
-    size_t i, nmeta = 0, hlen = 0;
+    size_t i, j, nmeta = 0, hlen = 0;
     void *hdr = NULL;
-    ptwm_atomic_file f;
-    ptwm_error rc;
-    if (!descs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    ptwm_error rc, r2;
+    if (!descs || !local || !offs) {
+        free(descs);
+        free(local);
+        free(offs);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
     for (i = 0; i < n; i++) {
         descs[i].name = t[i].info.name;
         descs[i].dtype = t[i].info.dtype;
@@ -241,6 +259,8 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
         meta = (ptwm_kv *)ptwm_calloc(nmeta + 1, sizeof *meta);
         if (!meta) {
             free(descs);
+            free(local);
+            free(offs);
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         }
         for (i = 0; i < nmeta; i++) meta[i] = ptwm_reader_metadata(t[0].r, i);
@@ -249,24 +269,34 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
     free(descs);
     free(meta);
     if (rc) {
+        free(local);
+        free(offs);
         ptwm_err_prefix(err, "'%s'", path);
         return rc;
     }
-    rc = ptwm_atomic_open(path, &f, err);
-    if (!rc) rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
-    free(hdr);
-    for (i = 0; i < n && !rc; i++) {
-        rc = stream_tensor(s, t[i].shard, t[i].local, t[i].info.nbytes, f.fd, path, buf, p, err);
-        if (rc) ptwm_err_prefix(err, "tensor '%s'", t[i].info.name);
+    for (i = 0; i < n; i++) {
+        local[i] = t[i].local;
+        offs[i] = (i ? offs[i - 1] + t[i - 1].info.nbytes : hlen);
     }
-    if (!rc) rc = ptwm_atomic_commit(&f, err);
-    ptwm_atomic_abort(&f);
+    rc = out_begin(s, path, hdr, hlen, err);
+    free(hdr);
+    if (!rc) {
+        /* One addition per run of tensors from one .ptwm shard. */
+        for (i = 0; i < n && !rc; i = j) {
+            for (j = i + 1; j < n && t[j].shard == t[i].shard; j++) continue;
+            rc = ptwm_fstream_add(s->out, t[i].r, local + i, j - i, offs + i, err);
+        }
+        r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
+        if (!rc) rc = r2;
+    }
+    free(local);
+    free(offs);
     return rc;
 }
 
 /* Fresh Hugging Face shards: the .ptwm shards' grouping, or a new plan. */
 static ptwm_error reshard_all(dsrc *s, const ptwm_stage *stage, uint64_t max_shard_size,
-                              uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
+                              ptwm_err *err) {
     size_t ns = d_nshards(s), n = 0, i, j, k = 0, nshards = 0;
     fresh_tensor *t;
     size_t *shard_of;
@@ -309,7 +339,7 @@ static ptwm_error reshard_all(dsrc *s, const ptwm_stage *stage, uint64_t max_sha
             rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
             break;
         }
-        rc = write_fresh_shard(s, path, t + first, i - first, buf, p, err);
+        rc = write_fresh_shard(s, path, t + first, i - first, err);
         free(path);
     }
     if (!rc && nshards > 1) {
@@ -364,30 +394,31 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
     ptwm_stage stage;
     ptwm_ck_progress p;
-    uint8_t *buf = NULL;
     dsrc s;
-    ptwm_error rc;
+    ptwm_error rc, r2;
     if (!src || !outdir)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_decompress_checkpoint: NULL path");
     if (!opt) opt = &defaults;
     memset(&stage, 0, sizeof stage);
     rc = dsrc_open(&s, src, opt->threads, err);
     if (!rc) rc = ptwm_stage_begin(outdir, src, opt->force, &stage, err);
-    if (!rc && !(buf = (uint8_t *)malloc(PIECE))) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     p.fn = opt->progress;
     p.ctx = opt->progress_ctx;
     p.done = 0;
     p.total = s.total;
+    if (!rc) rc = ptwm_fstream_open(s.threads, progress_sink, &p, &s.out, err);
     if (!rc) {
         if (opt->max_shard_size == 0 && can_restore(&s))
-            rc = restore_all(&s, &stage, buf, &p, err);
+            rc = restore_all(&s, &stage, err);
         else
-            rc = reshard_all(&s, &stage, opt->max_shard_size, buf, &p, err);
+            rc = reshard_all(&s, &stage, opt->max_shard_size, err);
+        /* Every file committed or discarded before the directory is. */
+        r2 = ptwm_fstream_close(s.out, rc ? NULL : err);
+        if (!rc) rc = r2;
     }
     if (!rc && s.dir) rc = ptwm_copy_other_files(src, stage.tmp_path, skip_ptwm_file, &s, err);
     if (!rc) rc = ptwm_stage_commit(&stage, err);
     ptwm_stage_abort(&stage);
-    free(buf);
     ptwm_ptdir_close(s.dir);
     ptwm_reader_close(s.single);
     return rc;
