@@ -32,21 +32,18 @@ trap 'rm -rf "$work"' EXIT INT TERM
 # F32, U8) repeated under new names, packed into SHARD_MB shards with an index,
 # plus a config.json. Prints "shards raw_bytes tensors".
 make_checkpoint() {
-    python3 - "$corpus" "$1" "$2" "$shard_mb" "$tensor_mb" <<'EOF'
+    python3 - "$corpus" "$1" "$2" "$shard_mb" "$tensor_mb" "$here/bench" <<'EOF'
 import json, os, struct, sys
 corpus, out, size_mb, shard_mb = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 tensor_mb = int(sys.argv[5])
+sys.path.insert(0, sys.argv[6])
+from make_bench_file import read_tensors
 files = ["faceres-deep.bf16.safetensors", "movenet-thunder.f16.safetensors",
          "posenet.f32.safetensors", "handtrack.u8.safetensors"]
 tensors = []  # (name, dtype, shape, bytes)
 for f in files:
-    raw = open(os.path.join(corpus, f), "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    hdr.pop("__metadata__", None)
-    for name, t in sorted(hdr.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-        b, e = t["data_offsets"]
-        tensors.append((f.split(".")[0] + "." + name, t["dtype"], t["shape"], raw[8 + n + b:8 + n + e]))
+    tensors += [(f.split(".")[0] + "." + name, dt, shape, data)
+                for name, dt, shape, data in read_tensors(os.path.join(corpus, f))]
 # Real checkpoints hold tensors of megabytes; the corpus networks are small, so
 # consecutive tensors of one dtype are joined into 1-D tensors of at least
 # TENSOR_MB (the bytes stay real weights). TENSOR_MB=0 keeps the corpus tensors.

@@ -25,6 +25,8 @@ static void help(FILE *out) {
             "  --threads N             decoding threads (0 = all cores, the default)\n"
             "  -f, --force             replace OUTDIR if it exists (one atomic swap), and\n"
             "                          remove OUTDIR.tmp-*/.old-* an interrupted run left\n"
+            "  --part K/N|auto         write only part K of N of the output files, then\n"
+            "                          'ptwm index OUTDIR' (as for compress: docs/SCALE.md)\n"
             "  -q, --quiet             no progress bar and no summary\n"
             "  -h, --help              this help\n\n"
             "exit status: 0 done, 1 bad or damaged input or I/O error, 2 bad usage,\n"
@@ -101,6 +103,11 @@ static int run(int argc, char **argv) {
     int rc = run_ckpt_command("decompress", argc, argv, 0, decompress, &a, &secs,
                               &raw);
     if (rc != CLI_OK || a.quiet) return rc;
+    if (a.opt.parts) {
+        printf("%s -> %s: part %u of %u, %.2f s; when every part is done: ptwm index %s\n",
+               a.src, a.outdir, (unsigned)a.opt.part, (unsigned)a.opt.parts, secs, a.outdir);
+        return CLI_OK;
+    }
     printf("%s -> %s: %s of tensors, %.2f s, %.1f MB/s\n", a.src, a.outdir,
            cli_bytes(raw, r, sizeof r), secs, secs > 0 ? (double)raw / secs / 1e6 : 0.0);
     return CLI_OK;

@@ -163,7 +163,7 @@ int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt
             rc = m < 0 ? CLI_USAGE : opt_method(cmd, v, &a->opt.method);
         } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--chunk", &v)) != 0) {
             rc = m < 0 ? CLI_USAGE : opt_chunk(cmd, v, &a->opt.chunk_size);
-        } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--part", &v)) != 0) {
+        } else if ((m = opt_value(cmd, argc, argv, &i, "--part", &v)) != 0) {
             rc = m < 0 ? CLI_USAGE : opt_part(cmd, v, &a->opt);
         } else {
             return opt_unexpected(cmd, argv[i]);

@@ -685,14 +685,17 @@ static void test_rows_layout(void) {
 }
 
 static void test_columns(void) {
-    static const size_t lens[] = {0, 1, 5, 64, 65, 1000};
-    static const size_t colss[] = {1, 2, 3, 7, 64, 100};
+    /* Narrow rows are walked in spans of several rows (kw = 3 in PyTorch's
+     * [out, in, kh, kw]): lengths of many spans with a partial one at the end,
+     * widths on both sides of the span length. */
+    static const size_t lens[] = {0, 1, 5, 64, 65, 1000, 4099};
+    static const size_t colss[] = {1, 2, 3, 7, 64, 100, 255, 257};
     static const char *const files[] = {"faceres-deep.bf16.safetensors",
                                         "handskeleton.f32.safetensors"};
-    uint8_t x[1000], r[1000], d[100], y[1000], dec[64], bad[64];
-    uint32_t sums[100];
-    uint16_t s7[100 + 256];
-    uint8_t el[2000], sms[1000];
+    static uint8_t x[4099], r[4099], y[4099], el[2 * 4099], sms[4099];
+    uint8_t d[257], dec[64], bad[64];
+    uint32_t sums[257];
+    uint16_t s7[257 + 256];
     uint8_t chain[PTWM_CHAIN_MAX_BYTES], plain[PTWM_CHAIN_MAX_BYTES];
     size_t a, b, i, f, clen, plen, pos, picked = 0, under_joint = 0;
     double with = 0, without = 0;

@@ -3,7 +3,8 @@
  * byte; and every fault gives a clear error or an idempotent success, never a
  * wrong index: an index before all parts, a part killed mid-write, a part run
  * twice, a part of another plan, a damaged or missing shard, a source changed
- * between the parts, a manifest that lists a shard it does not own. */
+ * between the parts, a manifest that lists a shard it does not own. The same
+ * for decompression in parts (restored files and fresh shards). */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -262,6 +263,56 @@ static void killed_parts(void) {
     CHECK(tu_trees_equal(whole, out));
 }
 
+static ptwm_error run_dpart(const char *src, const char *out, uint32_t k, uint32_t n,
+                            uint64_t max_shard, ptwm_err *err) {
+    ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+    o.max_shard_size = max_shard;
+    o.threads = 2;
+    o.part = k;
+    o.parts = n;
+    return ptwm_decompress_checkpoint(src, out, &o, err);
+}
+
+/* Decompression in parts: the original files (restored, with the source's
+ * index and other files) or fresh shards, equal to one process's output. */
+static void decompress_parts(void) {
+    static const uint64_t shard_sizes[2] = {0, 150000};
+    ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+    ptwm_err err;
+    char ref[1200], out[1200], cmd[4000];
+    int v;
+    uint32_t n, k;
+    for (v = 0; v < 2; v++) {
+        snprintf(ref, sizeof ref, "%s", tu_tmp_path(v ? "dk-ref-fresh" : "dk-ref"));
+        o.max_shard_size = shard_sizes[v];
+        CHECK_ERR(ptwm_decompress_checkpoint(whole, ref, &o, &err), &err, PTWM_OK, NULL);
+        for (n = 1; n <= 3; n++) {
+            snprintf(out, sizeof out, "%s-%u", tu_tmp_path(v ? "dk-fresh" : "dk"), (unsigned)n);
+            for (k = n; k >= 1; k--)
+                CHECK_ERR(run_dpart(whole, out, k, n, shard_sizes[v], &err), &err, PTWM_OK, NULL);
+            CHECK_ERR(ptwm_assemble_checkpoint(out, &err), &err, PTWM_OK, NULL);
+            CHECK_MSG(tu_trees_equal(ref, out), "decompression in %u parts (%s) differs",
+                      (unsigned)n, v ? "fresh shards" : "restored files");
+        }
+    }
+    CHECK(tu_trees_equal(src_dir, tu_tmp_path("dk-3")));
+    /* Before every part: the missing one named, nothing published. */
+    snprintf(out, sizeof out, "%s", tu_tmp_path("dk-early"));
+    CHECK_ERR(run_dpart(whole, out, 2, 2, 0, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_assemble_checkpoint(out, &err), &err, PTWM_ERR_NOT_FOUND,
+              "part 1 of 2 is missing");
+    CHECK(access(path2(out, "model.safetensors.index.json"), F_OK) != 0);
+    /* A compression's part among decompression parts: different plans. */
+    snprintf(cmd, sizeof cmd, "%s", tu_tmp_path("dk-mixed"));
+    CHECK_ERR(run_part(src_dir, cmd, 1, 2, 0, &err), &err, PTWM_OK, NULL);
+    snprintf(cmd, sizeof cmd, "cp '%s/.ptwm-parts/part-00001-of-00002.json' '%s/.ptwm-parts/'",
+             tu_tmp_path("dk-mixed"), out);
+    CHECK(system(cmd) == 0);
+    CHECK_ERR(ptwm_assemble_checkpoint(out, &err), &err, PTWM_ERR_MISMATCH,
+              "come from different plans");
+    CHECK_ERR(run_dpart(whole, out, 1, 2, 0, &err), &err, PTWM_ERR_MISMATCH, "of another plan");
+}
+
 static int file_has(const char *path, const char *s) {
     size_t len = 0;
     char *text = (char *)tu_read_file(path, &len);
@@ -333,6 +384,7 @@ int main(void) {
     foreign_parts();
     damaged_parts();
     killed_parts();
+    decompress_parts();
     cli_parts();
     return tu_finish("parts");
 }

@@ -113,10 +113,13 @@ def assemble_checkpoint(outdir: PathLike) -> None:
 
 def decompress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union[int, str] = 0,
                           threads: int = 0, force: bool = False,
-                          progress: Optional[Callable[[int, int], Any]] = None) -> None:
-    """A .ptwm file or directory -> the original safetensors files, byte for byte."""
+                          progress: Optional[Callable[[int, int], Any]] = None,
+                          part: Optional[Tuple[int, int]] = None) -> None:
+    """A .ptwm file or directory -> the original safetensors files, byte for byte.
+    part=(K, N) writes only part K of N of the output files; then
+    assemble_checkpoint(outdir)."""
     cb = _Progress(progress)
-    opt = _checkpoint_options(max_shard_size, 3, threads, None, force, cb)
+    opt = _checkpoint_options(max_shard_size, 3, threads, None, force, cb, part)
     cb.run(lib.ptwm_decompress_checkpoint, src, outdir, opt)
 
 

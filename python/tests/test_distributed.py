@@ -50,6 +50,11 @@ class PartsTest(SourceTest):
         ptwm.compress_checkpoint(self.src, out, part=(2, 3))
         ptwm.assemble_checkpoint(out)
         self.assertTrue(same_tree(self.whole, out))
+        back = self.path("back")
+        for k in (1, 2):
+            ptwm.decompress_checkpoint(out, back, part=(k, 2))
+        ptwm.assemble_checkpoint(back)
+        self.assertTrue(same_tree(self.src, back))
         with self.assertRaises(ptwm.PtwmValueError):
             ptwm.compress_checkpoint(self.src, self.path("bad"), part=(4, 3))
 
@@ -83,6 +88,10 @@ class DaskTest(SourceTest):
         self.assertTrue(same_tree(self.whole, out2))
         with self.assertRaises(ValueError):
             distributed.compress_checkpoint(self.src, self.path("x"), self.client, part=(1, 2))
+        # And back: the original directory, byte for byte.
+        back = self.path("back")
+        distributed.decompress_checkpoint(out, back, self.client, parts=2)
+        self.assertTrue(same_tree(self.src, back))
 
 
 if __name__ == "__main__":

@@ -31,26 +31,54 @@ void ptwm_micro_inverse(const uint8_t *restrict r, const uint8_t *restrict d, si
 }
 
 /* Row by row: each inner loop runs over contiguous columns and vectorises.
- * The scales are built in d, then turned into deltas in place. */
+ * Rows narrower than COL_SPAN (PyTorch's [out, in, kh, kw] gives rows of
+ * kw = 3) would leave the loops a few elements long, at a twentieth of the
+ * speed: they are walked in spans of whole rows at least COL_SPAN long, with
+ * sums per span position folded into columns afterwards and the scales
+ * repeated across the span. The sums and residuals are the same. */
+#define COL_SPAN 256
 PTWM_INLINE void ptwm_colscale_forward_body(const uint8_t *restrict x, size_t n, size_t cols,
                                             uint8_t *restrict r, uint8_t *restrict d,
                                             uint32_t *restrict sum) {
+    uint32_t acc[2 * COL_SPAN];
+    uint8_t rep[2 * COL_SPAN];
     size_t i, k, m = PTWM_MIN(cols, n), rows = cols ? n / cols : 0, extra = cols ? n % cols : 0;
+    size_t span = cols;
     uint8_t prev = 0;
     if (!cols) return;
-    memset(sum, 0, m * sizeof(*sum));
-    for (i = 0; i < n; i += cols) {
-        size_t w = PTWM_MIN(cols, n - i);
-        for (k = 0; k < w; k++) sum[k] += x[i + k];
+    if (cols < COL_SPAN && n > cols) {
+        span = cols * ((COL_SPAN + cols - 1) / cols); /* under 2 * COL_SPAN */
+        memset(acc, 0, span * sizeof(*acc));
+        for (i = 0; i < n; i += span) {
+            size_t w = PTWM_MIN(span, n - i);
+            for (k = 0; k < w; k++) acc[k] += x[i + k];
+        }
+        memcpy(sum, acc, m * sizeof(*sum));
+        for (k = m; k < span; k++) sum[k % cols] += acc[k];
+    } else {
+        span = cols;
+        memset(sum, 0, m * sizeof(*sum));
+        for (i = 0; i < n; i += cols) {
+            size_t w = PTWM_MIN(cols, n - i);
+            for (k = 0; k < w; k++) sum[k] += x[i + k];
+        }
     }
     /* Rounded means: columns below n % cols hold one element more. */
     for (k = 0; k < m; k++) {
         size_t cnt = rows + (k < extra);
         d[k] = (uint8_t)((sum[k] + cnt / 2) / cnt);
     }
-    for (i = 0; i < n; i += cols) {
-        size_t w = PTWM_MIN(cols, n - i);
-        for (k = 0; k < w; k++) r[i + k] = (uint8_t)(d[k] - x[i + k]);
+    if (span != cols) {
+        for (k = 0; k < span; k++) rep[k] = d[k % cols];
+        for (i = 0; i < n; i += span) {
+            size_t w = PTWM_MIN(span, n - i);
+            for (k = 0; k < w; k++) r[i + k] = (uint8_t)(rep[k] - x[i + k]);
+        }
+    } else {
+        for (i = 0; i < n; i += cols) {
+            size_t w = PTWM_MIN(cols, n - i);
+            for (k = 0; k < w; k++) r[i + k] = (uint8_t)(d[k] - x[i + k]);
+        }
     }
     for (k = 0; k < m; k++) {
         uint8_t s = d[k];

@@ -989,22 +989,28 @@ ptwm_error ptwm_reader_decode_range(ptwm_reader *r, size_t index, uint64_t offse
 
 /* ---- whole tensors: an ordered queue of chunk jobs across tensors --------- */
 
-/* One slot of the ring: chunk `chunk` of tensor `tensor`, decoded into dst
- * (the caller's buffer, or the slot's own buffer when streaming). */
+struct ptwm_fstream_file;
+
+/* One slot of the ring: chunk `chunk` of tensor `tensor` of reader r, decoded
+ * into dst (the caller's buffer, or the slot's own buffer when streaming). */
 typedef struct sjob {
+    ptwm_reader *r;
     size_t item;                 /* position in the caller's list */
     size_t tensor;
     uint64_t chunk;
     uint8_t *dst;
     uint8_t *own;
     size_t own_cap;
+    /* Streaming to a file: the file, and where dst goes in it. */
+    struct ptwm_fstream_file *file;
+    uint64_t file_off;
     uint8_t hash[16];            /* a one-chunk tensor's XXH3-128, by the worker */
     ptwm_error rc;
     ptwm_err err;
 } sjob;
 
 typedef struct sdrive {
-    ptwm_reader *r;
+    ptwm_reader *r;              /* the reader of the chunks submitted next */
     ptwm_queue *q;
     sjob *jobs;
     size_t window, head, npending;
@@ -1019,7 +1025,24 @@ typedef struct sdrive {
      * Buffers are sized for them at once (up to SLOT_KEEP): growing them
      * chunk by chunk took fresh pages each time. */
     size_t max_raw, max_coded;
+    /* Streaming to files: the file of the chunks submitted next (else
+     * NULL). Each worker writes the chunk it decoded at its place in the
+     * file, so the copy into the page cache runs on every worker, beside the
+     * decoding, instead of on the retiring thread. */
+    struct ptwm_fstream_file *file;
 } sdrive;
+
+/* A file being written by a stream; see ptwm_fstream_begin. */
+typedef struct ptwm_fstream_file {
+    int fd;
+    const char *path;
+    ptwm_fstream_done_fn done;
+    void *ctx;
+    uint64_t pending;            /* its chunks submitted and not yet retired */
+    uint64_t unsynced;           /* bytes retired since writeback was last started */
+    int sealed;                  /* no more tensors will be added */
+    ptwm_error rc;               /* its first failure */
+} ptwm_fstream_file;
 
 /* Streaming keeps at most this many raw bytes in flight (or one chunk), and
  * gives back slot buffers larger than SLOT_KEEP once they are retired. */
@@ -1040,9 +1063,10 @@ static int grow(uint8_t **p, size_t *cap, size_t need) {
 static void sjob_task(void *ctx, size_t slot, unsigned worker) {
     sdrive *d = (sdrive *)ctx;
     sjob *j = &d->jobs[slot];
-    const rtensor *t = &d->r->t[j->tensor];
+    const ptwm_reader *r = j->r;
+    const rtensor *t = &r->t[j->tensor];
     const rchunk *c = &t->chunks[j->chunk];
-    const uint8_t *src = d->r->mem ? d->r->mem + c->offset : NULL;
+    const uint8_t *src = r->mem ? r->mem + c->offset : NULL;
     j->rc = PTWM_OK;
     if (!src) {
         if (worker >= d->nworkers ||
@@ -1050,31 +1074,31 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
             j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for %u coded bytes", c->coded);
             return;
         }
-        if ((j->rc = ptwm_pread_full(d->r->fd, d->coded[worker], c->coded, c->offset, d->r->label, &j->err)))
+        if ((j->rc = ptwm_pread_full(r->fd, d->coded[worker], c->coded, c->offset, r->label, &j->err)))
             return;
         src = d->coded[worker];
     }
-    j->rc = decode_chunk(d->r, t, c, src, j->dst, &j->err);
+    j->rc = decode_chunk(r, t, c, src, j->dst, &j->err);
     /* A tensor of one chunk is hashed here, in parallel and while its bytes
      * are in cache; longer tensors are hashed in order as chunks retire. */
     if (!j->rc && t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
         ptwm_xxh128_oneshot(j->dst, c->raw, j->hash);
+    /* Bytes that fail their hash later are in the file, which the caller
+     * then never commits. */
+    if (!j->rc && j->file)
+        j->rc = ptwm_pwrite_full(j->file->fd, j->dst, c->raw, j->file_off, j->file->path, &j->err);
 }
 
-/* `chunks`: how many chunks the call will decode; a single chunk runs on the
- * calling thread, sparing thread start-up for one small tensor.
- * `into_caller`: jobs decode into the caller's buffers. */
-static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, uint64_t chunks, int into_caller,
+/* `per_thread` slots of the ring per thread: enough that no thread waits
+ * for the consumer; deeper when slots hold no buffers (an image in memory
+ * decoded into the caller's buffers: 16 a thread measured 1.66 -> 1.70x for
+ * two threads over one on 5-14 MB files, where the consumer also hashes). */
+static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per_thread,
                               ptwm_err *err) {
-    int threads = chunks <= 1 ? 1 : r->threads;
     ptwm_error rc;
     memset(d, 0, sizeof(*d));
     d->r = r;
-    /* Enough slots per thread that no thread waits for the consumer; deeper
-     * when slots hold no buffers (an image in memory decoded into the
-     * caller's buffers: 16 a thread measured 1.66 -> 1.70x for two threads
-     * over one on 5-14 MB files, where the consumer also hashes). */
-    d->window = (r->mem && into_caller ? 16 : 3) * (size_t)ptwm_threads_resolve(threads) + 2;
+    d->window = per_thread * (size_t)ptwm_threads_resolve(threads) + 2;
     d->jobs = (sjob *)calloc(d->window, sizeof(sjob));
     if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if ((rc = ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err))) return rc;
@@ -1100,16 +1124,21 @@ static void sdrive_free(sdrive *d) {
 }
 
 /* Queue chunk k of tensor t (into dst, or the slot's own buffer if NULL). */
-static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, uint8_t *dst, ptwm_err *err) {
+static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, uint8_t *dst,
+                                uint64_t file_off, ptwm_err *err) {
     size_t slot = (d->head + d->npending) % d->window;
     sjob *j = &d->jobs[slot];
     const rchunk *c = &d->r->t[t].chunks[k];
     if (!dst && !grow(&j->own, &j->own_cap, PTWM_MAX(c->raw, d->max_raw)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk of %u bytes", c->raw);
+    j->r = d->r;
+    j->file = d->file;
+    if (j->file) j->file->pending++;
     j->item = item;
     j->tensor = t;
     j->chunk = k;
     j->dst = dst ? dst : j->own;
+    j->file_off = file_off + c->start;
     d->inflight += c->raw;
     d->npending++;
     ptwm_queue_submit(d->q, slot, c->raw);
@@ -1122,12 +1151,12 @@ static ptwm_error sdrive_retire(sdrive *d, sjob **out, ptwm_err *err) {
     ptwm_queue_wait(d->q, d->head);
     d->head = (d->head + 1) % d->window;
     d->npending--;
-    d->inflight -= d->r->t[j->tensor].chunks[j->chunk].raw;
+    d->inflight -= j->r->t[j->tensor].chunks[j->chunk].raw;
     *out = j;
     if (j->rc) {
-        const rtensor *t = &d->r->t[j->tensor];
+        const rtensor *t = &j->r->t[j->tensor];
         if (err) *err = j->err;
-        ptwm_err_prefix(err, "file '%s': tensor '%s' chunk %llu of %llu", d->r->label, t->name,
+        ptwm_err_prefix(err, "file '%s': tensor '%s' chunk %llu of %llu", j->r->label, t->name,
                         (unsigned long long)j->chunk, (unsigned long long)t->nchunks);
     }
     return j->rc;
@@ -1188,7 +1217,7 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
                              (unsigned long long)t->nbytes, sizes[i]);
         chunks += t->nchunks;
     }
-    if ((rc = sdrive_init(&d, r, chunks, 1, err))) {
+    if ((rc = sdrive_init(&d, r, chunks <= 1 ? 1 : r->threads, r->mem ? 16 : 3, err))) {
         sdrive_free(&d);
         return rc;
     }
@@ -1201,7 +1230,7 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
             if (d.npending == d.window &&
                 ((rc = sdrive_retire(&d, &j, err)) || (rc = hash_retired(r, j, &h, dsts, sizes, err))))
                 break;
-            rc = sdrive_submit(&d, i, indices[i], k, (uint8_t *)dsts[i] + t->chunks[k].start, err);
+            rc = sdrive_submit(&d, i, indices[i], k, (uint8_t *)dsts[i] + t->chunks[k].start, 0, err);
         }
     }
     while (d.npending) {
@@ -1227,72 +1256,241 @@ ptwm_error ptwm_reader_decode(ptwm_reader *r, size_t index, void *dst, size_t ds
     return ptwm_reader_decode_many(r, &index, &dst, &dst_size, 1, err);
 }
 
-/* Retire one streamed chunk: hash it into its tensor's state, hand it to the sink. */
+/* A file's last chunk has retired (or the stream failed): hand it to its
+ * owner, once. */
+static ptwm_error file_finish(ptwm_fstream_file *f, ptwm_error rc, ptwm_err *err) {
+    ptwm_error r2 = f->done(f->ctx, rc, rc ? NULL : err);
+    free(f);
+    return rc ? rc : r2;
+}
+
+/* Retire one streamed chunk: hash it into its tensor's state, hand it to the
+ * sink, and finish its file if it was the file's last. */
 static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
     sjob *j = NULL;
     const rtensor *t;
     const rchunk *c;
+    ptwm_fstream_file *f;
     uint8_t got[16];
-    int done;
+    int done = 0;
     ptwm_error rc = sdrive_retire(d, &j, err);
-    if (rc) return rc;
-    t = &d->r->t[j->tensor];
+    t = &j->r->t[j->tensor];
     c = &t->chunks[j->chunk];
-    if ((rc = retired_hash(t, j, h, got, &done, err))) return rc;
-    if (sink && (rc = sink(ctx, j->dst, c->raw, err))) return rc;
+    f = j->file;
+    j->file = NULL;
+    if (!rc) rc = retired_hash(t, j, h, got, &done, err);
+    if (!rc && sink) rc = sink(ctx, j->dst, c->raw, err);
+    if (!rc && done) rc = check_hash(j->r, t, got, err);
     if (j->own_cap > SLOT_KEEP) {
         free(j->own);
         j->own = NULL;
         j->own_cap = 0;
     }
-    return done ? check_hash(d->r, t, got, err) : PTWM_OK;
+    if (!f) return rc;
+    if (rc && !f->rc) f->rc = rc;
+    /* The disk writes what is done while the rest decodes, and the fsync
+     * that commits the file waits for the last few MiB only. */
+    if (!rc && (f->unsynced += c->raw) >= PTWM_WRITEBACK_STEP) {
+        ptwm_start_writeback(f->fd, 0, 0);
+        f->unsynced = 0;
+    }
+    if (--f->pending || !f->sealed) return rc;
+    return file_finish(f, f->rc, rc ? NULL : err);
 }
 
-ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
-    sdrive d;
-    ptwm_xxh128 h = {NULL};
-    ptwm_error rc, r2;
+/* Queue tensors indices[0..n) of d->r (NULL: every tensor in table order),
+ * tensor i's bytes for offset offs[i] of the current file if any, retiring
+ * older chunks as the ring fills. */
+static ptwm_error queue_tensors(sdrive *d, ptwm_xxh128 *h, const size_t *indices, size_t n,
+                                const uint64_t *offs, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
+    ptwm_reader *r = d->r;
+    ptwm_error rc = PTWM_OK;
     size_t i;
     uint64_t k;
-    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
-    if ((rc = sdrive_init(&d, r, UINT64_MAX, 0, err))) {
-        sdrive_free(&d);
-        return rc;
-    }
-    for (i = 0; i < r->nt; i++) {
-        const rtensor *t = &r->t[i];
+    for (i = 0; indices && i < n; i++)
+        if (indices[i] >= r->nt)
+            return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu)", indices[i], r->nt);
+    for (i = 0; i < n; i++) {
+        const rtensor *t = &r->t[indices ? indices[i] : i];
         for (k = 0; k < t->nchunks; k++) {
-            if (t->chunks[k].raw <= SLOT_KEEP) d.max_raw = PTWM_MAX(d.max_raw, t->chunks[k].raw);
-            if (t->chunks[k].coded <= SLOT_KEEP) d.max_coded = PTWM_MAX(d.max_coded, t->chunks[k].coded);
+            if (t->chunks[k].raw <= SLOT_KEEP) d->max_raw = PTWM_MAX(d->max_raw, t->chunks[k].raw);
+            if (t->chunks[k].coded <= SLOT_KEEP) d->max_coded = PTWM_MAX(d->max_coded, t->chunks[k].coded);
         }
     }
-    for (i = 0; i < r->nt && !rc; i++) {
-        const rtensor *t = &r->t[i];
+    for (i = 0; i < n && !rc; i++) {
+        size_t ti = indices ? indices[i] : i;
+        const rtensor *t = &r->t[ti];
         if (t->nchunks == 0 && (t->flags & PTWM_TF_PAYLOAD_HASH)) {
             /* An empty tensor's hash is that of no bytes; it has no chunk to carry the check. */
             uint8_t got[16];
-            while (d.npending && !rc) rc = stream_retire(&d, &h, sink, ctx, err);
+            while (d->npending && !rc) rc = stream_retire(d, h, sink, ctx, err);
             ptwm_xxh128_oneshot("", 0, got);
             if (!rc) rc = check_hash(r, t, got, err);
         }
         for (k = 0; k < t->nchunks && !rc; k++) {
             /* Bound the raw bytes in flight too: a few coded bytes may stand
              * for a 256 MiB constant chunk, and the ring has many slots. */
-            while (d.npending && !rc &&
-                   (d.npending == d.window || d.inflight + t->chunks[k].raw > STREAM_BUDGET))
-                rc = stream_retire(&d, &h, sink, ctx, err);
-            if (!rc) rc = sdrive_submit(&d, i, i, k, NULL, err);
+            while (d->npending && !rc &&
+                   (d->npending == d->window || d->inflight + t->chunks[k].raw > STREAM_BUDGET))
+                rc = stream_retire(d, h, sink, ctx, err);
+            if (!rc) rc = sdrive_submit(d, i, ti, k, NULL, offs ? offs[i] : 0, err);
         }
     }
-    while (d.npending && !rc) rc = stream_retire(&d, &h, sink, ctx, err);
-    while (d.npending) {
+    return rc;
+}
+
+/* Retire everything still queued: cleanly while nothing failed, then
+ * quietly (files of chunks retired after a failure are finished failed). */
+static ptwm_error drain(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, void *ctx, ptwm_error rc,
+                        ptwm_err *err) {
+    while (d->npending && !rc) rc = stream_retire(d, h, sink, ctx, err);
+    while (d->npending) {
         sjob *j = NULL;
-        r2 = sdrive_retire(&d, &j, NULL);
-        (void)r2;
+        ptwm_fstream_file *f;
+        (void)sdrive_retire(d, &j, NULL);
+        f = j->file;
+        j->file = NULL;
+        if (f && !--f->pending && f->sealed) (void)file_finish(f, f->rc ? f->rc : rc, NULL);
     }
+    return rc;
+}
+
+ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, ptwm_err *err) {
+    sdrive d;
+    ptwm_xxh128 h = {NULL};
+    ptwm_error rc;
+    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
+    if (!(rc = sdrive_init(&d, r, r->threads, 3, err)))
+        rc = drain(&d, &h, sink, ctx, queue_tensors(&d, &h, NULL, r->nt, NULL, sink, ctx, err), err);
     ptwm_xxh128_free(&h);
     sdrive_free(&d);
     return rc;
+}
+
+/* ---- streaming into files, across readers --------------------------------- */
+
+struct ptwm_fstream {
+    sdrive d;
+    ptwm_xxh128 h;
+    ptwm_sink_fn sink;
+    void *ctx;
+    ptwm_error rc;               /* the first failure: every later call returns it */
+    ptwm_err err;
+};
+
+ptwm_error ptwm_fstream_open(int threads, ptwm_sink_fn progress, void *ctx, ptwm_fstream **out,
+                             ptwm_err *err) {
+    ptwm_fstream *s;
+    ptwm_error rc;
+    if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output handle");
+    *out = NULL;
+    if (!(s = (ptwm_fstream *)calloc(1, sizeof(*s))))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a stream");
+    s->sink = progress;
+    s->ctx = ctx;
+    if ((rc = sdrive_init(&s->d, NULL, threads, 3, err))) {
+        sdrive_free(&s->d);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return PTWM_OK;
+}
+
+static ptwm_error fstream_failed(ptwm_fstream *s, ptwm_err *err) {
+    if (err) *err = s->err;
+    return s->rc;
+}
+
+static ptwm_error fstream_note(ptwm_fstream *s, ptwm_error rc, ptwm_err *err) {
+    if (rc && !s->rc) {
+        s->rc = rc;
+        if (err) s->err = *err;
+    }
+    return rc;
+}
+
+ptwm_error ptwm_fstream_begin(ptwm_fstream *s, int fd, const char *path, ptwm_fstream_done_fn done,
+                              void *ctx, ptwm_err *err) {
+    ptwm_fstream_file *f;
+    if (!s || fd < 0 || !done) {
+        if (done) done(ctx, PTWM_ERR_INVALID_ARG, NULL);
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream to file: no stream, file or callback");
+    }
+    if (s->rc || s->d.file) {
+        done(ctx, s->rc ? s->rc : PTWM_ERR_INVALID_ARG, NULL);
+        if (s->rc) return fstream_failed(s, err);
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream to file: the last file was not ended");
+    }
+    if (!(f = (ptwm_fstream_file *)calloc(1, sizeof(*f)))) {
+        done(ctx, PTWM_ERR_NOMEM, NULL);
+        return fstream_note(s, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory"), err);
+    }
+    f->fd = fd;
+    f->path = path;
+    f->done = done;
+    f->ctx = ctx;
+    s->d.file = f;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_fstream_add(ptwm_fstream *s, ptwm_reader *r, const size_t *indices, size_t n,
+                            const uint64_t *offs, ptwm_err *err) {
+    if (!s || !r || !s->d.file || !offs || (n && !indices))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream to file: no file begun, reader or offsets");
+    if (s->rc) return fstream_failed(s, err);
+    s->d.r = r;
+    return fstream_note(s, queue_tensors(&s->d, &s->h, indices, n, offs, s->sink, s->ctx, err), err);
+}
+
+ptwm_error ptwm_fstream_end(ptwm_fstream *s, ptwm_err *err) {
+    ptwm_fstream_file *f = s ? s->d.file : NULL;
+    if (!f) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream to file: no file begun");
+    f->sealed = 1;
+    s->d.file = NULL;   /* its chunks in flight finish it as they retire */
+    if (f->pending) return s->rc ? fstream_failed(s, err) : PTWM_OK;
+    return fstream_note(s, file_finish(f, s->rc, s->rc ? NULL : err), err);
+}
+
+ptwm_error ptwm_fstream_close(ptwm_fstream *s, ptwm_err *err) {
+    ptwm_error rc;
+    if (!s) return PTWM_OK;
+    if (s->d.file) {   /* begun and never ended: it cannot be complete */
+        ptwm_fstream_file *f = s->d.file;
+        f->sealed = 1;
+        s->d.file = NULL;
+        fstream_note(s, ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream closed with a file not ended"),
+                     err);
+        if (!f->pending) (void)file_finish(f, s->rc, NULL);
+    }
+    rc = s->rc ? fstream_failed(s, err) : PTWM_OK;
+    rc = drain(&s->d, &s->h, s->sink, s->ctx, rc, err);
+    ptwm_xxh128_free(&s->h);
+    sdrive_free(&s->d);
+    free(s);
+    return rc;
+}
+
+/* One file through a stream of its own. */
+static ptwm_error done_nothing(void *ctx, ptwm_error rc, ptwm_err *err) {
+    (void)ctx;
+    (void)err;
+    return rc;
+}
+
+ptwm_error ptwm_reader_stream_to_file(ptwm_reader *r, const size_t *indices, size_t n, int fd,
+                                      const char *path, const uint64_t *offs, ptwm_sink_fn sink,
+                                      void *ctx, ptwm_err *err) {
+    ptwm_fstream *s = NULL;
+    ptwm_error rc, r2;
+    if (!r || fd < 0 || !offs || (n && !indices))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream to file: no file, offsets or tensors");
+    if ((rc = ptwm_fstream_open(r->threads, sink, ctx, &s, err))) return rc;
+    rc = ptwm_fstream_begin(s, fd, path, done_nothing, NULL, err);
+    if (!rc) rc = ptwm_fstream_add(s, r, indices, n, offs, err);
+    if (!rc) rc = ptwm_fstream_end(s, err);
+    r2 = ptwm_fstream_close(s, rc ? NULL : err);
+    return rc ? rc : r2;
 }
 
 ptwm_error ptwm_reader_verify(ptwm_reader *r, ptwm_err *err) {

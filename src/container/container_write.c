@@ -201,6 +201,10 @@ static ptwm_error w_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err *er
     if (w->to_file) {
         ptwm_error rc = ptwm_write_full(w->af.fd, src, n, w->af.final_path, err);
         if (rc) return rc;
+        /* The disk writes what is done while the rest is coded: the fsync
+         * that commits the file then waits for the last few MiB only. */
+        if ((w->pos + n) / PTWM_WRITEBACK_STEP != w->pos / PTWM_WRITEBACK_STEP)
+            ptwm_start_writeback(w->af.fd, 0, 0);
     } else if (!wbuf_put(&w->mem, src, n)) {
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing a %zu-byte .ptwm image",
                          w->mem.len);

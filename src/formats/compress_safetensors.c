@@ -171,9 +171,30 @@ static ptwm_error build_header(ptwm_reader *r, void **hdr, size_t *len, ptwm_err
     return rc;
 }
 
-static ptwm_error fd_sink(void *ctx, const uint8_t *p, size_t n, ptwm_err *err) {
-    ptwm_atomic_file *f = (ptwm_atomic_file *)ctx;
-    return ptwm_write_full(f->fd, p, n, f->final_path, err);
+/* Every tensor in table order from byte `at` of the open file fd: the
+ * decoding threads write each chunk at its place (the header and the table
+ * order tile the file: check_source or build_header). */
+static ptwm_error write_tensors(ptwm_reader *r, int fd, const char *path, uint64_t at,
+                                ptwm_err *err) {
+    size_t i, n = ptwm_reader_count(r);
+    size_t *idx = (size_t *)ptwm_calloc(n + 1, sizeof *idx);
+    uint64_t *offs = (uint64_t *)ptwm_calloc(n + 1, sizeof *offs);
+    ptwm_error rc;
+    if (!idx || !offs) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu tensors", n);
+    } else {
+        for (i = 0; i < n; i++) {
+            ptwm_tensor_info info;
+            ptwm_reader_tensor(r, i, &info);
+            idx[i] = i;
+            offs[i] = at;
+            at += info.nbytes;
+        }
+        rc = ptwm_reader_stream_to_file(r, idx, n, fd, path, offs, NULL, NULL, err);
+    }
+    free(idx);
+    free(offs);
+    return rc;
 }
 
 ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path, ptwm_err *err) {
@@ -192,7 +213,7 @@ ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path, ptwm_
     if (fresh) hdr = fresh;
     if ((rc = ptwm_atomic_open(path, &f, err))) goto out;
     if ((rc = ptwm_write_full(f.fd, hdr, len, path, err))) goto out;
-    if ((rc = ptwm_reader_stream_all(r, fd_sink, &f, err))) goto out;
+    if ((rc = write_tensors(r, f.fd, path, len, err))) goto out;
     rc = ptwm_atomic_commit(&f, err);
 out:
     if (rc) ptwm_atomic_abort(&f);

@@ -23,7 +23,8 @@ static ptwm_error check_set(const char *outdir, const ptwm_parts_manifest *m, si
                          "--part K/N first",
                          outdir);
     for (i = 1; i < n; i++)
-        if (strcmp(m[i].plan, m[0].plan) != 0 || m[i].parts != m[0].parts)
+        if (strcmp(m[i].plan, m[0].plan) != 0 || m[i].parts != m[0].parts ||
+            strcmp(m[i].direction, m[0].direction) != 0)
             return ptwm_fail(err, PTWM_ERR_MISMATCH,
                              "'%s': part %u of %u (plan %.12s) and part %u of %u (plan %.12s) "
                              "come from different plans; rerun the odd one with the same "
@@ -44,34 +45,31 @@ static ptwm_error check_set(const char *outdir, const ptwm_parts_manifest *m, si
     return PTWM_OK;
 }
 
-/* Each manifest lists exactly the shards the plan gives its part. */
+/* Each manifest lists exactly the files the plan gives its part. */
 static ptwm_error check_plan(const char *outdir, const ptwm_parts_manifest *m, size_t n,
-                             const ptwm_ck_plan *pl, const uint32_t *part_of, uint64_t *coded,
-                             uint8_t *seen, ptwm_err *err) {
+                             const ptwm_parts_files *f, uint64_t *file_bytes, uint8_t *seen,
+                             ptwm_err *err) {
     size_t i, j, k;
     for (i = 0; i < n; i++) {
         for (j = 0; j < m[i].nshards; j++) {
             const ptwm_parts_shard *sh = &m[i].shards[j];
-            char name[64];
-            ptwm_error rc;
-            if (sh->index >= pl->nshards || part_of[sh->index] + 1 != m[i].part ||
-                seen[sh->index] || sh->raw_bytes != pl->raw[sh->index] ||
-                (rc = ptwm_ck_shard_name(pl, sh->index, name, err)) != PTWM_OK ||
-                strcmp(name, sh->name) != 0)
+            if (sh->index >= f->n || f->part_of[sh->index] + 1 != m[i].part ||
+                seen[sh->index] || sh->raw_bytes != f->raw[sh->index] ||
+                strcmp(f->name[sh->index], sh->name) != 0)
                 return ptwm_fail(err, PTWM_ERR_INDEX,
                                  "'%s': part %u lists shard '%s' (number %zu, %llu raw bytes), "
                                  "which the plan does not give it, or gives twice",
                                  outdir, (unsigned)m[i].part, sh->name, sh->index + 1,
                                  (unsigned long long)sh->raw_bytes);
             seen[sh->index] = 1;
-            coded[sh->index] = sh->file_bytes;
+            file_bytes[sh->index] = sh->file_bytes;
         }
     }
-    for (k = 0; k < pl->nshards; k++)
+    for (k = 0; k < f->n; k++)
         if (!seen[k])
             return ptwm_fail(err, PTWM_ERR_INDEX,
                              "'%s': shard %zu of %zu (part %u) is in no manifest", outdir, k + 1,
-                             pl->nshards, (unsigned)part_of[k] + 1);
+                             f->n, (unsigned)f->part_of[k] + 1);
     return PTWM_OK;
 }
 
@@ -116,18 +114,16 @@ static ptwm_error check_files(const char *outdir, const ptwm_parts_manifest *m, 
     return rc;
 }
 
-/* Move the shards into OUTDIR; a lone model.ptwm, which marks a finished
- * checkpoint by itself, only when `last` is set. */
-static ptwm_error publish_shards(const char *outdir, const ptwm_parts_manifest *m, size_t n,
-                                 int last, ptwm_err *err) {
+ptwm_error ptwm_parts_publish(const char *outdir, const ptwm_parts_manifest *m, size_t n,
+                              const char *last, int only_last, ptwm_err *err) {
     size_t i, j;
     ptwm_error rc = PTWM_OK;
     for (i = 0; i < n && !rc; i++) {
         for (j = 0; j < m[i].nshards && !rc; j++) {
             const char *name = m[i].shards[j].name;
-            int moved, single = strcmp(name, PTWM_SINGLE_NAME) == 0;
+            int moved, is_last = last && strcmp(name, last) == 0;
             char *from, *to;
-            if (single != last) continue;
+            if (is_last != only_last) continue;
             from = shard_path(outdir, name, &moved);
             to = ptwm_path_join(outdir, name);
             if (!from || !to)
@@ -142,15 +138,30 @@ static ptwm_error publish_shards(const char *outdir, const ptwm_parts_manifest *
     return rc ? rc : ptwm_sync_path(outdir, err);
 }
 
-static ptwm_error assemble(const char *outdir, const ptwm_parts_manifest *m, size_t n,
-                           ptwm_err *err) {
+void ptwm_parts_done(const char *outdir) {
+    char *parts_dir = ptwm_path_join(outdir, PARTS_DIR);
+    if (parts_dir) ptwm_remove_tree(parts_dir);
+    free(parts_dir);
+}
+
+ptwm_error ptwm_parts_verify(const char *outdir, const ptwm_parts_manifest *m, size_t n,
+                             const ptwm_parts_files *f, uint64_t *file_bytes, ptwm_err *err) {
+    uint8_t *seen = (uint8_t *)ptwm_calloc(f->n + 1, 1);
+    ptwm_error rc = seen ? check_plan(outdir, m, n, f, file_bytes, seen, err)
+                         : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = check_files(outdir, m, n, err);
+    free(seen);
+    return rc;
+}
+
+static ptwm_error assemble_compressed(const char *outdir, const ptwm_parts_manifest *m,
+                                      size_t n, ptwm_err *err) {
     ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
     ptwm_ck_src s;
     ptwm_ck_plan pl;
-    uint32_t *part_of = NULL;
+    ptwm_parts_files f;
     uint64_t *coded = NULL;
-    uint8_t *seen = NULL;
-    char fp[33], *parts_dir;
+    char fp[33];
     ptwm_error rc = ptwm_ck_src_open(&s, m[0].source, err);
     if (rc) {
         ptwm_ck_src_close(&s);
@@ -161,34 +172,33 @@ static ptwm_error assemble(const char *outdir, const ptwm_parts_manifest *m, siz
     o.max_shard_size = m[0].max_shard_size;
     o.method = m[0].method;
     o.chunk_size = m[0].chunk_size;
-    if ((rc = ptwm_parts_plan(&s, &o, &pl, &part_of, fp, err))) {
+    if ((rc = ptwm_parts_plan(&s, &o, &pl, &f, fp, err))) {
         ptwm_ck_src_close(&s);
         return rc;
     }
     if (strcmp(fp, m[0].plan) != 0)
-        rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
-                       "'%s': the source '%s' changed since the parts ran (plan %s, now %s)",
-                       outdir, m[0].source, m[0].plan, fp);
+        rc = ptwm_parts_changed(outdir, m, fp, err);
     coded = (uint64_t *)ptwm_calloc(pl.nshards + 1, sizeof *coded);
-    seen = (uint8_t *)ptwm_calloc(pl.nshards + 1, 1);
-    if (!rc && (!coded || !seen)) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    if (!rc) rc = check_plan(outdir, m, n, &pl, part_of, coded, seen, err);
-    if (!rc) rc = check_files(outdir, m, n, err);
+    if (!rc && !coded) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = ptwm_parts_verify(outdir, m, n, &f, coded, err);
     if (!rc) rc = ptwm_ck_copy_other_files(&s, outdir, err);
-    if (!rc) rc = publish_shards(outdir, m, n, 0, err);
-    /* The index (or the lone model.ptwm) last: OUTDIR is whole once it is there. */
+    /* The index (or a lone model.ptwm) last: OUTDIR is whole once it is there. */
+    if (!rc) rc = ptwm_parts_publish(outdir, m, n, PTWM_SINGLE_NAME, 0, err);
     if (!rc) rc = ptwm_ck_write_index(&s, &pl, coded, outdir, err);
-    if (!rc) rc = publish_shards(outdir, m, n, 1, err);
-    if (!rc && (parts_dir = ptwm_path_join(outdir, PARTS_DIR)) != NULL) {
-        ptwm_remove_tree(parts_dir);
-        free(parts_dir);
-    }
-    free(seen);
+    if (!rc) rc = ptwm_parts_publish(outdir, m, n, PTWM_SINGLE_NAME, 1, err);
+    if (!rc) ptwm_parts_done(outdir);
     free(coded);
-    free(part_of);
+    ptwm_parts_files_free(&f);
     ptwm_ck_plan_free(&pl);
     ptwm_ck_src_close(&s);
     return rc;
+}
+
+ptwm_error ptwm_parts_changed(const char *outdir, const ptwm_parts_manifest *m, const char *fp,
+                              ptwm_err *err) {
+    return ptwm_fail(err, PTWM_ERR_MISMATCH,
+                     "'%s': the source '%s' changed since the parts ran (plan %s, now %s)",
+                     outdir, m[0].source, m[0].plan, fp);
 }
 
 ptwm_error ptwm_assemble_checkpoint(const char *outdir, ptwm_err *err) {
@@ -205,7 +215,8 @@ ptwm_error ptwm_assemble_checkpoint(const char *outdir, ptwm_err *err) {
     if (n == 0 && parts_dir && !ptwm_is_dir(parts_dir) && ptwm_parts_finished(outdir))
         rc = PTWM_OK;
     else if (!(rc = check_set(outdir, m, n, err)))
-        rc = assemble(outdir, m, n, err);
+        rc = strcmp(m[0].direction, "compress") == 0 ? assemble_compressed(outdir, m, n, err)
+                                                      : ptwm_dk_assemble(outdir, m, n, err);
     free(parts_dir);
     ptwm_parts_free(m, n);
     return rc;

@@ -52,16 +52,16 @@ void ptwm_parts_assign(const uint64_t *raw, size_t n, uint32_t parts, uint32_t *
     free(done);
 }
 
-static void hash_u64(ptwm_xxh128 *h, uint64_t v) {
+void ptwm_parts_hash_u64(ptwm_xxh128 *h, uint64_t v) {
     uint8_t b[8];
     int i;
     for (i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
     ptwm_xxh128_update(h, b, 8);
 }
 
-static void hash_str(ptwm_xxh128 *h, const char *s) { ptwm_xxh128_update(h, s, strlen(s) + 1); }
+void ptwm_parts_hash_str(ptwm_xxh128 *h, const char *s) { ptwm_xxh128_update(h, s, strlen(s) + 1); }
 
-static void hex16(const uint8_t d[16], char out[33]) {
+void ptwm_parts_hex(const uint8_t d[16], char out[33]) {
     static const char digits[] = "0123456789abcdef";
     int i;
     for (i = 0; i < 16; i++) {
@@ -81,26 +81,26 @@ static ptwm_error fingerprint(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
     size_t i;
     ptwm_error rc = ptwm_xxh128_begin(&h, err);
     if (rc) return rc;
-    hash_str(&h, "ptwm parts plan 1");
-    hash_u64(&h, o->parts);
-    hash_u64(&h, o->max_shard_size);
-    hash_u64(&h, (uint64_t)(o->method ? o->method : PTWM_METHOD_MICROSCALE));
-    hash_u64(&h, o->chunk_size);
-    hash_u64(&h, pl->nshards);
-    hash_u64(&h, (uint64_t)pl->with_index * 2 + (uint64_t)pl->exact);
+    ptwm_parts_hash_str(&h, "ptwm parts plan 1");
+    ptwm_parts_hash_u64(&h, o->parts);
+    ptwm_parts_hash_u64(&h, o->max_shard_size);
+    ptwm_parts_hash_u64(&h, (uint64_t)(o->method ? o->method : PTWM_METHOD_MICROSCALE));
+    ptwm_parts_hash_u64(&h, o->chunk_size);
+    ptwm_parts_hash_u64(&h, pl->nshards);
+    ptwm_parts_hash_u64(&h, (uint64_t)pl->with_index * 2 + (uint64_t)pl->exact);
     for (i = 0; i < pl->n; i++) {
         ptwm_tensor_info t;
         ptwm_st_tensor(pl->items[i].st, pl->items[i].local, &t);
-        hash_str(&h, t.name);
-        hash_u64(&h, t.nbytes);
-        hash_u64(&h, pl->shard_of[i]);
-        hash_str(&h, ptwm_base_name(ptwm_st_path(pl->items[i].st)));
-        hash_u64(&h, ptwm_st_file_size(pl->items[i].st));
+        ptwm_parts_hash_str(&h, t.name);
+        ptwm_parts_hash_u64(&h, t.nbytes);
+        ptwm_parts_hash_u64(&h, pl->shard_of[i]);
+        ptwm_parts_hash_str(&h, ptwm_base_name(ptwm_st_path(pl->items[i].st)));
+        ptwm_parts_hash_u64(&h, ptwm_st_file_size(pl->items[i].st));
     }
-    hash_u64(&h, s->hf_index_len);
+    ptwm_parts_hash_u64(&h, s->hf_index_len);
     if (s->hf_index) ptwm_xxh128_update(&h, s->hf_index, s->hf_index_len);
     ptwm_xxh128_end(&h, d);
-    hex16(d, out);
+    ptwm_parts_hex(d, out);
     return PTWM_OK;
 }
 
@@ -126,7 +126,7 @@ ptwm_error ptwm_parts_hash_file(const char *path, char hex[33], uint64_t *size, 
     }
     if (!rc) {
         ptwm_xxh128_digest(&h, d);
-        hex16(d, hex);
+        ptwm_parts_hex(d, hex);
     }
     ptwm_xxh128_free(&h);
     free(buf);
@@ -146,38 +146,35 @@ static char *join3(const char *a, const char *b, const char *c) {
 }
 
 /* The manifest of part `o->part`: what it was planned as and what it wrote. */
-static ptwm_error write_manifest(const char *outdir, const char *src, const char *fp,
-                                 const ptwm_ck_plan *pl, const uint32_t *part_of,
-                                 const ptwm_checkpoint_options *o, const uint64_t *coded,
-                                 ptwm_err *err) {
+ptwm_error ptwm_parts_write_manifest(const char *outdir, const char *src, const char *fp,
+                                     const char *direction, const ptwm_checkpoint_options *o,
+                                     const ptwm_parts_files *f, ptwm_err *err) {
     json_t *root = json_object(), *shards = json_array();
     char name[64], *path = NULL, *text = NULL, *abs_src = realpath(src, NULL);
     size_t k;
     ptwm_error rc = PTWM_OK;
     int bad = !root || !shards || !abs_src;
-    for (k = 0; k < pl->nshards && !bad && !rc; k++) {
-        char sname[64], hex[33], *spath;
+    for (k = 0; k < f->n && !bad && !rc; k++) {
+        char hex[33], *spath;
         uint64_t size = 0;
         json_t *e;
-        if (part_of[k] + 1 != o->part) continue;
-        if ((rc = ptwm_ck_shard_name(pl, k, sname, err))) break;
-        if (!(spath = join3(outdir, SHARDS_DIR, sname))) {
+        if (f->part_of[k] + 1 != o->part) continue;
+        if (!(spath = join3(outdir, SHARDS_DIR, f->name[k]))) {
             rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
             break;
         }
         rc = ptwm_parts_hash_file(spath, hex, &size, err);
         free(spath);
-        if (!rc && size != coded[k])
-            rc = ptwm_fail(err, PTWM_ERR_IO, "shard '%s' is %llu bytes, written as %llu", sname,
-                           (unsigned long long)size, (unsigned long long)coded[k]);
-        e = rc ? NULL : json_pack("{s:I, s:s, s:I, s:I, s:s}", "index", (json_int_t)k, "name", sname,
-                                  "raw_bytes", (json_int_t)pl->raw[k], "file_bytes",
-                                  (json_int_t)size, "xxh3", hex);
+        e = rc ? NULL
+               : json_pack("{s:I, s:s, s:I, s:I, s:s}", "index", (json_int_t)k, "name",
+                           f->name[k], "raw_bytes", (json_int_t)f->raw[k], "file_bytes",
+                           (json_int_t)size, "xxh3", hex);
         if (!rc) bad |= !e || json_array_append_new(shards, e) != 0;
     }
     if (!bad && !rc) {
         bad |= json_object_set_new(root, "format", json_string("ptwm-part")) != 0;
         bad |= json_object_set_new(root, "version", json_integer(1)) != 0;
+        bad |= json_object_set_new(root, "direction", json_string(direction)) != 0;
         bad |= json_object_set_new(root, "plan", json_string(fp)) != 0;
         bad |= json_object_set_new(root, "part", json_integer(o->part)) != 0;
         bad |= json_object_set_new(root, "parts", json_integer(o->parts)) != 0;
@@ -220,10 +217,14 @@ static ptwm_error check_neighbours(const char *outdir, const char *fp, uint32_t 
 }
 
 int ptwm_parts_finished(const char *outdir) {
-    char *a = ptwm_path_join(outdir, PTWM_INDEX_NAME), *b = ptwm_path_join(outdir, PTWM_SINGLE_NAME);
-    int yes = (a && ptwm_file_exists(a)) || (b && ptwm_file_exists(b));
-    free(a);
-    free(b);
+    char *parts = ptwm_path_join(outdir, PARTS_DIR);
+    DIR *d = parts && !ptwm_is_dir(parts) ? opendir(outdir) : NULL;
+    struct dirent *e;
+    int yes = 0;
+    while (d && !yes && (e = readdir(d)) != NULL)
+        yes = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (d) closedir(d);
+    free(parts);
     return yes;
 }
 
@@ -235,7 +236,8 @@ static ptwm_error make_dir(const char *path, ptwm_err *err) {
     return PTWM_OK;
 }
 
-/* OUTDIR and its .ptwm-parts/shards, made if missing; not a finished checkpoint. */
+/* OUTDIR and its .ptwm-parts/shards, made if missing: a directory that holds
+ * parts, or a new or empty one (not a finished checkpoint). */
 static ptwm_error prepare_outdir(const char *outdir, const char *src, ptwm_err *err) {
     char *parts = ptwm_path_join(outdir, PARTS_DIR), *shards = ptwm_path_join(outdir, SHARDS_DIR);
     ptwm_error rc = !parts || !shards ? ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory") : PTWM_OK;
@@ -243,7 +245,8 @@ static ptwm_error prepare_outdir(const char *outdir, const char *src, ptwm_err *
     if (!rc) rc = ptwm_check_overlap(outdir, src, err);
     if (!rc && ptwm_parts_finished(outdir))
         rc = ptwm_fail(err, PTWM_ERR_EXISTS,
-                       "'%s' is already a finished checkpoint; remove it to compress it again",
+                       "'%s' is already a finished checkpoint (or holds files that are not "
+                       "parts); parts go into a new or empty directory",
                        outdir);
     if (!rc) rc = make_dir(outdir, err);
     if (!rc) rc = make_dir(parts, err);
@@ -253,44 +256,93 @@ static ptwm_error prepare_outdir(const char *outdir, const char *src, ptwm_err *
     return rc;
 }
 
+ptwm_error ptwm_parts_begin(const char *outdir, const char *src, const char *fp,
+                            const ptwm_checkpoint_options *o, char **files_dir, ptwm_err *err) {
+    ptwm_error rc;
+    *files_dir = NULL;
+    if (o->force)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "force cannot be combined with parts: a part never removes the work of "
+                         "the others");
+    if ((rc = prepare_outdir(outdir, src, err)) || (rc = check_neighbours(outdir, fp, o->parts, err)))
+        return rc;
+    if (!(*files_dir = ptwm_path_join(outdir, SHARDS_DIR)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    return PTWM_OK;
+}
+
+void ptwm_parts_files_free(ptwm_parts_files *f) {
+    size_t i;
+    for (i = 0; f->name && i < f->n; i++) free(f->name[i]);
+    free(f->name);
+    free(f->raw);
+    free(f->part_of);
+    memset(f, 0, sizeof *f);
+}
+
+ptwm_error ptwm_parts_files_new(size_t n, uint32_t parts, ptwm_parts_files *f, ptwm_err *err) {
+    memset(f, 0, sizeof *f);
+    f->name = (char **)ptwm_calloc(n + 1, sizeof *f->name);
+    f->raw = (uint64_t *)ptwm_calloc(n + 1, sizeof *f->raw);
+    f->part_of = (uint32_t *)ptwm_calloc(n + 1, sizeof *f->part_of);
+    f->n = n;
+    f->parts = parts;
+    if (!f->name || !f->raw || !f->part_of) {
+        ptwm_parts_files_free(f);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory planning %zu files", n);
+    }
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_parts_files_name(ptwm_parts_files *f, size_t k, const char *name, ptwm_err *err) {
+    if (!(f->name[k] = strdup(name))) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    return PTWM_OK;
+}
+
+void ptwm_parts_files_assign(ptwm_parts_files *f) {
+    if (f->parts) ptwm_parts_assign(f->raw, f->n, f->parts, f->part_of);
+}
+
 ptwm_error ptwm_parts_plan(const ptwm_ck_src *s, const ptwm_checkpoint_options *o,
-                           ptwm_ck_plan *pl, uint32_t **part_of, char fp[33], ptwm_err *err) {
+                           ptwm_ck_plan *pl, ptwm_parts_files *f, char fp[33], ptwm_err *err) {
+    size_t k;
+    char name[64];
     ptwm_error rc = ptwm_ck_plan_make(s, o->max_shard_size, pl, err);
-    *part_of = NULL;
     if (!rc) rc = fingerprint(s, pl, o, fp, err);
-    if (!rc && !(*part_of = (uint32_t *)ptwm_calloc(pl->nshards + 1, sizeof **part_of)))
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    if (!rc) ptwm_parts_assign(pl->raw, pl->nshards, o->parts, *part_of);
-    if (rc) ptwm_ck_plan_free(pl);
+    if (!rc) rc = ptwm_parts_files_new(pl->nshards, o->parts, f, err);
+    for (k = 0; !rc && k < pl->nshards; k++) {
+        f->raw[k] = pl->raw[k];
+        if (!(rc = ptwm_ck_shard_name(pl, k, name, err))) rc = ptwm_parts_files_name(f, k, name, err);
+    }
+    if (!rc) ptwm_parts_files_assign(f);
+    if (rc) {
+        ptwm_parts_files_free(f);
+        ptwm_ck_plan_free(pl);
+    }
     return rc;
 }
 
 ptwm_error ptwm_parts_compress(const ptwm_ck_src *s, const char *outdir,
                                const ptwm_checkpoint_options *o, ptwm_err *err) {
     ptwm_ck_plan pl;
-    uint32_t *part_of = NULL;
+    ptwm_parts_files f;
     uint8_t *wanted = NULL;
     uint64_t *coded = NULL;
-    char fp[33], *shards = NULL;
+    char fp[33], *dir = NULL;
     size_t k;
     ptwm_error rc;
-    if (o->force)
-        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
-                         "force cannot be combined with parts: a part never removes the work of "
-                         "the others");
-    if ((rc = ptwm_parts_plan(s, o, &pl, &part_of, fp, err))) return rc;
-    if (!(rc = prepare_outdir(outdir, s->path, err))) rc = check_neighbours(outdir, fp, o->parts, err);
+    if ((rc = ptwm_parts_plan(s, o, &pl, &f, fp, err))) return rc;
+    rc = ptwm_parts_begin(outdir, s->path, fp, o, &dir, err);
     wanted = (uint8_t *)ptwm_calloc(pl.nshards + 1, 1);
     coded = (uint64_t *)ptwm_calloc(pl.nshards + 1, sizeof *coded);
-    shards = ptwm_path_join(outdir, SHARDS_DIR);
-    if (!rc && (!wanted || !coded || !shards)) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    for (k = 0; !rc && k < pl.nshards; k++) wanted[k] = part_of[k] + 1 == o->part;
-    if (!rc) rc = ptwm_ck_write_shards(s, &pl, o, shards, wanted, coded, err);
-    if (!rc) rc = write_manifest(outdir, s->path, fp, &pl, part_of, o, coded, err);
-    free(shards);
+    if (!rc && (!wanted || !coded)) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (k = 0; !rc && k < pl.nshards; k++) wanted[k] = f.part_of[k] + 1 == o->part;
+    if (!rc) rc = ptwm_ck_write_shards(s, &pl, o, dir, wanted, coded, err);
+    if (!rc) rc = ptwm_parts_write_manifest(outdir, s->path, fp, "compress", o, &f, err);
+    free(dir);
     free(coded);
     free(wanted);
-    free(part_of);
+    ptwm_parts_files_free(&f);
     ptwm_ck_plan_free(&pl);
     return rc;
 }
@@ -359,19 +411,22 @@ static ptwm_error parse_manifest(const char *text, size_t len, const char *file,
         return ptwm_fail(err, PTWM_ERR_JSON, "manifest '%s' is not valid JSON at line %d: %s",
                          file, jerr.line, jerr.text);
     m->source = dup_json_str(root, "source");
+    m->direction = dup_json_str(root, "direction");
     if (!fmt || strcmp(fmt, "ptwm-part") != 0 || !get_u64(root, "version", &version) ||
         version != 1)
         rc = ptwm_fail(err, PTWM_ERR_VERSION,
                        "manifest '%s' is not a version 1 ptwm-part manifest", file);
     else if (!plan || !is_hex32(plan) || !get_u64(root, "part", &part) ||
              !get_u64(root, "parts", &parts) || parts == 0 || parts > PTWM_PARTS_MAX ||
-             part == 0 || part > parts || !m->source ||
+             part == 0 || part > parts || !m->source || !m->direction ||
+             (strcmp(m->direction, "compress") != 0 && strcmp(m->direction, "decompress") != 0) ||
              !get_u64(root, "max_shard_size", &m->max_shard_size) ||
              !get_u64(root, "chunk_size", &m->chunk_size) || !get_u64(root, "method", &method) ||
              method > 255)
         rc = ptwm_fail(err, PTWM_ERR_SCHEMA,
-                       "manifest '%s': needs plan (32 hex digits), part and parts (1 <= part <= "
-                       "parts <= %u), source, max_shard_size, chunk_size and method",
+                       "manifest '%s': needs direction (compress or decompress), plan (32 hex "
+                       "digits), part and parts (1 <= part <= parts <= %u), source, "
+                       "max_shard_size, chunk_size and method",
                        file, PTWM_PARTS_MAX);
     else if (strcmp(manifest_name((uint32_t)part, (uint32_t)parts, expect), file) != 0)
         rc = ptwm_fail(err, PTWM_ERR_MISMATCH, "manifest '%s' describes part %llu of %llu",
@@ -407,6 +462,7 @@ void ptwm_parts_free(ptwm_parts_manifest *m, size_t n) {
         for (j = 0; j < m[i].nshards; j++) free(m[i].shards[j].name);
         free(m[i].shards);
         free(m[i].source);
+        free(m[i].direction);
         free(m[i].file);
     }
     free(m);

@@ -3,12 +3,12 @@
  * Shards that recorded their source file are rebuilt byte for byte: the
  * recorded header is written as it was, then each tensor's bytes in the order
  * that header lays them out (the header parser proves they tile the data
- * region, so sequential writes reproduce the file). Otherwise, or when asked to
- * re-shard, fresh Hugging Face shards and index are written. Tensors are
- * decoded piece by piece into one buffer: memory does not grow with the model.
- * The pieces of a tensor are read in order from its first byte, so the reader
- * checks the tensor's payload hash with the last one; a file that fails is
- * never committed. */
+ * region, so each tensor's place in the file is known). Otherwise, or when
+ * asked to re-shard, fresh Hugging Face shards and index are written. The
+ * decoding threads write each chunk at its place in the file as they finish
+ * it (a ring of chunks: memory does not grow with the model), and the reader
+ * checks each tensor's payload hash as its chunks retire in order; a file
+ * that fails is never committed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <jansson.h>
@@ -16,22 +16,20 @@
 #include "container_read.h"
 #include "fileio.h"
 #include "outdir.h"
-#include "ptdir_internal.h"
+#include "ptdir_parts.h"
 #include "safetensors.h"
-
-#define PIECE ((size_t)8 << 20)
 
 typedef struct dsrc {
     const char *path;
     ptwm_ptdir *dir;
     ptwm_reader *single;
     uint64_t total;
-    /* Decoding goes through the directory's own reader of the shard at hand
-     * (a second reader of the same file would hold its whole table again);
-     * the previous shard's reader gives back its thread pool, so one pool
-     * exists at a time however many shards are open for the index checks. */
-    ptwm_reader *dec;
     int threads;
+    /* Every output file goes through one stream: one ring of chunks and one
+     * set of threads across the shards, so a small shard's last chunks
+     * decode beside the next one's first and no thread waits at a shard's
+     * end (its fsync and rename happen while the next shard decodes). */
+    ptwm_fstream *out;
 } dsrc;
 
 static size_t d_nshards(const dsrc *s) { return s->single ? 1 : ptwm_ptdir_shard_count(s->dir); }
@@ -39,30 +37,42 @@ static ptwm_reader *d_shard(const dsrc *s, size_t i) {
     return s->single ? s->single : ptwm_ptdir_shard(s->dir, i);
 }
 
-static ptwm_reader *decoder(dsrc *s, size_t shard) {
-    ptwm_reader *r = d_shard(s, shard);
-    if (s->dec != r) {
-        ptwm_reader_release_pool(s->dec);
-        ptwm_reader_set_threads(r, s->threads);
-        s->dec = r;
-    }
-    return r;
+static ptwm_error progress_sink(void *ctx, const uint8_t *p, size_t n, ptwm_err *err) {
+    (void)p;
+    (void)err;
+    ptwm_ck_progress_add((ptwm_ck_progress *)ctx, n);
+    return PTWM_OK;
 }
 
-static ptwm_error stream_tensor(dsrc *s, size_t shard, size_t local, uint64_t nbytes, int fd,
-                                const char *path, uint8_t *buf, ptwm_ck_progress *p,
-                                ptwm_err *err) {
-    uint64_t off = 0;
-    ptwm_reader *r = decoder(s, shard);
-    ptwm_error rc = PTWM_OK;
-    while (rc == PTWM_OK && off < nbytes) {
-        size_t len = (size_t)PTWM_MIN(nbytes - off, (uint64_t)PIECE);
-        rc = ptwm_reader_decode_range(r, local, off, buf, len, err);
-        if (rc == PTWM_OK) rc = ptwm_write_full(fd, buf, len, path, err);
-        off += len;
-        if (rc == PTWM_OK) ptwm_ck_progress_add(p, len);
-    }
+/* An output file in the stream: committed when its last chunk is in and
+ * every hash has matched, discarded otherwise. */
+typedef struct out_file {
+    ptwm_atomic_file f;
+} out_file;
+
+static ptwm_error out_done(void *ctx, ptwm_error rc, ptwm_err *err) {
+    out_file *o = (out_file *)ctx;
+    if (!rc) rc = ptwm_atomic_commit(&o->f, err);
+    ptwm_atomic_abort(&o->f);
+    free(o);
     return rc;
+}
+
+/* Start output file `path` with its header; the stream owns it from here
+ * (out_done). */
+static ptwm_error out_begin(dsrc *s, const char *path, const void *hdr, size_t hlen,
+                            ptwm_err *err) {
+    out_file *o = (out_file *)ptwm_calloc(1, sizeof *o);
+    ptwm_error rc;
+    if (!o) return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': out of memory", path);
+    o->f.fd = -1;
+    if ((rc = ptwm_atomic_open(path, &o->f, err)) ||
+        (rc = ptwm_write_full(o->f.fd, hdr, hlen, path, err))) {
+        ptwm_atomic_abort(&o->f);
+        free(o);
+        return rc;
+    }
+    return ptwm_fstream_begin(s->out, o->f.fd, o->f.final_path, out_done, o, err);
 }
 
 static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
@@ -86,14 +96,14 @@ static ptwm_error shard_index(ptwm_reader *r, size_t i, const char *name, size_t
 }
 
 /* Rebuild the recorded source file of shard reader `r` at `path`. */
-static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *shard,
-                               const char *path, uint8_t *buf, ptwm_ck_progress *p,
+static ptwm_error restore_file(dsrc *s, ptwm_reader *r, const char *shard, const char *path,
                                ptwm_err *err) {
     size_t hlen = 0, i;
     const uint8_t *hdr = (const uint8_t *)ptwm_reader_source_header(r, &hlen);
     ptwm_st_parsed parsed;
-    ptwm_atomic_file f;
-    ptwm_error rc;
+    size_t *local = NULL;
+    uint64_t *offs = NULL;
+    ptwm_error rc, r2;
     memset(&parsed, 0, sizeof parsed);
     if (!hdr || hlen < 8 || ptwm_load_le64(hdr) != hlen - 8)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
@@ -107,18 +117,25 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
                        shard, parsed.n, ptwm_reader_count(r));
         goto done;
     }
+    local = (size_t *)ptwm_calloc(parsed.n + 1, sizeof *local);
+    offs = (uint64_t *)ptwm_calloc(parsed.n + 1, sizeof *offs);
+    if (!local || !offs) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "shard '%s': out of memory for %zu tensors", shard,
+                       parsed.n);
+        goto done;
+    }
     /* Check every tensor before writing anything. */
     for (i = 0; i < parsed.n; i++) {
         const ptwm_st_entry *e = &parsed.t[i];
         ptwm_tensor_info info;
-        size_t local;
-        if (shard_index(r, i, e->name, &local) != PTWM_OK) {
+        if (shard_index(r, i, e->name, &local[i]) != PTWM_OK) {
             rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
                            "shard '%s': tensor '%s' of the recorded header is not in the shard",
                            shard, e->name);
             goto done;
         }
-        ptwm_reader_tensor(r, local, &info);
+        ptwm_reader_tensor(r, local[i], &info);
+        offs[i] = hlen + e->begin;
         if (!same_shape(&info, e) || info.nbytes != e->end - e->begin) {
             rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
                            "shard '%s': tensor '%s': %s of %llu bytes in the shard, %s of %llu "
@@ -129,18 +146,14 @@ static ptwm_error restore_file(dsrc *s, size_t si, ptwm_reader *r, const char *s
             goto done;
         }
     }
-    if ((rc = ptwm_atomic_open(path, &f, err))) goto done;
-    rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
-    for (i = 0; i < parsed.n && !rc; i++) {
-        size_t local = 0;
-        shard_index(r, i, parsed.t[i].name, &local);
-        rc = stream_tensor(s, si, local, parsed.t[i].end - parsed.t[i].begin, f.fd, path, buf, p,
-                           err);
-        if (rc) ptwm_err_prefix(err, "shard '%s': tensor '%s'", shard, parsed.t[i].name);
+    if (!(rc = out_begin(s, path, hdr, hlen, err))) {
+        rc = ptwm_fstream_add(s->out, r, local, parsed.n, offs, err);
+        r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
+        if (!rc) rc = r2;
     }
-    if (!rc) rc = ptwm_atomic_commit(&f, err);
-    ptwm_atomic_abort(&f);
 done:
+    free(local);
+    free(offs);
     ptwm_st_parsed_free(&parsed);
     return rc;
 }
@@ -161,8 +174,9 @@ static const char *shard_label(const dsrc *s, size_t i) {
     return s->single ? s->path : ptwm_ptdir_shard_name(s->dir, i);
 }
 
-static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, uint8_t *buf,
-                              ptwm_ck_progress *p, ptwm_err *err) {
+/* Rebuild the recorded source files of the shards k with wanted[k] set (all
+ * when wanted is NULL) into dir. */
+static ptwm_error restore_files(dsrc *s, const char *dir, const uint8_t *wanted, ptwm_err *err) {
     size_t i, n = d_nshards(s);
     const ptwm_index *idx = s->dir ? ptwm_ptdir_index(s->dir) : NULL;
     const char *iname = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX_NAME, NULL);
@@ -174,24 +188,32 @@ static ptwm_error restore_all(dsrc *s, const ptwm_stage *stage, uint8_t *buf,
             return ptwm_fail(err, PTWM_ERR_SCHEMA,
                              "'%s': shard '%s' restores to '%s', the name of the source index",
                              s->path, shard_label(s, i), iname);
-        path = ptwm_stage_path(stage, ptwm_reader_source_name(r));
-        rc = path ? restore_file(s, i, r, shard_label(s, i), path, buf, p, err)
+        if (wanted && !wanted[i]) continue;
+        path = ptwm_path_join(dir, ptwm_reader_source_name(r));
+        rc = path ? restore_file(s, r, shard_label(s, i), path, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         free(path);
     }
-    if (!rc && iname) {
-        size_t len = 0;
-        const char *text = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX, &len);
-        char *path;
-        if (!text || !ptwm_plain_name(iname))
-            return ptwm_fail(err, PTWM_ERR_SCHEMA,
-                             "'%s': %s names source index '%s' but is missing its text or the "
-                             "name is not a plain file name", s->path, PTWM_INDEX_NAME, iname);
-        if (!(path = ptwm_stage_path(stage, iname)))
-            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        rc = ptwm_write_small_file(path, text, len, NULL, err);
-        free(path);
-    }
+    return rc;
+}
+
+/* The source's Hugging Face index, as it was, into dir (if it had one). */
+static ptwm_error restore_index(const dsrc *s, const char *dir, ptwm_err *err) {
+    const ptwm_index *idx = s->dir ? ptwm_ptdir_index(s->dir) : NULL;
+    const char *iname = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX_NAME, NULL);
+    size_t len = 0;
+    const char *text = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX, &len);
+    char *path;
+    ptwm_error rc;
+    if (!iname) return PTWM_OK;
+    if (!text || !ptwm_plain_name(iname))
+        return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                         "'%s': %s names source index '%s' but is missing its text or the "
+                         "name is not a plain file name", s->path, PTWM_INDEX_NAME, iname);
+    if (!(path = ptwm_path_join(dir, iname)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    rc = ptwm_write_small_file(path, text, len, NULL, err);
+    free(path);
     return rc;
 }
 
@@ -218,14 +240,20 @@ static ptwm_error write_hf_index(const char *path, const fresh_tensor *t, const 
 static const uint8_t header_only = 0;
 
 static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tensor *t, size_t n,
-                                    uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
+                                    ptwm_err *err) {
     ptwm_tensor_desc *descs = (ptwm_tensor_desc *)ptwm_calloc(n + 1, sizeof *descs);
+    size_t *local = (size_t *)ptwm_calloc(n + 1, sizeof *local);
+    uint64_t *offs = (uint64_t *)ptwm_calloc(n + 1, sizeof *offs);
     ptwm_kv *meta = NULL;
-    size_t i, nmeta = 0, hlen = 0;
+    size_t i, j, nmeta = 0, hlen = 0;
     void *hdr = NULL;
-    ptwm_atomic_file f;
-    ptwm_error rc;
-    if (!descs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    ptwm_error rc, r2;
+    if (!descs || !local || !offs) {
+        free(descs);
+        free(local);
+        free(offs);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
     for (i = 0; i < n; i++) {
         descs[i].name = t[i].info.name;
         descs[i].dtype = t[i].info.dtype;
@@ -241,6 +269,8 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
         meta = (ptwm_kv *)ptwm_calloc(nmeta + 1, sizeof *meta);
         if (!meta) {
             free(descs);
+            free(local);
+            free(offs);
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         }
         for (i = 0; i < nmeta; i++) meta[i] = ptwm_reader_metadata(t[0].r, i);
@@ -249,79 +279,125 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
     free(descs);
     free(meta);
     if (rc) {
+        free(local);
+        free(offs);
         ptwm_err_prefix(err, "'%s'", path);
         return rc;
     }
-    rc = ptwm_atomic_open(path, &f, err);
-    if (!rc) rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
-    free(hdr);
-    for (i = 0; i < n && !rc; i++) {
-        rc = stream_tensor(s, t[i].shard, t[i].local, t[i].info.nbytes, f.fd, path, buf, p, err);
-        if (rc) ptwm_err_prefix(err, "tensor '%s'", t[i].info.name);
+    for (i = 0; i < n; i++) {
+        local[i] = t[i].local;
+        offs[i] = (i ? offs[i - 1] + t[i - 1].info.nbytes : hlen);
     }
-    if (!rc) rc = ptwm_atomic_commit(&f, err);
-    ptwm_atomic_abort(&f);
+    rc = out_begin(s, path, hdr, hlen, err);
+    free(hdr);
+    if (!rc) {
+        /* One addition per run of tensors from one .ptwm shard. */
+        for (i = 0; i < n && !rc; i = j) {
+            for (j = i + 1; j < n && t[j].shard == t[i].shard; j++) continue;
+            rc = ptwm_fstream_add(s->out, t[i].r, local + i, j - i, offs + i, err);
+        }
+        r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
+        if (!rc) rc = r2;
+    }
+    free(local);
+    free(offs);
     return rc;
 }
 
 /* Fresh Hugging Face shards: the .ptwm shards' grouping, or a new plan. */
-static ptwm_error reshard_all(dsrc *s, const ptwm_stage *stage, uint64_t max_shard_size,
-                              uint8_t *buf, ptwm_ck_progress *p, ptwm_err *err) {
-    size_t ns = d_nshards(s), n = 0, i, j, k = 0, nshards = 0;
+typedef struct fresh_plan {
     fresh_tensor *t;
-    size_t *shard_of;
+    size_t *shard_of, *start;
+    size_t n, nshards;
+} fresh_plan;
+
+static void fresh_free(fresh_plan *p) {
+    free(p->t);
+    free(p->shard_of);
+    free(p->start);
+    memset(p, 0, sizeof *p);
+}
+
+static ptwm_error fresh_make(dsrc *s, uint64_t max_shard_size, fresh_plan *p, ptwm_err *err) {
+    size_t ns = d_nshards(s), i, j, k = 0;
     uint64_t *sizes;
     ptwm_error rc = PTWM_OK;
-    for (i = 0; i < ns; i++) n += ptwm_reader_count(d_shard(s, i));
-    t = (fresh_tensor *)ptwm_calloc(n + 1, sizeof *t);
-    shard_of = (size_t *)ptwm_calloc(n + 1, sizeof *shard_of);
-    sizes = (uint64_t *)ptwm_calloc(n + 1, sizeof *sizes);
-    if (!t || !shard_of || !sizes) {
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu tensors", n);
+    memset(p, 0, sizeof *p);
+    for (i = 0; i < ns; i++) p->n += ptwm_reader_count(d_shard(s, i));
+    p->t = (fresh_tensor *)ptwm_calloc(p->n + 1, sizeof *p->t);
+    p->shard_of = (size_t *)ptwm_calloc(p->n + 1, sizeof *p->shard_of);
+    sizes = (uint64_t *)ptwm_calloc(p->n + 1, sizeof *sizes);
+    if (!p->t || !p->shard_of || !sizes) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu tensors", p->n);
         goto done;
     }
     for (i = 0; i < ns; i++) {
         ptwm_reader *r = d_shard(s, i);
         for (j = 0; j < ptwm_reader_count(r); j++, k++) {
-            t[k].r = r;
-            t[k].shard = i;
-            t[k].local = j;
-            ptwm_reader_tensor(r, j, &t[k].info);
-            sizes[k] = t[k].info.nbytes;
-            shard_of[k] = i;
+            p->t[k].r = r;
+            p->t[k].shard = i;
+            p->t[k].local = j;
+            ptwm_reader_tensor(r, j, &p->t[k].info);
+            sizes[k] = p->t[k].info.nbytes;
+            p->shard_of[k] = i;
         }
     }
     if (max_shard_size)
-        rc = ptwm_plan_shards(sizes, n, max_shard_size, shard_of, &nshards, err);
+        rc = ptwm_plan_shards(sizes, p->n, max_shard_size, p->shard_of, &p->nshards, err);
     else
-        nshards = ns;
-    if (nshards == 0) nshards = 1;
-    for (k = 0, i = 0; k < nshards && !rc; k++) {
+        p->nshards = ns;
+    if (p->nshards == 0) p->nshards = 1;
+    if (!rc && !(p->start = (size_t *)ptwm_calloc(p->nshards + 1, sizeof *p->start)))
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (i = 0, k = 0; !rc && k < p->nshards; k++) {
+        p->start[k] = i;
+        while (i < p->n && p->shard_of[i] == k) i++;
+    }
+    if (!rc) p->start[p->nshards] = p->n;
+done:
+    free(sizes);
+    if (rc) fresh_free(p);
+    return rc;
+}
+
+static ptwm_error fresh_name(const fresh_plan *p, size_t k, char name[64], ptwm_err *err) {
+    if (p->nshards == 1) {
+        snprintf(name, 64, "model.safetensors");
+        return PTWM_OK;
+    }
+    if (ptwm_shard_filename(k + 1, p->nshards, "safetensors", name, 64))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "cannot name shard %zu of %zu", k + 1,
+                         p->nshards);
+    return PTWM_OK;
+}
+
+static ptwm_error reshard_files(dsrc *s, const fresh_plan *p, const char *dir,
+                                const uint8_t *wanted, ptwm_err *err) {
+    size_t k;
+    ptwm_error rc = PTWM_OK;
+    for (k = 0; k < p->nshards && !rc; k++) {
         char name[64], *path;
-        size_t first = i;
-        while (i < n && shard_of[i] == k) i++;
-        if (nshards == 1)
-            snprintf(name, sizeof name, "model.safetensors");
-        else if (ptwm_shard_filename(k + 1, nshards, "safetensors", name, sizeof name))
-            rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG, "cannot name shard %zu of %zu", k + 1, nshards);
-        if (rc) break;
-        if (!(path = ptwm_stage_path(stage, name))) {
+        if (wanted && !wanted[k]) continue;
+        if ((rc = fresh_name(p, k, name, err))) break;
+        if (!(path = ptwm_path_join(dir, name))) {
             rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
             break;
         }
-        rc = write_fresh_shard(s, path, t + first, i - first, buf, p, err);
+        rc = write_fresh_shard(s, path, p->t + p->start[k], p->start[k + 1] - p->start[k], err);
         free(path);
     }
-    if (!rc && nshards > 1) {
-        char *path = ptwm_stage_path(stage, PTWM_ST_INDEX_NAME);
-        rc = path ? write_hf_index(path, t, shard_of, n, nshards, s->total, err)
-                  : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        free(path);
-    }
-done:
-    free(t);
-    free(shard_of);
-    free(sizes);
+    return rc;
+}
+
+static ptwm_error reshard_index(const dsrc *s, const fresh_plan *p, const char *dir,
+                                ptwm_err *err) {
+    char *path;
+    ptwm_error rc;
+    if (p->nshards <= 1) return PTWM_OK;
+    path = ptwm_path_join(dir, PTWM_ST_INDEX_NAME);
+    rc = path ? write_hf_index(path, p->t, p->shard_of, p->n, p->nshards, s->total, err)
+              : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    free(path);
     return rc;
 }
 
@@ -359,36 +435,221 @@ static ptwm_error dsrc_open(dsrc *s, const char *path, int threads, ptwm_err *er
     return PTWM_OK;
 }
 
+/* The output files of a decompression: the recorded source files, or fresh
+ * shards; for parts, which part writes each, and the plan's fingerprint. */
+typedef struct dk_plan {
+    int restore;
+    fresh_plan fresh;
+    ptwm_parts_files f;
+    char fp[33];
+} dk_plan;
+
+static void dk_free(dk_plan *p) {
+    fresh_free(&p->fresh);
+    ptwm_parts_files_free(&p->f);
+}
+
+static ptwm_error dk_files(dsrc *s, dk_plan *p, ptwm_err *err) {
+    size_t k, i, n = p->restore ? d_nshards(s) : p->fresh.nshards;
+    char name[64];
+    ptwm_error rc = ptwm_parts_files_new(n, p->f.parts, &p->f, err);
+    for (k = 0; k < n && !rc; k++) {
+        if (p->restore) {
+            ptwm_reader *r = d_shard(s, k);
+            size_t hlen = 0;
+            ptwm_reader_source_header(r, &hlen);
+            p->f.raw[k] = hlen;
+            for (i = 0; i < ptwm_reader_count(r); i++) {
+                ptwm_tensor_info info;
+                ptwm_reader_tensor(r, i, &info);
+                p->f.raw[k] += info.nbytes;
+            }
+            rc = ptwm_parts_files_name(&p->f, k, ptwm_reader_source_name(r), err);
+        } else {
+            for (i = p->fresh.start[k]; i < p->fresh.start[k + 1]; i++)
+                p->f.raw[k] += p->fresh.t[i].info.nbytes;
+            if (!(rc = fresh_name(&p->fresh, k, name, err)))
+                rc = ptwm_parts_files_name(&p->f, k, name, err);
+        }
+    }
+    return rc;
+}
+
+/* Everything that decides the output files and who writes them. */
+static ptwm_error dk_fingerprint(dsrc *s, const ptwm_checkpoint_options *o, dk_plan *p,
+                                 ptwm_err *err) {
+    const ptwm_index *idx = s->dir ? ptwm_ptdir_index(s->dir) : NULL;
+    const char *text;
+    size_t k, i, len = 0;
+    uint8_t d[16];
+    ptwm_xxh128 h = {0};
+    ptwm_error rc = ptwm_xxh128_begin(&h, err);
+    if (rc) return rc;
+    ptwm_parts_hash_str(&h, "ptwm parts plan 1 decompress");
+    ptwm_parts_hash_u64(&h, o->parts);
+    ptwm_parts_hash_u64(&h, o->max_shard_size);
+    ptwm_parts_hash_u64(&h, (uint64_t)p->restore);
+    for (k = 0; k < p->f.n; k++) {
+        ptwm_parts_hash_str(&h, p->f.name[k]);
+        ptwm_parts_hash_u64(&h, p->f.raw[k]);
+    }
+    for (k = 0; k < d_nshards(s); k++) {
+        ptwm_reader *r = d_shard(s, k);
+        ptwm_parts_hash_str(&h, s->single ? "" : shard_label(s, k));
+        ptwm_parts_hash_u64(&h, ptwm_reader_file_size(r));
+        for (i = 0; i < ptwm_reader_count(r); i++) {
+            ptwm_tensor_info info;
+            ptwm_reader_tensor(r, i, &info);
+            ptwm_parts_hash_str(&h, info.name);
+            ptwm_parts_hash_u64(&h, info.nbytes);
+        }
+    }
+    text = ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX, &len);
+    ptwm_parts_hash_u64(&h, len);
+    if (text) ptwm_xxh128_update(&h, text, len);
+    ptwm_xxh128_end(&h, d);
+    ptwm_parts_hex(d, p->fp);
+    return PTWM_OK;
+}
+
+static ptwm_error dk_plan_make(dsrc *s, const ptwm_checkpoint_options *o, dk_plan *p,
+                               ptwm_err *err) {
+    ptwm_error rc = PTWM_OK;
+    memset(p, 0, sizeof *p);
+    p->f.parts = o->parts;
+    p->restore = o->max_shard_size == 0 && can_restore(s);
+    if (!p->restore) rc = fresh_make(s, o->max_shard_size, &p->fresh, err);
+    if (!rc) rc = dk_files(s, p, err);
+    if (!rc) ptwm_parts_files_assign(&p->f);
+    if (!rc && o->parts) rc = dk_fingerprint(s, o, p, err);
+    if (rc) dk_free(p);
+    return rc;
+}
+
+/* The files k with wanted[k] (all when NULL) into dir, through one stream;
+ * every file committed or discarded when this returns. */
+static ptwm_error dk_write(dsrc *s, const dk_plan *p, const ptwm_checkpoint_options *o,
+                           const char *dir, const uint8_t *wanted, ptwm_err *err) {
+    ptwm_ck_progress pr;
+    size_t k;
+    ptwm_error rc, r2;
+    pr.fn = o->progress;
+    pr.ctx = o->progress_ctx;
+    pr.done = 0;
+    pr.total = 0;
+    for (k = 0; wanted && k < p->f.n; k++)
+        if (wanted[k]) pr.total += p->f.raw[k];   /* headers included: a few bytes over */
+    if (!wanted) pr.total = s->total;
+    if ((rc = ptwm_fstream_open(s->threads, progress_sink, &pr, &s->out, err))) return rc;
+    rc = p->restore ? restore_files(s, dir, wanted, err) : reshard_files(s, &p->fresh, dir, wanted, err);
+    r2 = ptwm_fstream_close(s->out, rc ? NULL : err);
+    s->out = NULL;
+    return rc ? rc : r2;
+}
+
+static ptwm_error dk_index(const dsrc *s, const dk_plan *p, const char *dir, ptwm_err *err) {
+    return p->restore ? restore_index(s, dir, err) : reshard_index(s, &p->fresh, dir, err);
+}
+
+/* Whether the plan writes an index; if not, its one file marks the output
+ * whole and is published last. */
+static const char *dk_last(const dsrc *s, const dk_plan *p) {
+    const ptwm_index *idx = s->dir ? ptwm_ptdir_index(s->dir) : NULL;
+    int index = p->restore ? ptwm_index_get_meta(idx, PTWM_META_SOURCE_INDEX_NAME, NULL) != NULL
+                           : p->fresh.nshards > 1;
+    return index || p->f.n == 0 ? NULL : p->f.name[0];
+}
+
+static ptwm_error dk_part(dsrc *s, const char *outdir, const ptwm_checkpoint_options *o,
+                          ptwm_err *err) {
+    dk_plan p;
+    uint8_t *wanted = NULL;
+    char *dir = NULL;
+    size_t k;
+    ptwm_error rc = dk_plan_make(s, o, &p, err);
+    if (rc) return rc;
+    rc = ptwm_parts_begin(outdir, s->path, p.fp, o, &dir, err);
+    if (!rc && !(wanted = (uint8_t *)ptwm_calloc(p.f.n + 1, 1)))
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (k = 0; !rc && k < p.f.n; k++) wanted[k] = p.f.part_of[k] + 1 == o->part;
+    if (!rc) rc = dk_write(s, &p, o, dir, wanted, err);
+    if (!rc) rc = ptwm_parts_write_manifest(outdir, s->path, p.fp, "decompress", o, &p.f, err);
+    free(wanted);
+    free(dir);
+    dk_free(&p);
+    return rc;
+}
+
+static void dsrc_close(dsrc *s) {
+    ptwm_ptdir_close(s->dir);
+    ptwm_reader_close(s->single);
+}
+
+ptwm_error ptwm_dk_assemble(const char *outdir, const ptwm_parts_manifest *m, size_t n,
+                            ptwm_err *err) {
+    ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+    dsrc s;
+    dk_plan p;
+    uint64_t *sizes = NULL;
+    const char *last;
+    ptwm_error rc = dsrc_open(&s, m[0].source, 0, err);
+    o.parts = m[0].parts;
+    o.max_shard_size = m[0].max_shard_size;
+    if (rc || (rc = dk_plan_make(&s, &o, &p, err))) {
+        if (rc) ptwm_err_prefix(err, "'%s': the parts' source", outdir);
+        dsrc_close(&s);
+        return rc;
+    }
+    if (strcmp(p.fp, m[0].plan) != 0) rc = ptwm_parts_changed(outdir, m, p.fp, err);
+    if (!rc && !(sizes = (uint64_t *)ptwm_calloc(p.f.n + 1, sizeof *sizes)))
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = ptwm_parts_verify(outdir, m, n, &p.f, sizes, err);
+    if (!rc && s.dir) rc = ptwm_copy_other_files(s.path, outdir, skip_ptwm_file, &s, err);
+    last = dk_last(&s, &p);
+    /* The index (or the one file) last: OUTDIR is whole once it is there. */
+    if (!rc) rc = ptwm_parts_publish(outdir, m, n, last, 0, err);
+    if (!rc) rc = dk_index(&s, &p, outdir, err);
+    if (!rc) rc = ptwm_parts_publish(outdir, m, n, last, 1, err);
+    if (!rc) ptwm_parts_done(outdir);
+    free(sizes);
+    dk_free(&p);
+    dsrc_close(&s);
+    return rc;
+}
+
 ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
                                       const ptwm_checkpoint_options *opt, ptwm_err *err) {
     ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
     ptwm_stage stage;
-    ptwm_ck_progress p;
-    uint8_t *buf = NULL;
+    dk_plan p;
     dsrc s;
     ptwm_error rc;
     if (!src || !outdir)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_decompress_checkpoint: NULL path");
     if (!opt) opt = &defaults;
+    if (opt->parts > PTWM_PARTS_MAX || opt->part > opt->parts || (opt->parts && !opt->part))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "part %u of %u: parts go from 1 to a count of at most %u",
+                         (unsigned)opt->part, (unsigned)opt->parts, PTWM_PARTS_MAX);
     memset(&stage, 0, sizeof stage);
-    rc = dsrc_open(&s, src, opt->threads, err);
-    if (!rc) rc = ptwm_stage_begin(outdir, src, opt->force, &stage, err);
-    if (!rc && !(buf = (uint8_t *)malloc(PIECE))) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    p.fn = opt->progress;
-    p.ctx = opt->progress_ctx;
-    p.done = 0;
-    p.total = s.total;
-    if (!rc) {
-        if (opt->max_shard_size == 0 && can_restore(&s))
-            rc = restore_all(&s, &stage, buf, &p, err);
-        else
-            rc = reshard_all(&s, &stage, opt->max_shard_size, buf, &p, err);
+    if ((rc = dsrc_open(&s, src, opt->threads, err))) {
+        dsrc_close(&s);
+        return rc;
+    }
+    if (opt->parts) {
+        rc = dk_part(&s, outdir, opt, err);
+        dsrc_close(&s);
+        return rc;
+    }
+    rc = ptwm_stage_begin(outdir, src, opt->force, &stage, err);
+    if (!rc && !(rc = dk_plan_make(&s, opt, &p, err))) {
+        rc = dk_write(&s, &p, opt, stage.tmp_path, NULL, err);
+        if (!rc) rc = dk_index(&s, &p, stage.tmp_path, err);
+        dk_free(&p);
     }
     if (!rc && s.dir) rc = ptwm_copy_other_files(src, stage.tmp_path, skip_ptwm_file, &s, err);
     if (!rc) rc = ptwm_stage_commit(&stage, err);
     ptwm_stage_abort(&stage);
-    free(buf);
-    ptwm_ptdir_close(s.dir);
-    ptwm_reader_close(s.single);
+    dsrc_close(&s);
     return rc;
 }

@@ -113,6 +113,39 @@ ptwm_error ptwm_pread_full(int fd, void *dst, size_t len, uint64_t off, const ch
     return PTWM_OK;
 }
 
+ptwm_error ptwm_pwrite_full(int fd, const void *src, size_t len, uint64_t off, const char *path,
+                            ptwm_err *err) {
+    const uint8_t *p = (const uint8_t *)src;
+    while (len > 0) {
+        size_t piece = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
+        ssize_t n;
+        if (off > (uint64_t)INT64_MAX - piece)
+            return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: offset %llu out of range",
+                             path ? path : "(file)", (unsigned long long)off);
+        n = pwrite(fd, p, piece, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return ptwm_fail(err, PTWM_ERR_IO, "%s: write at offset %llu: %s",
+                             path ? path : "(file)", (unsigned long long)off, strerror(errno));
+        }
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return PTWM_OK;
+}
+
+void ptwm_start_writeback(int fd, uint64_t off, uint64_t len) {
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+    /* Advice only: an error here shows again at the fsync that counts. */
+    (void)sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)fd;
+    (void)off;
+    (void)len;
+#endif
+}
+
 ptwm_error ptwm_write_full(int fd, const void *src, size_t len, const char *path, ptwm_err *err) {
     const uint8_t *p = (const uint8_t *)src;
     while (len > 0) {

@@ -28,6 +28,16 @@ ptwm_error ptwm_pread_full(int fd, void *dst, size_t len, uint64_t off, const ch
                            ptwm_err *err);
 /* Write exactly len bytes. */
 ptwm_error ptwm_write_full(int fd, const void *src, size_t len, const char *path, ptwm_err *err);
+/* Write exactly len bytes at off (positional: threads may write one file at
+ * once, and the file position is left alone). */
+ptwm_error ptwm_pwrite_full(int fd, const void *src, size_t len, uint64_t off, const char *path,
+                            ptwm_err *err);
+/* Start writing bytes [off, off + len) of fd back to the disk, without
+ * waiting (len 0: to the end), so the fsync that makes a file durable finds
+ * little left to write. A no-op where the system has no such call. */
+void ptwm_start_writeback(int fd, uint64_t off, uint64_t len);
+/* Writers of large files start writeback after every this many bytes. */
+#define PTWM_WRITEBACK_STEP ((uint64_t)8 << 20)
 
 /* A file written under a temporary name in the target's directory and renamed
  * over the target on commit, so the target is never seen half-written. */

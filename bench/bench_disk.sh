@@ -1,0 +1,52 @@
+#!/bin/sh
+# Disk to disk: `ptwm compress` and `ptwm decompress` as whole processes on one
+# safetensors file of real weights, beside `zstd -3` and `zstd -d` and `cp` of
+# the restored file, in alternating runs on the same files (medians). Per file
+# size and thread count: wall, user and system time and peak resident memory
+# of each process. Every size is measured twice: on the corpus's tensors as
+# stored (TensorFlow's [kh, kw, in, out] convolutions) and on a PyTorch-layout
+# copy ([out, in, kh, kw], bench/pytorch_layout.py). Restored files are checked
+# byte for byte.
+#
+# usage: [RUNS=5] [SIZES="16 128"] [THREADS="1 2"] [PATTERN=.bf16.] [README=1]
+#        bench/bench_disk.sh [PTWM_BIN]
+#   SIZES    MiB of tensor bytes per file (FULL=1: 16 128 512 2048)
+#   PATTERN  which corpus files give the tensors (default: the BF16 ones)
+#   README=1 put the table into README.md's Performance section
+#   BENCH_TMP scratch directory (default /tmp); PTWM_CORPUS as for the tests
+# ptwm's output is fsynced before it is renamed into place (a crash leaves the
+# old file or the whole new one); zstd's and cp's are not, so the table also
+# gives `zstd -d` followed by an fsync of its output ("+ fsync" rows).
+# needs: zstd, python3, cp, sync (coreutils)
+set -eu
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:-$here/build/ptwm}
+corpus=${PTWM_CORPUS:-$here/build-corpus}
+[ -n "${PTWM_CORPUS:-}" ] || "$here/scripts/corpus.sh" "$corpus" || exit 2
+if [ "${FULL:-0}" = 1 ]; then sizes=${SIZES:-16 128 512 2048}; else sizes=${SIZES:-16 128}; fi
+for tool in zstd python3 cp sync; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "missing: $tool" >&2; exit 2; }
+done
+[ -x "$bin" ] || { echo "no ptwm binary at $bin (build first)" >&2; exit 2; }
+work=$(mktemp -d "${BENCH_TMP:-/tmp}/ptwm-bench-disk.XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+
+python3 "$here/bench/pytorch_layout.py" "$corpus" "$work/pt-corpus"
+DISK_RUNS_TMP=$work python3 "$here/bench/disk_runs.py" "$bin" "$corpus" "$work/pt-corpus" "$work" \
+    "${RUNS:-5}" "$sizes" "${THREADS:-1 2}" "${PATTERN:-.bf16.}" > "$work/table.md"
+cat "$work/table.md"
+if [ "${README:-0}" = 1 ]; then
+    python3 - "$here/README.md" "$work/table.md" <<'PY'
+import sys
+readme, table = sys.argv[1], open(sys.argv[2]).read()
+begin, end = "<!-- bench_disk.sh begin -->", "<!-- bench_disk.sh end -->"
+text = open(readme).read()
+if begin not in text:
+    sys.exit("README.md has no %s marker" % begin)
+head, rest = text.split(begin, 1)
+tail = rest.split(end, 1)[1]
+open(readme, "w").write(head + begin + "\n" + table + end + tail)
+PY
+    echo "README.md updated"
+fi
