@@ -26,14 +26,21 @@ static const char *path2(const char *dir, const char *name) {
     return buf[k];
 }
 
-static ptwm_error run_part(const char *src, const char *out, uint32_t k, uint32_t n,
-                           uint64_t max_shard, ptwm_err *err) {
+/* Part k of n of a compression (or a decompression). */
+static ptwm_error part_of(int decompress, const char *src, const char *out, uint32_t k,
+                          uint32_t n, uint64_t max_shard, ptwm_err *err) {
     ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
     o.max_shard_size = max_shard;
     o.threads = 2;
     o.part = k;
     o.parts = n;
-    return ptwm_compress_checkpoint(src, out, &o, err);
+    return decompress ? ptwm_decompress_checkpoint(src, out, &o, err)
+                      : ptwm_compress_checkpoint(src, out, &o, err);
+}
+
+static ptwm_error run_part(const char *src, const char *out, uint32_t k, uint32_t n,
+                           uint64_t max_shard, ptwm_err *err) {
+    return part_of(0, src, out, k, n, max_shard, err);
 }
 
 /* A Hugging Face directory of a corpus file in 100 kB shards, with a config
@@ -265,12 +272,7 @@ static void killed_parts(void) {
 
 static ptwm_error run_dpart(const char *src, const char *out, uint32_t k, uint32_t n,
                             uint64_t max_shard, ptwm_err *err) {
-    ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
-    o.max_shard_size = max_shard;
-    o.threads = 2;
-    o.part = k;
-    o.parts = n;
-    return ptwm_decompress_checkpoint(src, out, &o, err);
+    return part_of(1, src, out, k, n, max_shard, err);
 }
 
 /* Decompression in parts: the original files (restored, with the source's

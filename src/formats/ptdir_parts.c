@@ -61,15 +61,6 @@ void ptwm_parts_hash_u64(ptwm_xxh128 *h, uint64_t v) {
 
 void ptwm_parts_hash_str(ptwm_xxh128 *h, const char *s) { ptwm_xxh128_update(h, s, strlen(s) + 1); }
 
-void ptwm_parts_hex(const uint8_t d[16], char out[33]) {
-    static const char digits[] = "0123456789abcdef";
-    int i;
-    for (i = 0; i < 16; i++) {
-        out[2 * i] = digits[d[i] >> 4];
-        out[2 * i + 1] = digits[d[i] & 15];
-    }
-    out[32] = 0;
-}
 
 /* Everything that decides the output bytes and who writes them: the part
  * count, the options that change coded bytes, every tensor and its shard,
@@ -100,7 +91,7 @@ static ptwm_error fingerprint(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
     ptwm_parts_hash_u64(&h, s->hf_index_len);
     if (s->hf_index) ptwm_xxh128_update(&h, s->hf_index, s->hf_index_len);
     ptwm_xxh128_end(&h, d);
-    ptwm_parts_hex(d, out);
+    ptwm_hex128(d, out);
     return PTWM_OK;
 }
 
@@ -126,7 +117,7 @@ ptwm_error ptwm_parts_hash_file(const char *path, char hex[33], uint64_t *size, 
     }
     if (!rc) {
         ptwm_xxh128_digest(&h, d);
-        ptwm_parts_hex(d, hex);
+        ptwm_hex128(d, hex);
     }
     ptwm_xxh128_free(&h);
     free(buf);

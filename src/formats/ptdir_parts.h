@@ -82,10 +82,9 @@ ptwm_error ptwm_parts_compress(const ptwm_ck_src *s, const char *outdir,
 ptwm_error ptwm_parts_read_all(const char *outdir, ptwm_parts_manifest **out, size_t *n,
                                ptwm_err *err);
 void ptwm_parts_free(ptwm_parts_manifest *m, size_t n);
-/* Pieces of a plan's fingerprint, and its hex form. */
+/* Pieces of a plan's fingerprint (its hex form: ptwm_hex128). */
 void ptwm_parts_hash_u64(ptwm_xxh128 *h, uint64_t v);
 void ptwm_parts_hash_str(ptwm_xxh128 *h, const char *s);
-void ptwm_parts_hex(const uint8_t d[16], char out[33]);
 /* XXH3-128 (hex) and size of a whole file, streaming. */
 ptwm_error ptwm_parts_hash_file(const char *path, char hex[33], uint64_t *size, ptwm_err *err);
 /* OUTDIR holds files but no parts: a finished checkpoint (or not ours). */

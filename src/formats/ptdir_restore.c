@@ -508,7 +508,7 @@ static ptwm_error dk_fingerprint(dsrc *s, const ptwm_checkpoint_options *o, dk_p
     ptwm_parts_hash_u64(&h, len);
     if (text) ptwm_xxh128_update(&h, text, len);
     ptwm_xxh128_end(&h, d);
-    ptwm_parts_hex(d, p->fp);
+    ptwm_hex128(d, p->fp);
     return PTWM_OK;
 }
 
