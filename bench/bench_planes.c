@@ -64,7 +64,7 @@ static int bench_file(const char *path, size_t chunk, int method, const uint8_t 
         totals t;
         int r;
         memset(&t, 0, sizeof(t));
-        ptwm_st_tensor(st, i, &ti);
+        ptwm_st_tensor(st, i, &ti, NULL);
         if (user_chain) {
             memcpy(chain, user_chain, user_len);
             clen = user_len;
@@ -146,7 +146,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--method") && i + 1 < argc) {
-            if (ptwm_method_from_name(argv[++i], &method)) {
+            if (ptwm_method_from_name(argv[++i], &method, NULL)) {
                 fprintf(stderr, "unknown method %s\n", argv[i]);
                 return 2;
             }

@@ -127,7 +127,7 @@ static int input_load(const char *path, input *in) {
     for (i = 0; i < n; i++) {
         ptwm_tensor_info t;
         size_t k;
-        ptwm_source_tensor(in->src, i, &t);
+        ptwm_source_tensor(in->src, i, &t, NULL);
         for (k = 0; k < in->ng && in->g[k].dtype != t.dtype; k++) {}
         if (k == in->ng) {
             in->g[k].dtype = t.dtype;
@@ -152,7 +152,7 @@ static int input_load(const char *path, input *in) {
         size_t k;
         group *g;
         ptwm_tensor_desc *d;
-        ptwm_source_tensor(in->src, i, &t);
+        ptwm_source_tensor(in->src, i, &t, NULL);
         for (k = 0; in->g[k].dtype != t.dtype; k++) {}
         g = &in->g[k];
         d = &g->d[g->n++];

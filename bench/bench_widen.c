@@ -37,7 +37,7 @@ static int bench_file(const char *dir, const char *name) {
     ptwm_layout_elements(e, n, &count, &err);
     for (i = 0; i < ptwm_source_count(s); i++) {
         ptwm_tensor_info ti;
-        ptwm_source_tensor(s, i, &ti);
+        ptwm_source_tensor(s, i, &ti, NULL);
         src_bytes += ti.nbytes;
     }
     dst = (float *)malloc(count * 4);

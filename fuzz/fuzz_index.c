@@ -20,7 +20,7 @@ static void check_same(const ptwm_index *a, const ptwm_index *b) {
         __builtin_trap();
     for (i = 0; i < ptwm_index_count(a); i++) {
         const char *ta, *sa, *tb, *sb;
-        if (ptwm_index_entry(a, i, &ta, &sa) || ptwm_index_entry(b, i, &tb, &sb) ||
+        if (ptwm_index_entry(a, i, &ta, &sa, NULL) || ptwm_index_entry(b, i, &tb, &sb, NULL) ||
             strcmp(ta, tb) || strcmp(sa, sb))
             __builtin_trap();
     }
@@ -36,8 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     for (i = 0; i < ptwm_index_count(idx); i++) {
         const char *t, *s;
-        if (ptwm_index_entry(idx, i, &t, &s) || ptwm_index_check_shard_name(s) != 0 ||
-            ptwm_index_find(idx, t, &pos) || pos != i)
+        if (ptwm_index_entry(idx, i, &t, &s, NULL) || ptwm_index_check_shard_name(s, NULL) != 0 ||
+            ptwm_index_find(idx, t, &pos, NULL) || pos != i)
             __builtin_trap();
     }
     snprintf(path, sizeof path, "/tmp/fuzz_index.%d.json", (int)getpid());

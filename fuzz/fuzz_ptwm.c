@@ -79,9 +79,9 @@ static long one_input(const uint8_t *data, size_t size) {
     for (i = 0; i < n; i++) {
         ptwm_tensor_info info;
         size_t idx = (size_t)-1;
-        if (ptwm_reader_tensor(r, i, &info) != PTWM_OK) __builtin_trap();
+        if (ptwm_reader_tensor(r, i, &info, NULL) != PTWM_OK) __builtin_trap();
         /* Accepted tables are self-consistent: names are unique and findable. */
-        if (ptwm_reader_find(r, info.name, &idx) != PTWM_OK || idx != i) __builtin_trap();
+        if (ptwm_reader_find(r, info.name, &idx, NULL) != PTWM_OK || idx != i) __builtin_trap();
         if (info.coded_bytes > size) __builtin_trap();
         if (info.nbytes > FUZZ_MAX_RAW) {
             skipped = 1;

@@ -32,7 +32,7 @@ static void check_rebuild(const ptwm_st *st, uint64_t data_start, const uint8_t 
     REQUIRE(d && meta);
     for (i = 0; i < n; i++) {
         ptwm_tensor_info t;
-        REQUIRE(ptwm_st_tensor(st, i, &t) == PTWM_OK);
+        REQUIRE(ptwm_st_tensor(st, i, &t, NULL) == PTWM_OK);
         d[i] = (ptwm_tensor_desc){t.name, t.dtype, t.ndim, t.shape, t.data, t.nbytes};
     }
     for (i = 0; i < nm; i++) meta[i] = ptwm_st_metadata(st, i);
@@ -45,7 +45,7 @@ static void check_rebuild(const ptwm_st *st, uint64_t data_start, const uint8_t 
     REQUIRE(ptwm_st_count(back) == n && ptwm_st_metadata_count(back) == nm);
     for (i = 0; i < n; i++) {
         ptwm_tensor_info t;
-        REQUIRE(ptwm_st_tensor(back, i, &t) == PTWM_OK);
+        REQUIRE(ptwm_st_tensor(back, i, &t, NULL) == PTWM_OK);
         REQUIRE(strcmp(t.name, d[i].name) == 0 && t.nbytes == d[i].nbytes);
         /* same place in the data region, so the same bytes */
         REQUIRE(ptwm_st_file_offset(back, i) - hlen == ptwm_st_file_offset(st, i) - data_start);
@@ -75,14 +75,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (i = 0; i < n; i++) {
         ptwm_tensor_info t;
         uint64_t off = ptwm_st_file_offset(st, i), nbytes = 0;
-        REQUIRE(ptwm_st_tensor(st, i, &t) == PTWM_OK);
+        REQUIRE(ptwm_st_tensor(st, i, &t, NULL) == PTWM_OK);
         REQUIRE(off == pos);                                   /* tiles: no hole, no overlap */
         REQUIRE(off <= size && t.nbytes <= size - off);       /* inside the buffer */
         REQUIRE(t.data == (const void *)(data + off));
         REQUIRE(t.coded_bytes == t.nbytes);
         REQUIRE(ptwm_tensor_nbytes(t.dtype, t.shape, t.ndim, &nbytes, NULL) == PTWM_OK);
         REQUIRE(nbytes == t.nbytes);
-        REQUIRE(ptwm_st_find(st, t.name, &idx) == PTWM_OK && idx == i);
+        REQUIRE(ptwm_st_find(st, t.name, &idx, NULL) == PTWM_OK && idx == i);
         pos += t.nbytes;
     }
     REQUIRE(pos == size); /* the data region ends exactly at the end */

@@ -144,7 +144,7 @@ PTWM_API ptwm_isa ptwm_isa_level(void);
 /* "scalar", "ssse3", "avx2", "avx512", "avx512vbmi"; "?" for other values. */
 PTWM_API const char *ptwm_isa_name(ptwm_isa level);
 /* Parse a name above (exact, lowercase); PTWM_ERR_INVALID_ARG for any other text. */
-PTWM_API ptwm_error ptwm_isa_from_name(const char *name, ptwm_isa *out);
+PTWM_API ptwm_error ptwm_isa_from_name(const char *name, ptwm_isa *out, ptwm_err *err);
 
 /* ------------------------------------------------------------------------ */
 /* Dtypes: every dtype of the safetensors specification. The numbers are     */
@@ -180,7 +180,7 @@ typedef enum ptwm_dtype {
 /* "BF16" etc.; NULL for an out-of-range value. */
 PTWM_API const char *ptwm_dtype_name(ptwm_dtype dtype);
 /* Parse a safetensors dtype name (exact, case-sensitive). PTWM_ERR_DTYPE if unknown. */
-PTWM_API ptwm_error ptwm_dtype_from_name(const char *name, ptwm_dtype *out);
+PTWM_API ptwm_error ptwm_dtype_from_name(const char *name, ptwm_dtype *out, ptwm_err *err);
 /* Bits per element (1..128); 0 for an out-of-range value. */
 PTWM_API unsigned ptwm_dtype_bits(ptwm_dtype dtype);
 /* Byte size of a tensor: product(shape) * bits / 8, checked. PTWM_ERR_SHAPE when
@@ -257,9 +257,11 @@ PTWM_API void ptwm_st_close(ptwm_st *st);
 PTWM_API size_t ptwm_st_count(const ptwm_st *st);
 /* Tensors in file order: ascending data offset; at one offset, zero-size
  * tensors first, then header order. PTWM_ERR_INVALID_ARG past the end. */
-PTWM_API ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out);
+PTWM_API ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out,
+                                   ptwm_err *err);
 /* Index of a tensor by name, O(log n); PTWM_ERR_NOT_FOUND if absent. index may be NULL. */
-PTWM_API ptwm_error ptwm_st_find(const ptwm_st *st, const char *name, size_t *index);
+PTWM_API ptwm_error ptwm_st_find(const ptwm_st *st, const char *name, size_t *index,
+                                 ptwm_err *err);
 /* Copy `len` bytes starting `offset` bytes into tensor `index` (any mode);
  * PTWM_ERR_INVALID_ARG if the range leaves the tensor. Safe to call from
  * several threads at once on one handle. */
@@ -312,7 +314,7 @@ PTWM_API ptwm_error ptwm_plan_shards(const uint64_t *sizes, size_t n, uint64_t m
 /* "model-00001-of-00003.<suffix>" into buf; returns PTWM_ERR_INVALID_ARG if
  * idx_one_based is 0 or > total, or buf too small. */
 PTWM_API ptwm_error ptwm_shard_filename(size_t idx_one_based, size_t total, const char *suffix,
-                                        char *buf, size_t cap);
+                                        char *buf, size_t cap, ptwm_err *err);
 
 typedef struct ptwm_stdir ptwm_stdir;
 
@@ -328,8 +330,10 @@ PTWM_API ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_s
 PTWM_API void ptwm_stdir_close(ptwm_stdir *d);
 PTWM_API size_t ptwm_stdir_count(const ptwm_stdir *d);
 /* Tensors shard by shard (shards in name order), file order within each. */
-PTWM_API ptwm_error ptwm_stdir_tensor(const ptwm_stdir *d, size_t index, ptwm_tensor_info *out);
-PTWM_API ptwm_error ptwm_stdir_find(const ptwm_stdir *d, const char *name, size_t *index);
+PTWM_API ptwm_error ptwm_stdir_tensor(const ptwm_stdir *d, size_t index, ptwm_tensor_info *out,
+                                      ptwm_err *err);
+PTWM_API ptwm_error ptwm_stdir_find(const ptwm_stdir *d, const char *name, size_t *index,
+                                    ptwm_err *err);
 PTWM_API ptwm_error ptwm_stdir_read(const ptwm_stdir *d, size_t index, uint64_t offset, void *dst,
                                     size_t len, ptwm_err *err);
 PTWM_API size_t ptwm_stdir_shard_count(const ptwm_stdir *d);
@@ -363,7 +367,7 @@ typedef enum ptwm_method {
 /* "huffman", "zstd", "microscale", "rans", "identity"; NULL if unknown. */
 PTWM_API const char *ptwm_method_name(int method);
 /* Case-insensitive name or decimal id. */
-PTWM_API ptwm_error ptwm_method_from_name(const char *name, int *method);
+PTWM_API ptwm_error ptwm_method_from_name(const char *name, int *method, ptwm_err *err);
 
 /* A chain is data: its stable wire encoding (docs/CHAINS.md) is what callers
  * pass and what .ptwm files record. */
@@ -473,8 +477,10 @@ PTWM_API void ptwm_reader_close(ptwm_reader *r);
 /* Decoding threads for later calls (0 = all cores). */
 PTWM_API void ptwm_reader_set_threads(ptwm_reader *r, int threads);
 PTWM_API size_t ptwm_reader_count(const ptwm_reader *r);
-PTWM_API ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_info *out);
-PTWM_API ptwm_error ptwm_reader_find(const ptwm_reader *r, const char *name, size_t *index);
+PTWM_API ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_info *out,
+                                       ptwm_err *err);
+PTWM_API ptwm_error ptwm_reader_find(const ptwm_reader *r, const char *name, size_t *index,
+                                     ptwm_err *err);
 /* Human-readable chain(s) of a tensor. */
 PTWM_API ptwm_error ptwm_reader_chain_text(const ptwm_reader *r, size_t index, char *buf,
                                            size_t cap, ptwm_err *err);
@@ -562,9 +568,10 @@ PTWM_API ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const ch
 /* Entries in insertion (file) order. */
 PTWM_API size_t ptwm_index_count(const ptwm_index *idx);
 PTWM_API ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor,
-                                     const char **shard);
+                                     const char **shard, ptwm_err *err);
 /* Position of a tensor's entry; PTWM_ERR_NOT_FOUND if unmapped. */
-PTWM_API ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos);
+PTWM_API ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos,
+                                    ptwm_err *err);
 /* Distinct shard names in order of first appearance. */
 PTWM_API size_t ptwm_index_shard_count(const ptwm_index *idx);
 PTWM_API const char *ptwm_index_shard(const ptwm_index *idx, size_t i);
@@ -574,8 +581,9 @@ PTWM_API const char *ptwm_index_shard(const ptwm_index *idx, size_t i);
 PTWM_API ptwm_error ptwm_index_set_meta(ptwm_index *idx, const char *key, const char *value,
                                         size_t value_len, ptwm_err *err);
 PTWM_API const char *ptwm_index_get_meta(const ptwm_index *idx, const char *key, size_t *len);
-/* 0 if the name is a plain file name inside the directory ending in .ptwm. */
-PTWM_API int ptwm_index_check_shard_name(const char *shard);
+/* PTWM_OK if the name is a plain file name inside the directory ending in .ptwm,
+ * else PTWM_ERR_INVALID_ARG naming it. */
+PTWM_API ptwm_error ptwm_index_check_shard_name(const char *shard, ptwm_err *err);
 
 typedef struct ptwm_ptdir ptwm_ptdir;   /* a sharded .ptwm directory */
 
@@ -589,8 +597,10 @@ PTWM_API void ptwm_ptdir_close(ptwm_ptdir *d);
 PTWM_API void ptwm_ptdir_set_threads(ptwm_ptdir *d, int threads);
 /* Tensors shard by shard (index order), table order within each shard. */
 PTWM_API size_t ptwm_ptdir_count(const ptwm_ptdir *d);
-PTWM_API ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out);
-PTWM_API ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index);
+PTWM_API ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out,
+                                      ptwm_err *err);
+PTWM_API ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index,
+                                    ptwm_err *err);
 /* ptwm_reader_decode_range on the shard holding the tensor: the payload hash
  * is checked for reads that run through the tensor in order from byte 0. */
 PTWM_API ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_t offset,
@@ -733,7 +743,8 @@ PTWM_API const char *ptwm_source_path(const ptwm_source *s);
 PTWM_API void ptwm_source_set_threads(ptwm_source *s, int threads);
 PTWM_API size_t ptwm_source_count(const ptwm_source *s);
 /* Tensors in the source's own order (file order; index order for directories). */
-PTWM_API ptwm_error ptwm_source_tensor(const ptwm_source *s, size_t index, ptwm_tensor_info *out);
+PTWM_API ptwm_error ptwm_source_tensor(const ptwm_source *s, size_t index, ptwm_tensor_info *out,
+                                       ptwm_err *err);
 /* PTWM_ERR_NOT_FOUND (message names the tensor and the path) if absent. */
 PTWM_API ptwm_error ptwm_source_find(const ptwm_source *s, const char *name, size_t *index,
                                      ptwm_err *err);

@@ -94,8 +94,8 @@ static ptwm_error bc_file_load(const char *path, bc_file *f, ptwm_err *err) {
     for (i = 0; i < n; i++) {
         ptwm_tensor_info info;
         ptwm_tensor_desc *d = &f->all[i];
-        if (r) ptwm_reader_tensor(r, i, &info);
-        else ptwm_st_tensor(f->st, i, &info);
+        if (r) ptwm_reader_tensor(r, i, &info, NULL);
+        else ptwm_st_tensor(f->st, i, &info, NULL);
         d->dtype = info.dtype;
         d->ndim = info.ndim;
         d->nbytes = info.nbytes;

@@ -158,7 +158,7 @@ static int export_all(ptwm_source *s, const ptwm_layout_entry *e, size_t n, cons
     if (ptwm_source_get_kind(s) == PTWM_SOURCE_RAW_F32) {
         /* a raw file has no names: the layout cuts its values in order */
         ptwm_tensor_info ti;
-        ptwm_source_tensor(s, 0, &ti);
+        ptwm_source_tensor(s, 0, &ti, NULL);
         if (ti.shape[0] != total) {
             fprintf(stderr, "ptwm: export: file '%s' has %llu bytes, layout needs %llu (%llu floats)\n",
                     a->src, (unsigned long long)ti.nbytes, (unsigned long long)total * 4,

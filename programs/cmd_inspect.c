@@ -102,21 +102,21 @@ static ptwm_error src_row(const src *s, size_t i, row *out, ptwm_err *err) {
     memset(out, 0, sizeof *out);
     switch (s->k) {
     case K_ST:
-        rc = ptwm_st_tensor(s->st, i, &out->info);
+        rc = ptwm_st_tensor(s->st, i, &out->info, NULL);
         break;
     case K_STDIR:
-        rc = ptwm_stdir_tensor(s->sd, i, &out->info);
+        rc = ptwm_stdir_tensor(s->sd, i, &out->info, NULL);
         out->shard = src_shard_name(s, ptwm_stdir_shard_of(s->sd, i));
         break;
     case K_PTWM:
         r = s->r;
-        rc = ptwm_reader_tensor(r, i, &out->info);
+        rc = ptwm_reader_tensor(r, i, &out->info, NULL);
         break;
     default: {
         size_t sh = ptwm_ptdir_shard_of(s->pd, i, &local);
         r = ptwm_ptdir_shard(s->pd, sh);
         out->shard = ptwm_ptdir_shard_name(s->pd, sh);
-        rc = ptwm_reader_tensor(r, local, &out->info);
+        rc = ptwm_reader_tensor(r, local, &out->info, NULL);
         break;
     }
     }

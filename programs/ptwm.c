@@ -48,7 +48,7 @@ static int finish(int rc) {
 static int check_isa_env(void) {
     const char *env = getenv("PTWM_ISA");
     ptwm_isa level;
-    if (!env || !*env || ptwm_isa_from_name(env, &level) == PTWM_OK) return CLI_OK;
+    if (!env || !*env || ptwm_isa_from_name(env, &level, NULL) == PTWM_OK) return CLI_OK;
     fprintf(stderr,
             "ptwm: PTWM_ISA='%s' is not an instruction set: use scalar, ssse3, avx2, avx512 or "
             "avx512vbmi\n",

@@ -75,6 +75,11 @@ PTWM_INLINE void ptwm_store_le64(void *p, uint64_t v) {
 /* Fill *err (if non-NULL) with a code and a formatted message; returns code so
  * callers can write `return ptwm_fail(err, PTWM_ERR_X, "...", ...);`. */
 ptwm_error ptwm_fail(ptwm_err *err, ptwm_error code, const char *fmt, ...) PTWM_PRINTF(3, 4);
+/* The two failures of the lookups by position and by name, worded alike
+ * everywhere: "WHERE: tensor index I out of range (N tensors)" (INVALID_ARG)
+ * and "WHERE: no tensor 'NAME'" (NOT_FOUND). */
+ptwm_error ptwm_fail_index(ptwm_err *err, const char *where, size_t index, size_t n);
+ptwm_error ptwm_fail_name(ptwm_err *err, const char *where, const char *name);
 /* Prefix an existing message (e.g. with the file or tensor name). */
 void ptwm_err_prefix(ptwm_err *err, const char *fmt, ...) PTWM_PRINTF(2, 3);
 

@@ -36,16 +36,16 @@ const char *ptwm_dtype_name(ptwm_dtype dtype) {
     return dtype_table[dtype].name;
 }
 
-ptwm_error ptwm_dtype_from_name(const char *name, ptwm_dtype *out) {
+ptwm_error ptwm_dtype_from_name(const char *name, ptwm_dtype *out, ptwm_err *err) {
     unsigned i;
-    if (!name || !out) return PTWM_ERR_INVALID_ARG;
+    if (!name || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_dtype_from_name: NULL argument");
     for (i = 0; i < PTWM_DTYPE_COUNT; i++) {
         if (strcmp(name, dtype_table[i].name) == 0) {
             *out = (ptwm_dtype)i;
             return PTWM_OK;
         }
     }
-    return PTWM_ERR_DTYPE;
+    return ptwm_fail(err, PTWM_ERR_DTYPE, "'%s' is not a dtype this library knows", name);
 }
 
 unsigned ptwm_dtype_bits(ptwm_dtype dtype) {

@@ -128,3 +128,13 @@ void ptwm_kv_free(ptwm_kv *kv, size_t n) {
     }
     free(kv);
 }
+
+ptwm_error ptwm_fail_index(ptwm_err *err, const char *where, size_t index, size_t n) {
+    return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: tensor index %zu out of range (%zu tensors)",
+                     where ? where : "?", index, n);
+}
+
+ptwm_error ptwm_fail_name(ptwm_err *err, const char *where, const char *name) {
+    if (!name) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: tensor name is NULL", where ? where : "?");
+    return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "%s: no tensor '%s'", where ? where : "?", name);
+}

@@ -208,14 +208,14 @@ static void test_method_names(void) {
     for (m = 1; m <= 5; m++) {
         char num[4] = {(char)('0' + m), 0};
         CHECK(ptwm_method_name(m) != NULL);
-        CHECK(ptwm_method_from_name(ptwm_method_name(m), &got) == PTWM_OK && got == m);
-        CHECK(ptwm_method_from_name(num, &got) == PTWM_OK && got == m);
+        CHECK(ptwm_method_from_name(ptwm_method_name(m), &got, NULL) == PTWM_OK && got == m);
+        CHECK(ptwm_method_from_name(num, &got, NULL) == PTWM_OK && got == m);
     }
-    CHECK(ptwm_method_from_name("MicroScale", &got) == PTWM_OK && got == 3);
+    CHECK(ptwm_method_from_name("MicroScale", &got, NULL) == PTWM_OK && got == 3);
     CHECK(ptwm_method_name(0) == NULL && ptwm_method_name(6) == NULL);
-    CHECK(ptwm_method_from_name("lz4", &got) == PTWM_ERR_UNKNOWN_ID);
-    CHECK(ptwm_method_from_name("6", &got) == PTWM_ERR_UNKNOWN_ID);
-    CHECK(ptwm_method_from_name(NULL, &got) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_method_from_name("lz4", &got, NULL) == PTWM_ERR_UNKNOWN_ID);
+    CHECK(ptwm_method_from_name("6", &got, NULL) == PTWM_ERR_UNKNOWN_ID);
+    CHECK(ptwm_method_from_name(NULL, &got, NULL) == PTWM_ERR_INVALID_ARG);
 }
 
 int main(void) {

@@ -216,7 +216,7 @@ static uint64_t coded_by_prefix(const char *path, const char *prefix, uint64_t *
     if (ptwm_reader_open(path, &r, &err)) return 0;
     for (i = 0; i < ptwm_reader_count(r); i++) {
         ptwm_tensor_info ti;
-        ptwm_reader_tensor(r, i, &ti);
+        ptwm_reader_tensor(r, i, &ti, NULL);
         if (strncmp(ti.name, prefix, strlen(prefix)) == 0) {
             sum += ti.coded_bytes;
             *raw += ti.nbytes;

@@ -90,7 +90,7 @@ static void test_corpus(void) {
         }
         for (t = 0; t < ptwm_st_count(st); t++) {
             ptwm_tensor_info ti;
-            CHECK(ptwm_st_tensor(st, t, &ti) == PTWM_OK);
+            CHECK(ptwm_st_tensor(st, t, &ti, NULL) == PTWM_OK);
             for (m = 0; m < PTWM_ARRAY_LEN(methods); m++) {
                 size_t chunk = 256 * 1024, off;
                 for (off = 0; off < ti.nbytes && off < 2 * chunk; off += chunk) {
@@ -474,7 +474,7 @@ static void test_signed_zeros(void) {
         if (!st) continue;
         memset(&best, 0, sizeof(best));
         for (t = 0; t < ptwm_st_count(st); t++)
-            if (ptwm_st_tensor(st, t, &ti) == PTWM_OK &&
+            if (ptwm_st_tensor(st, t, &ti, NULL) == PTWM_OK &&
                 (f == 0 ? strcmp(ti.name, "Conv2D_28/filter") == 0 : ti.nbytes > best.nbytes))
                 best = ti;
         CHECK_MSG(best.nbytes >= 65536, "%s: no tensor to prune", files[f]);
@@ -658,7 +658,7 @@ static void test_rows_layout(void) {
         size_t outs, rows, o, r, n, c_cols, c_none;
         uint16_t *tr;
         uint8_t *enc = NULL;
-        CHECK(ptwm_st_tensor(st, t, &ti) == PTWM_OK);
+        CHECK(ptwm_st_tensor(st, t, &ti, NULL) == PTWM_OK);
         if (ti.dtype != PTWM_DTYPE_BF16 || ti.ndim < 2 || ti.nbytes < 65536 || ti.nbytes > 1 << 20)
             continue;
         outs = (size_t)ti.shape[ti.ndim - 1];
@@ -743,7 +743,7 @@ static void test_columns(void) {
             ptwm_tensor_info ti;
             uint8_t *enc = NULL;
             size_t n, cl;
-            CHECK(ptwm_st_tensor(st, t, &ti) == PTWM_OK);
+            CHECK(ptwm_st_tensor(st, t, &ti, NULL) == PTWM_OK);
             if (ti.ndim < 2) continue;
             n = (size_t)PTWM_MIN(ti.nbytes, (uint64_t)1 << 20);
             CHECK(ptwm_chain_standard(ti.dtype, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen,

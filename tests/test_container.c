@@ -71,7 +71,7 @@ static ptwm_tensor_desc *descs_of(const ptwm_st *st, size_t *n) {
     d = (ptwm_tensor_desc *)calloc(*n + 1, sizeof(*d));
     for (i = 0; i < *n; i++) {
         ptwm_tensor_info info;
-        ptwm_st_tensor(st, i, &info);
+        ptwm_st_tensor(st, i, &info, NULL);
         d[i].name = info.name;
         d[i].dtype = info.dtype;
         d[i].ndim = info.ndim;
@@ -111,8 +111,8 @@ static void roundtrip_blob(const char *name, int method, uint64_t chunk, void **
             ptwm_tensor_info info;
             size_t idx = (size_t)-1;
             uint8_t *out = (uint8_t *)malloc(d[i].nbytes ? d[i].nbytes : 1);
-            CHECK(ptwm_reader_find(r, d[i].name, &idx) == PTWM_OK && idx == i);
-            ptwm_reader_tensor(r, i, &info);
+            CHECK(ptwm_reader_find(r, d[i].name, &idx, NULL) == PTWM_OK && idx == i);
+            ptwm_reader_tensor(r, i, &info, NULL);
             CHECK(info.nbytes == d[i].nbytes && info.dtype == d[i].dtype && info.ndim == d[i].ndim);
             rc = ptwm_reader_decode(r, i, out, d[i].nbytes, &err);
             CHECK_MSG(rc == PTWM_OK, "%s '%s': %s", name, d[i].name, err.message);
@@ -351,7 +351,7 @@ static void test_writer_features(void) {
         CHECK(ptwm_reader_decode(r, 1, out, sizeof(zeros), &err) == PTWM_OK &&
               memcmp(out, zeros, sizeof(zeros)) == 0);
         CHECK(ptwm_reader_decode(r, 2, out, 0, &err) == PTWM_OK);
-        CHECK(ptwm_reader_tensor(r, 1, &info) == PTWM_OK && info.coded_bytes < 200);
+        CHECK(ptwm_reader_tensor(r, 1, &info, NULL) == PTWM_OK && info.coded_bytes < 200);
         CHECK(ptwm_reader_chain_text(r, 0, text, sizeof(text), &err) == PTWM_OK && strstr(text, " || "));
         CHECK(ptwm_reader_verify(r, &err) == PTWM_OK);
         /* Without a source header, write_safetensors writes a fresh file. */
@@ -417,7 +417,7 @@ static void test_header_order(void) {
     if (!r) return;
     {
         ptwm_tensor_info info;
-        CHECK(ptwm_reader_tensor(r, 0, &info) == PTWM_OK && strcmp(info.name, "z.last") == 0);
+        CHECK(ptwm_reader_tensor(r, 0, &info, NULL) == PTWM_OK && strcmp(info.name, "z.last") == 0);
         CHECK(ptwm_reader_metadata_count(r) == 1);
     }
     CHECK_MSG(ptwm_reader_write_safetensors(r, back, &err) == PTWM_OK, "%s", err.message);
@@ -485,7 +485,7 @@ static void check_shared(const void *img, size_t len, const ptwm_tensor_desc *d,
     for (i = 0; i < n; i++) {
         ptwm_tensor_info info;
         uint8_t *out = (uint8_t *)malloc((size_t)d[i].nbytes);
-        ptwm_reader_tensor(r, i, &info);
+        ptwm_reader_tensor(r, i, &info, NULL);
         coded_sum += info.coded_bytes;
         if (i == 0) coded0 = info.coded_bytes;
         if (i == 1) coded1 = info.coded_bytes;
@@ -577,7 +577,7 @@ static void test_progress(void) {
     if (!r) return;
     for (i = 0; i < ptwm_reader_count(r); i++) {
         ptwm_tensor_info info;
-        ptwm_reader_tensor(r, i, &info);
+        ptwm_reader_tensor(r, i, &info, NULL);
         raw += info.nbytes;
     }
     ptwm_reader_close(r);

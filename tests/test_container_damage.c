@@ -553,7 +553,7 @@ static void golden_write(void) {
                 best = t;
             }
         CHECK(ptwm_reader_chunk_info(r, best, 1, &off, &coded, NULL, &n) == PTWM_OK);
-        ptwm_reader_tensor(r, best, &info);
+        ptwm_reader_tensor(r, best, &info, NULL);
         printf("crcflip: tensor '%s' chunk 1 of %llu\n", info.name, (unsigned long long)n);
         ptwm_reader_close(r);
         im.p[off + coded / 2] ^= 0x04;

@@ -216,7 +216,7 @@ static int setup(void) {
     for (i = 0; i < nt; i++) {
         ptwm_tensor_info info;
         uint32_t d;
-        ptwm_source_tensor(s, i, &info);
+        ptwm_source_tensor(s, i, &info, NULL);
         names[i] = strdup(info.name);
         for (d = 0; d < info.ndim && d < 8; d++) shapes[i][d] = info.shape[d];
         layout[i].name = names[i];

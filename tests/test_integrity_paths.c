@@ -51,7 +51,7 @@ static size_t layout_of(ptwm_source *s, ptwm_layout_entry *e, uint64_t *count) {
     *count = 0;
     for (i = 0; i < n && i < MAXT; i++) {
         ptwm_tensor_info info;
-        ptwm_source_tensor(s, i, &info);
+        ptwm_source_tensor(s, i, &info, NULL);
         e[i].name = info.name;
         e[i].ndim = info.ndim;
         e[i].shape = info.shape;
@@ -100,7 +100,7 @@ static size_t multi_chunk_tensor(const tu_image *im, uint8_t h[16], uint64_t *nb
         if (nk >= 3) {
             ptwm_tensor_info info;
             uint8_t *b;
-            ptwm_reader_tensor(r, t, &info);
+            ptwm_reader_tensor(r, t, &info, NULL);
             b = (uint8_t *)malloc((size_t)info.nbytes);
             CHECK(ptwm_reader_decode(r, t, b, (size_t)info.nbytes, &err) == PTWM_OK);
             ptwm_xxh128_oneshot(b, (size_t)info.nbytes, h);
@@ -270,7 +270,7 @@ static void test_stored_hash_export(void) {
         free(im.p);
         return;
     }
-    ptwm_reader_tensor(r, t, &info);
+    ptwm_reader_tensor(r, t, &info, NULL);
     {
         size_t used = (size_t)snprintf(json, sizeof(json), "[{\"name\": \"%s\", \"shape\": [", info.name);
         uint32_t k;
@@ -319,7 +319,7 @@ static void test_swapped_chunks(int crc, int hash) {
     CHECK(ptwm_reader_open(path, &r, &err) == PTWM_OK);
     for (i = 0; r && i < ptwm_reader_count(r) && i < MAXT; i++, n++) {
         ptwm_tensor_info info;
-        ptwm_reader_tensor(r, i, &info);
+        ptwm_reader_tensor(r, i, &info, NULL);
         idx[i] = i;
         sizes[i] = (size_t)info.nbytes;
         dsts[i] = malloc(sizes[i] + 1);

@@ -32,22 +32,22 @@ static void check_names(void) {
     int l;
     ptwm_isa got;
     for (l = 0; l <= PTWM_ISA_BEST; l++) {
-        ptwm_error e = ptwm_isa_from_name(ptwm_isa_name((ptwm_isa)l), &got);
+        ptwm_error e = ptwm_isa_from_name(ptwm_isa_name((ptwm_isa)l), &got, NULL);
         CHECK_MSG(e == PTWM_OK && got == (ptwm_isa)l, "level %d (%s) does not parse back", l,
                   ptwm_isa_name((ptwm_isa)l));
     }
     CHECK(strcmp(ptwm_isa_name(PTWM_ISA_SCALAR), "scalar") == 0);
     CHECK(strcmp(ptwm_isa_name(PTWM_ISA_AVX512VBMI), "avx512vbmi") == 0);
     CHECK(strcmp(ptwm_isa_name((ptwm_isa)99), "?") == 0);
-    CHECK(ptwm_isa_from_name("avx3", &got) == PTWM_ERR_INVALID_ARG);
-    CHECK(ptwm_isa_from_name("AVX2x", &got) == PTWM_ERR_INVALID_ARG);
-    CHECK(ptwm_isa_from_name(NULL, &got) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_isa_from_name("avx3", &got, NULL) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_isa_from_name("AVX2x", &got, NULL) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_isa_from_name(NULL, &got, NULL) == PTWM_ERR_INVALID_ARG);
 }
 
 /* The first answer, before any call set a cap, follows PTWM_ISA. */
 static void check_env(const char *env, ptwm_isa first, ptwm_isa best) {
     ptwm_isa want = PTWM_ISA_BEST;
-    if (env && *env && ptwm_isa_from_name(env, &want) != PTWM_OK) want = PTWM_ISA_SCALAR;
+    if (env && *env && ptwm_isa_from_name(env, &want, NULL) != PTWM_OK) want = PTWM_ISA_SCALAR;
     if (want > best) want = best;
     CHECK_MSG(first == want, "PTWM_ISA=%s: first level %s, expected %s", env ? env : "(unset)",
               ptwm_isa_name(first), ptwm_isa_name(want));
@@ -66,7 +66,7 @@ static uint8_t *load_sample(sample *s) {
     s->n = ptwm_st_count(st);
     for (i = 0; i < s->n; i++) {
         ptwm_tensor_info ti;
-        ptwm_st_tensor(st, i, &ti);
+        ptwm_st_tensor(st, i, &ti, NULL);
         total += ti.nbytes;
     }
     for (v = 0; v < NVARIANT; v++) {
@@ -77,7 +77,7 @@ static uint8_t *load_sample(sample *s) {
         ptwm_tensor_info ti;
         size_t k, ne;
         uint8_t *b;
-        ptwm_st_tensor(st, i, &ti);
+        ptwm_st_tensor(st, i, &ti, NULL);
         ne = (size_t)ti.nbytes / 2;
         memcpy(s->bytes[0] + off, ti.data, ne * 2);
         ptwm_bf16_to_f32((const uint16_t *)ti.data, (float *)(void *)(s->bytes[1] + 2 * off), ne);

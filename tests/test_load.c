@@ -34,7 +34,7 @@ static void check_values(ptwm_source *s, ptwm_layout *l, const float *a) {
         uint8_t *raw;
         ptwm_error rc = ptwm_source_find(s, e[i].name, &idx, &err);
         CHECK_ERR(rc, &err, PTWM_OK, NULL);
-        ptwm_source_tensor(s, idx, &ti);
+        ptwm_source_tensor(s, idx, &ti, NULL);
         raw = (uint8_t *)malloc(ti.nbytes + 1);
         rc = ptwm_source_read(s, idx, 0, raw, (size_t)ti.nbytes, &err);
         CHECK_ERR(rc, &err, PTWM_OK, NULL);
@@ -112,7 +112,7 @@ static void test_kinds(const char *name) {
         d = (ptwm_tensor_desc *)calloc(cnt, sizeof(*d));
         for (i = 0; i < cnt; i++) {
             ptwm_tensor_info ti;
-            ptwm_st_tensor(st, i, &ti);
+            ptwm_st_tensor(st, i, &ti, NULL);
             d[i].name = ti.name;
             d[i].dtype = ti.dtype;
             d[i].ndim = ti.ndim;
@@ -266,7 +266,7 @@ static void test_errors(void) {
         uint8_t raw[64];
         size_t i, idx = 0;
         for (i = 0; i < ptwm_source_count(s); i++) {
-            ptwm_source_tensor(s, i, &ti);
+            ptwm_source_tensor(s, i, &ti, NULL);
             if (ti.dtype == PTWM_DTYPE_U8 && ti.nbytes <= 64 && ti.nbytes > 0) break;
         }
         CHECK(i < ptwm_source_count(s));

@@ -85,12 +85,12 @@ static void test_parse_and_find(const uint8_t *img, size_t len) {
     for (i = 0; i < N; i += 997) {
         ptwm_tensor_info info;
         snprintf(name, sizeof name, "layers.%zu.experts.%zu.up_proj", i / 64, i % 64);
-        if (ptwm_st_find(st, name, &idx) != PTWM_OK || ptwm_st_tensor(st, idx, &info) != PTWM_OK)
+        if (ptwm_st_find(st, name, &idx, NULL) != PTWM_OK || ptwm_st_tensor(st, idx, &info, NULL) != PTWM_OK)
             continue;
         found += strcmp(info.name, name) == 0 && info.ndim == 1 && info.shape[0] == i % 3 + 1;
     }
     CHECK(found == (N + 996) / 997);
-    CHECK(ptwm_st_find(st, "layers.0.experts.0.down_proj", &idx) == PTWM_ERR_NOT_FOUND);
+    CHECK(ptwm_st_find(st, "layers.0.experts.0.down_proj", &idx, NULL) == PTWM_ERR_NOT_FOUND);
     CHECK(strcmp(ptwm_st_metadata_get(st, "format"), "pt") == 0);
     ptwm_st_close(st);
     json_set_alloc_funcs(malloc, free);   /* after the close: it may free jansson's blocks */

@@ -60,7 +60,7 @@ static void make_source(void) {
     d = (ptwm_tensor_desc *)calloc(n, sizeof *d);
     for (i = 0; i < n; i++) {
         ptwm_tensor_info t;
-        ptwm_st_tensor(st, i, &t);
+        ptwm_st_tensor(st, i, &t, NULL);
         d[i] = (ptwm_tensor_desc){t.name, t.dtype, t.ndim, t.shape, t.data, t.nbytes};
     }
     CHECK_ERR(ptwm_stdir_write(src_dir, d, n, NULL, 0, 100000, &err), &err, PTWM_OK, NULL);

@@ -13,8 +13,8 @@ static void check_same_tensors(const ptwm_st *a, const ptwm_st *b) {
     CHECK(ptwm_st_count(b) == n);
     for (i = 0; i < n && i < ptwm_st_count(b); i++) {
         ptwm_tensor_info x, y;
-        CHECK(ptwm_st_tensor(a, i, &x) == PTWM_OK);
-        CHECK(ptwm_st_tensor(b, i, &y) == PTWM_OK);
+        CHECK(ptwm_st_tensor(a, i, &x, NULL) == PTWM_OK);
+        CHECK(ptwm_st_tensor(b, i, &y, NULL) == PTWM_OK);
         CHECK(strcmp(x.name, y.name) == 0);
         CHECK(x.dtype == y.dtype && x.ndim == y.ndim && x.nbytes == y.nbytes);
         CHECK(memcmp(x.shape, y.shape, x.ndim * sizeof(uint64_t)) == 0);
@@ -48,10 +48,10 @@ static void corpus_round_trip(const char *name) {
     for (i = 0; i < n; i++) {
         ptwm_tensor_info t, tp;
         size_t idx = (size_t)-1;
-        CHECK(ptwm_st_tensor(m, i, &t) == PTWM_OK);
-        CHECK(ptwm_st_tensor(p, i, &tp) == PTWM_OK);
+        CHECK(ptwm_st_tensor(m, i, &t, NULL) == PTWM_OK);
+        CHECK(ptwm_st_tensor(p, i, &tp, NULL) == PTWM_OK);
         CHECK(t.data != NULL && tp.data == NULL);
-        CHECK(ptwm_st_find(m, t.name, &idx) == PTWM_OK && idx == i);
+        CHECK(ptwm_st_find(m, t.name, &idx, NULL) == PTWM_OK && idx == i);
         if (i) CHECK(ptwm_st_file_offset(m, i) == ptwm_st_file_offset(m, i - 1) + desc[i - 1].nbytes);
         /* pread mode returns the same bytes as the mapping */
         tmp = malloc(t.nbytes + 1);
@@ -150,13 +150,13 @@ static void synthetic_round_trip(void) {
     CHECK(ptwm_st_count(st) == n);
     for (i = 0; i < n && i < ptwm_st_count(st); i++) {
         ptwm_tensor_info t;
-        CHECK(ptwm_st_tensor(st, i, &t) == PTWM_OK);
+        CHECK(ptwm_st_tensor(st, i, &t, NULL) == PTWM_OK);
         /* file order is the order given */
         CHECK_MSG(strcmp(t.name, d[i].name) == 0, "tensor %zu is '%s', expected '%s'", i, t.name,
                   d[i].name);
         CHECK(t.dtype == d[i].dtype && t.ndim == d[i].ndim && t.nbytes == d[i].nbytes);
         CHECK(t.nbytes == 0 || memcmp(t.data, d[i].data, t.nbytes) == 0);
-        CHECK(ptwm_st_find(st, d[i].name, &idx) == PTWM_OK && idx == i);
+        CHECK(ptwm_st_find(st, d[i].name, &idx, NULL) == PTWM_OK && idx == i);
     }
     CHECK(ptwm_st_metadata_count(st) == 3);
     for (i = 0; i < 3; i++) {
@@ -179,8 +179,8 @@ static void synthetic_round_trip(void) {
     {
         ptwm_tensor_info t;
         uint8_t buf[16];
-        CHECK(ptwm_st_tensor(st, n, &t) == PTWM_ERR_INVALID_ARG);
-        CHECK(ptwm_st_find(st, "nope", &idx) == PTWM_ERR_NOT_FOUND);
+        CHECK(ptwm_st_tensor(st, n, &t, NULL) == PTWM_ERR_INVALID_ARG);
+        CHECK(ptwm_st_find(st, "nope", &idx, NULL) == PTWM_ERR_NOT_FOUND);
         CHECK(ptwm_st_file_offset(st, n) == 0);
         CHECK_ERR(ptwm_st_read(st, n, 0, buf, 1, &err), &err, PTWM_ERR_INVALID_ARG, "out of range");
         CHECK_ERR(ptwm_st_read(st2, 0, 1, buf, (size_t)d[0].nbytes, &err), &err,
@@ -270,8 +270,8 @@ static void atomic_replace(void) {
     CHECK_ERR(ptwm_st_write(path, &t, 1, NULL, 0, &err), &err, PTWM_OK, NULL);
     CHECK_ERR(ptwm_st_open(path, PTWM_OPEN_MMAP, &fresh, &err), &err, PTWM_OK, NULL);
     if (old && fresh) {
-        CHECK(ptwm_st_tensor(old, 0, &ti) == PTWM_OK && memcmp(ti.data, a, 4) == 0);
-        CHECK(ptwm_st_tensor(fresh, 0, &ti) == PTWM_OK && memcmp(ti.data, b, 4) == 0);
+        CHECK(ptwm_st_tensor(old, 0, &ti, NULL) == PTWM_OK && memcmp(ti.data, a, 4) == 0);
+        CHECK(ptwm_st_tensor(fresh, 0, &ti, NULL) == PTWM_OK && memcmp(ti.data, b, 4) == 0);
     }
     ptwm_st_close(old);
     ptwm_st_close(fresh);
@@ -300,7 +300,7 @@ static void accepted_layouts(void) {
     CHECK(ptwm_st_count(st) == 5);
     for (i = 0; i < 5; i++) {
         ptwm_tensor_info t;
-        CHECK(ptwm_st_tensor(st, i, &t) == PTWM_OK);
+        CHECK(ptwm_st_tensor(st, i, &t, NULL) == PTWM_OK);
         CHECK_MSG(strcmp(t.name, order[i]) == 0, "file order %zu: '%s', expected '%s'", i, t.name,
                   order[i]);
     }
@@ -331,7 +331,7 @@ static void truncated_after_open(void) {
     if (!st || !src) goto done;
     full = ptwm_st_file_size(st);
     CHECK(truncate(path, (off_t)(full - 32)) == 0);
-    CHECK(ptwm_st_find(st, "second", &idx) == PTWM_OK);
+    CHECK(ptwm_st_find(st, "second", &idx, NULL) == PTWM_OK);
     CHECK_ERR(ptwm_st_read(st, idx, 0, got, 64, &err), &err, PTWM_ERR_TRUNCATED,
               "tensor 'second': file '");
     CHECK(strstr(err.message, "shrinks.safetensors' is 224 bytes, expected 256") != NULL);

@@ -45,10 +45,10 @@ static void test_index_roundtrip(void) {
     CHECK(back && ptwm_index_count(back) == 3);
     CHECK(ptwm_index_total_size(back) == 1000 && ptwm_index_compressed_total_size(back) == 600);
     CHECK(ptwm_index_shard_count(back) == 2);
-    CHECK(ptwm_index_entry(back, 2, &t, &s) == PTWM_OK && !strcmp(t, "emb \xe2\x9c\x93") &&
+    CHECK(ptwm_index_entry(back, 2, &t, &s, NULL) == PTWM_OK && !strcmp(t, "emb \xe2\x9c\x93") &&
           !strcmp(s, "model-00002-of-00002.ptwm"));
-    CHECK(ptwm_index_find(back, "layer.0.b", &pos) == PTWM_OK && pos == 1);
-    CHECK(ptwm_index_find(back, "nope", &pos) == PTWM_ERR_NOT_FOUND);
+    CHECK(ptwm_index_find(back, "layer.0.b", &pos, NULL) == PTWM_OK && pos == 1);
+    CHECK(ptwm_index_find(back, "nope", &pos, NULL) == PTWM_ERR_NOT_FOUND);
     v = ptwm_index_get_meta(back, "note", &len);
     CHECK(v && len == sizeof meta_bytes - 1 && memcmp(v, meta_bytes, len) == 0);
     /* Many entries: the lookup table grows and keeps every name. */
@@ -60,7 +60,7 @@ static void test_index_roundtrip(void) {
             if (ptwm_index_add(idx, name, "model.ptwm", &err) != PTWM_OK) break;
         }
         CHECK(ptwm_index_count(idx) == 5003);
-        CHECK(ptwm_index_find(idx, "t4321", &pos) == PTWM_OK && pos == 4324);
+        CHECK(ptwm_index_find(idx, "t4321", &pos, NULL) == PTWM_OK && pos == 4324);
     }
     /* Many shards: each name interned once, in order of first appearance. */
     {
@@ -75,7 +75,7 @@ static void test_index_roundtrip(void) {
         }
         CHECK(bad == 0 && ptwm_index_shard_count(many) == 3000);
         CHECK(ptwm_index_shard(many, 1234) && !strcmp(ptwm_index_shard(many, 1234), "s1234.ptwm"));
-        CHECK(ptwm_index_entry(many, 4321, &t, &s) == PTWM_OK && !strcmp(t, "w4321") &&
+        CHECK(ptwm_index_entry(many, 4321, &t, &s, NULL) == PTWM_OK && !strcmp(t, "w4321") &&
               !strcmp(s, "s1321.ptwm"));
         ptwm_index_free(many);
     }
@@ -277,7 +277,7 @@ static int build_hf_dir(const char *dir) {
         for (k = 0; k < 2; k++) {
             for (i = 0; i < ptwm_st_count(st[k]); i++, n++) {
                 ptwm_tensor_info info;
-                ptwm_st_tensor(st[k], i, &info);
+                ptwm_st_tensor(st[k], i, &info, NULL);
                 names[n] = (char *)malloc(strlen(info.name) + 8);
                 sprintf(names[n], "%s%s", prefix[k], info.name);
                 d[n].name = names[n];
@@ -326,12 +326,12 @@ static void check_same_tensors(const char *stdir, const char *ptdir) {
         ptwm_tensor_info a, b;
         size_t j;
         uint8_t *buf;
-        ptwm_stdir_tensor(s, i, &a);
-        if (ptwm_ptdir_find(p, a.name, &j) != PTWM_OK) {
+        ptwm_stdir_tensor(s, i, &a, NULL);
+        if (ptwm_ptdir_find(p, a.name, &j, NULL) != PTWM_OK) {
             bad++;
             continue;
         }
-        ptwm_ptdir_tensor(p, j, &b);
+        ptwm_ptdir_tensor(p, j, &b, NULL);
         buf = (uint8_t *)malloc(b.nbytes + 1);
         if (a.nbytes != b.nbytes || a.dtype != b.dtype ||
             ptwm_ptdir_decode_range(p, j, 0, buf, b.nbytes, &err) != PTWM_OK ||

@@ -101,16 +101,16 @@ static void plans(void) {
 
 static void filenames(void) {
     char buf[64];
-    CHECK(ptwm_shard_filename(1, 5, "safetensors", buf, sizeof(buf)) == PTWM_OK);
+    CHECK(ptwm_shard_filename(1, 5, "safetensors", buf, sizeof(buf), NULL) == PTWM_OK);
     CHECK(strcmp(buf, "model-00001-of-00005.safetensors") == 0);
-    CHECK(ptwm_shard_filename(5, 5, "ptwm", buf, sizeof(buf)) == PTWM_OK);
+    CHECK(ptwm_shard_filename(5, 5, "ptwm", buf, sizeof(buf), NULL) == PTWM_OK);
     CHECK(strcmp(buf, "model-00005-of-00005.ptwm") == 0);
-    CHECK(ptwm_shard_filename(123456, 123456, "safetensors", buf, sizeof(buf)) == PTWM_OK);
+    CHECK(ptwm_shard_filename(123456, 123456, "safetensors", buf, sizeof(buf), NULL) == PTWM_OK);
     CHECK(strcmp(buf, "model-123456-of-123456.safetensors") == 0);
-    CHECK(ptwm_shard_filename(0, 5, "safetensors", buf, sizeof(buf)) == PTWM_ERR_INVALID_ARG);
-    CHECK(ptwm_shard_filename(6, 5, "safetensors", buf, sizeof(buf)) == PTWM_ERR_INVALID_ARG);
-    CHECK(ptwm_shard_filename(1, 5, NULL, buf, sizeof(buf)) == PTWM_ERR_INVALID_ARG);
-    CHECK(ptwm_shard_filename(1, 5, "safetensors", buf, 20) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_shard_filename(0, 5, "safetensors", buf, sizeof(buf), NULL) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_shard_filename(6, 5, "safetensors", buf, sizeof(buf), NULL) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_shard_filename(1, 5, NULL, buf, sizeof(buf), NULL) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_shard_filename(1, 5, "safetensors", buf, 20, NULL) == PTWM_ERR_INVALID_ARG);
     CHECK(buf[0] == 0);
 }
 

@@ -28,7 +28,7 @@ static void read_all(const char *path, ptwm_source_kind want_kind) {
     for (i = 0; i < NT; i++) {   /* reverse order: the list order is the caller's */
         ptwm_tensor_info info;
         size_t k = NT - 1 - i;
-        CHECK_ERR(ptwm_source_tensor(s, k, &info), NULL, PTWM_OK, NULL);
+        CHECK_ERR(ptwm_source_tensor(s, k, &info, NULL), NULL, PTWM_OK, NULL);
         j = (size_t)(info.name[1] - '0');
         idx[i] = k;
         dsts[i] = got[j];

@@ -40,7 +40,7 @@ static void sharded_round_trip(void) {
     desc = calloc(n, sizeof(*desc));
     for (i = 0; i < n; i++) {
         ptwm_tensor_info t;
-        ptwm_st_tensor(st, i, &t);
+        ptwm_st_tensor(st, i, &t, NULL);
         desc[i] = (ptwm_tensor_desc){t.name, t.dtype, t.ndim, t.shape, t.data, t.nbytes};
         total += t.nbytes;
     }
@@ -70,18 +70,18 @@ static void sharded_round_trip(void) {
             ptwm_tensor_info t;
             uint8_t *buf = malloc(desc[i].nbytes + 1);
             /* greedy packing in input order: index order equals input order */
-            CHECK(ptwm_stdir_tensor(d, i, &t) == PTWM_OK && strcmp(t.name, desc[i].name) == 0);
+            CHECK(ptwm_stdir_tensor(d, i, &t, NULL) == PTWM_OK && strcmp(t.name, desc[i].name) == 0);
             CHECK(t.nbytes == desc[i].nbytes && t.dtype == desc[i].dtype);
             CHECK_ERR(ptwm_stdir_read(d, i, 0, buf, (size_t)t.nbytes, &err), &err, PTWM_OK, NULL);
             CHECK(memcmp(buf, desc[i].data, t.nbytes) == 0);
             free(buf);
-            CHECK(ptwm_stdir_find(d, desc[i].name, &idx) == PTWM_OK && idx == i);
+            CHECK(ptwm_stdir_find(d, desc[i].name, &idx, NULL) == PTWM_OK && idx == i);
             shard = ptwm_stdir_shard_of(d, i);
             CHECK(shard >= last_shard);
             last_shard = shard;
         }
         CHECK(strcmp(ptwm_st_metadata_get(ptwm_stdir_shard(d, 0), "format"), "pt") == 0);
-        CHECK(ptwm_stdir_find(d, "absent", &idx) == PTWM_ERR_NOT_FOUND);
+        CHECK(ptwm_stdir_find(d, "absent", &idx, NULL) == PTWM_ERR_NOT_FOUND);
         CHECK(ptwm_stdir_shard(d, 4) == NULL);
         CHECK_ERR(ptwm_stdir_read(d, n, 0, NULL, 0, &err), &err, PTWM_ERR_INVALID_ARG, "out of range");
     }

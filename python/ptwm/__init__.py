@@ -51,5 +51,7 @@ def set_isa_limit(name: str) -> str:
     from ._lib import lib
     from ._errors import check
     level = ctypes.c_int()
-    check(lib.ptwm_isa_from_name(str(name).encode(), ctypes.byref(level)))
+    from ._lib import ErrStruct
+    err = ErrStruct()
+    check(lib.ptwm_isa_from_name(str(name).encode(), ctypes.byref(level), ctypes.byref(err)), err)
     return lib.ptwm_isa_name(lib.ptwm_set_isa_limit(level.value)).decode()

@@ -71,7 +71,7 @@ def dtype_code(dtype) -> int:
     text = _name_of(dtype)
     name = _ALIASES.get(text.lower() if text.lower() in _ALIASES else text, text)
     out = ctypes.c_int(0)
-    rc = lib.ptwm_dtype_from_name(name.encode(), ctypes.byref(out))
+    rc = lib.ptwm_dtype_from_name(name.encode(), ctypes.byref(out), None)
     if rc:
         raise PtwmValueError(rc, f"unknown dtype {dtype!r}: expected a safetensors name "
                              f"(BF16, F32, ...) or a NumPy/PyTorch dtype name "

@@ -64,7 +64,7 @@ class Stored:
         self.entries: Dict[str, Entry] = {}
         ci = _CInfo()
         for i in range(api.count(handle)):
-            check(api.tensor(handle, i, ctypes.byref(ci)))
+            check(api.tensor(handle, i, ctypes.byref(ci), None))
             name = ci.name.decode("utf-8")
             self.entries[name] = Entry(i, int(ci.dtype),
                                        tuple(int(ci.shape[d]) for d in range(ci.ndim)),
@@ -144,6 +144,7 @@ def open_path(filename, threads: int = 0) -> Stored:
         return Stored(_SOURCE, handle, os.fsdecode(filename))
     except BaseException:
         lib.ptwm_source_close(handle)
+        handle.value = None   # the half-built Stored holds it too: its __del__ must not close again
         raise
 
 
@@ -172,6 +173,7 @@ def open_data(data, threads: int = 0) -> Stored:
         return Stored(api, handle, "<bytes>", keep=data)
     except BaseException:
         api.close(handle)
+        handle.value = None   # the half-built Stored holds it too: its __del__ must not close again
         raise
 
 

@@ -34,7 +34,7 @@ def method_code(method: Union[int, str]) -> int:
         return method
     if isinstance(method, str):
         out = ctypes.c_int(0)
-        rc = lib.ptwm_method_from_name(method.encode(), ctypes.byref(out))
+        rc = lib.ptwm_method_from_name(method.encode(), ctypes.byref(out), None)
         if rc:
             raise PtwmValueError(rc, f"unknown method {method!r}: expected one of "
                                  f"{', '.join(METHODS)} or its id")

@@ -149,7 +149,7 @@ class _St:
     def infos(self):
         ci = _CInfo()
         for i in range(lib.ptwm_st_count(self.ptr)):
-            check(lib.ptwm_st_tensor(self.ptr, i, ctypes.byref(ci)))
+            check(lib.ptwm_st_tensor(self.ptr, i, ctypes.byref(ci), None))
             yield i, info_from_c(ci)
 
 

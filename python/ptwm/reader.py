@@ -75,7 +75,7 @@ class PtwmFile:
         self._infos: List[TensorInfo] = []
         ci = _CInfo()
         for i in range(lib.ptwm_reader_count(self._handle)):
-            check(lib.ptwm_reader_tensor(self._handle, i, ctypes.byref(ci)))
+            check(lib.ptwm_reader_tensor(self._handle, i, ctypes.byref(ci), None))
             info = info_from_c(ci)
             self._index[info.name] = i
             self._infos.append(info)

@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     }
     for (i = 0; i < n; i++) {
         ptwm_tensor_info info;
-        if (ptwm_st_tensor(st, i, &info)) goto done;
+        if (ptwm_st_tensor(st, i, &info, NULL)) goto done;
         descs[i].name = info.name;
         descs[i].dtype = info.dtype;
         descs[i].ndim = info.ndim;

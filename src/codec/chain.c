@@ -23,9 +23,10 @@ const char *ptwm_method_name(int method) {
     return method_names[method];
 }
 
-ptwm_error ptwm_method_from_name(const char *name, int *method) {
+ptwm_error ptwm_method_from_name(const char *name, int *method, ptwm_err *err) {
     int i;
-    if (!name || !method) return PTWM_ERR_INVALID_ARG;
+    if (!name || !method)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_method_from_name: NULL argument");
     for (i = 1; i <= 5; i++) {
         if (strcasecmp(name, method_names[i]) == 0) {
             *method = i;
@@ -36,7 +37,8 @@ ptwm_error ptwm_method_from_name(const char *name, int *method) {
         *method = name[0] - '0';
         return PTWM_OK;
     }
-    return PTWM_ERR_UNKNOWN_ID;
+    return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID,
+                     "'%s' is not a method: use huffman, zstd, microscale, rans or identity", name);
 }
 
 /* ---- parse / validate --------------------------------------------------- */

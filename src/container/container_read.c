@@ -698,9 +698,11 @@ uint64_t ptwm_reader_source_file_size(const ptwm_reader *r) {
     return r->src_file_size;
 }
 
-ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_info *out) {
+ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_info *out,
+                              ptwm_err *err) {
     const rtensor *t;
-    if (!r || !out || index >= r->nt) return PTWM_ERR_NOT_FOUND;
+    if (!r || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_reader_tensor: NULL argument");
+    if (index >= r->nt) return ptwm_fail_index(err, r->label, index, r->nt);
     t = &r->t[index];
     out->name = t->name;
     out->dtype = t->dtype;
@@ -712,9 +714,10 @@ ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_in
     return PTWM_OK;
 }
 
-ptwm_error ptwm_reader_find(const ptwm_reader *r, const char *name, size_t *index) {
+ptwm_error ptwm_reader_find(const ptwm_reader *r, const char *name, size_t *index,
+                            ptwm_err *err) {
     size_t lo = 0, hi;
-    if (!r || !name) return PTWM_ERR_INVALID_ARG;
+    if (!r || !name) return ptwm_fail_name(err, r ? r->label : "ptwm_reader_find", name);
     hi = r->nt;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;

@@ -67,7 +67,7 @@ ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
         ptwm_tensor_info info;
         ptwm_tensor_desc d;
         st_src s;
-        if ((rc = ptwm_st_tensor(st, i, &info))) {
+        if ((rc = ptwm_st_tensor(st, i, &info, NULL))) {
             ptwm_fail(err, rc, "file '%s': tensor %zu unreadable", src_path, i);
             goto out;
         }
@@ -115,7 +115,7 @@ static ptwm_error check_source(ptwm_reader *r, const uint8_t *hdr, size_t len, p
     for (i = 0; i < n; i++) {
         ptwm_tensor_info info;
         const ptwm_st_entry *e = &p.t[i];
-        ptwm_reader_tensor(r, i, &info);
+        ptwm_reader_tensor(r, i, &info, NULL);
         if (strcmp(e->name, info.name) != 0 || e->dtype != info.dtype || e->begin != off ||
             e->end - e->begin != info.nbytes) {
             rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
@@ -156,7 +156,7 @@ static ptwm_error build_header(ptwm_reader *r, void **hdr, size_t *len, ptwm_err
     }
     for (i = 0; i < n; i++) {
         ptwm_tensor_info info;
-        ptwm_reader_tensor(r, i, &info);
+        ptwm_reader_tensor(r, i, &info, NULL);
         d[i].name = info.name;
         d[i].dtype = info.dtype;
         d[i].ndim = info.ndim;
@@ -185,7 +185,7 @@ static ptwm_error write_tensors(ptwm_reader *r, int fd, const char *path, uint64
     } else {
         for (i = 0; i < n; i++) {
             ptwm_tensor_info info;
-            ptwm_reader_tensor(r, i, &info);
+            ptwm_reader_tensor(r, i, &info, NULL);
             idx[i] = i;
             offs[i] = at;
             at += info.nbytes;

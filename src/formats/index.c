@@ -112,11 +112,15 @@ const char *ptwm_index_bad_shard_name(const char *shard) {
     return NULL;
 }
 
-int ptwm_index_check_shard_name(const char *shard) {
+ptwm_error ptwm_index_check_shard_name(const char *shard, ptwm_err *err) {
     size_t len = shard ? strlen(shard) : 0;
-    if (len == 0 || len > 255 || ptwm_index_bad_shard_name(shard)) return -1;
-    if (len < 6 || strcmp(shard + len - 5, ".ptwm") != 0) return -1;
-    return 0;
+    if (len == 0 || len > 255 || ptwm_index_bad_shard_name(shard) || len < 6 ||
+        strcmp(shard + len - 5, ".ptwm") != 0)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "shard name '%s' is not a plain file name (at most 255 bytes, no '/', "
+                         "'\\\\' or '..') ending in .ptwm",
+                         shard ? shard : "(null)");
+    return PTWM_OK;
 }
 
 ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size,
@@ -182,18 +186,20 @@ const char *ptwm_index_shard(const ptwm_index *idx, size_t i) {
 }
 
 ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor,
-                            const char **shard) {
-    if (!idx || i >= idx->count) return PTWM_ERR_INVALID_ARG;
+                            const char **shard, ptwm_err *err) {
+    if (!idx) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_entry: NULL index");
+    if (i >= idx->count) return ptwm_fail_index(err, "index", i, idx->count);
     if (tensor) *tensor = idx->entries[i].tensor;
     if (shard) *shard = idx->shards[idx->entries[i].shard];
     return PTWM_OK;
 }
 
-ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos) {
+ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos,
+                           ptwm_err *err) {
     size_t *slot;
-    if (!idx || !tensor) return PTWM_ERR_INVALID_ARG;
+    if (!idx || !tensor) return ptwm_fail_name(err, "index", tensor);
     slot = find_slot(idx, tensor);
-    if (*slot == 0) return PTWM_ERR_NOT_FOUND;
+    if (*slot == 0) return ptwm_fail_name(err, "index", tensor);
     if (pos) *pos = *slot - 1;
     return PTWM_OK;
 }
@@ -235,7 +241,7 @@ ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard
     if (len > PTWM_MAX_NAME)
         return ptwm_fail(err, PTWM_ERR_LIMIT, "tensor name of %zu bytes exceeds %d", len,
                          PTWM_MAX_NAME);
-    if (idx->kind == PTWM_INDEX_PTWM ? ptwm_index_check_shard_name(shard) != 0
+    if (idx->kind == PTWM_INDEX_PTWM ? ptwm_index_check_shard_name(shard, NULL) != 0
                                      : ptwm_index_bad_shard_name(shard) != NULL)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "tensor '%s': shard name '%s' is not a plain file name%s", tensor, shard,
@@ -391,7 +397,7 @@ static ptwm_error bad_shard(const ptwm_index *idx, const char *label, const char
             return ptwm_fail(err, PTWM_ERR_SCHEMA,
                              "index '%s': weight_map['%s'] must be a shard file name", label,
                              tensor);
-        if (ptwm_index_check_shard_name(name) == 0 && strlen(name) == json_string_length(v))
+        if (ptwm_index_check_shard_name(name, NULL) == 0 && strlen(name) == json_string_length(v))
             return PTWM_OK;
         return ptwm_fail(err, PTWM_ERR_SCHEMA,
                          "index '%s': tensor '%s' maps to shard '%s', which is not a plain "

@@ -80,10 +80,10 @@ static ptwm_error collect_tensors(ptwm_ptdir *d, const char *dir, ptwm_err *err)
         for (i = 0; i < n; i++) {
             ptwm_tensor_info info;
             size_t prev;
-            if ((rc = ptwm_reader_tensor(d->shards[s], i, &info)) != PTWM_OK)
+            if ((rc = ptwm_reader_tensor(d->shards[s], i, &info, NULL)) != PTWM_OK)
                 return ptwm_fail(err, rc, "directory '%s': shard '%s': tensor %zu unreadable", dir,
                                  d->shard_names[s], i);
-            if (ptwm_index_find(d->names, info.name, &prev) == PTWM_OK)
+            if (ptwm_index_find(d->names, info.name, &prev, NULL) == PTWM_OK)
                 return ptwm_fail(err, PTWM_ERR_DUPLICATE,
                                  "directory '%s': tensor '%s' is in both shard '%s' and shard '%s'",
                                  dir, info.name, d->shard_names[d->t[prev].shard],
@@ -106,8 +106,8 @@ static ptwm_error check_index(const ptwm_ptdir *d, const char *dir, ptwm_err *er
     for (i = 0; i < n; i++) {
         const char *tensor, *shard;
         size_t pos;
-        ptwm_index_entry(d->index, i, &tensor, &shard);
-        if (ptwm_index_find(d->names, tensor, &pos) != PTWM_OK)
+        ptwm_index_entry(d->index, i, &tensor, &shard, NULL);
+        if (ptwm_index_find(d->names, tensor, &pos, NULL) != PTWM_OK)
             return ptwm_fail(err, PTWM_ERR_INDEX,
                              "directory '%s': %s lists tensor '%s' in shard '%s', which lacks it",
                              dir, PTWM_INDEX_NAME, tensor, shard);
@@ -119,8 +119,8 @@ static ptwm_error check_index(const ptwm_ptdir *d, const char *dir, ptwm_err *er
     }
     for (i = 0; i < d->n; i++) {
         const char *tensor;
-        ptwm_index_entry(d->names, i, &tensor, NULL);
-        if (ptwm_index_find(d->index, tensor, NULL) != PTWM_OK)
+        ptwm_index_entry(d->names, i, &tensor, NULL, NULL);
+        if (ptwm_index_find(d->index, tensor, NULL, NULL) != PTWM_OK)
             return ptwm_fail(err, PTWM_ERR_INDEX,
                              "directory '%s': tensor '%s' of shard '%s' is not in %s's weight_map",
                              dir, tensor, d->shard_names[d->t[i].shard], PTWM_INDEX_NAME);
@@ -228,14 +228,16 @@ size_t ptwm_ptdir_shard_of(const ptwm_ptdir *d, size_t index, size_t *local) {
     return d->t[index].shard;
 }
 
-ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out) {
-    if (!d || !out || index >= d->n) return PTWM_ERR_INVALID_ARG;
-    return ptwm_reader_tensor(d->shards[d->t[index].shard], d->t[index].local, out);
+ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out,
+                             ptwm_err *err) {
+    if (!d || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_ptdir_tensor: NULL argument");
+    if (index >= d->n) return ptwm_fail_index(err, ".ptwm directory", index, d->n);
+    return ptwm_reader_tensor(d->shards[d->t[index].shard], d->t[index].local, out, err);
 }
 
-ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index) {
-    if (!d || !name) return PTWM_ERR_INVALID_ARG;
-    return ptwm_index_find(d->names, name, index);
+ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index, ptwm_err *err) {
+    if (!d || !name) return ptwm_fail_name(err, ".ptwm directory", name);
+    return ptwm_index_find(d->names, name, index, err);
 }
 
 ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_t offset, void *dst,

@@ -81,7 +81,7 @@ static ptwm_error fingerprint(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
     ptwm_parts_hash_u64(&h, (uint64_t)pl->with_index * 2 + (uint64_t)pl->exact);
     for (i = 0; i < pl->n; i++) {
         ptwm_tensor_info t;
-        ptwm_st_tensor(pl->items[i].st, pl->items[i].local, &t);
+        ptwm_st_tensor(pl->items[i].st, pl->items[i].local, &t, NULL);
         ptwm_parts_hash_str(&h, t.name);
         ptwm_parts_hash_u64(&h, t.nbytes);
         ptwm_parts_hash_u64(&h, pl->shard_of[i]);

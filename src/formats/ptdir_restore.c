@@ -88,11 +88,11 @@ static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
  * found without a lookup by name per tensor. */
 static ptwm_error shard_index(ptwm_reader *r, size_t i, const char *name, size_t *local) {
     ptwm_tensor_info info;
-    if (ptwm_reader_tensor(r, i, &info) == PTWM_OK && strcmp(info.name, name) == 0) {
+    if (ptwm_reader_tensor(r, i, &info, NULL) == PTWM_OK && strcmp(info.name, name) == 0) {
         *local = i;
         return PTWM_OK;
     }
-    return ptwm_reader_find(r, name, local);
+    return ptwm_reader_find(r, name, local, NULL);
 }
 
 /* Rebuild the recorded source file of shard reader `r` at `path`. */
@@ -134,7 +134,7 @@ static ptwm_error restore_file(dsrc *s, ptwm_reader *r, const char *shard, const
                            shard, e->name);
             goto done;
         }
-        ptwm_reader_tensor(r, local[i], &info);
+        ptwm_reader_tensor(r, local[i], &info, NULL);
         offs[i] = hlen + e->begin;
         if (!same_shape(&info, e) || info.nbytes != e->end - e->begin) {
             rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
@@ -337,7 +337,7 @@ static ptwm_error fresh_make(dsrc *s, uint64_t max_shard_size, fresh_plan *p, pt
             p->t[k].r = r;
             p->t[k].shard = i;
             p->t[k].local = j;
-            ptwm_reader_tensor(r, j, &p->t[k].info);
+            ptwm_reader_tensor(r, j, &p->t[k].info, NULL);
             sizes[k] = p->t[k].info.nbytes;
             p->shard_of[k] = i;
         }
@@ -365,7 +365,7 @@ static ptwm_error fresh_name(const fresh_plan *p, size_t k, char name[64], ptwm_
         snprintf(name, 64, "model.safetensors");
         return PTWM_OK;
     }
-    if (ptwm_shard_filename(k + 1, p->nshards, "safetensors", name, 64))
+    if (ptwm_shard_filename(k + 1, p->nshards, "safetensors", name, 64, NULL))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "cannot name shard %zu of %zu", k + 1,
                          p->nshards);
     return PTWM_OK;
@@ -427,7 +427,7 @@ static ptwm_error dsrc_open(dsrc *s, const char *path, int threads, ptwm_err *er
         ptwm_reader *r = d_shard(s, i);
         for (j = 0; j < ptwm_reader_count(r); j++) {
             ptwm_tensor_info info;
-            ptwm_reader_tensor(r, j, &info);
+            ptwm_reader_tensor(r, j, &info, NULL);
             if (ptwm_add_overflow(s->total, info.nbytes, &s->total))
                 return ptwm_fail(err, PTWM_ERR_CORRUPT, "'%s': tensor sizes overflow", path);
         }
@@ -461,7 +461,7 @@ static ptwm_error dk_files(dsrc *s, dk_plan *p, ptwm_err *err) {
             p->f.raw[k] = hlen;
             for (i = 0; i < ptwm_reader_count(r); i++) {
                 ptwm_tensor_info info;
-                ptwm_reader_tensor(r, i, &info);
+                ptwm_reader_tensor(r, i, &info, NULL);
                 p->f.raw[k] += info.nbytes;
             }
             rc = ptwm_parts_files_name(&p->f, k, ptwm_reader_source_name(r), err);
@@ -499,7 +499,7 @@ static ptwm_error dk_fingerprint(dsrc *s, const ptwm_checkpoint_options *o, dk_p
         ptwm_parts_hash_u64(&h, ptwm_reader_file_size(r));
         for (i = 0; i < ptwm_reader_count(r); i++) {
             ptwm_tensor_info info;
-            ptwm_reader_tensor(r, i, &info);
+            ptwm_reader_tensor(r, i, &info, NULL);
             ptwm_parts_hash_str(&h, info.name);
             ptwm_parts_hash_u64(&h, info.nbytes);
         }

@@ -86,7 +86,7 @@ ptwm_error ptwm_ck_src_open(ptwm_ck_src *s, const char *path, ptwm_err *err) {
         size_t j, m = ptwm_st_count(st);
         for (j = 0; j < m; j++) {
             ptwm_tensor_info info;
-            ptwm_st_tensor(st, j, &info);
+            ptwm_st_tensor(st, j, &info, NULL);
             s->total += info.nbytes;   /* bounded by the files' sizes: cannot wrap */
         }
     }
@@ -145,7 +145,7 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const pt
         ptwm_tensor_info info;
         ptwm_tensor_desc desc;
         ck_read r;
-        ptwm_st_tensor(items[i].st, items[i].local, &info);
+        ptwm_st_tensor(items[i].st, items[i].local, &info, NULL);
         desc.name = info.name;
         desc.dtype = info.dtype;
         desc.ndim = info.ndim;
@@ -214,7 +214,7 @@ ptwm_error ptwm_ck_plan_make(const ptwm_ck_src *s, uint64_t max_shard_size, ptwm
         size_t j, m = ptwm_st_count(st);
         for (j = 0; j < m; j++, k++) {
             ptwm_tensor_info info;
-            ptwm_st_tensor(st, j, &info);
+            ptwm_st_tensor(st, j, &info, NULL);
             p->items[k].st = st;
             p->items[k].local = j;
             sizes[k] = info.nbytes;
@@ -243,7 +243,7 @@ ptwm_error ptwm_ck_shard_name(const ptwm_ck_plan *p, size_t k, char name[64], pt
         snprintf(name, 64, "%s", PTWM_SINGLE_NAME);
         return PTWM_OK;
     }
-    rc = ptwm_shard_filename(k + 1, p->nshards, "ptwm", name, 64);
+    rc = ptwm_shard_filename(k + 1, p->nshards, "ptwm", name, 64, NULL);
     return rc ? ptwm_fail(err, rc, "cannot name shard %zu of %zu", k + 1, p->nshards) : PTWM_OK;
 }
 
@@ -299,7 +299,7 @@ ptwm_error ptwm_ck_write_index(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
         if ((rc = ptwm_ck_shard_name(pl, k, name, err))) break;
         for (i = pl->start[k]; i < pl->start[k + 1] && !rc; i++) {
             ptwm_tensor_info info;
-            ptwm_st_tensor(pl->items[i].st, pl->items[i].local, &info);
+            ptwm_st_tensor(pl->items[i].st, pl->items[i].local, &info, NULL);
             rc = ptwm_index_add(idx, info.name, name, err);
         }
     }

@@ -131,7 +131,7 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': tensor '%s': dtype must be a string, got %s",
                          LABEL(label), name, what);
     }
-    if (ptwm_dtype_from_name(json_string_value(dt), &e->dtype) != PTWM_OK)
+    if (ptwm_dtype_from_name(json_string_value(dt), &e->dtype, NULL) != PTWM_OK)
         return ptwm_fail(err, PTWM_ERR_DTYPE, "file '%s': tensor '%s': unknown dtype '%.32s'",
                          LABEL(label), name, json_string_value(dt));
 

@@ -163,9 +163,11 @@ void ptwm_st_close(ptwm_st *st) {
 
 size_t ptwm_st_count(const ptwm_st *st) { return st ? st->p.n : 0; }
 
-ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out) {
+ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out,
+                          ptwm_err *err) {
     const ptwm_st_entry *e;
-    if (!st || !out || index >= st->p.n) return PTWM_ERR_INVALID_ARG;
+    if (!st || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_st_tensor: NULL argument");
+    if (index >= st->p.n) return ptwm_fail_index(err, st->label, index, st->p.n);
     e = &st->p.t[index];
     out->name = e->name;
     out->dtype = e->dtype;
@@ -177,11 +179,11 @@ ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out
     return PTWM_OK;
 }
 
-ptwm_error ptwm_st_find(const ptwm_st *st, const char *name, size_t *index) {
+ptwm_error ptwm_st_find(const ptwm_st *st, const char *name, size_t *index, ptwm_err *err) {
     ptrdiff_t i;
-    if (!st || !name) return PTWM_ERR_INVALID_ARG;
+    if (!st || !name) return ptwm_fail_name(err, st ? st->label : "ptwm_st_find", name);
     i = ptwm_st_parsed_find(&st->p, name);
-    if (i < 0) return PTWM_ERR_NOT_FOUND;
+    if (i < 0) return ptwm_fail_name(err, st->label, name);
     if (index) *index = (size_t)i;
     return PTWM_OK;
 }

@@ -93,13 +93,18 @@ ptwm_error ptwm_plan_shards(const uint64_t *sizes, size_t n, uint64_t max_shard_
 }
 
 ptwm_error ptwm_shard_filename(size_t idx_one_based, size_t total, const char *suffix, char *buf,
-                               size_t cap) {
+                               size_t cap, ptwm_err *err) {
     int len;
-    if (!suffix || !buf || idx_one_based == 0 || idx_one_based > total) return PTWM_ERR_INVALID_ARG;
+    if (!suffix || !buf)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_shard_filename: NULL argument");
+    if (idx_one_based == 0 || idx_one_based > total)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "shard %zu of %zu: shards count from 1",
+                         idx_one_based, total);
     len = snprintf(buf, cap, "model-%05zu-of-%05zu.%s", idx_one_based, total, suffix);
     if (len < 0 || (size_t)len >= cap) {
         if (cap) buf[0] = 0;
-        return PTWM_ERR_INVALID_ARG;
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "shard %zu of %zu: name longer than %zu bytes",
+                         idx_one_based, total, cap);
     }
     return PTWM_OK;
 }

@@ -163,14 +163,15 @@ size_t ptwm_source_count(const ptwm_source *s) {
     }
 }
 
-ptwm_error ptwm_source_tensor(const ptwm_source *s, size_t index, ptwm_tensor_info *out) {
+ptwm_error ptwm_source_tensor(const ptwm_source *s, size_t index, ptwm_tensor_info *out,
+                              ptwm_err *err) {
     switch (s->kind) {
-    case PTWM_SOURCE_SAFETENSORS: return ptwm_st_tensor(s->st, index, out);
-    case PTWM_SOURCE_SAFETENSORS_DIR: return ptwm_stdir_tensor(s->stdir, index, out);
-    case PTWM_SOURCE_PTWM: return ptwm_reader_tensor(s->rd, index, out);
-    case PTWM_SOURCE_PTWM_DIR: return ptwm_ptdir_tensor(s->ptdir, index, out);
+    case PTWM_SOURCE_SAFETENSORS: return ptwm_st_tensor(s->st, index, out, err);
+    case PTWM_SOURCE_SAFETENSORS_DIR: return ptwm_stdir_tensor(s->stdir, index, out, err);
+    case PTWM_SOURCE_PTWM: return ptwm_reader_tensor(s->rd, index, out, err);
+    case PTWM_SOURCE_PTWM_DIR: return ptwm_ptdir_tensor(s->ptdir, index, out, err);
     default:
-        if (index != 0) return PTWM_ERR_NOT_FOUND;
+        if (index != 0) return ptwm_fail_index(err, s->path, index, 1);
         memset(out, 0, sizeof(*out));
         out->name = "";
         out->dtype = PTWM_DTYPE_F32;
@@ -185,10 +186,10 @@ ptwm_error ptwm_source_tensor(const ptwm_source *s, size_t index, ptwm_tensor_in
 ptwm_error ptwm_source_find(const ptwm_source *s, const char *name, size_t *index, ptwm_err *err) {
     ptwm_error rc;
     switch (s->kind) {
-    case PTWM_SOURCE_SAFETENSORS: rc = ptwm_st_find(s->st, name, index); break;
-    case PTWM_SOURCE_SAFETENSORS_DIR: rc = ptwm_stdir_find(s->stdir, name, index); break;
-    case PTWM_SOURCE_PTWM: rc = ptwm_reader_find(s->rd, name, index); break;
-    case PTWM_SOURCE_PTWM_DIR: rc = ptwm_ptdir_find(s->ptdir, name, index); break;
+    case PTWM_SOURCE_SAFETENSORS: rc = ptwm_st_find(s->st, name, index, NULL); break;
+    case PTWM_SOURCE_SAFETENSORS_DIR: rc = ptwm_stdir_find(s->stdir, name, index, NULL); break;
+    case PTWM_SOURCE_PTWM: rc = ptwm_reader_find(s->rd, name, index, NULL); break;
+    case PTWM_SOURCE_PTWM_DIR: rc = ptwm_ptdir_find(s->ptdir, name, index, NULL); break;
     default:
         rc = name[0] == 0 ? PTWM_OK : PTWM_ERR_NOT_FOUND;
         *index = 0;
@@ -262,7 +263,7 @@ ptwm_error ptwm_source_read_many(ptwm_source *s, const size_t *indices, void *co
     if (s->kind == PTWM_SOURCE_PTWM_DIR)
         return ptdir_read_many(s->ptdir, indices, dsts, sizes, n, err);
     for (i = 0; i < n; i++) {
-        if (ptwm_source_tensor(s, indices[i], &info))
+        if (ptwm_source_tensor(s, indices[i], &info, NULL))
             return ptwm_fail(err, PTWM_ERR_NOT_FOUND, "no tensor %zu (of %zu) in '%s'",
                              indices[i], ptwm_source_count(s), s->path);
         if (sizes[i] != info.nbytes || (!dsts[i] && sizes[i]))

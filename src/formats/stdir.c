@@ -89,7 +89,7 @@ static ptwm_error open_shards(ptwm_stdir *d, const char *dir, const char *const 
     for (i = 0; i < d->nshards; i++) {
         for (j = 0; j < ptwm_st_count(d->shards[i]); j++) {
             ptwm_tensor_info info;
-            ptwm_st_tensor(d->shards[i], j, &info);
+            ptwm_st_tensor(d->shards[i], j, &info, NULL);
             d->t[d->n].shard = (uint32_t)i;
             d->t[d->n].index = j;
             d->t[d->n].name = info.name;
@@ -113,9 +113,9 @@ static ptwm_error check_index(ptwm_stdir *d, const ptwm_index *idx, const char *
     const char *tensor, *shard;
     size_t i, pos;
     uint64_t sum = 0;
-    for (i = 0; ptwm_index_entry(idx, i, &tensor, &shard) == PTWM_OK; i++) {
+    for (i = 0; ptwm_index_entry(idx, i, &tensor, &shard, NULL) == PTWM_OK; i++) {
         const char *const *hit = bsearch(&shard, names, d->nshards, sizeof(*names), cmp_cstr);
-        if (ptwm_st_find(d->shards[hit - names], tensor, NULL) != PTWM_OK)
+        if (ptwm_st_find(d->shards[hit - names], tensor, NULL, NULL) != PTWM_OK)
             return ptwm_fail(err, PTWM_ERR_INDEX,
                              "index '%s': tensor '%s' is mapped to shard '%s', which lacks it",
                              index_path, tensor, shard);
@@ -123,17 +123,17 @@ static ptwm_error check_index(ptwm_stdir *d, const ptwm_index *idx, const char *
     for (i = 0; i < d->n; i++) {
         const char *held = names[d->t[i].shard];
         ptwm_tensor_info info;
-        if (ptwm_index_find(idx, d->t[i].name, &pos) != PTWM_OK)
+        if (ptwm_index_find(idx, d->t[i].name, &pos, NULL) != PTWM_OK)
             return ptwm_fail(err, PTWM_ERR_INDEX,
                              "index '%s': shard '%s' holds tensor '%s', which the weight_map does "
                              "not list",
                              index_path, held, d->t[i].name);
-        ptwm_index_entry(idx, pos, NULL, &shard);
+        ptwm_index_entry(idx, pos, NULL, &shard, NULL);
         if (strcmp(shard, held) != 0)
             return ptwm_fail(err, PTWM_ERR_INDEX,
                              "index '%s': tensor '%s' is mapped to shard '%s' but found in '%s'",
                              index_path, d->t[i].name, shard, held);
-        ptwm_st_tensor(d->shards[d->t[i].shard], d->t[i].index, &info);
+        ptwm_st_tensor(d->shards[d->t[i].shard], d->t[i].index, &info, NULL);
         if (ptwm_add_overflow(sum, info.nbytes, &sum))
             return ptwm_fail(err, PTWM_ERR_INDEX, "index '%s': total size overflows", index_path);
     }
@@ -205,18 +205,20 @@ ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **ou
 
 size_t ptwm_stdir_count(const ptwm_stdir *d) { return d ? d->n : 0; }
 
-ptwm_error ptwm_stdir_tensor(const ptwm_stdir *d, size_t index, ptwm_tensor_info *out) {
-    if (!d || index >= d->n) return PTWM_ERR_INVALID_ARG;
-    return ptwm_st_tensor(d->shards[d->t[index].shard], d->t[index].index, out);
+ptwm_error ptwm_stdir_tensor(const ptwm_stdir *d, size_t index, ptwm_tensor_info *out,
+                             ptwm_err *err) {
+    if (!d) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_tensor: NULL directory");
+    if (index >= d->n) return ptwm_fail_index(err, "checkpoint directory", index, d->n);
+    return ptwm_st_tensor(d->shards[d->t[index].shard], d->t[index].index, out, err);
 }
 
-ptwm_error ptwm_stdir_find(const ptwm_stdir *d, const char *name, size_t *index) {
+ptwm_error ptwm_stdir_find(const ptwm_stdir *d, const char *name, size_t *index, ptwm_err *err) {
     stdir_tensor key;
     const stdir_tensor *kp = &key, *const *hit;
-    if (!d || !name) return PTWM_ERR_INVALID_ARG;
+    if (!d || !name) return ptwm_fail_name(err, "checkpoint directory", name);
     key.name = name;
     hit = bsearch(&kp, d->by_name, d->n, sizeof(*d->by_name), cmp_tensor_name);
-    if (!hit) return PTWM_ERR_NOT_FOUND;
+    if (!hit) return ptwm_fail_name(err, "checkpoint directory", name);
     if (index) *index = (size_t)(*hit - d->t);
     return PTWM_OK;
 }
@@ -251,7 +253,7 @@ ptwm_error ptwm_hf_index_write(const char *path, const char *const *tensor_names
         rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index '%s': totals exceed 2^63-1", path);
     for (i = 0; i < n && !rc; i++) {
         char shard[64];
-        rc = ptwm_shard_filename(shard_of[i] + 1, nshards, "safetensors", shard, sizeof shard);
+        rc = ptwm_shard_filename(shard_of[i] + 1, nshards, "safetensors", shard, sizeof shard, NULL);
         if (!rc) rc = ptwm_index_add(idx, tensor_names[i], shard, err);
         else ptwm_fail(err, rc, "index '%s': shard %zu of %zu", path, shard_of[i] + 1, nshards);
     }
@@ -331,7 +333,7 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
         size_t end = first;
         char name[64];
         while (end < n && shard_of[end] == k) end++;
-        ptwm_shard_filename(k + 1, nshards, "safetensors", name, sizeof(name));
+        ptwm_shard_filename(k + 1, nshards, "safetensors", name, sizeof(name), NULL);
         path = ptwm_path_join(dir, name);
         rc = path ? ptwm_st_write(path, tensors + first, end - first, meta, nmeta, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);

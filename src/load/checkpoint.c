@@ -345,7 +345,7 @@ static ptwm_error read_tensor(ptwm_source *s, const char *name, const ptwm_layou
     uint32_t d;
     int same;
     ptwm_error rc;
-    if (ptwm_source_find(s, name, &idx, NULL) || ptwm_source_tensor(s, idx, &ti))
+    if (ptwm_source_find(s, name, &idx, NULL) || ptwm_source_tensor(s, idx, &ti, NULL))
         return ptwm_fail(err, PTWM_ERR_MISMATCH, "checkpoint '%s' has no tensor '%s'",
                          ptwm_source_path(s), name);
     same = ti.ndim == e->ndim;

@@ -154,7 +154,7 @@ ptwm_error ptwm_layout_from_source(const ptwm_source *s, ptwm_layout **out, ptwm
     if (!l) return ptwm_fail(err, PTWM_ERR_NOMEM, "layout: out of memory for %zu entries", n);
     for (i = 0; i < n; i++) {
         ptwm_tensor_info ti;
-        ptwm_error rc = ptwm_source_tensor(s, i, &ti);
+        ptwm_error rc = ptwm_source_tensor(s, i, &ti, NULL);
         if (!rc && layout_push(l, ti.name, ti.shape, ti.ndim))
             rc = ptwm_fail(err, PTWM_ERR_NOMEM, "layout: out of memory");
         else if (rc)

@@ -79,7 +79,7 @@ static ptwm_error plan_entry(ptwm_source *s, const ptwm_layout_entry *e, ptwm_co
     int same;
     rc = ptwm_source_find(s, e->name, &p->index, err);
     if (rc) return rc;
-    rc = ptwm_source_tensor(s, p->index, &ti);
+    rc = ptwm_source_tensor(s, p->index, &ti, NULL);
     if (rc) return ptwm_fail(err, rc, "tensor '%s': cannot describe it", e->name);
     same = ti.ndim == e->ndim;
     for (d = 0; same && d < e->ndim; d++) same = ti.shape[d] == e->shape[d];
@@ -250,7 +250,7 @@ static ptwm_error load_raw(ptwm_source *s, uint64_t total, float *dst, ptwm_err 
     ptwm_layout_entry whole;
     load_plan p;
     uint64_t shape[1];
-    ptwm_error rc = ptwm_source_tensor(s, 0, &ti);
+    ptwm_error rc = ptwm_source_tensor(s, 0, &ti, NULL);
     if (rc) return ptwm_fail(err, rc, "'%s': cannot describe the raw file", ptwm_source_path(s));
     if (ti.shape[0] != total)
         return ptwm_fail(err, PTWM_ERR_MISMATCH,

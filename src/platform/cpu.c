@@ -98,7 +98,7 @@ static void cpu_init(void) {
     cpu_detected = cpu_detect();
     /* An unknown name asks for a cap all the same: the safest one. */
     if (env && *env)
-        cpu_cap = ptwm_isa_from_name(env, &cap) == PTWM_OK ? (int)cap : PTWM_ISA_SCALAR;
+        cpu_cap = ptwm_isa_from_name(env, &cap, NULL) == PTWM_OK ? (int)cap : PTWM_ISA_SCALAR;
     cpu_publish();
 }
 
@@ -126,14 +126,16 @@ const char *ptwm_isa_name(ptwm_isa level) {
     return (unsigned)level <= PTWM_ISA_BEST ? level_names[level] : "?";
 }
 
-ptwm_error ptwm_isa_from_name(const char *name, ptwm_isa *out) {
+ptwm_error ptwm_isa_from_name(const char *name, ptwm_isa *out, ptwm_err *err) {
     int l;
-    if (!name || !out) return PTWM_ERR_INVALID_ARG;
+    if (!name || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_isa_from_name: NULL argument");
     for (l = 0; l <= PTWM_ISA_BEST; l++) {
         if (strcmp(name, level_names[l]) == 0) {
             *out = (ptwm_isa)l;
             return PTWM_OK;
         }
     }
-    return PTWM_ERR_INVALID_ARG;
+    return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                     "'%s' is not an instruction set: use scalar, ssse3, avx2, avx512 or avx512vbmi",
+                     name);
 }

@@ -131,7 +131,7 @@ size_t tu_sample_subset(const char *dst, uint64_t max_bytes) {
     }
     for (i = 0; i < ptwm_st_count(st) && n < 256; i++) {
         ptwm_tensor_info info;
-        ptwm_st_tensor(st, i, &info);
+        ptwm_st_tensor(st, i, &info, NULL);
         if (n && total + info.nbytes > max_bytes) break;
         data[n] = malloc(info.nbytes ? (size_t)info.nbytes : 1);
         if (ptwm_st_read(st, i, 0, data[n], (size_t)info.nbytes, &err) != PTWM_OK) {

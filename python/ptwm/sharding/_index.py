@@ -60,7 +60,7 @@ class PtwmIndex:
             tensor = ctypes.c_char_p(None)
             shard = ctypes.c_char_p(None)
             for i in range(lib.ptwm_index_count(h.ptr)):
-                check(lib.ptwm_index_entry(h.ptr, i, ctypes.byref(tensor), ctypes.byref(shard)))
+                check(lib.ptwm_index_entry(h.ptr, i, ctypes.byref(tensor), ctypes.byref(shard), None))
                 weight_map[tensor.value.decode()] = shard.value.decode()
             return cls(int(lib.ptwm_index_total_size(h.ptr)),
                        int(lib.ptwm_index_compressed_total_size(h.ptr)), weight_map)

@@ -29,7 +29,7 @@ def _check_disjoint(d) -> None:
     for s in range(lib.ptwm_ptdir_shard_count(d)):
         r = lib.ptwm_ptdir_shard(d, s)
         for i in range(lib.ptwm_reader_count(r)):
-            check(lib.ptwm_reader_tensor(r, i, ctypes.byref(ci)))
+            check(lib.ptwm_reader_tensor(r, i, ctypes.byref(ci), None))
             name = ci.name.decode("utf-8")
             if name in seen:
                 raise PtwmValueError(ERR_DUPLICATE, f"tensor '{name}' is stored in both "
@@ -63,7 +63,7 @@ def read_sharded_ptwm(model_dir: str | Path) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         ci = _CInfo()
         for i in range(lib.ptwm_ptdir_count(d)):
-            check(lib.ptwm_ptdir_tensor(d, i, ctypes.byref(ci)))
+            check(lib.ptwm_ptdir_tensor(d, i, ctypes.byref(ci), None))
             name = ci.name.decode("utf-8")
 
             def fill(addr, n, i=i):

@@ -28,7 +28,7 @@ def shard_filename(idx_one_based: int, total: int, suffix: str) -> str:
     if not isinstance(suffix, str):
         raise PtwmValueError(ERR_INVALID_ARG, f"suffix must be str, not {type(suffix).__name__}")
     buf = ctypes.create_string_buffer(_NAME_CAP)
-    rc = lib.ptwm_shard_filename(idx, tot, suffix.encode(), buf, _NAME_CAP)
+    rc = lib.ptwm_shard_filename(idx, tot, suffix.encode(), buf, _NAME_CAP, None)
     if rc:
         raise PtwmValueError(rc, f"shard_filename({idx_one_based}, {total}, {suffix!r}): "
                              f"need 1 <= idx_one_based <= total")
