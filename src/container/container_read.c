@@ -729,7 +729,7 @@ ptwm_error ptwm_reader_find(const ptwm_reader *r, const char *name, size_t *inde
         if (c < 0) lo = mid + 1;
         else hi = mid;
     }
-    return PTWM_ERR_NOT_FOUND;
+    return ptwm_fail_name(err, r->label, name);
 }
 
 ptwm_error ptwm_reader_chain_text(const ptwm_reader *r, size_t index, char *buf, size_t cap,
