@@ -12,6 +12,12 @@
 static const int methods[] = {PTWM_METHOD_HUFFMAN, PTWM_METHOD_ZSTD, PTWM_METHOD_MICROSCALE,
                               PTWM_METHOD_RANS, PTWM_METHOD_IDENTITY};
 
+/* One workspace for every round trip of this (main) thread, as a worker
+ * keeps one for chunks of every kind: what a chunk leaves in it must not
+ * change the next chunk's bytes (the first encode of each round trip uses
+ * a fresh one). */
+static ptwm_ws *reused;
+
 /* Encode and decode; checks the bound, the bytes, and returns the payload
  * size (0 on failure, after a failed CHECK). out/out_len receive a copy of
  * the payload when non-NULL (malloc'd). */
@@ -22,7 +28,7 @@ static size_t round_trip_cols(const uint8_t *chain, size_t clen, ptwm_dtype d, i
     ptwm_chunk_params prm = {method, 0, 1, cols};
     ptwm_err err;
     ptwm_error e;
-    e = ptwm_chunk_encode(chain, clen, d, &prm, raw, n, enc, cap, &len, &err);
+    e = ptwm_chunk_encode(NULL, chain, clen, d, &prm, raw, n, enc, cap, &len, &err);
     CHECK_MSG(e == PTWM_OK, "encode %s method %d, %zu bytes: %s", ptwm_dtype_name(d), method, n,
               err.message);
     if (e == PTWM_OK) {
@@ -32,14 +38,14 @@ static size_t round_trip_cols(const uint8_t *chain, size_t clen, ptwm_dtype d, i
         uint8_t *w = malloc(wcap);
         CHECK(w != NULL);
         if (w) {
-            ptwm_error we = ptwm_chunk_encode(chain, clen, d, &prm, raw, n, w, wcap, &wlen, &err);
+            ptwm_error we = ptwm_chunk_encode(reused, chain, clen, d, &prm, raw, n, w, wcap, &wlen, &err);
             CHECK_MSG(we == PTWM_OK && wlen == len && memcmp(w, enc, len) == 0,
                       "%s method %d, %zu bytes: coded in place %zu bytes (%d), via scratch %zu",
                       ptwm_dtype_name(d), method, n, wlen, (int)we, len);
             free(w);
         }
         CHECK(len <= cap);
-        e = ptwm_chunk_decode(chain, clen, d, enc, len, dec, n, &err);
+        e = ptwm_chunk_decode(reused, chain, clen, d, enc, len, dec, n, &err);
         CHECK_MSG(e == PTWM_OK, "decode %s method %d, %zu bytes: %s", ptwm_dtype_name(d), method,
                   n, err.message);
         CHECK_MSG(e != PTWM_OK || n == 0 || memcmp(dec, raw, n) == 0,
@@ -264,60 +270,60 @@ static void test_damage(void) {
     /* A flipped bit in the last byte (plane 1's coded bytes). */
     memcpy(bad, enc, len);
     bad[len - 1] ^= 0x10;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CRC, "plane 1");
     CHECK(strstr(err.message, "stored CRC32") && strstr(err.message, "computed"));
 
     /* Truncated: every shorter length fails (never a crash). */
     for (k = 0; k < len; k++) {
-        ptwm_error e = ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, enc, k, dec, n, &err);
+        ptwm_error e = ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, enc, k, dec, n, &err);
         CHECK_MSG(e == PTWM_ERR_CORRUPT, "truncated to %zu of %zu: %s", k, len,
                   ptwm_error_name(e));
     }
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, enc, len - 1, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, enc, len - 1, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "coded bytes");
     /* Extended by one byte. */
     memcpy(bad, enc, len);
     bad[len] = 0;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len + 1, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len + 1, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "follow the");
     /* Unknown stage id in plane 0's entry, and the MICROSCALE id 3. */
     memcpy(bad, enc, len);
     bad[2] = 9;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_UNKNOWN_ID, "unknown stage id 9");
     bad[2] = 3;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_UNKNOWN_ID, "not an entropy stage");
     /* Wrong raw length for plane 0 (4096 as 0x80 0x20 -> 0x81 0x20). */
     memcpy(bad, enc, len);
     CHECK(bad[3] == 0x80 && bad[4] == 0x20);
     bad[3] = 0x81;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "raw length 4097, expected 4096");
     /* Coded length past the end of the payload. */
     memcpy(bad, enc, len);
     bad[5] = 0xff;
     bad[6] = 0x7f;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "exceeds the payload");
     /* Non-minimal varint. */
     memcpy(bad, enc, len);
     bad[3] = 0x80;
     bad[4] = 0x00;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "lengths malformed");
     /* Unknown flags, wrong plane count, MICROSCALE flag on a chain without it. */
     memcpy(bad, enc, len);
     bad[0] = 0x81;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "unknown flags 0x81");
     bad[0] = enc[0];
     bad[1] = 1;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "1 planes, the chain makes 2");
     bad[1] = 13;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "13 planes (at most 12)");
     {
         uint8_t plain[PTWM_CHAIN_MAX_BYTES];
@@ -326,25 +332,25 @@ static void test_damage(void) {
                                   &err) == PTWM_OK);
         memcpy(bad, enc, len);
         bad[0] |= 2;
-        CHECK_ERR(ptwm_chunk_decode(plain, plen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+        CHECK_ERR(ptwm_chunk_decode(NULL, plain, plen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
                   PTWM_ERR_CORRUPT, "no microscale");
     }
     /* Wrong raw size asked of the decoder. */
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, enc, len, dec, n - 2, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, enc, len, dec, n - 2, &err), &err,
               PTWM_ERR_CORRUPT, "expected 4095");
     /* Without CRCs, damage inside a plane is caught by its stage. */
     {
         ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
         size_t l2;
         ptwm_error e;
-        CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_BF16, &prm, raw, n, bad,
+        CHECK(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_BF16, &prm, raw, n, bad,
                                 ptwm_chunk_bound(n), &l2, &err) == PTWM_OK);
         CHECK(bad[0] == 0 && l2 == len - 8);
-        e = ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, l2 - 3, dec, n, &err);
+        e = ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, l2 - 3, dec, n, &err);
         CHECK(e == PTWM_ERR_CORRUPT);
     }
     /* An encode buffer below the bound. */
-    CHECK_ERR(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_BF16, NULL, raw, n, bad, 10, &len, &err),
+    CHECK_ERR(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_BF16, NULL, raw, n, bad, 10, &len, &err),
               &err, PTWM_ERR_DST_SIZE, "buffer of 10");
     free(raw);
     free(enc);
@@ -388,29 +394,29 @@ static void test_sparse(void) {
     {
         ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
         uint8_t out[1024];
-        CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_F32, &prm, buf, 256, out, sizeof(out), &len,
+        CHECK(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_F32, &prm, buf, 256, out, sizeof(out), &len,
                                 &err) == PTWM_OK);
         /* sparse, signed zeros; the bitmap then the signs (32 +0: 0x00) */
         CHECK(out[0] == 0x48 && out[len - 2] == 0xAA && out[len - 1] == 0);
         out[len - 2] = 0xAB;
-        CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
+        CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
                   PTWM_ERR_CORRUPT, "marks 40 nonzero elements, the planes hold 32");
         out[len - 2] = 0xAA;
-        CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
+        CHECK(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
         CHECK(memcmp(dec, buf, 256) == 0);
         /* Signs 0x01 in every byte: zeros 0, 8, 16 and 24 (elements 0, 16,
          * 32, 48) are -0. */
         out[len - 1] = 0x01;
-        CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
+        CHECK(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
         for (k = 0; k < 64; k += 16) buf[4 * k + 3] = 0x80;
         CHECK(memcmp(dec, buf, 256) == 0);
         for (k = 0; k < 64; k += 16) buf[4 * k + 3] = 0;
         /* Read as version 2, or without the sparse flag: not a valid payload. */
-        CHECK_ERR(ptwm_chunk_decode_version(2, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256,
+        CHECK_ERR(ptwm_chunk_decode_version(NULL, 2, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256,
                                             &err),
                   &err, PTWM_ERR_CORRUPT, "flag 0x40 (signed zeros) in a version 2 file");
         out[0] = 0x40;
-        CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
+        CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
                   PTWM_ERR_CORRUPT, "unknown flags 0x40");
         out[0] = 0x48;
         /* The version 1 and 2 form: flag 0x08 alone, no signs plane (its
@@ -426,11 +432,11 @@ static void test_sparse(void) {
             memcpy(old + ol, out + hl, len - hl - 1);
             ol += len - hl - 1;
             memset(dec, 0xEE, 256);
-            CHECK(ptwm_chunk_decode_version(2, chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256,
+            CHECK(ptwm_chunk_decode_version(NULL, 2, chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256,
                                             &err) == PTWM_OK &&
                   memcmp(dec, buf, 256) == 0);
             memset(dec, 0xEE, 256);
-            CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256, &err) ==
+            CHECK(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256, &err) ==
                       PTWM_OK &&
                   memcmp(dec, buf, 256) == 0);
         }
@@ -441,12 +447,12 @@ static void test_sparse(void) {
         ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
         uint8_t out[1024];
         for (k = 0; k < 76; k++) ptwm_store_le32(buf + 4 * k, k & 1 ? 0x3f800000u + (uint32_t)k : 0);
-        CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_F32, &prm, buf, 304, out, sizeof(out), &len,
+        CHECK(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_F32, &prm, buf, 304, out, sizeof(out), &len,
                                 &err) == PTWM_OK);
         CHECK_MSG(out[0] == 0x48 && out[len - 1] == 0, "flags 0x%02x, last byte 0x%02x", out[0],
                   out[len - 1]);
         out[len - 1] = 0x40;
-        CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 304, &err), &err,
+        CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_F32, out, len, dec, 304, &err), &err,
                   PTWM_ERR_CORRUPT, "signs plane 5 has bits past its 38 zero elements");
     }
     free(enc);
@@ -580,10 +586,10 @@ static void test_joint(void) {
         pos += 56 + (side_len);                                                              \
     } while (0)
 #define JOINT_BAD(msg)                                                                     \
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err), &err, \
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err), &err, \
               PTWM_ERR_CORRUPT, msg)
     JOINT_PAYLOAD(15);
-    CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
+    CHECK(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
     for (k = 0; k < n; k++) {
         unsigned sm = k & 1 ? 0x24 : 0x23;
         CHECK_MSG(ptwm_load_le16(dec + 2 * k) == (121u << 7 | sm), "element %zu: %04x", k,
@@ -593,7 +599,7 @@ static void test_joint(void) {
     JOINT_PAYLOAD(16);
     bad[11 + 36] = 0xF3;
     bad[11 + 56 + 15] = 200;
-    CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
+    CHECK(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
     CHECK(ptwm_load_le16(dec + 2 * 36) == (200u << 7 | 0x33));
     CHECK(ptwm_load_le16(dec + 2 * 35) == (121u << 7 | 0x24));
     /* The escape without its exponent, an exponent without its escape. */
@@ -618,7 +624,7 @@ static void test_joint(void) {
     bad[0] = 0x14;
     JOINT_BAD("unknown flags 0x14");
     bad[0] = 0x10;
-    CHECK_ERR(ptwm_chunk_decode(u8chain, u8len, PTWM_DTYPE_U8, bad, pos, dec, 2 * n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, u8chain, u8len, PTWM_DTYPE_U8, bad, pos, dec, 2 * n, &err), &err,
               PTWM_ERR_CORRUPT, "joint exponent planes, but the chain has no split");
     bad[1] = 2;
     JOINT_BAD("joint side plane 2 of 0 bytes");
@@ -783,10 +789,10 @@ static void test_columns(void) {
         pos += 16 + (scale_len);                                                               \
     } while (0)
 #define COLS_BAD(msg)                                                                          \
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,  \
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,  \
               PTWM_ERR_CORRUPT, msg)
     COLS_PAYLOAD(4);
-    CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err) == PTWM_OK);
+    CHECK(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err) == PTWM_OK);
     {
         static const uint8_t scale[4] = {120, 121, 122, 119}, res[8] = {0, 1, 2, 0, 3, 0, 0, 1};
         for (i = 0; i < 8; i++)
@@ -797,7 +803,7 @@ static void test_columns(void) {
     /* The same payload in a version 1 file; scale planes of 1 and 5 (2 to
      * n / 2 columns); with block scales or sparse elements; on a chain
      * without MICROSCALE. */
-    CHECK_ERR(ptwm_chunk_decode_version(1, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err),
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 1, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err),
               &err, PTWM_ERR_CORRUPT, "flag 0x20 (column-relative exponents) in a version 1 file");
     COLS_PAYLOAD(1);
     COLS_BAD("column scale plane 2 of 1 bytes for 8 elements (2 to 4)");
@@ -811,7 +817,7 @@ static void test_columns(void) {
     bad[0] = 0x24;
     COLS_BAD("unknown flags 0x24");
     bad[0] = 0x20;
-    CHECK_ERR(ptwm_chunk_decode(plain, plen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode(NULL, plain, plen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,
               PTWM_ERR_CORRUPT, "column-relative exponents, but the chain has no microscale");
     bad[1] = 2;
     COLS_BAD("column scale plane 2 of 0 bytes");
@@ -970,16 +976,18 @@ static void *thread_main(void *arg) {
     uint8_t chain[PTWM_CHAIN_MAX_BYTES];
     size_t clen, len, cap = ptwm_chunk_bound(j->n);
     uint8_t *enc = malloc(cap), *dec = malloc(j->n);
+    ptwm_ws *ws = ptwm_ws_create(); /* each thread its own, as each worker */
     int r;
     if (ptwm_chain_standard(j->d, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen, NULL))
         j->bad++;
     for (r = 0; r < 20; r++) {
-        if (ptwm_chunk_encode(chain, clen, j->d, NULL, j->raw, j->n, enc, cap, &len, NULL) ||
+        if (ptwm_chunk_encode(ws, chain, clen, j->d, NULL, j->raw, j->n, enc, cap, &len, NULL) ||
             len != j->want_len || memcmp(enc, j->want, len) != 0 ||
-            ptwm_chunk_decode(chain, clen, j->d, enc, len, dec, j->n, NULL) ||
+            ptwm_chunk_decode(ws, chain, clen, j->d, enc, len, dec, j->n, NULL) ||
             memcmp(dec, j->raw, j->n) != 0)
             j->bad++;
     }
+    ptwm_ws_free(ws);
     free(enc);
     free(dec);
     return NULL;
@@ -1014,6 +1022,9 @@ static void test_threads(void) {
 }
 
 int main(void) {
+    int rc;
+    reused = ptwm_ws_create();
+    CHECK(reused != NULL);
     test_signed_zeros();
     test_threads();
     test_edges();
@@ -1030,5 +1041,7 @@ int main(void) {
     test_rows_layout();
     test_sparse_reference();
     test_corpus();
-    return tu_finish("test_chunk");
+    rc = tu_finish("test_chunk");
+    ptwm_ws_free(reused);
+    return rc;
 }

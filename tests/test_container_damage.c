@@ -432,7 +432,7 @@ static void test_packed_damage(void) {
         /* Pack the packed table once more. */
         z = (uint8_t *)malloc(zcap);
         z[0] = PTWM_SEC_PACKED;
-        CHECK(ptwm_zstd_encode(good.p + toff, (size_t)tsize, 3, z + 17, zcap - 17, &zlen) == PTWM_OK);
+        CHECK(ptwm_zstd_encode(NULL, good.p + toff, (size_t)tsize, 3, z + 17, zcap - 17, &zlen) == PTWM_OK);
         ptwm_store_le64(z + 1, 8 + zlen);
         ptwm_store_le64(z + 9, tsize);
         im = with_table(&good, z, zlen + 17);

@@ -28,10 +28,9 @@
  * bitmap (bit 3), the signs (bit 6), then a tail plane with the raw_len %
  * width bytes that do not fill an element.
  *
- * Scratch buffers are cached per thread (pthread key with a destructor): no
- * global mutable state, and no page-faulting fresh allocation per chunk. */
+ * Work memory comes from the caller's workspace (workspace.h): one region per
+ * use, kept from chunk to chunk by the worker that owns it. */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include "chain.h"
 #include "chunk.h"
@@ -39,6 +38,7 @@
 #include "hash.h"
 #include "microscale.h"
 #include "planes.h"
+#include "workspace.h"
 
 #define STAGE_CONST 0
 #define FLAG_CRC 1u
@@ -52,115 +52,9 @@
 #define ENTRY_MAX (1 + 10 + 10 + 4)
 #define HEADER_MAX (2 + MAX_PLANES * ENTRY_MAX)
 
-/* ---- per-thread scratch --------------------------------------------------- */
-
-typedef struct scratch {
-    uint8_t *buf[2];
-    size_t cap[2];
-} scratch;
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static int scratch_key_ok;
-
-/* Scratch of threads that ended, kept for the next threads: writers and
- * readers start their workers per call, and fresh buffers cost a page fault
- * per 4 KiB on every call (8% more CPU time for a 7 MB file on two threads).
- * At most SPARE_MAX sets of at most SPARE_BYTES each are kept. */
-#define SPARE_MAX 4
-#define SPARE_BYTES ((size_t)16 << 20)
-static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
-static scratch *spare[SPARE_MAX];
-static unsigned nspare;
-
-static void scratch_destroy(scratch *s);
-
-static void scratch_free(void *p) {
-    scratch *s = (scratch *)p;
-    if (!s) return;
-    pthread_mutex_lock(&spare_mu);
-    if (nspare < SPARE_MAX && s->cap[0] + s->cap[1] <= SPARE_BYTES) {
-        spare[nspare++] = s;
-        s = NULL;
-    }
-    pthread_mutex_unlock(&spare_mu);
-    if (s) scratch_destroy(s);
-}
-
-static scratch *scratch_spare(void) {
-    scratch *s = NULL;
-    pthread_mutex_lock(&spare_mu);
-    if (nspare) s = spare[--nspare];
-    pthread_mutex_unlock(&spare_mu);
-    return s ? s : (scratch *)calloc(1, sizeof(*s));
-}
-
-static void scratch_key_init(void) {
-    scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
-}
-
-static void scratch_destroy(scratch *s) {
-    free(s->buf[0]);
-    free(s->buf[1]);
-    free(s);
-}
-
-/* At exit or dlclose, after the helper threads have ended (threads.c's
- * destructor runs first): this thread's scratch and the spares are freed,
- * so an unloaded library leaves no memory behind. */
-__attribute__((destructor(140))) static void scratch_unload(void) {
-    pthread_mutex_lock(&spare_mu);
-    while (nspare) scratch_destroy(spare[--nspare]);
-    pthread_mutex_unlock(&spare_mu);
-    if (scratch_key_ok) {
-        scratch *s = (scratch *)pthread_getspecific(scratch_key);
-        scratch_key_ok = 0;
-        pthread_key_delete(scratch_key);
-        if (s) scratch_destroy(s);
-    }
-}
-
-/* Buffers above this are not kept after the call (a huge one-off chunk
- * should not pin memory in every thread). */
+/* Regions above this are not kept after the call (a huge one-off chunk
+ * should not pin memory in every worker). */
 #define SCRATCH_KEEP ((size_t)64 << 20)
-
-static scratch *scratch_get(void) {
-    scratch *s;
-    pthread_once(&scratch_once, scratch_key_init);
-    if (!scratch_key_ok) return NULL;
-    s = (scratch *)pthread_getspecific(scratch_key);
-    if (!s) {
-        s = scratch_spare();
-        if (!s) return NULL;
-        if (pthread_setspecific(scratch_key, s) != 0) {
-            scratch_free(s);
-            return NULL;
-        }
-    }
-    return s;
-}
-
-static uint8_t *scratch_need(scratch *s, int which, size_t size) {
-    if (s->cap[which] < size) {
-        uint8_t *p = (uint8_t *)ptwm_malloc(size + 64);
-        if (!p) return NULL;
-        free(s->buf[which]);
-        s->buf[which] = p;
-        s->cap[which] = size;
-    }
-    return s->buf[which];
-}
-
-static void scratch_trim(scratch *s) {
-    int k;
-    for (k = 0; k < 2; k++) {
-        if (s->cap[k] > SCRATCH_KEEP) {
-            free(s->buf[k]);
-            s->buf[k] = NULL;
-            s->cap[k] = 0;
-        }
-    }
-}
 
 /* ---- plane layout shared by encoder and decoder --------------------------- */
 
@@ -542,7 +436,7 @@ static int stage_may_beat(const plane_est *e, const stage_pick *p, size_t len, s
  * planned code lengths (hlen, ptwm_huf_size's), rANS the planned table
  * (rplan) or else the plane's exact counts when est has them (no second
  * count). Each may be NULL. */
-static ptwm_error encode_stage(int stage, int level, const uint8_t *hlen,
+static ptwm_error encode_stage(ptwm_ws *ws, int stage, int level, const uint8_t *hlen,
                                const ptwm_rans_plan *rplan, const plane_est *est,
                                const uint8_t *src, size_t len, uint8_t *out, size_t cap,
                                size_t *got) {
@@ -555,25 +449,25 @@ static ptwm_error encode_stage(int stage, int level, const uint8_t *hlen,
         return ptwm_huf_encode_lengths(src, len, hlen, out, cap, got);
     if (stage == PTWM_METHOD_RANS && rplan) return ptwm_rans_encode_plan(src, len, rplan, out, cap, got);
     if (stage == PTWM_METHOD_RANS && est && est->step == 1)
-        return ptwm_rans_encode_counts(src, len, level, est->hist, out, cap, got);
+        return ptwm_rans_encode_counts(ws, src, len, level, est->hist, out, cap, got);
     if (stage == PTWM_METHOD_RANS && est && level == 0 && len >= SAMPLED_TABLE) {
         uint32_t hist[256];
         est_refine(est, src, len, hist);
         return ptwm_rans_encode_sampled(src, len, hist, out, cap, got);
     }
-    return ptwm_entropy_encode(stage, level, src, len, out, cap, got);
+    return ptwm_entropy_encode(ws, stage, level, src, len, out, cap, got);
 }
 
 /* Encode src with another stage behind the current result in out, and keep
  * whichever is smaller at the front of out (planned lengths and counts as
  * encode_stage takes them). */
-static void try_other(int stage, int level, const uint8_t *hlen, const plane_est *est,
+static void try_other(ptwm_ws *ws, int stage, int level, const uint8_t *hlen, const plane_est *est,
                       const uint8_t *src, size_t len, uint8_t *out, size_t cap, int *best_stage,
                       size_t *best_len) {
     size_t off2 = *best_len == SIZE_MAX ? 0 : *best_len, got;
     ptwm_error e;
     if (cap - off2 < ptwm_entropy_bound(stage, len)) return;
-    e = encode_stage(stage, level, hlen, NULL, est, src, len, out + off2, cap - off2, &got);
+    e = encode_stage(ws, stage, level, hlen, NULL, est, src, len, out + off2, cap - off2, &got);
     if (e == PTWM_OK && got < *best_len) {
         memmove(out, out + off2, got);
         *best_len = got;
@@ -584,7 +478,7 @@ static void try_other(int stage, int level, const uint8_t *hlen, const plane_est
 /* Encode one plane into out (room for the HUFFMAN, RANS and ZSTD bounds
  * together). `lz` marks planes of integer or quantized data, where zstd's
  * matches can beat order-0/1 statistics. */
-static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *sampled,
+static ptwm_error encode_plane(ptwm_ws *ws, const uint8_t *src, size_t len, const plane_est *sampled,
                                unsigned mask, int zlevel, int order, int lz, uint8_t *out,
                                size_t cap, int *stage, size_t *coded) {
     stage_pick p;
@@ -637,23 +531,23 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
             size_t a, b;
             const uint8_t *mid = src + (len - LZ_SAMPLE) / 2;
             int z = lz_worth_trying(mid, LZ_SAMPLE) &&
-                    ptwm_entropy_encode(PTWM_METHOD_ZSTD, zlevel, mid, LZ_SAMPLE, out, cap, &a) ==
+                    ptwm_entropy_encode(ws, PTWM_METHOD_ZSTD, zlevel, mid, LZ_SAMPLE, out, cap, &a) ==
                         PTWM_OK;
             /* (no repeats worth a try: the estimated stage codes the plane) */
             if (z && p.stage == PTWM_METHOD_IDENTITY)
                 z = (double)a < (double)LZ_SAMPLE * WORTH_CODING;
             else if (z)
-                z = encode_stage(p.stage, p.level, NULL, NULL, NULL, mid, LZ_SAMPLE, out, cap, &b) ||
+                z = encode_stage(ws, p.stage, p.level, NULL, NULL, NULL, mid, LZ_SAMPLE, out, cap, &b) ||
                     a + LZ_RANS_FIXED < b;
             if (z)
-                try_other(PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
+                try_other(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
             else if (p.stage != PTWM_METHOD_IDENTITY)
-                try_other(p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
+                try_other(ws, p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
         } else if (lz) {
             /* zstd first: it wins most integer planes (F16 byte planes: 420
              * of 472, handtrack.u8: 123 of 202), and the estimated stage is
              * then run only if its floor could beat zstd's result. */
-            try_other(PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
+            try_other(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
             if (p.stage != PTWM_METHOD_IDENTITY && est->step != 1 && len <= SECOND_TRY_SMALL &&
                 stage_may_beat(est, &p, len, *coded)) {
                 /* (a sampled entropy errs low: it never skips a try the
@@ -662,7 +556,7 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
                 est = &exact;
             }
             if (p.stage != PTWM_METHOD_IDENTITY && stage_may_beat(est, &p, len, *coded))
-                try_other(p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
+                try_other(ws, p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
         } else if (p.stage != PTWM_METHOD_IDENTITY) {
             /* Small planes: Huffman beside rANS, where table and state costs
              * make the call close (on large planes rANS won every time on
@@ -703,14 +597,14 @@ static ptwm_error encode_plane(const uint8_t *src, size_t len, const plane_est *
                     second = 0;
                 }
             }
-            e = encode_stage(p.stage, p.level, planned ? hlen : NULL, planned ? &rplan : NULL, est,
+            e = encode_stage(ws, p.stage, p.level, planned ? hlen : NULL, planned ? &rplan : NULL, est,
                              src, len, out, cap, coded);
             if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
             if (e != PTWM_OK) *coded = SIZE_MAX;
             best = p.stage;
         }
         if (second && huf_may_beat(est, len, *coded))
-            try_other(PTWM_METHOD_HUFFMAN, 0, planned && hs > 2 && hs <= len ? hlen : NULL, NULL,
+            try_other(ws, PTWM_METHOD_HUFFMAN, 0, planned && hs > 2 && hs <= len ? hlen : NULL, NULL,
                       src, len, out, cap, &best, coded);
         if (*coded < len) {
             *stage = best;
@@ -790,13 +684,30 @@ static ptwm_error frame(unsigned flags, unsigned count, const int *stage, const 
     return PTWM_OK;
 }
 
-ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
-                             const ptwm_chunk_params *prm, const uint8_t *raw, size_t raw_len,
-                             uint8_t *dst, size_t cap, size_t *out_len, ptwm_err *err) {
+static ptwm_error encode_ws(ptwm_ws *s, const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
+                            const ptwm_chunk_params *prm, const uint8_t *raw, size_t raw_len,
+                            uint8_t *dst, size_t cap, size_t *out_len, ptwm_err *err);
+
+ptwm_error ptwm_chunk_encode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
+                             ptwm_dtype dtype, const ptwm_chunk_params *prm, const uint8_t *raw,
+                             size_t raw_len, uint8_t *dst, size_t cap, size_t *out_len,
+                             ptwm_err *err) {
+    ptwm_ws *own;
+    ptwm_error e;
+    if (!(ws = ptwm_ws_or_temp(ws, &own)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: no workspace memory");
+    e = encode_ws(ws, chain, chain_len, dtype, prm, raw, raw_len, dst, cap, out_len, err);
+    ptwm_ws_trim(ws, SCRATCH_KEEP);
+    ptwm_ws_free(own);
+    return e;
+}
+
+static ptwm_error encode_ws(ptwm_ws *s, const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
+                            const ptwm_chunk_params *prm, const uint8_t *raw, size_t raw_len,
+                            uint8_t *dst, size_t cap, size_t *out_len, ptwm_err *err) {
     ptwm_chain_info c;
     plane_layout L;
     plane_est est[MAX_PLANES];
-    scratch *s;
     uint8_t *pb, *cb;
     uint8_t *plane[MAX_PLANES];
     size_t coded[MAX_PLANES], cb_need = 0, off, k;
@@ -815,14 +726,12 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "chunk_encode: NULL argument");
     e = ptwm_chain_info_parse(chain, chain_len, (int)dtype, &c, err);
     if (e) return e;
-    s = scratch_get();
-    if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: no scratch memory");
 
     /* Sparse: with at least 1/16 zero elements (+0 or -0), code a bitmap,
      * the zeros' signs and only the nonzero elements (pruned or padded
      * weights; 64% of one corpus file, half of them -0). */
     {
-        size_t total = raw_len / c.width, need, joint_at;
+        size_t total = raw_len / c.width, need;
         const uint8_t *el = raw;
         uint8_t *bitmap = NULL, *signs = NULL;
         size_t n = total;
@@ -835,21 +744,15 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         if (sparse || !c.micro_block || want_cols < 2 || want_cols > total / 2 ||
             total / want_cols >= (1u << 24))
             want_cols = 0;
-        /* Scratch 0: the transform's planes, residuals and block scales, then
-         * (sparse) the nonzero elements, the bitmap and the signs. */
-        need = c.xform == PTWM_XFORM_BYTES
-                   ? 16 /* the raw bytes are the plane */
-                   : total * (c.nplanes + 2) + 16 + (sparse ? raw_len + total / 4 + 32 : 0);
-        /* Column residuals, scales and sums go behind the block-relative
-         * ones. */
-        if (want_cols) need += total + 5 * want_cols + 32;
-        /* Joint planes go behind everything else: symbols, nibbles, side. */
-        joint_at = need;
-        if (joint_ok(&c)) need += 3 * total + PTWM_JOINT_MAP + 16;
-        pb = scratch_need(s, 0, need);
-        if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", need);
+        /* The transform's planes (BYTES: the raw bytes are the plane). */
+        need = c.xform == PTWM_XFORM_BYTES ? 16 : total * c.nplanes + 16;
+        pb = (uint8_t *)ptwm_ws_get(s, PTWM_WS_PLANES, need, 0);
+        if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu work bytes", need);
         if (sparse) {
-            uint8_t *compact = pb + total * (c.nplanes + 2) + 16;
+            /* The nonzero elements, the bitmap and the signs. */
+            uint8_t *compact = (uint8_t *)ptwm_ws_get(s, PTWM_WS_SPARSE, raw_len + total / 4 + 32, 0);
+            if (!compact)
+                return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu work bytes", raw_len);
             bitmap = compact + raw_len + 8;
             signs = bitmap + total / 8 + 8;
             n = ptwm_sparse_compact(raw, total, c.width, bitmap, compact, signs);
@@ -869,10 +772,15 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         /* Column-relative exponents: kept when they estimate smaller than
          * the plain ones. */
         if (want_cols && !est[0].constant) {
-            uint8_t *r = pb + total * (c.nplanes + 2) + 16;
-            uint8_t *d = r + n;
-            uint32_t *sums = (uint32_t *)(void *)(pb + ((size_t)(d + want_cols - pb + 15) & ~(size_t)15));
+            /* Residuals, then the sums (16-aligned), then the scales. */
+            size_t sums_at = (n + 15) & ~(size_t)15;
+            uint8_t *r = (uint8_t *)ptwm_ws_get(s, PTWM_WS_COLS, sums_at + 5 * want_cols + 16, 0);
+            uint8_t *d;
+            uint32_t *sums;
             plane_est er, ed;
+            if (!r) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu work bytes", n);
+            sums = (uint32_t *)(void *)(r + sums_at);
+            d = r + sums_at + 4 * want_cols;
             ptwm_colscale_forward(pb, n, want_cols, r, d, sums); /* pb: the exponents */
             er = estimate_plane(r, n);
             ed = estimate_plane(d, want_cols);
@@ -894,9 +802,11 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
          * output channel's scale (faceres-deep.bf16 transposed to that
          * layout: 0.56% smaller; the corpus as stored: 164 bytes smaller). */
         if (c.micro_block && !cols && n >= 2 * (size_t)c.micro_block && !est[0].constant) {
-            uint8_t *r = pb + c.nplanes * n;
-            uint8_t *d = r + n;
+            uint8_t *r = (uint8_t *)ptwm_ws_get(s, PTWM_WS_EXP, 2 * n + 16, 0);
+            uint8_t *d;
             plane_est er, ed;
+            if (!r) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu work bytes", 2 * n);
+            d = r + n;
             ptwm_micro_forward(plane[0], n, c.micro_block, r, d);
             er = estimate_plane(r, n);
             ed = estimate_plane(d, ptwm_micro_blocks(n, c.micro_block));
@@ -913,12 +823,18 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
          * sign:mantissa plane (raw where coding it would not pay). Over
          * column residuals, the residuals take the exponents' place. */
         if (joint_ok(&c) && n >= JOINT_MIN && !est[0].constant) {
-            uint8_t *jp = pb + joint_at, *nib = jp + n, *sd = nib + n / 2 + 1;
-            size_t sl = ptwm_joint_split(cols ? plane[0] : pb, plane[1], n, ex_hist, jp, nib, sd);
-            plane_est ej = estimate_plane(jp, n);
+            uint8_t *jp = (uint8_t *)ptwm_ws_get(s, PTWM_WS_JOINT, 3 * n + PTWM_JOINT_MAP + 16, 0);
+            uint8_t *nib, *sd;
+            size_t sl;
+            plane_est ej;
             double scales = micro || cols ? scale_est.bytes : 0.0;
             double plain = est[0].bytes + scales +
                            (est[1].bytes < (double)n * WORTH_CODING ? est[1].bytes : (double)n);
+            if (!jp) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu work bytes", 3 * n);
+            nib = jp + n;
+            sd = nib + n / 2 + 1;
+            sl = ptwm_joint_split(cols ? plane[0] : pb, plane[1], n, ex_hist, jp, nib, sd);
+            ej = estimate_plane(jp, n);
             if (ej.bytes + (double)(n / 2 + (n & 1)) + (double)sl + (cols ? scales : 0.0) < plain) {
                 micro = 0;
                 side = sl;
@@ -969,9 +885,9 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         if (dst && cap >= hguess && cap - hguess >= cb_need) {
             cb = dst + hguess;
         } else {
-            cb = scratch_need(s, 1, cb_need);
+            cb = (uint8_t *)ptwm_ws_get(s, PTWM_WS_CODED, cb_need, 0);
             if (!cb)
-                return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu scratch bytes", cb_need);
+                return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu work bytes", cb_need);
         }
     }
 
@@ -995,12 +911,11 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         /* zstd's matches: integer planes, and the bitmap (runs of zeros
          * where whole channels are pruned: handlandmark-full.f16 3.6%
          * smaller). */
-        e = encode_plane(plane[k], L.len[k], &est[k], mask, zl, order,
+        e = encode_plane(s, plane[k], L.len[k], &est[k], mask, zl, order,
                          (c.xform != PTWM_XFORM_SPLIT && k < c.nplanes) ||
                              (sparse && k == L.bitmap_plane),
                          cb + off, cb_need - off, &stage[k], &coded[k]);
         if (e) {
-            scratch_trim(s);
             return ptwm_fail(err, e, "chunk_encode: plane %zu of %u (%zu bytes): %s", k, L.count,
                              L.len[k], ptwm_error_string(e));
         }
@@ -1020,7 +935,6 @@ ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype 
         int st = PTWM_METHOD_IDENTITY;
         e = frame(crc_flag | FLAG_RAW, 1, &st, &rl, &rl, raw, raw_len, dst, cap, out_len, err);
     }
-    scratch_trim(s);
     return e;
 }
 
@@ -1028,35 +942,50 @@ static const char *stage_label(int stage) {
     return stage == STAGE_CONST ? "const" : ptwm_method_name(stage);
 }
 
-ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
-                             const uint8_t *src, size_t src_len, uint8_t *raw, size_t raw_len,
-                             ptwm_err *err) {
-    return ptwm_chunk_decode_version(PTWM_CHUNK_VERSION, chain, chain_len, dtype, src, src_len, raw,
+ptwm_error ptwm_chunk_decode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
+                             ptwm_dtype dtype, const uint8_t *src, size_t src_len, uint8_t *raw,
+                             size_t raw_len, ptwm_err *err) {
+    return ptwm_chunk_decode_version(ws, PTWM_CHUNK_VERSION, chain, chain_len, dtype, src, src_len, raw,
                                      raw_len, err);
 }
 
-static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t chain_len,
-                                 ptwm_dtype dtype, const uint8_t *src, size_t src_len,
-                                 uint8_t *raw, size_t raw_len, int plane_crcs, ptwm_err *err);
+static ptwm_error decode_payload(ptwm_ws *s, unsigned version, const uint8_t *chain,
+                                 size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                 size_t src_len, uint8_t *raw, size_t raw_len, int plane_crcs,
+                                 ptwm_err *err);
 
-ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, size_t chain_len,
-                                     ptwm_dtype dtype, const uint8_t *src, size_t src_len,
-                                     uint8_t *raw, size_t raw_len, ptwm_err *err) {
-    return decode_payload(version, chain, chain_len, dtype, src, src_len, raw, raw_len, 1, err);
+static ptwm_error decode_with(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                              size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                              size_t src_len, uint8_t *raw, size_t raw_len, int plane_crcs,
+                              ptwm_err *err) {
+    ptwm_ws *own;
+    ptwm_error e;
+    if (!(ws = ptwm_ws_or_temp(ws, &own)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: no workspace memory");
+    e = decode_payload(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, plane_crcs,
+                       err);
+    ptwm_ws_trim(ws, SCRATCH_KEEP);
+    ptwm_ws_free(own);
+    return e;
 }
 
-ptwm_error ptwm_chunk_decode_checked(unsigned version, const uint8_t *chain, size_t chain_len,
-                                     ptwm_dtype dtype, const uint8_t *src, size_t src_len,
-                                     uint8_t *raw, size_t raw_len, ptwm_err *err) {
-    return decode_payload(version, chain, chain_len, dtype, src, src_len, raw, raw_len, 0, err);
+ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                                     size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                     size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err) {
+    return decode_with(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, 1, err);
 }
 
-static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t chain_len,
+ptwm_error ptwm_chunk_decode_checked(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                                     size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                     size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err) {
+    return decode_with(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, 0, err);
+}
+
+static ptwm_error decode_payload(ptwm_ws *s, unsigned version, const uint8_t *chain, size_t chain_len,
                                  ptwm_dtype dtype, const uint8_t *src, size_t src_len,
                                  uint8_t *raw, size_t raw_len, int plane_crcs, ptwm_err *err) {
     ptwm_chain_info c;
     plane_layout L;
-    scratch *s;
     uint8_t *pb;
     const uint8_t *plane[MAX_PLANES];
     const uint8_t *body;
@@ -1207,15 +1136,13 @@ static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t 
                          body_len, src_len - pos, pos);
     body = src + pos;
 
-    s = scratch_get();
-    if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: no scratch memory");
     /* Room for every plane (identity planes are used in place; the planes
      * of a split may hold more bytes than the chunk). */
     {
         size_t need = 16;
         for (k = 0; k < count; k++) need += L.len[k];
-        pb = scratch_need(s, 0, need);
-        if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu scratch bytes", need);
+        pb = (uint8_t *)ptwm_ws_get(s, PTWM_WS_PLANES, need, 0);
+        if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu work bytes", need);
     }
 
     boff = 0;
@@ -1226,7 +1153,6 @@ static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t 
             if ((flags & FLAG_CRC) && plane_crcs) {
                 uint32_t got = ptwm_crc32(0, cp, coded[k]);
                 if (got != crc[k]) {
-                    scratch_trim(s);
                     return ptwm_fail(err, PTWM_ERR_CRC,
                                      "chunk payload: plane %zu (%s, %zu coded bytes): stored CRC32 "
                                      "%08x, computed %08x",
@@ -1242,10 +1168,9 @@ static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t 
                 if (stage[k] == STAGE_CONST) {
                     memset(out, cp[0], L.len[k]);
                 } else {
-                    e = ptwm_entropy_decode(stage[k], cp, coded[k], out, L.len[k]);
+                    e = ptwm_entropy_decode(s, stage[k], cp, coded[k], out, L.len[k]);
                     if (e) {
-                        scratch_trim(s);
-                        return ptwm_fail(err, e == PTWM_ERR_UNKNOWN_ID ? e : PTWM_ERR_CORRUPT,
+                            return ptwm_fail(err, e == PTWM_ERR_UNKNOWN_ID ? e : PTWM_ERR_CORRUPT,
                                          "chunk payload: plane %zu (%s, %zu coded bytes, %zu raw): "
                                          "%s",
                                          k, stage_label(stage[k]), coded[k], L.len[k],
@@ -1261,7 +1186,6 @@ static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t 
     if (sparse) {
         size_t marked = ptwm_bitmap_count(plane[L.bitmap_plane], L.total);
         if (marked != L.n) {
-            scratch_trim(s);
             if (marked == SIZE_MAX)
                 return ptwm_fail(err, PTWM_ERR_CORRUPT,
                                  "chunk payload: bitmap plane %u marks elements past %zu",
@@ -1273,7 +1197,6 @@ static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t 
         }
         /* Its length is the zeros' (checked with the layout); no bits past. */
         if (zsigns && ptwm_bitmap_count(plane[L.signs_plane], L.total - L.n) == SIZE_MAX) {
-            scratch_trim(s);
             return ptwm_fail(err, PTWM_ERR_CORRUPT,
                              "chunk payload: signs plane %u has bits past its %zu zero elements",
                              L.signs_plane, L.total - L.n);
@@ -1284,28 +1207,28 @@ static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t 
      * (into scratch first when sparse), then zeros back in place. */
     {
         const uint8_t *pl[MAX_PLANES];
-        uint8_t *xbuf = NULL, *el = raw;
-        size_t need = (L.micro || L.cols ? L.n : 0) + (L.side ? 2 * L.n : 0) +
-                      (sparse ? L.n * c.width : 0) + 2 * L.cols + 512 + 32;
+        uint8_t *xbuf = NULL, *jx = NULL, *el = raw;
+        uint16_t *s7 = NULL;
         size_t esc = 0;
         /* BF16 joint planes merge straight into elements (column residuals
          * in the exponent fields, finished in place below). */
         int bf16 = c.width == 2 && c.exp_bits == 8 && c.man_bits == 7;
         for (k = 0; k < count; k++) pl[k] = plane[k];
-        if (L.micro || L.cols || L.side || sparse) {
-            xbuf = scratch_need(s, 1, need);
-            if (!xbuf) {
-                scratch_trim(s);
-                return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu scratch bytes", need);
-            }
-        }
+        /* Each intermediate in a region of its own (workspace.h). */
+        if (L.micro || L.cols) xbuf = (uint8_t *)ptwm_ws_get(s, PTWM_WS_EXP, L.n, 0);
+        if (L.side) jx = (uint8_t *)ptwm_ws_get(s, PTWM_WS_JOINT, 2 * L.n, 0);
+        if (sparse) el = (uint8_t *)ptwm_ws_get(s, PTWM_WS_SPARSE, L.n * c.width, 0);
+        if (L.side && bf16 && L.cols)
+            s7 = (uint16_t *)ptwm_ws_get(s, PTWM_WS_COLS, 2 * L.cols + 512, 0);
+        if (((L.micro || L.cols) && !xbuf) || (L.side && !jx) || !el ||
+            (L.side && bf16 && L.cols && !s7))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: no work memory for %zu elements",
+                             L.n);
         if (L.micro) {
             ptwm_micro_inverse(plane[0], plane[L.scale_plane], L.n, c.micro_block, xbuf);
             pl[0] = xbuf;
         }
         if (L.side && !bf16) {
-            /* Behind the column exponents' room: the residuals go there. */
-            uint8_t *jx = xbuf + (L.cols ? L.n : 0);
             esc = ptwm_joint_merge(plane[0], plane[1], plane[L.side_plane], L.side, L.n, jx,
                                    jx + L.n);
             pl[0] = jx;
@@ -1315,22 +1238,16 @@ static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t 
             ptwm_colscale_inverse(pl[0], plane[L.scale_plane], L.n, L.cols, xbuf);
             pl[0] = xbuf;
         }
-        if (sparse) el = xbuf + (L.micro ? L.n : 0) + (L.side ? 2 * L.n : 0) + 8;
         if (L.side && bf16)
             esc = ptwm_joint_merge_bf16(plane[0], plane[1], plane[L.side_plane], L.side, L.n, el);
         if (L.side && esc != L.side - PTWM_JOINT_MAP) {
-            scratch_trim(s);
             return ptwm_fail(err, PTWM_ERR_CORRUPT,
                              "chunk payload: joint plane 0 has %zu escape symbols, side plane %u "
                              "holds %zu exponents",
                              esc, L.side_plane, L.side - PTWM_JOINT_MAP);
         }
-        if (L.side && bf16 && L.cols) {
-            /* Scratch for the scales past the planes above (16-aligned). */
-            size_t off7 = (L.n + 2 * L.n + 15) & ~(size_t)15;
-            ptwm_colscale_inverse_bf16(el, L.n, plane[L.scale_plane], L.cols,
-                                       (uint16_t *)(void *)(xbuf + off7));
-        }
+        if (L.side && bf16 && L.cols)
+            ptwm_colscale_inverse_bf16(el, L.n, plane[L.scale_plane], L.cols, s7);
         if (bypass) {
             if (raw_len && pl[0] != raw) memcpy(raw, pl[0], raw_len);
         } else if (L.side && bf16) {
@@ -1348,6 +1265,5 @@ static ptwm_error decode_payload(unsigned version, const uint8_t *chain, size_t 
                                zsigns ? L.len[L.signs_plane] : 0, raw);
         if (L.tail) memcpy(raw + raw_len - L.tail, pl[L.tail_plane], L.tail);
     }
-    scratch_trim(s);
     return PTWM_OK;
 }

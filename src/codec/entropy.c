@@ -37,25 +37,25 @@ static ptwm_error identity_encode(const uint8_t *src, size_t n, uint8_t *dst, si
     return PTWM_OK;
 }
 
-ptwm_error ptwm_entropy_encode(int stage, int level, const uint8_t *src, size_t n,
+ptwm_error ptwm_entropy_encode(ptwm_ws *ws, int stage, int level, const uint8_t *src, size_t n,
                                uint8_t *dst, size_t cap, size_t *out_len) {
     if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
     switch (stage) {
     case PTWM_METHOD_HUFFMAN: return ptwm_huf_encode(src, n, dst, cap, out_len);
-    case PTWM_METHOD_ZSTD: return ptwm_zstd_encode(src, n, level, dst, cap, out_len);
-    case PTWM_METHOD_RANS: return ptwm_rans_encode(src, n, level, dst, cap, out_len);
+    case PTWM_METHOD_ZSTD: return ptwm_zstd_encode(ws, src, n, level, dst, cap, out_len);
+    case PTWM_METHOD_RANS: return ptwm_rans_encode(ws, src, n, level, dst, cap, out_len);
     case PTWM_METHOD_IDENTITY: return identity_encode(src, n, dst, cap, out_len);
     default: return PTWM_ERR_UNKNOWN_ID;
     }
 }
 
-ptwm_error ptwm_entropy_decode(int stage, const uint8_t *src, size_t src_size,
+ptwm_error ptwm_entropy_decode(ptwm_ws *ws, int stage, const uint8_t *src, size_t src_size,
                                uint8_t *dst, size_t dst_size) {
     if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
     switch (stage) {
     case PTWM_METHOD_HUFFMAN: return ptwm_huf_decode(src, src_size, dst, dst_size);
-    case PTWM_METHOD_ZSTD: return ptwm_zstd_decode(src, src_size, dst, dst_size);
-    case PTWM_METHOD_RANS: return ptwm_rans_decode(src, src_size, dst, dst_size);
+    case PTWM_METHOD_ZSTD: return ptwm_zstd_decode(ws, src, src_size, dst, dst_size);
+    case PTWM_METHOD_RANS: return ptwm_rans_decode(ws, src, src_size, dst, dst_size);
     case PTWM_METHOD_IDENTITY:
         PTWM_CHECK(src_size == dst_size);
         if (dst_size) memcpy(dst, src, dst_size);

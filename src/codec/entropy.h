@@ -12,6 +12,7 @@
 #define PTWM_ENTROPY_H
 
 #include "common.h"
+#include "workspace.h"
 
 /* Worst-case coded size of n bytes for a stage (0 for an unknown id). */
 size_t ptwm_entropy_bound(int stage, size_t n);
@@ -22,10 +23,11 @@ size_t ptwm_entropy_bound(int stage, size_t n);
  * where it saves at least 3% (it decodes several times slower; the AUTO
  * stage choice uses this). */
 #define PTWM_RANS_O1_MIN_AUTO 65536
-ptwm_error ptwm_entropy_encode(int stage, int level, const uint8_t *src, size_t n,
+ptwm_error ptwm_entropy_encode(ptwm_ws *ws, int stage, int level, const uint8_t *src, size_t n,
                                uint8_t *dst, size_t cap, size_t *out_len);
-/* Decode exactly dst_size bytes; src must be consumed exactly. */
-ptwm_error ptwm_entropy_decode(int stage, const uint8_t *src, size_t src_size,
+/* Decode exactly dst_size bytes; src must be consumed exactly. ws: the
+ * caller's work memory (NULL: a temporary one). */
+ptwm_error ptwm_entropy_decode(ptwm_ws *ws, int stage, const uint8_t *src, size_t src_size,
                                uint8_t *dst, size_t dst_size);
 
 /* Per-stage entry points (same contracts). */
@@ -53,8 +55,9 @@ ptwm_error ptwm_huf_decode(const uint8_t *src, size_t src_size, uint8_t *dst, si
 size_t ptwm_rans_bound(size_t n);
 /* The same with the plane's symbol counts given (hist: exact counts of src,
  * or NULL to count them). */
-ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, const uint32_t *hist,
-                                   uint8_t *dst, size_t cap, size_t *out_len);
+ptwm_error ptwm_rans_encode_counts(ptwm_ws *ws, const uint8_t *src, size_t n, int order,
+                                   const uint32_t *hist, uint8_t *dst, size_t cap,
+                                   size_t *out_len);
 /* Order-0 rANS with a table from sampled counts: `sample` holds the counts
  * of some of src's bytes (at most n in all; the chunk coder's sampled
  * estimate). Symbols the sample missed are found by a scan for them, about
@@ -74,14 +77,16 @@ typedef struct ptwm_rans_plan {
 double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *plan);
 ptwm_error ptwm_rans_encode_plan(const uint8_t *src, size_t n, const ptwm_rans_plan *plan,
                                  uint8_t *dst, size_t cap, size_t *out_len);
-ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
-                            size_t *out_len);
-ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
+ptwm_error ptwm_rans_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int order, uint8_t *dst,
+                            size_t cap, size_t *out_len);
+ptwm_error ptwm_rans_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, uint8_t *dst,
+                            size_t dst_size);
 
 size_t ptwm_zstd_bound(size_t n);
-ptwm_error ptwm_zstd_encode(const uint8_t *src, size_t n, int level, uint8_t *dst, size_t cap,
-                            size_t *out_len);
-ptwm_error ptwm_zstd_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size);
+ptwm_error ptwm_zstd_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int level, uint8_t *dst,
+                            size_t cap, size_t *out_len);
+ptwm_error ptwm_zstd_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, uint8_t *dst,
+                            size_t dst_size);
 
 /* Zero-order entropy of a byte plane in bits per symbol (for benchmarks and
  * for choosing stages cheaply). */
