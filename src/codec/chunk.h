@@ -25,9 +25,9 @@ typedef struct ptwm_chunk_params {
                        * code exponents relative to per-column scales */
 } ptwm_chunk_params;
 
-/* Worst-case payload size for raw_len raw bytes (any chain): raw_len plus at
- * most 14 bytes, since a chunk whose planes do not beat its raw bytes is
- * stored raw. Chunk size: 1 MiB measured best on the corpus (256 KiB costs
+/* Worst-case payload size for raw_len raw bytes (any chain): raw_len plus 14
+ * bytes, since a chunk whose planes do not beat its raw bytes is stored
+ * raw. Chunk size: 1 MiB measured best on the corpus (256 KiB costs
  * 0.02-0.1% more, 4 MiB gains under 0.01%); a workspace grows to about 7x
  * the chunk size while encoding, 2x while decoding (docs/CHAINS.md). */
 size_t ptwm_chunk_bound(size_t raw_len);
@@ -45,12 +45,13 @@ ptwm_error ptwm_chunk_encode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len
                              ptwm_err *err);
 
 /* Decode a payload into exactly raw_len bytes, checking every plane CRC that
- * is present before decoding that plane. Errors name the plane and numbers;
- * the container prefixes tensor and chunk. Payloads are read as the
- * container format version that holds them: version 1 knows flag bits 0-4,
- * version 2 adds bit 5 (column-relative exponents), version 3 bit 6 (signed
- * zeros in sparse chunks). */
-#define PTWM_CHUNK_VERSION 3u /* what ptwm_chunk_encode writes */
+ * is present before decoding that plane. Errors name the stage or plane and
+ * the numbers; the container prefixes tensor and chunk. Payloads are read as
+ * the container format version that holds them: version 5 names its stages
+ * (stage.h); versions 1-4 have a flags byte (version 1 knows flag bits 0-4,
+ * version 2 adds bit 5, column-relative exponents, version 3 bit 6, signed
+ * zeros in sparse chunks), read as the same stages. */
+#define PTWM_CHUNK_VERSION 5u /* what ptwm_chunk_encode writes */
 ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,
                                      size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
                                      size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err);
