@@ -9,7 +9,7 @@
  * rules. Work memory comes from the caller's workspace (workspace.h). */
 #include "chunk.h"
 #include "chunk_frame.h"
-#include "entropy.h"
+#include "coder.h"
 #include "planes.h"
 #include "plane_coder.h"
 
@@ -291,9 +291,9 @@ static ptwm_error encode_ws(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
     model_finish(M, raw);
 
     for (k = 0; k < M->L.count; k++)
-        need += ptwm_entropy_bound(PTWM_METHOD_ZSTD, M->L.len[k]) +
-                ptwm_entropy_bound(PTWM_METHOD_RANS, M->L.len[k]) +
-                ptwm_entropy_bound(PTWM_METHOD_HUFFMAN, M->L.len[k]);
+        need += ptwm_coder_find(PTWM_METHOD_ZSTD)->bound(M->L.len[k]) +
+                ptwm_coder_find(PTWM_METHOD_RANS)->bound(M->L.len[k]) +
+                ptwm_coder_find(PTWM_METHOD_HUFFMAN)->bound(M->L.len[k]);
     if (!(cb = coded_room(M, crc != 0, dst, cap, need, ws)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: %zu work bytes", need);
     if ((e = code_planes(M, prm, cb, need, coder, coded, &body_len, ws, err))) return e;

@@ -3,7 +3,7 @@
  * names, last stage first (stage.h). */
 #include "chunk.h"
 #include "chunk_frame.h"
-#include "entropy.h"
+#include "coder.h"
 #include "hash.h"
 #include "plane_coder.h"
 
@@ -42,7 +42,7 @@ static ptwm_error decode_planes(ptwm_ws *ws, const ptwm_chunk_head *h, int plane
         }
         if (h->coder[k] == PTWM_CODER_CONST) {
             memset(out, cp[0], L->len[k]);
-        } else if ((e = ptwm_entropy_decode(ws, h->coder[k], cp, h->coded[k], out, L->len[k]))) {
+        } else if ((e = ptwm_coder_find(h->coder[k])->decode(ws, cp, h->coded[k], out, L->len[k]))) {
             return ptwm_fail(err, e == PTWM_ERR_UNKNOWN_ID || e == PTWM_ERR_NOMEM ? e
                                                                                  : PTWM_ERR_CORRUPT,
                              "chunk payload: plane %zu (%s, %zu coded bytes, %zu raw): %s", k,

@@ -1,7 +1,8 @@
 /* The coder policy (see plane_coder.h): estimates, the pick among the
  * chain's candidate coders, and the trial encodes that settle close calls. */
 #include <math.h>
-#include "entropy.h"
+#include "coder.h"
+#include "histogram.h"
 #include "plane_coder.h"
 
 /* Counts of the bytes of src[0..n) (step 1), or of one 64-byte block in
@@ -239,7 +240,7 @@ static int huf_may_beat(const ptwm_plane_est *e, size_t len, size_t coded) {
     if (e->entropy + 3.0 + 16.0 + (double)e->distinct / 2.0 - 1.0 >= (double)coded) return 0;
     /* From exact counts, an optimal code's size bounds it without running
      * the encoder. */
-    return e->step != 1 || ptwm_huf_size_floor(e->hist, len) < coded;
+    return e->step != 1 || ptwm_coder_find(PTWM_METHOD_HUFFMAN)->floor(e->hist, len) < coded;
 }
 
 /* Whether the picked order-0 stage could code smaller than `coded` bytes: it
@@ -251,47 +252,47 @@ static int huf_may_beat(const ptwm_plane_est *e, size_t len, size_t coded) {
  * compresses 1.15x faster. Order 1 can go below that entropy, so it is
  * always tried where it may run. */
 static int stage_may_beat(const ptwm_plane_est *e, const stage_pick *p, size_t len, size_t coded) {
-    if (coded == SIZE_MAX || p->level == 1 || (p->level < 0 && len >= PTWM_RANS_O1_MIN_AUTO))
+    if (coded == SIZE_MAX || p->level == 1 || (p->level < 0 && len >= PTWM_CODER_O1_MIN))
         return 1;
     return e->bytes * 0.995 + (p->stage == PTWM_METHOD_RANS ? 130.0 : 19.0) < (double)coded;
 }
 
-/* Code src with one stage, using what sizing already found: Huffman the
- * planned code lengths (hlen, ptwm_huf_size's), rANS the planned table
- * (rplan) or else the plane's exact counts when est has them (no second
- * count). Each may be NULL. */
-static ptwm_error encode_stage(ptwm_ws *ws, int stage, int level, const uint8_t *hlen,
-                               const ptwm_rans_plan *rplan, const ptwm_plane_est *est,
-                               const uint8_t *src, size_t len, uint8_t *out, size_t cap,
-                               size_t *got) {
+/* Code src with one coder, handing it what sizing already found: its plan
+ * (from its size() on the exact counts), else the plane's exact counts
+ * when est has them (no second count), else, for a coder that takes them,
+ * sampled counts (est's, doubled by est_refine) from SAMPLED_TABLE bytes on
+ * at order 0. plan and est may be NULL. */
+static ptwm_error encode_stage(ptwm_ws *ws, int stage, int level, const ptwm_coder_plan *plan,
+                               const ptwm_plane_est *est, const uint8_t *src, size_t len,
+                               uint8_t *out, size_t cap, size_t *got) {
+    const ptwm_coder *c = ptwm_coder_find(stage);
+    ptwm_coder_hint h;
+    uint32_t sample[256];
     /* rANS writes down from the end of its room, then moves the stream
      * down: room past its bound would only touch pages (in place, fresh
      * pages of the image). */
-    size_t b = ptwm_entropy_bound(stage, len);
+    size_t b = c->bound(len);
     if (b && cap > b) cap = b;
-    if (stage == PTWM_METHOD_HUFFMAN && hlen)
-        return ptwm_huf_encode_lengths(src, len, hlen, out, cap, got);
-    if (stage == PTWM_METHOD_RANS && rplan) return ptwm_rans_encode_plan(src, len, rplan, out, cap, got);
-    if (stage == PTWM_METHOD_RANS && est && est->step == 1)
-        return ptwm_rans_encode_counts(ws, src, len, level, est->hist, out, cap, got);
-    if (stage == PTWM_METHOD_RANS && est && level == 0 && len >= SAMPLED_TABLE) {
-        uint32_t hist[256];
-        est_refine(est, src, len, hist);
-        return ptwm_rans_encode_sampled(src, len, hist, out, cap, got);
+    h.plan = plan;
+    h.counts = est && est->step == 1 ? est->hist : NULL;
+    h.sample = NULL;
+    if (c->uses_sample && est && est->step != 1 && level == 0 && len >= SAMPLED_TABLE) {
+        est_refine(est, src, len, sample);
+        h.sample = sample;
     }
-    return ptwm_entropy_encode(ws, stage, level, src, len, out, cap, got);
+    return c->encode(ws, src, len, level, &h, out, cap, got);
 }
 
 /* Encode src with another stage behind the current result in out, and keep
  * whichever is smaller at the front of out (planned lengths and counts as
  * encode_stage takes them). */
-static void try_other(ptwm_ws *ws, int stage, int level, const uint8_t *hlen, const ptwm_plane_est *est,
-                      const uint8_t *src, size_t len, uint8_t *out, size_t cap, int *best_stage,
-                      size_t *best_len) {
+static void try_other(ptwm_ws *ws, int stage, int level, const ptwm_coder_plan *plan,
+                      const ptwm_plane_est *est, const uint8_t *src, size_t len, uint8_t *out,
+                      size_t cap, int *best_stage, size_t *best_len) {
     size_t off2 = *best_len == SIZE_MAX ? 0 : *best_len, got;
     ptwm_error e;
-    if (cap - off2 < ptwm_entropy_bound(stage, len)) return;
-    e = encode_stage(ws, stage, level, hlen, NULL, est, src, len, out + off2, cap - off2, &got);
+    if (cap - off2 < ptwm_coder_find(stage)->bound(len)) return;
+    e = encode_stage(ws, stage, level, plan, est, src, len, out + off2, cap - off2, &got);
     if (e == PTWM_OK && got < *best_len) {
         memmove(out, out + off2, got);
         *best_len = got;
@@ -310,19 +311,20 @@ static void try_other(ptwm_ws *ws, int stage, int level, const uint8_t *hlen, co
  * (most planes of a few KiB). Otherwise a Huffman floor past
  * r / (1 - CLOSE_CALL) has lost, and its lengths are then not limited.
  * Picks Huffman in p where it wins; returns 1 where the sizes are within
- * CLOSE_CALL (both get coded). hlen, rplan: the plans (*planned set). */
-static int size_both(const ptwm_plane_est *est, size_t len, stage_pick *p, uint8_t hlen[256],
-                     ptwm_rans_plan *rplan, size_t *hs, int *planned) {
+ * CLOSE_CALL (both get coded). hplan, rplan: the plans (*planned set). */
+static int size_both(const ptwm_plane_est *est, size_t len, stage_pick *p, ptwm_coder_plan *hplan,
+                     ptwm_coder_plan *rplan, size_t *hs, int *planned) {
+    const ptwm_coder *huf = ptwm_coder_find(PTWM_METHOD_HUFFMAN);
     double f = est->entropy + (double)est->distinct + 99.0, r, h;
     size_t fbeat;
     if (f > (double)len + 1.0) f = (double)len + 1.0;
     fbeat = (size_t)(f / (1.0 - CLOSE_CALL));
-    *hs = ptwm_huf_size(est->hist, len, fbeat, hlen);
+    *hs = (size_t)huf->size(est->hist, len, fbeat, hplan);
     if (*hs <= fbeat && (double)*hs < f * (1.0 - CLOSE_CALL)) {
         r = f; /* unused: Huffman wins below */
     } else {
-        r = ptwm_rans_o0_size(est->hist, len, rplan);
-        if (*hs > fbeat) *hs = ptwm_huf_size(est->hist, len, (size_t)(r / (1.0 - CLOSE_CALL)), hlen);
+        r = ptwm_coder_find(PTWM_METHOD_RANS)->size(est->hist, len, SIZE_MAX, rplan);
+        if (*hs > fbeat) *hs = (size_t)huf->size(est->hist, len, (size_t)(r / (1.0 - CLOSE_CALL)), hplan);
     }
     h = (double)*hs;
     *planned = 1;
@@ -343,8 +345,7 @@ ptwm_error ptwm_plane_encode(ptwm_ws *ws, const uint8_t *src, size_t len,
     int second = 0, planned = 0;
     size_t hs = 0;
     ptwm_plane_est exact;
-    ptwm_rans_plan rplan;
-    uint8_t hlen[256];
+    ptwm_coder_plan rplan, hplan;
     const ptwm_plane_est *est = sampled;
     if (len == 0) {
         *stage = PTWM_METHOD_IDENTITY;
@@ -388,13 +389,13 @@ ptwm_error ptwm_plane_encode(ptwm_ws *ws, const uint8_t *src, size_t len,
             size_t a, b;
             const uint8_t *mid = src + (len - LZ_SAMPLE) / 2;
             int z = lz_worth_trying(mid, LZ_SAMPLE) &&
-                    ptwm_entropy_encode(ws, PTWM_METHOD_ZSTD, zlevel, mid, LZ_SAMPLE, out, cap, &a) ==
+                    encode_stage(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, mid, LZ_SAMPLE, out, cap, &a) ==
                         PTWM_OK;
             /* (no repeats worth a try: the estimated stage codes the plane) */
             if (z && p.stage == PTWM_METHOD_IDENTITY)
                 z = (double)a < (double)LZ_SAMPLE * PTWM_WORTH_CODING;
             else if (z)
-                z = encode_stage(ws, p.stage, p.level, NULL, NULL, NULL, mid, LZ_SAMPLE, out, cap, &b) ||
+                z = encode_stage(ws, p.stage, p.level, NULL, NULL, mid, LZ_SAMPLE, out, cap, &b) ||
                     a + LZ_RANS_FIXED < b;
             if (z)
                 try_other(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
@@ -422,17 +423,18 @@ ptwm_error ptwm_plane_encode(ptwm_ws *ws, const uint8_t *src, size_t len,
              * smaller one, unless they are within CLOSE_CALL. */
             second = p.stage == PTWM_METHOD_RANS && (mask & PTWM_EMASK(PTWM_METHOD_HUFFMAN)) &&
                      len <= SECOND_TRY_SMALL;
-            if (second && est->step == 1 && len < PTWM_RANS_O1_MIN_AUTO)
-                second = size_both(est, len, &p, hlen, &rplan, &hs, &planned);
-            e = encode_stage(ws, p.stage, p.level, planned ? hlen : NULL, planned ? &rplan : NULL, est,
+            if (second && est->step == 1 && len < PTWM_CODER_O1_MIN)
+                second = size_both(est, len, &p, &hplan, &rplan, &hs, &planned);
+            e = encode_stage(ws, p.stage, p.level,
+                             !planned ? NULL : p.stage == PTWM_METHOD_HUFFMAN ? &hplan : &rplan, est,
                              src, len, out, cap, coded);
             if (e != PTWM_OK && e != PTWM_ERR_DST_SIZE) return e;
             if (e != PTWM_OK) *coded = SIZE_MAX;
             best = p.stage;
         }
         if (second && huf_may_beat(est, len, *coded))
-            try_other(ws, PTWM_METHOD_HUFFMAN, 0, planned && hs > 2 && hs <= len ? hlen : NULL, NULL,
-                      src, len, out, cap, &best, coded);
+            try_other(ws, PTWM_METHOD_HUFFMAN, 0, planned && hs > 2 && hs <= len ? &hplan : NULL,
+                      NULL, src, len, out, cap, &best, coded);
         if (*coded < len) {
             *stage = best;
             return PTWM_OK;

@@ -65,8 +65,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include "entropy.h"
-#include "workspace.h"
+#include "rans.h"
 
 #include "cpu.h"
 

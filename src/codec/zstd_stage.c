@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <zstd.h>
 #include <zstd_errors.h>
-#include "entropy.h"
-#include "workspace.h"
+#include "zstd_stage.h"
 
 size_t ptwm_zstd_bound(size_t n) {
     size_t b = ZSTD_compressBound(n);
