@@ -10,9 +10,8 @@
  * read every line of the plane); returns how many bytes were counted. */
 #define SAMPLE_BLOCK 64
 /* Four tables break the store-to-load chain on runs of one symbol (an
- * exponent plane is full of them: one table was 2-3x slower even on 512
- * bytes); 16-bit counters while a table cannot reach 2^16 clear and merge
- * in half the time. */
+ * exponent plane is full of them); 16-bit counters, while a table cannot
+ * reach 2^16, clear and merge in half the time. */
 #define HIST_COUNT(T)                                                                           \
     do {                                                                                        \
         T h[4][256];                                                                            \
@@ -95,16 +94,12 @@ static ptwm_plane_est estimate(const uint8_t *src, size_t n, size_t step) {
 
 /* Planes of at most SAMPLE_EXACT bytes are estimated from every byte;
  * longer ones from every 4th byte, or every 8th, 16th... while that still
- * leaves SAMPLE_MIN samples: the estimates pick forms and stages, and most
- * are of candidates that are then dropped (8K samples of 60 symbols bias an
- * exponent plane's entropy by under 0.2%). A coded plane of up to
- * SECOND_TRY_SMALL bytes is then counted exactly (encode_plane); a longer
- * one coded by order-0 rANS builds its table from the sample, first
- * doubled by the blocks halfway between those counted (est_refine: 16K
- * samples or more from 64 KiB on; ptwm_rans_encode_sampled: counting every
- * byte was a tenth of large tensors' compress time, and of 16-64 KiB planes
- * 8% of a file of small tensors). docs/CHAINS.md has the sizes each choice
- * costs. */
+ * leaves SAMPLE_MIN samples: the estimates pick forms and coders, and most
+ * are of candidates that are then dropped. A coded plane of up to
+ * SECOND_TRY_SMALL bytes is then counted exactly; a longer one coded by
+ * order-0 rANS builds its table from the sample, doubled by est_refine
+ * (counting every byte cost more than the sample loses). docs/CHAINS.md,
+ * "Choosing stages per plane", has the figures. */
 #define SAMPLE_MIN 8192
 #define SAMPLE_EXACT 4096
 #define SAMPLED_TABLE (SECOND_TRY_SMALL + 1)
@@ -192,13 +187,9 @@ static stage_pick pick_stage(const ptwm_plane_est *e, size_t n, unsigned mask, i
 #define LZ_RANS_FIXED 300
 
 /* zstd codes a large integer plane's slice only where repeats are frequent
- * enough to pay: without them its literal coding is all it has, and it won
- * no corpus slice with fewer than 2.9% repeated positions (473 of 16384),
- * while most F16 and U8 slices have under 0.1%. Small planes keep zstd
- * first whatever the test says: there the test and the Huffman-beside-rANS
- * sizing it leads to cost more than zstd (4-16 KiB planes: 5.8 against 3.2
- * cycles a byte on handtrack.u8), and zstd's compact literal tables won
- * 0.45% of those planes' bytes even without repeats. */
+ * enough to pay: without them its literal coding is all it has. Small
+ * planes keep zstd first whatever the test says: there the test and the
+ * sizing it leads to cost more than zstd (docs/CHAINS.md has the figures). */
 #define LZ_HITS_DIV 256
 #define LZ_HASH_LOG 12
 #define LZ_TEST_MAX ((size_t)8 << 10)
@@ -243,14 +234,12 @@ static int huf_may_beat(const ptwm_plane_est *e, size_t len, size_t coded) {
     return e->step != 1 || ptwm_coder_find(PTWM_METHOD_HUFFMAN)->floor(e->hist, len) < coded;
 }
 
-/* Whether the picked order-0 stage could code smaller than `coded` bytes: it
+/* Whether the picked order-0 coder could code smaller than `coded` bytes: it
  * takes at least the plane's estimated order-0 size (entropy and a table of
  * about a byte a symbol; 0.5% off for a sampled estimate) plus its fixed
- * costs (rANS: 32 states; Huffman: header). With the entropy alone (2% off)
- * rANS was run after zstd on many handtrack.u8 planes and lost every time:
- * with the table counted, the corpus codes to the same bytes and U8
- * compresses 1.15x faster. Order 1 can go below that entropy, so it is
- * always tried where it may run. */
+ * costs (rANS: 32 states; Huffman: header). Counting the table skips trials
+ * that always lost (docs/CHAINS.md). Order 1 can go below that entropy, so
+ * it is always tried where it may run. */
 static int stage_may_beat(const ptwm_plane_est *e, const stage_pick *p, size_t len, size_t coded) {
     if (coded == SIZE_MAX || p->level == 1 || (p->level < 0 && len >= PTWM_CODER_O1_MIN))
         return 1;
@@ -382,10 +371,10 @@ ptwm_error ptwm_plane_encode(ptwm_ws *ws, const uint8_t *src, size_t len,
         if (lz && len >= 2 * LZ_SAMPLE) {
             /* A large plane: the candidates code a slice from its middle,
              * and only the one smaller there codes the plane (one full
-             * encode instead of two; the slice's pick agreed with the full
-             * planes' on the corpus to within 0.1% of F16 and U8 sizes).
-             * Where no order-0 stage pays, zstd codes the plane only if it
-             * saved PTWM_WORTH_CODING on the slice (F16 low mantissa bytes). */
+             * encode instead of two; the slice picks as the whole plane
+             * would, docs/CHAINS.md). Where no order-0 coder pays, zstd
+             * codes the plane only if it saved PTWM_WORTH_CODING on the
+             * slice (F16 low mantissa bytes). */
             size_t a, b;
             const uint8_t *mid = src + (len - LZ_SAMPLE) / 2;
             int z = lz_worth_trying(mid, LZ_SAMPLE) &&
@@ -402,9 +391,9 @@ ptwm_error ptwm_plane_encode(ptwm_ws *ws, const uint8_t *src, size_t len,
             else if (p.stage != PTWM_METHOD_IDENTITY)
                 try_other(ws, p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
         } else if (lz) {
-            /* zstd first: it wins most integer planes (F16 byte planes: 420
-             * of 472, handtrack.u8: 123 of 202), and the estimated stage is
-             * then run only if its floor could beat zstd's result. */
+            /* zstd first: it wins most integer planes (docs/CHAINS.md), and
+             * the estimated coder is then run only if its floor could beat
+             * zstd's result. */
             try_other(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
             if (p.stage != PTWM_METHOD_IDENTITY && est->step != 1 && len <= SECOND_TRY_SMALL &&
                 stage_may_beat(est, &p, len, *coded)) {

@@ -107,9 +107,11 @@ size_t ptwm_rans_bound(size_t n) {
 /* Order-1 counts and encoder tables, and the decoders' slot tables, are
  * hundreds of KB to MB: they live in the caller's workspace, kept from plane
  * to plane (allocating them per plane cost page faults on every small
- * tensor). */
+ * tensor). Only the order-1 decoder's tables rely on zeroed memory (see
+ * decode_o1); the others are written before they are read, and zeroing
+ * them would touch pages a small plane never uses. */
 static void *rans_buf(ptwm_ws *ws, ptwm_ws_region which, size_t size) {
-    return ptwm_ws_get(ws, which, size, 1);
+    return ptwm_ws_get(ws, which, size, which == PTWM_WS_RANS_DTAB1);
 }
 
 /* ------------------------------------------------------------------------- */
