@@ -69,7 +69,6 @@
  *    without a full histogram. The worst case is RAW: ptwm_huf_bound(n) = n + 1.
  */
 #include "huffman.h"
-#include "histogram.h"
 #include "cpu.h"
 
 #include <math.h>
