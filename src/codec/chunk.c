@@ -13,10 +13,6 @@
 #include "planes.h"
 #include "plane_coder.h"
 
-/* Regions above this are not kept after the call (a huge one-off chunk
- * should not pin memory in every worker). */
-#define WORK_KEEP ((size_t)64 << 20)
-
 /* Joint planes need an exponent of one byte and a whole sign:mantissa byte
  * above the rest of the mantissa (BF16, F32); shorter runs of elements stay
  * plain (the joint table would not pay). */
@@ -315,7 +311,7 @@ ptwm_error ptwm_chunk_encode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len
     if (!(ws = ptwm_ws_or_temp(ws, &own)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: no workspace memory");
     e = encode_ws(ws, chain, chain_len, dtype, prm, raw, raw_len, dst, cap, out_len, err);
-    ptwm_ws_trim(ws, WORK_KEEP);
+    ptwm_ws_trim(ws, PTWM_WS_KEEP);
     ptwm_ws_free(own);
     return e;
 }

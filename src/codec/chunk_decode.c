@@ -7,10 +7,6 @@
 #include "hash.h"
 #include "plane_coder.h"
 
-/* Regions above this are not kept after the call (a huge one-off chunk
- * should not pin memory in every worker). */
-#define WORK_KEEP ((size_t)64 << 20)
-
 /* Decode every plane: into the raw bytes when the chunk has no stages (the
  * plane is the chunk), else into the workspace; IDENTITY planes are used
  * where they lie. Each CRC is checked before its plane is decoded. */
@@ -111,7 +107,7 @@ static ptwm_error decode_with(ptwm_ws *ws, unsigned version, const uint8_t *chai
         return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: no workspace memory");
     e = decode_payload(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, plane_crcs,
                        err);
-    ptwm_ws_trim(ws, WORK_KEEP);
+    ptwm_ws_trim(ws, PTWM_WS_KEEP);
     ptwm_ws_free(own);
     return e;
 }

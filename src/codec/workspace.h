@@ -57,7 +57,8 @@ void ptwm_ws_free(ptwm_ws *ws);
 void *ptwm_ws_get(ptwm_ws *ws, ptwm_ws_region r, size_t size, int zero);
 
 /* Give back regions larger than keep bytes (a huge one-off chunk should not
- * pin its memory in every worker). */
+ * pin its memory in every worker); the chunk codec keeps PTWM_WS_KEEP. */
+#define PTWM_WS_KEEP ((size_t)64 << 20)
 void ptwm_ws_trim(ptwm_ws *ws, size_t keep);
 
 /* ws itself, or a temporary workspace stored in *own (NULL when ws is
