@@ -113,13 +113,16 @@ static int load_planes(const char *dir, plane *pl, int *count) {
 }
 
 
+/* One workspace for every call, as a writer's worker keeps one. */
+static ptwm_ws *bench_ws;
+
 /* Time `reps` calls; returns seconds per call. */
 static double time_encode(const stage_def *s, const plane *p, uint8_t *enc, size_t cap, int reps) {
     double t0 = bench_now();
     size_t len;
     int r;
     for (r = 0; r < reps; r++)
-        if (ptwm_entropy_encode(s->stage, s->level, p->data, p->n, enc, cap, &len)) return -1;
+        if (ptwm_entropy_encode(bench_ws, s->stage, s->level, p->data, p->n, enc, cap, &len)) return -1;
     return (bench_now() - t0) / reps;
 }
 
@@ -128,7 +131,7 @@ static double time_decode(const stage_def *s, const plane *p, const uint8_t *enc
     double t0 = bench_now();
     int r;
     for (r = 0; r < reps; r++)
-        if (ptwm_entropy_decode(s->stage, enc, len, dec, p->n)) return -1;
+        if (ptwm_entropy_decode(bench_ws, s->stage, enc, len, dec, p->n)) return -1;
     return (bench_now() - t0) / reps;
 }
 
@@ -139,8 +142,8 @@ static result bench_one(const stage_def *s, const plane *p, int runs) {
     double enc_t[64], dec_t[64], t;
     int reps_e, reps_d, r;
     memset(&res, 0, sizeof(res));
-    if (!enc || !dec || ptwm_entropy_encode(s->stage, s->level, p->data, p->n, enc, cap, &len) ||
-        ptwm_entropy_decode(s->stage, enc, len, dec, p->n) || memcmp(dec, p->data, p->n) != 0) {
+    if (!enc || !dec || ptwm_entropy_encode(bench_ws, s->stage, s->level, p->data, p->n, enc, cap, &len) ||
+        ptwm_entropy_decode(bench_ws, s->stage, enc, len, dec, p->n) || memcmp(dec, p->data, p->n) != 0) {
         free(enc);
         free(dec);
         return res;
@@ -179,6 +182,8 @@ int main(int argc, char **argv) {
     size_t k;
     FILE *csv = NULL;
 
+    bench_ws = ptwm_ws_create();
+    if (!bench_ws) return 1;
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv_path = argv[++i];
         else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);

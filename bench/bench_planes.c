@@ -50,6 +50,7 @@ static int bench_file(const char *path, size_t chunk, int method, const uint8_t 
     uint8_t *enc = malloc(cap), *dec = malloc(chunk), *zbuf = malloc(zcap);
     ZSTD_CCtx *zc = ZSTD_createCCtx();
     ZSTD_DCtx *zd = ZSTD_createDCtx();
+    ptwm_ws *ws = ptwm_ws_create(); /* as a writer's or reader's worker keeps one */
     ptwm_chunk_params prm = {method, 0, 1, 0};
     int rc = 0;
     memset(&ft, 0, sizeof(ft));
@@ -79,13 +80,13 @@ static int bench_file(const char *path, size_t chunk, int method, const uint8_t 
                 size_t n = (size_t)PTWM_MIN((uint64_t)chunk, ti.nbytes - off), out = 0, zn;
                 const uint8_t *src = (const uint8_t *)ti.data + off;
                 double t0 = bench_now(), t1, t2, t3, t4;
-                if (ptwm_chunk_encode(chain, clen, ti.dtype, &prm, src, n, enc, cap, &out, &err)) {
+                if (ptwm_chunk_encode(ws, chain, clen, ti.dtype, &prm, src, n, enc, cap, &out, &err)) {
                     fprintf(stderr, "%s: %s: %s\n", path, ti.name, err.message);
                     rc = 1;
                     break;
                 }
                 t1 = bench_now();
-                if (ptwm_chunk_decode(chain, clen, ti.dtype, enc, out, dec, n, &err) ||
+                if (ptwm_chunk_decode(ws, chain, clen, ti.dtype, enc, out, dec, n, &err) ||
                     memcmp(dec, src, n) != 0) {
                     fprintf(stderr, "%s: %s: round trip failed: %s\n", path, ti.name, err.message);
                     rc = 1;
@@ -126,6 +127,7 @@ static int bench_file(const char *path, size_t chunk, int method, const uint8_t 
     ptwm_st_close(st);
     ZSTD_freeCCtx(zc);
     ZSTD_freeDCtx(zd);
+    ptwm_ws_free(ws);
     free(enc);
     free(dec);
     free(zbuf);

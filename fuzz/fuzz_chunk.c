@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* (a) Hostile payload. */
     out = malloc(raw_len + 1);
     if (!out) return 0;
-    (void)ptwm_chunk_decode_version(version, chain, clen, d, data, body_len, out, raw_len, NULL);
+    (void)ptwm_chunk_decode_version(NULL, version, chain, clen, d, data, body_len, out, raw_len, NULL);
     free(out);
 
     /* (b) Encode then decode. */
@@ -46,10 +46,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     prm.zstd_level = 1;
     prm.emit_crc = raw_len & 1;
     prm.columns = raw_len >> 8;
-    if (ptwm_chunk_encode(chain, clen, d, &prm, data, body_len, enc, cap, &len, NULL) != PTWM_OK)
+    if (ptwm_chunk_encode(NULL, chain, clen, d, &prm, data, body_len, enc, cap, &len, NULL) != PTWM_OK)
         __builtin_trap();
     if (len > cap) __builtin_trap();
-    if (ptwm_chunk_decode(chain, clen, d, enc, len, dec, body_len, NULL) != PTWM_OK)
+    if (ptwm_chunk_decode(NULL, chain, clen, d, enc, len, dec, body_len, NULL) != PTWM_OK)
         __builtin_trap();
     if (body_len && memcmp(dec, data, body_len) != 0) __builtin_trap();
     free(enc);

@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     out = (uint8_t *)malloc(want ? want : 1);
     if (!out) return 0;
-    rc = ptwm_entropy_decode(stage, payload, n, out, want);
+    rc = ptwm_entropy_decode(NULL, stage, payload, n, out, want);
     if (known(stage) ? (rc != PTWM_OK && rc != PTWM_ERR_CORRUPT && rc != PTWM_ERR_NOMEM)
                      : rc != PTWM_ERR_UNKNOWN_ID)
         __builtin_trap();
@@ -53,9 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(back);
         return 0;
     }
-    rc = ptwm_entropy_encode(stage, level, payload, n, enc, cap, &len);
+    rc = ptwm_entropy_encode(NULL, stage, level, payload, n, enc, cap, &len);
     if (rc != PTWM_OK || len > cap) __builtin_trap();
-    rc = ptwm_entropy_decode(stage, enc, len, back, n);
+    rc = ptwm_entropy_decode(NULL, stage, enc, len, back, n);
     if (rc != PTWM_OK || (n && memcmp(back, payload, n) != 0)) __builtin_trap();
     free(enc);
     free(back);

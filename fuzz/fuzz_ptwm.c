@@ -144,7 +144,7 @@ static void other_form(const uint8_t *p, size_t size, long opened) {
         if (raw > ((uint64_t)1 << 20)) return;
         t = (uint8_t *)malloc(raw ? (size_t)raw : 1);
         if (!t) __builtin_trap();
-        if (ptwm_zstd_decode(tab + PTWM_FMT_SECTION_HEAD + 8, (size_t)len - PTWM_FMT_SECTION_HEAD - 8, t,
+        if (ptwm_zstd_decode(NULL, tab + PTWM_FMT_SECTION_HEAD + 8, (size_t)len - PTWM_FMT_SECTION_HEAD - 8, t,
                              (size_t)raw) != PTWM_OK) {
             if (opened >= 0) __builtin_trap();   /* it opened, so the frame was good */
             free(t);
@@ -157,7 +157,7 @@ static void other_form(const uint8_t *p, size_t size, long opened) {
         size_t cap = ptwm_zstd_bound((size_t)len) + PTWM_FMT_SECTION_HEAD + 8, zlen = 0;
         t = (uint8_t *)malloc(cap);
         if (!t) __builtin_trap();
-        if (ptwm_zstd_encode(tab, (size_t)len, 3, t + PTWM_FMT_SECTION_HEAD + 8, cap - PTWM_FMT_SECTION_HEAD - 8,
+        if (ptwm_zstd_encode(NULL, tab, (size_t)len, 3, t + PTWM_FMT_SECTION_HEAD + 8, cap - PTWM_FMT_SECTION_HEAD - 8,
                              &zlen) != PTWM_OK)
             __builtin_trap();
         t[0] = PTWM_SEC_PACKED;

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* Decode arm: exact-size buffer so ASan sees any overrun. */
     out = (uint8_t *)malloc(want ? want : 1);
     if (!out) return 0;
-    rc = ptwm_rans_decode(payload, n, out, want);
+    rc = ptwm_rans_decode(NULL, payload, n, out, want);
     if (rc != PTWM_OK && rc != PTWM_ERR_CORRUPT && rc != PTWM_ERR_NOMEM) __builtin_trap();
     free(out);
 
@@ -40,14 +40,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(back);
         return 0;
     }
-    rc = ptwm_rans_encode(payload, n, order, enc, cap, &len);
+    rc = ptwm_rans_encode(NULL, payload, n, order, enc, cap, &len);
     if (rc != PTWM_OK || len > cap) __builtin_trap();
-    rc = ptwm_rans_decode(enc, len, back, n);
+    rc = ptwm_rans_decode(NULL, enc, len, back, n);
     if (rc != PTWM_OK || (n && memcmp(back, payload, n) != 0)) __builtin_trap();
     /* One byte short of the coded length must be refused, never overrun. */
     if (len > 0) {
         size_t len2 = 0;
-        rc = ptwm_rans_encode(payload, n, order, enc, len - 1, &len2);
+        rc = ptwm_rans_encode(NULL, payload, n, order, enc, len - 1, &len2);
         if (rc != PTWM_ERR_DST_SIZE) __builtin_trap();
     }
     free(enc);

@@ -5,12 +5,36 @@
 #include <string.h>
 #include "chain.h"
 #include "chunk.h"
+#include "chunk_frame.h"
+#include "legacy_chunk.h"
 #include "microscale.h"
 #include "planes.h"
 #include "testutil.h"
 
 static const int methods[] = {PTWM_METHOD_HUFFMAN, PTWM_METHOD_ZSTD, PTWM_METHOD_MICROSCALE,
                               PTWM_METHOD_RANS, PTWM_METHOD_IDENTITY};
+
+/* Whether a chain has a transform (SPLIT or PLANES). */
+static int chain_transform(const uint8_t *chain, size_t clen) {
+    ptwm_chain_info c;
+    return ptwm_chain_info_parse(chain, clen, -1, &c, NULL) == PTWM_OK &&
+           c.xform != PTWM_XFORM_BYTES;
+}
+
+/* The stage of this id in a version 5 payload of raw_len bytes: 1 + its
+ * position, or 0 (none, or not a valid payload). *h receives the header. */
+static unsigned stage_in(const uint8_t *p, size_t len, size_t raw_len, unsigned id,
+                         ptwm_chunk_head *h) {
+    unsigned s;
+    if (!p || ptwm_chunk_head_parse(5, NULL, p, len, raw_len, h, NULL) != PTWM_OK) return 0;
+    return ptwm_layout_has(&h->L, id, &s) ? s + 1 : 0;
+}
+
+/* One workspace for every round trip of this (main) thread, as a worker
+ * keeps one for chunks of every kind: what a chunk leaves in it must not
+ * change the next chunk's bytes (the first encode of each round trip uses
+ * a fresh one). */
+static ptwm_ws *reused;
 
 /* Encode and decode; checks the bound, the bytes, and returns the payload
  * size (0 on failure, after a failed CHECK). out/out_len receive a copy of
@@ -22,7 +46,7 @@ static size_t round_trip_cols(const uint8_t *chain, size_t clen, ptwm_dtype d, i
     ptwm_chunk_params prm = {method, 0, 1, cols};
     ptwm_err err;
     ptwm_error e;
-    e = ptwm_chunk_encode(chain, clen, d, &prm, raw, n, enc, cap, &len, &err);
+    e = ptwm_chunk_encode(NULL, chain, clen, d, &prm, raw, n, enc, cap, &len, &err);
     CHECK_MSG(e == PTWM_OK, "encode %s method %d, %zu bytes: %s", ptwm_dtype_name(d), method, n,
               err.message);
     if (e == PTWM_OK) {
@@ -32,18 +56,31 @@ static size_t round_trip_cols(const uint8_t *chain, size_t clen, ptwm_dtype d, i
         uint8_t *w = malloc(wcap);
         CHECK(w != NULL);
         if (w) {
-            ptwm_error we = ptwm_chunk_encode(chain, clen, d, &prm, raw, n, w, wcap, &wlen, &err);
+            ptwm_error we = ptwm_chunk_encode(reused, chain, clen, d, &prm, raw, n, w, wcap, &wlen, &err);
             CHECK_MSG(we == PTWM_OK && wlen == len && memcmp(w, enc, len) == 0,
                       "%s method %d, %zu bytes: coded in place %zu bytes (%d), via scratch %zu",
                       ptwm_dtype_name(d), method, n, wlen, (int)we, len);
             free(w);
         }
         CHECK(len <= cap);
-        e = ptwm_chunk_decode(chain, clen, d, enc, len, dec, n, &err);
+        e = ptwm_chunk_decode(reused, chain, clen, d, enc, len, dec, n, &err);
         CHECK_MSG(e == PTWM_OK, "decode %s method %d, %zu bytes: %s", ptwm_dtype_name(d), method,
                   n, err.message);
         CHECK_MSG(e != PTWM_OK || n == 0 || memcmp(dec, raw, n) == 0,
                   "%s method %d, %zu bytes: round trip differs", ptwm_dtype_name(d), method, n);
+        /* The same planes in the version 4 form (a flags byte for the
+         * stages) decode to the same bytes. */
+        if (e == PTWM_OK) {
+            uint8_t *old = malloc(len + 64);
+            size_t ol = old ? tu_chunk_v4(enc, len, n, chain_transform(chain, clen), old) : 0;
+            memset(dec, 0xEE, n);
+            CHECK_MSG(ol > 0 && ptwm_chunk_decode_version(reused, 4, chain, clen, d, old, ol, dec, n,
+                                                          &err) == PTWM_OK &&
+                          (n == 0 || memcmp(dec, raw, n) == 0),
+                      "%s method %d, %zu bytes: version 4 form: %s", ptwm_dtype_name(d), method,
+                      n, err.message);
+            free(old);
+        }
     }
     free(dec);
     if (out && e == PTWM_OK) {
@@ -229,21 +266,22 @@ static void test_lz_choice(void) {
     }
     for (k = 0; k < n; k++) noise[k] = (uint8_t)(tu_rand(&rng) & 31);
     c_rep = round_trip(PTWM_DTYPE_U8, PTWM_METHOD_MICROSCALE, rep, n, &enc);
-    CHECK_MSG(enc && enc[1] == 1 && enc[2] == PTWM_METHOD_ZSTD && c_rep < n / 8,
+    CHECK_MSG(enc && enc[1] == 0 && enc[2] == PTWM_METHOD_ZSTD && c_rep < n / 8,
               "repeated phrases: stage %d, %zu bytes of %zu", enc ? enc[2] : -1, c_rep, n);
     free(enc);
     c_noise = round_trip(PTWM_DTYPE_U8, PTWM_METHOD_MICROSCALE, noise, n, &enc);
-    CHECK_MSG(enc && enc[1] == 1 && enc[2] == PTWM_METHOD_RANS && c_noise < n * 5 / 8 + 512,
+    CHECK_MSG(enc && enc[1] == 0 && enc[2] == PTWM_METHOD_RANS && c_noise < n * 5 / 8 + 512,
               "5-bit noise: stage %d, %zu bytes of %zu", enc ? enc[2] : -1, c_noise, n);
     free(enc);
     free(rep);
     free(noise);
 }
 
-/* Damaged payloads, each with its error code and message. */
+/* Damaged payloads in the version 4 form (files of versions 1-4 hold them),
+ * each with its error code and message. */
 static void test_damage(void) {
-    size_t n = 4096 * 2, len, k;
-    uint8_t *raw = malloc(n), *enc = NULL, *bad = malloc(ptwm_chunk_bound(n) + 16),
+    size_t n = 4096 * 2, len, len5, k;
+    uint8_t *raw = malloc(n), *enc = NULL, *enc5 = NULL, *bad = malloc(ptwm_chunk_bound(n) + 16),
             *dec = malloc(n);
     uint8_t chain[PTWM_CHAIN_MAX_BYTES];
     size_t clen;
@@ -254,7 +292,9 @@ static void test_damage(void) {
                                                 (tu_rand(&rng) & 0x807f)));
     CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain),
                               &clen, &err) == PTWM_OK);
-    len = round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, raw, n, &enc);
+    len5 = round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, raw, n, &enc5);
+    enc = enc5 ? malloc(len5 + 64) : NULL;
+    len = enc ? tu_chunk_v4(enc5, len5, n, 1, enc) : 0;
     CHECK(enc != NULL && len > 16);
     if (!enc) return;
     /* Layout of this payload: flags, count 2, entry 0 (stage, varint 4096 =
@@ -264,60 +304,60 @@ static void test_damage(void) {
     /* A flipped bit in the last byte (plane 1's coded bytes). */
     memcpy(bad, enc, len);
     bad[len - 1] ^= 0x10;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CRC, "plane 1");
     CHECK(strstr(err.message, "stored CRC32") && strstr(err.message, "computed"));
 
     /* Truncated: every shorter length fails (never a crash). */
     for (k = 0; k < len; k++) {
-        ptwm_error e = ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, enc, k, dec, n, &err);
+        ptwm_error e = ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, enc, k, dec, n, &err);
         CHECK_MSG(e == PTWM_ERR_CORRUPT, "truncated to %zu of %zu: %s", k, len,
                   ptwm_error_name(e));
     }
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, enc, len - 1, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, enc, len - 1, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "coded bytes");
     /* Extended by one byte. */
     memcpy(bad, enc, len);
     bad[len] = 0;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len + 1, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len + 1, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "follow the");
     /* Unknown stage id in plane 0's entry, and the MICROSCALE id 3. */
     memcpy(bad, enc, len);
     bad[2] = 9;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_UNKNOWN_ID, "unknown stage id 9");
     bad[2] = 3;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_UNKNOWN_ID, "not an entropy stage");
     /* Wrong raw length for plane 0 (4096 as 0x80 0x20 -> 0x81 0x20). */
     memcpy(bad, enc, len);
     CHECK(bad[3] == 0x80 && bad[4] == 0x20);
     bad[3] = 0x81;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "raw length 4097, expected 4096");
     /* Coded length past the end of the payload. */
     memcpy(bad, enc, len);
     bad[5] = 0xff;
     bad[6] = 0x7f;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "exceeds the payload");
     /* Non-minimal varint. */
     memcpy(bad, enc, len);
     bad[3] = 0x80;
     bad[4] = 0x00;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "lengths malformed");
     /* Unknown flags, wrong plane count, MICROSCALE flag on a chain without it. */
     memcpy(bad, enc, len);
     bad[0] = 0x81;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "unknown flags 0x81");
     bad[0] = enc[0];
     bad[1] = 1;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "1 planes, the chain makes 2");
     bad[1] = 13;
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
               PTWM_ERR_CORRUPT, "13 planes (at most 12)");
     {
         uint8_t plain[PTWM_CHAIN_MAX_BYTES];
@@ -326,28 +366,29 @@ static void test_damage(void) {
                                   &err) == PTWM_OK);
         memcpy(bad, enc, len);
         bad[0] |= 2;
-        CHECK_ERR(ptwm_chunk_decode(plain, plen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
+        CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, plain, plen, PTWM_DTYPE_BF16, bad, len, dec, n, &err), &err,
                   PTWM_ERR_CORRUPT, "no microscale");
     }
     /* Wrong raw size asked of the decoder. */
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, enc, len, dec, n - 2, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, enc, len, dec, n - 2, &err), &err,
               PTWM_ERR_CORRUPT, "expected 4095");
     /* Without CRCs, damage inside a plane is caught by its stage. */
     {
         ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
         size_t l2;
         ptwm_error e;
-        CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_BF16, &prm, raw, n, bad,
+        CHECK(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_BF16, &prm, raw, n, bad,
                                 ptwm_chunk_bound(n), &l2, &err) == PTWM_OK);
-        CHECK(bad[0] == 0 && l2 == len - 8);
-        e = ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, l2 - 3, dec, n, &err);
+        CHECK(bad[0] == 0 && l2 == len5 - 8);
+        e = ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, bad, l2 - 3, dec, n, &err);
         CHECK(e == PTWM_ERR_CORRUPT);
     }
     /* An encode buffer below the bound. */
-    CHECK_ERR(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_BF16, NULL, raw, n, bad, 10, &len, &err),
+    CHECK_ERR(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_BF16, NULL, raw, n, bad, 10, &len, &err),
               &err, PTWM_ERR_DST_SIZE, "buffer of 10");
     free(raw);
     free(enc);
+    free(enc5);
     free(bad);
     free(dec);
 }
@@ -381,36 +422,40 @@ static void test_sparse(void) {
     CHECK(round_trip(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, buf, sizeof(buf), NULL) < 64);
 
     /* A bitmap that disagrees with the planes: 64 F32, every even one zero,
-     * so the bitmap plane is the constant 0xAA (the payload's last byte). */
+     * so the bitmap plane is the constant 0xAA (the payload's last byte).
+     * Damaged in the version 4 form (then the same planes in the version 5
+     * form, test_stage_lists). */
     for (k = 0; k < 64; k++) ptwm_store_le32(buf + 4 * k, k & 1 ? 0x3f800000u + (uint32_t)k : 0);
     CHECK(ptwm_chain_standard(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen,
                               &err) == PTWM_OK);
     {
         ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
-        uint8_t out[1024];
-        CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_F32, &prm, buf, 256, out, sizeof(out), &len,
-                                &err) == PTWM_OK);
+        uint8_t out[1024], out5[1024];
+        size_t len5 = 0;
+        CHECK(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_F32, &prm, buf, 256, out5, sizeof(out5),
+                                &len5, &err) == PTWM_OK);
+        len = tu_chunk_v4(out5, len5, 256, 1, out);
         /* sparse, signed zeros; the bitmap then the signs (32 +0: 0x00) */
         CHECK(out[0] == 0x48 && out[len - 2] == 0xAA && out[len - 1] == 0);
         out[len - 2] = 0xAB;
-        CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
+        CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
                   PTWM_ERR_CORRUPT, "marks 40 nonzero elements, the planes hold 32");
         out[len - 2] = 0xAA;
-        CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
+        CHECK(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
         CHECK(memcmp(dec, buf, 256) == 0);
         /* Signs 0x01 in every byte: zeros 0, 8, 16 and 24 (elements 0, 16,
          * 32, 48) are -0. */
         out[len - 1] = 0x01;
-        CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
+        CHECK(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err) == PTWM_OK);
         for (k = 0; k < 64; k += 16) buf[4 * k + 3] = 0x80;
         CHECK(memcmp(dec, buf, 256) == 0);
         for (k = 0; k < 64; k += 16) buf[4 * k + 3] = 0;
         /* Read as version 2, or without the sparse flag: not a valid payload. */
-        CHECK_ERR(ptwm_chunk_decode_version(2, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256,
+        CHECK_ERR(ptwm_chunk_decode_version(NULL, 2, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256,
                                             &err),
                   &err, PTWM_ERR_CORRUPT, "flag 0x40 (signed zeros) in a version 2 file");
         out[0] = 0x40;
-        CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
+        CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_F32, out, len, dec, 256, &err), &err,
                   PTWM_ERR_CORRUPT, "unknown flags 0x40");
         out[0] = 0x48;
         /* The version 1 and 2 form: flag 0x08 alone, no signs plane (its
@@ -426,11 +471,11 @@ static void test_sparse(void) {
             memcpy(old + ol, out + hl, len - hl - 1);
             ol += len - hl - 1;
             memset(dec, 0xEE, 256);
-            CHECK(ptwm_chunk_decode_version(2, chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256,
+            CHECK(ptwm_chunk_decode_version(NULL, 2, chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256,
                                             &err) == PTWM_OK &&
                   memcmp(dec, buf, 256) == 0);
             memset(dec, 0xEE, 256);
-            CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256, &err) ==
+            CHECK(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_F32, old, ol, dec, 256, &err) ==
                       PTWM_OK &&
                   memcmp(dec, buf, 256) == 0);
         }
@@ -439,14 +484,16 @@ static void test_sparse(void) {
      * (0x40 in every byte sets bit 38). */
     {
         ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
-        uint8_t out[1024];
+        uint8_t out[1024], out5[1024];
+        size_t len5 = 0;
         for (k = 0; k < 76; k++) ptwm_store_le32(buf + 4 * k, k & 1 ? 0x3f800000u + (uint32_t)k : 0);
-        CHECK(ptwm_chunk_encode(chain, clen, PTWM_DTYPE_F32, &prm, buf, 304, out, sizeof(out), &len,
-                                &err) == PTWM_OK);
+        CHECK(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_F32, &prm, buf, 304, out5, sizeof(out5),
+                                &len5, &err) == PTWM_OK);
+        len = tu_chunk_v4(out5, len5, 304, 1, out);
         CHECK_MSG(out[0] == 0x48 && out[len - 1] == 0, "flags 0x%02x, last byte 0x%02x", out[0],
                   out[len - 1]);
         out[len - 1] = 0x40;
-        CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_F32, out, len, dec, 304, &err), &err,
+        CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_F32, out, len, dec, 304, &err), &err,
                   PTWM_ERR_CORRUPT, "signs plane 5 has bits past its 38 zero elements");
     }
     free(enc);
@@ -496,8 +543,12 @@ static void test_signed_zeros(void) {
         }
         CHECK_MSG(zeros * 4 >= n / w, "%s: %zu zeros of %zu", files[f], zeros, n / w);
         with = round_trip(best.dtype, PTWM_METHOD_MICROSCALE, buf, n, &enc);
-        CHECK_MSG(enc && (enc[0] & 0x48) == 0x48, "%s: flags 0x%02x, not sparse with signed zeros",
-                  files[f], enc ? enc[0] : 0);
+        {
+            ptwm_chunk_head h;
+            unsigned sp = stage_in(enc, with, n, PTWM_CSTAGE_SPARSE, &h);
+            CHECK_MSG(sp && h.use[sp - 1].p[2] == 1, "%s: not sparse with signed zeros",
+                      files[f]);
+        }
         free(enc);
         for (i = 0; i < n / w; i++) {
             uint8_t *e = buf + i * w;
@@ -537,29 +588,32 @@ static void fill_joint(uint8_t *buf, size_t count, int f32, uint64_t *rng) {
 static void test_joint(void) {
     uint8_t buf[4 * 4096], *enc = NULL, dec[128], bad[256];
     uint8_t chain[PTWM_CHAIN_MAX_BYTES], u8chain[PTWM_CHAIN_MAX_BYTES];
+    ptwm_chunk_head h;
     size_t clen, u8len, len, k, n = 37, pos;
     uint64_t rng = 21;
     ptwm_err err;
     fill_joint(buf, 4096, 0, &rng);
     len = round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, buf, 2 * 4096, &enc);
-    CHECK_MSG(enc && (enc[0] & 0x10) && enc[1] == 3, "BF16 joint: flags 0x%02x, %u planes",
-              enc ? enc[0] : 0, enc ? enc[1] : 0);
+    CHECK_MSG(stage_in(enc, len, 2 * 4096, PTWM_CSTAGE_JOINT, &h) && h.L.count == 3,
+              "BF16 joint: %u stages, %u planes", h.nuse, h.L.count);
     CHECK(len > 0 && len < 2 * 4096 * 7 / 10);
     free(enc);
     for (k = 1; k < 40; k += 3) round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, buf, 2 * (300 + k), NULL);
     fill_joint(buf, 3 * 1024 + 1, 1, &rng);
     len = round_trip(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, buf, 4 * (3 * 1024 + 1), &enc);
-    CHECK_MSG(enc && (enc[0] & 0x10) && enc[1] == 5, "F32 joint: flags 0x%02x, %u planes",
-              enc ? enc[0] : 0, enc ? enc[1] : 0);
+    CHECK_MSG(stage_in(enc, len, 4 * (3 * 1024 + 1), PTWM_CSTAGE_JOINT, &h) && h.L.count == 5,
+              "F32 joint: %u stages, %u planes", h.nuse, h.L.count);
     free(enc);
     /* With a third of the elements zero: sparse and joint together. */
     fill_joint(buf, 4096, 0, &rng);
     for (k = 0; k < 4096; k += 3) ptwm_store_le16(buf + 2 * k, 0);
-    round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, buf, 2 * 4096, &enc);
-    CHECK_MSG(enc && enc[0] == 0x59, "BF16 sparse joint: flags 0x%02x", enc ? enc[0] : 0);
+    len = round_trip(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, buf, 2 * 4096, &enc);
+    CHECK_MSG(stage_in(enc, len, 2 * 4096, PTWM_CSTAGE_JOINT, &h) &&
+                  stage_in(enc, len, 2 * 4096, PTWM_CSTAGE_SPARSE, &h) == 1,
+              "BF16 sparse joint: %u stages", h.nuse);
     free(enc);
 
-    /* By hand: 37 BF16 elements, every plane IDENTITY: symbols (37), nibbles
+    /* By hand, in the version 4 form: 37 BF16 elements, every plane IDENTITY: symbols (37), nibbles
      * (19), side (map of 15 + escapes). Symbol 0x12 = map[1] with sign:mantissa
      * 0x2_; nibble byte 0x43: element 2k gets 3, element 2k+1 gets 4. */
     CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain),
@@ -580,10 +634,10 @@ static void test_joint(void) {
         pos += 56 + (side_len);                                                              \
     } while (0)
 #define JOINT_BAD(msg)                                                                     \
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err), &err, \
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err), &err, \
               PTWM_ERR_CORRUPT, msg)
     JOINT_PAYLOAD(15);
-    CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
+    CHECK(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
     for (k = 0; k < n; k++) {
         unsigned sm = k & 1 ? 0x24 : 0x23;
         CHECK_MSG(ptwm_load_le16(dec + 2 * k) == (121u << 7 | sm), "element %zu: %04x", k,
@@ -593,7 +647,7 @@ static void test_joint(void) {
     JOINT_PAYLOAD(16);
     bad[11 + 36] = 0xF3;
     bad[11 + 56 + 15] = 200;
-    CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
+    CHECK(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 2 * n, &err) == PTWM_OK);
     CHECK(ptwm_load_le16(dec + 2 * 36) == (200u << 7 | 0x33));
     CHECK(ptwm_load_le16(dec + 2 * 35) == (121u << 7 | 0x24));
     /* The escape without its exponent, an exponent without its escape. */
@@ -604,9 +658,9 @@ static void test_joint(void) {
     JOINT_BAD("plane 0 has 0 escape symbols, side plane 2 holds 2 exponents");
     /* Side plane lengths outside 15..15 + n. */
     JOINT_PAYLOAD(14);
-    JOINT_BAD("joint side plane 2 of 14 bytes for 37 elements (15 to 52)");
+    JOINT_BAD("joint side plane 2 of 14 bytes (at least 15)");
     JOINT_PAYLOAD(53);
-    JOINT_BAD("joint side plane 2 of 53 bytes");
+    JOINT_BAD("stage 1 (joint): 38 escapes for 37 elements");
     /* Nibble plane of the wrong length; joint with MICROSCALE; joint on a
      * chain without a float split; too few planes. */
     JOINT_PAYLOAD(15);
@@ -618,10 +672,10 @@ static void test_joint(void) {
     bad[0] = 0x14;
     JOINT_BAD("unknown flags 0x14");
     bad[0] = 0x10;
-    CHECK_ERR(ptwm_chunk_decode(u8chain, u8len, PTWM_DTYPE_U8, bad, pos, dec, 2 * n, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, u8chain, u8len, PTWM_DTYPE_U8, bad, pos, dec, 2 * n, &err), &err,
               PTWM_ERR_CORRUPT, "joint exponent planes, but the chain has no split");
     bad[1] = 2;
-    JOINT_BAD("joint side plane 2 of 0 bytes");
+    JOINT_BAD("joint side plane 2 of 0 bytes (at least 15)");
 #undef JOINT_BAD
 #undef JOINT_PAYLOAD
 }
@@ -674,7 +728,10 @@ static void test_rows_layout(void) {
                                  (const uint8_t *)tr, n * 2, NULL);
         CHECK_MSG(c_cols <= c_none, "%s as [%zu, %zu]: %zu bytes with %zu columns offered, %zu "
                   "without", ti.name, outs, rows, c_cols, rows, c_none);
-        blocks += enc && (enc[0] & 2);
+        {
+            ptwm_chunk_head h;
+            blocks += stage_in(enc, c_cols, n * 2, PTWM_CSTAGE_BLOCKS, &h) != 0;
+        }
         free(enc);
         free(tr);
         done++;
@@ -750,9 +807,12 @@ static void test_columns(void) {
                                       &err) == PTWM_OK);
             cl = round_trip_cols(chain, clen, ti.dtype, PTWM_METHOD_MICROSCALE,
                                  (size_t)ti.shape[ti.ndim - 1], (const uint8_t *)ti.data, n, &enc);
-            if (enc && (enc[0] & 0x20)) {
-                picked++;
-                under_joint += (enc[0] & 0x10) != 0;
+            {
+                ptwm_chunk_head h;
+                if (stage_in(enc, cl, n, PTWM_CSTAGE_COLS, &h)) {
+                    picked++;
+                    under_joint += stage_in(enc, cl, n, PTWM_CSTAGE_JOINT, &h) != 0;
+                }
             }
             free(enc);
             with += (double)cl;
@@ -765,7 +825,7 @@ static void test_columns(void) {
               picked, under_joint);
     CHECK_MSG(with < without * 0.995, "with columns %.0f bytes, without %.0f", with, without);
 
-    /* By hand: 8 BF16 elements in 4 columns, every plane IDENTITY:
+    /* By hand, in the version 4 form: 8 BF16 elements in 4 columns, every plane IDENTITY:
      * residuals, sign:mantissa, scales (deltas 120, +1, +1, -3). */
     CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain),
                               &clen, &err) == PTWM_OK);
@@ -786,10 +846,10 @@ static void test_columns(void) {
         pos += 16 + (scale_len);                                                               \
     } while (0)
 #define COLS_BAD(msg)                                                                          \
-    CHECK_ERR(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,  \
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,  \
               PTWM_ERR_CORRUPT, msg)
     COLS_PAYLOAD(4);
-    CHECK(ptwm_chunk_decode(chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err) == PTWM_OK);
+    CHECK(ptwm_chunk_decode_version(NULL, 4, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err) == PTWM_OK);
     {
         static const uint8_t scale[4] = {120, 121, 122, 119}, res[8] = {0, 1, 2, 0, 3, 0, 0, 1};
         for (i = 0; i < 8; i++)
@@ -800,12 +860,12 @@ static void test_columns(void) {
     /* The same payload in a version 1 file; scale planes of 1 and 5 (2 to
      * n / 2 columns); with block scales or sparse elements; on a chain
      * without MICROSCALE. */
-    CHECK_ERR(ptwm_chunk_decode_version(1, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err),
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 1, chain, clen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err),
               &err, PTWM_ERR_CORRUPT, "flag 0x20 (column-relative exponents) in a version 1 file");
     COLS_PAYLOAD(1);
-    COLS_BAD("column scale plane 2 of 1 bytes for 8 elements (2 to 4)");
+    COLS_BAD("stage 1 (cols): 1 columns for 8 elements (2 to 4)");
     COLS_PAYLOAD(5);
-    COLS_BAD("column scale plane 2 of 5 bytes for 8 elements (2 to 4)");
+    COLS_BAD("stage 1 (cols): 5 columns for 8 elements (2 to 4)");
     COLS_PAYLOAD(4);
     bad[0] = 0x22;
     COLS_BAD("unknown flags 0x22");
@@ -814,10 +874,10 @@ static void test_columns(void) {
     bad[0] = 0x24;
     COLS_BAD("unknown flags 0x24");
     bad[0] = 0x20;
-    CHECK_ERR(ptwm_chunk_decode(plain, plen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,
+    CHECK_ERR(ptwm_chunk_decode_version(NULL, 4, plain, plen, PTWM_DTYPE_BF16, bad, pos, dec, 16, &err), &err,
               PTWM_ERR_CORRUPT, "column-relative exponents, but the chain has no microscale");
     bad[1] = 2;
-    COLS_BAD("column scale plane 2 of 0 bytes");
+    COLS_BAD("stage 1 (cols): 0 columns for 8 elements");
 #undef COLS_BAD
 #undef COLS_PAYLOAD
 }
@@ -973,16 +1033,18 @@ static void *thread_main(void *arg) {
     uint8_t chain[PTWM_CHAIN_MAX_BYTES];
     size_t clen, len, cap = ptwm_chunk_bound(j->n);
     uint8_t *enc = malloc(cap), *dec = malloc(j->n);
+    ptwm_ws *ws = ptwm_ws_create(); /* each thread its own, as each worker */
     int r;
     if (ptwm_chain_standard(j->d, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen, NULL))
         j->bad++;
     for (r = 0; r < 20; r++) {
-        if (ptwm_chunk_encode(chain, clen, j->d, NULL, j->raw, j->n, enc, cap, &len, NULL) ||
+        if (ptwm_chunk_encode(ws, chain, clen, j->d, NULL, j->raw, j->n, enc, cap, &len, NULL) ||
             len != j->want_len || memcmp(enc, j->want, len) != 0 ||
-            ptwm_chunk_decode(chain, clen, j->d, enc, len, dec, j->n, NULL) ||
+            ptwm_chunk_decode(ws, chain, clen, j->d, enc, len, dec, j->n, NULL) ||
             memcmp(dec, j->raw, j->n) != 0)
             j->bad++;
     }
+    ptwm_ws_free(ws);
     free(enc);
     free(dec);
     return NULL;
@@ -1017,6 +1079,9 @@ static void test_threads(void) {
 }
 
 int main(void) {
+    int rc;
+    reused = ptwm_ws_create();
+    CHECK(reused != NULL);
     test_signed_zeros();
     test_threads();
     test_edges();
@@ -1033,5 +1098,7 @@ int main(void) {
     test_rows_layout();
     test_sparse_reference();
     test_corpus();
-    return tu_finish("test_chunk");
+    rc = tu_finish("test_chunk");
+    ptwm_ws_free(reused);
+    return rc;
 }

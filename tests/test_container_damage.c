@@ -3,6 +3,7 @@
  * never wrong bytes. Also the golden files of tests/golden/: old versions
  * must keep decoding to the same bytes, damaged ones must keep failing. */
 #include "testutil.h"
+#include "chunk_frame.h"
 #include "container_format.h"
 #include "container_read.h"
 #include "entropy.h"
@@ -432,7 +433,7 @@ static void test_packed_damage(void) {
         /* Pack the packed table once more. */
         z = (uint8_t *)malloc(zcap);
         z[0] = PTWM_SEC_PACKED;
-        CHECK(ptwm_zstd_encode(good.p + toff, (size_t)tsize, 3, z + 17, zcap - 17, &zlen) == PTWM_OK);
+        CHECK(ptwm_zstd_encode(NULL, good.p + toff, (size_t)tsize, 3, z + 17, zcap - 17, &zlen) == PTWM_OK);
         ptwm_store_le64(z + 1, 8 + zlen);
         ptwm_store_le64(z + 9, tsize);
         im = with_table(&good, z, zlen + 17);
@@ -632,12 +633,13 @@ static void test_golden(void) {
     free(text);
 }
 
-/* Golden files that hold chunks with a flag bit of a later version (the
- * version 2 file: column-relative chunks, bit 5; the version 3 pruned file:
- * signed zeros, bit 6), so reading them back is part of the golden check. */
-static void test_golden_flag(const char *file, unsigned bit) {
+/* Chunks of a golden file whose payload (p, coded bytes, raw bytes) passes
+ * `has`, given `arg`. */
+typedef int (*chunk_test)(const uint8_t *p, uint32_t coded, uint32_t raw, unsigned arg);
+
+static size_t golden_chunks(const char *file, chunk_test has, unsigned arg) {
     char path[1200];
-    size_t len = 0, t, cols = 0;
+    size_t len = 0, t, found = 0;
     uint8_t *img;
     ptwm_reader *r = NULL;
     ptwm_err err;
@@ -646,16 +648,40 @@ static void test_golden_flag(const char *file, unsigned bit) {
     CHECK_MSG(img && ptwm_reader_open_memory(img, len, "g", &r, &err) == PTWM_OK, "%s", path);
     for (t = 0; r && t < ptwm_reader_count(r); t++) {
         uint64_t k, n = 0, off = 0;
-        uint32_t coded = 0;
+        uint32_t coded = 0, raw = 0;
         CHECK(ptwm_reader_chunk_info(r, t, 0, NULL, NULL, NULL, &n) == PTWM_OK);
         for (k = 0; k < n; k++)
-            if (ptwm_reader_chunk_info(r, t, k, &off, &coded, NULL, NULL) == PTWM_OK && coded &&
-                (img[off] & bit))
-                cols++;
+            if (ptwm_reader_chunk_info(r, t, k, &off, &coded, &raw, NULL) == PTWM_OK && coded &&
+                has(img + off, coded, raw, arg))
+                found++;
     }
-    CHECK_MSG(cols > 0, "%s: no chunk with flag 0x%02x", path, bit);
     ptwm_reader_close(r);
     free(img);
+    return found;
+}
+
+static int has_flag(const uint8_t *p, uint32_t coded, uint32_t raw, unsigned bit) {
+    (void)coded, (void)raw;
+    return (p[0] & bit) != 0;
+}
+
+static int has_stage(const uint8_t *p, uint32_t coded, uint32_t raw, unsigned id) {
+    ptwm_chunk_head h;
+    return ptwm_chunk_head_parse(5, NULL, p, coded, raw, &h, NULL) == PTWM_OK &&
+           ptwm_layout_has(&h.L, id, NULL);
+}
+
+/* Golden files that hold chunks with a flag bit of a later version (the
+ * version 2 file: column-relative chunks, bit 5; the version 3 pruned file:
+ * signed zeros, bit 6), or, from version 5, a stage (the emotion file:
+ * column scales; the pruned file: sparse elements), so reading them back is
+ * part of the golden check. */
+static void test_golden_flag(const char *file, unsigned bit) {
+    CHECK_MSG(golden_chunks(file, has_flag, bit) > 0, "%s: no chunk with flag 0x%02x", file, bit);
+}
+
+static void test_golden_stage(const char *file, unsigned id) {
+    CHECK_MSG(golden_chunks(file, has_stage, id) > 0, "%s: no chunk with stage %u", file, id);
 }
 
 /* A version 3 file written with neither plane CRCs nor payload hashes has
@@ -667,7 +693,8 @@ static void test_unchecked(void) {
         size_t unchecked;
     } cases[] = {{"emotion.bf16.microscale.v3.nocheck.ptwm", 21},
                  {"emotion.bf16.microscale.v3.ptwm", 0},
-                 {"emotion.bf16.microscale.v4.ptwm", 0}};
+                 {"emotion.bf16.microscale.v4.ptwm", 0},
+                 {"emotion.bf16.microscale.v5.ptwm", 0}};
     image bare = make_image(0, 0);
     ptwm_reader *r = NULL;
     ptwm_err err;
@@ -695,6 +722,8 @@ int main(void) {
     if (getenv("PTWM_GOLDEN_WRITE")) golden_write();
     test_golden_flag("emotion.bf16.microscale.v2.ptwm", 0x20);
     test_golden_flag("pruned.f16.microscale.v3.ptwm", 0x40);
+    test_golden_stage("emotion.bf16.microscale.v5.ptwm", PTWM_CSTAGE_COLS);
+    test_golden_stage("pruned.f16.microscale.v5.ptwm", PTWM_CSTAGE_SPARSE);
     test_payload_damage();
     test_hash_damage();
     test_structure_damage();

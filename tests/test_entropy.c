@@ -22,10 +22,10 @@ static size_t dispatch_trip(int stage, int level, const uint8_t *src, size_t n, 
     uint8_t *enc = malloc(cap ? cap : 1), *dec = malloc(n ? n : 1);
     ptwm_error rc;
     CHECK(enc && dec && cap >= n);
-    rc = ptwm_entropy_encode(stage, level, src, n, enc, cap, &len);
+    rc = ptwm_entropy_encode(NULL, stage, level, src, n, enc, cap, &len);
     CHECK_MSG(rc == PTWM_OK && len <= cap, "%s: stage %d n=%zu: %s len %zu cap %zu", what, stage,
               n, ptwm_error_name(rc), len, cap);
-    rc = ptwm_entropy_decode(stage, enc, len, dec, n);
+    rc = ptwm_entropy_decode(NULL, stage, enc, len, dec, n);
     CHECK_MSG(rc == PTWM_OK, "%s: stage %d n=%zu decode: %s", what, stage, n, ptwm_error_name(rc));
     CHECK_MSG(rc || !n || memcmp(src, dec, n) == 0, "%s: stage %d n=%zu bytes differ", what,
               stage, n);
@@ -80,7 +80,7 @@ static void test_edges(void) {
 
 static ptwm_error dec(int stage, const uint8_t *src, size_t size, size_t n) {
     uint8_t *out = malloc(n ? n : 1);
-    ptwm_error rc = ptwm_entropy_decode(stage, src, size, out, n);
+    ptwm_error rc = ptwm_entropy_decode(NULL, stage, src, size, out, n);
     free(out);
     return rc;
 }
@@ -93,22 +93,22 @@ static void test_refusals(void) {
     /* unknown stage ids */
     for (i = 0; i < PTWM_ARRAY_LEN(unknown); i++) {
         CHECK(ptwm_entropy_bound(unknown[i], 100) == 0);
-        CHECK(ptwm_entropy_encode(unknown[i], 0, src, 100, enc, sizeof(enc), &len) ==
+        CHECK(ptwm_entropy_encode(NULL, unknown[i], 0, src, 100, enc, sizeof(enc), &len) ==
               PTWM_ERR_UNKNOWN_ID);
-        CHECK(ptwm_entropy_decode(unknown[i], src, 100, out, 10) == PTWM_ERR_UNKNOWN_ID);
+        CHECK(ptwm_entropy_decode(NULL, unknown[i], src, 100, out, 10) == PTWM_ERR_UNKNOWN_ID);
     }
     /* bad arguments */
-    CHECK(ptwm_entropy_encode(PTWM_METHOD_ZSTD, 100, src, n, enc, sizeof(enc), &len) ==
+    CHECK(ptwm_entropy_encode(NULL, PTWM_METHOD_ZSTD, 100, src, n, enc, sizeof(enc), &len) ==
           PTWM_ERR_INVALID_ARG);
-    CHECK(ptwm_entropy_encode(PTWM_METHOD_RANS, 2, src, n, enc, sizeof(enc), &len) ==
+    CHECK(ptwm_entropy_encode(NULL, PTWM_METHOD_RANS, 2, src, n, enc, sizeof(enc), &len) ==
           PTWM_ERR_INVALID_ARG);
-    CHECK(ptwm_entropy_encode(PTWM_METHOD_IDENTITY, 0, src, n, enc, sizeof(enc), NULL) ==
+    CHECK(ptwm_entropy_encode(NULL, PTWM_METHOD_IDENTITY, 0, src, n, enc, sizeof(enc), NULL) ==
           PTWM_ERR_INVALID_ARG);
-    CHECK(ptwm_entropy_decode(PTWM_METHOD_IDENTITY, NULL, 5, out, 5) == PTWM_ERR_INVALID_ARG);
+    CHECK(ptwm_entropy_decode(NULL, PTWM_METHOD_IDENTITY, NULL, 5, out, 5) == PTWM_ERR_INVALID_ARG);
     /* capacity one short of what is needed */
     for (i = 0; i < PTWM_ARRAY_LEN(stages); i++) {
-        CHECK(ptwm_entropy_encode(stages[i], 0, src, n, enc, sizeof(enc), &len) == PTWM_OK);
-        CHECK_MSG(ptwm_entropy_encode(stages[i], 0, src, n, enc, len - 1, &len) ==
+        CHECK(ptwm_entropy_encode(NULL, stages[i], 0, src, n, enc, sizeof(enc), &len) == PTWM_OK);
+        CHECK_MSG(ptwm_entropy_encode(NULL, stages[i], 0, src, n, enc, len - 1, &len) ==
                       PTWM_ERR_DST_SIZE,
                   "stage %d", stages[i]);
     }
@@ -120,7 +120,7 @@ static void test_refusals(void) {
     CHECK(dec(PTWM_METHOD_IDENTITY, src, 0, 0) == PTWM_OK);
 
     /* ZSTD: exactly one frame with the right content size */
-    CHECK(ptwm_entropy_encode(PTWM_METHOD_ZSTD, 3, src, n, enc, sizeof(enc), &len) == PTWM_OK);
+    CHECK(ptwm_entropy_encode(NULL, PTWM_METHOD_ZSTD, 3, src, n, enc, sizeof(enc), &len) == PTWM_OK);
     CHECK(dec(PTWM_METHOD_ZSTD, enc, len, n) == PTWM_OK);
     CHECK(dec(PTWM_METHOD_ZSTD, enc, len, n - 1) == PTWM_ERR_CORRUPT);
     CHECK(dec(PTWM_METHOD_ZSTD, enc, len, n + 1) == PTWM_ERR_CORRUPT);
@@ -156,7 +156,7 @@ static void test_refusals(void) {
         CHECK(dec(PTWM_METHOD_ZSTD, skippable, sizeof(skippable), 0) == PTWM_ERR_CORRUPT);
     }
     /* the empty plane is one small frame */
-    CHECK(ptwm_entropy_encode(PTWM_METHOD_ZSTD, 0, NULL, 0, enc, sizeof(enc), &len) == PTWM_OK);
+    CHECK(ptwm_entropy_encode(NULL, PTWM_METHOD_ZSTD, 0, NULL, 0, enc, sizeof(enc), &len) == PTWM_OK);
     CHECK(dec(PTWM_METHOD_ZSTD, enc, len, 0) == PTWM_OK);
     CHECK(dec(PTWM_METHOD_ZSTD, enc, len, 1) == PTWM_ERR_CORRUPT);
 }
@@ -170,8 +170,8 @@ static void *zstd_worker(void *arg) {
     if (!src || !enc || !out || !bad) abort();
     for (r = 0; r < 20; r++) {
         for (i = 0; i < 100000; i++) src[i] = (uint8_t)(tu_rand(&seed) % (r + 2));
-        if (ptwm_zstd_encode(src, 100000, 1 + r % 5, enc, ptwm_zstd_bound(100000), &len) ||
-            ptwm_zstd_decode(enc, len, out, 100000) || memcmp(src, out, 100000))
+        if (ptwm_zstd_encode(NULL, src, 100000, 1 + r % 5, enc, ptwm_zstd_bound(100000), &len) ||
+            ptwm_zstd_decode(NULL, enc, len, out, 100000) || memcmp(src, out, 100000))
             (*bad)++;
     }
     free(src);
@@ -225,7 +225,7 @@ static void plan_plane(const char *file, const char *label, const uint8_t *plane
         memset(hist, 0, sizeof(hist));
         for (i = 0; i < m; i++) hist[plane[i]]++;
         est = ptwm_rans_o0_size(hist, m, &pl);
-        CHECK(ptwm_rans_encode(plane, m, 0, a, m + 64, &la) == PTWM_OK);
+        CHECK(ptwm_rans_encode(NULL, plane, m, 0, a, m + 64, &la) == PTWM_OK);
         CHECK(ptwm_rans_encode_plan(plane, m, &pl, b, m + 64, &lb) == PTWM_OK);
         CHECK_MSG(la == lb && memcmp(a, b, la) == 0, "%s %s, %zu bytes: planned rANS differs (%zu vs %zu)",
                   file, label, m, lb, la);

@@ -10,6 +10,11 @@
 #include "entropy.h"
 #include "testutil.h"
 
+/* One workspace for every round trip, as a worker keeps one: the order-1
+ * decoder clears only the tables its last plane built, so planes of other
+ * precisions and contexts must decode right after each other. */
+static ptwm_ws *reused;
+
 /* Encode at `order`, decode, compare; also check that one byte less of
  * capacity is refused and that a wrong dst_size is corrupt. Returns the coded
  * length (0 on failure). */
@@ -18,10 +23,10 @@ static size_t round_trip(const uint8_t *src, size_t n, int order, const char *wh
     uint8_t *enc = malloc(cap), *dec = malloc(n + 1);
     ptwm_error rc;
     CHECK(enc && dec);
-    rc = ptwm_rans_encode(src, n, order, enc, cap, &len);
+    rc = ptwm_rans_encode(reused, src, n, order, enc, cap, &len);
     CHECK_MSG(rc == PTWM_OK, "%s: order %d n=%zu: %s", what, order, n, ptwm_error_name(rc));
     CHECK_MSG(len >= 1 && len <= cap, "%s: n=%zu len=%zu cap=%zu", what, n, len, cap);
-    rc = ptwm_rans_decode(enc, len, dec, n);
+    rc = ptwm_rans_decode(reused, enc, len, dec, n);
     CHECK_MSG(rc == PTWM_OK, "%s: order %d n=%zu decode: %s", what, order, n,
               ptwm_error_name(rc));
     CHECK_MSG(rc || n == 0 || memcmp(src, dec, n) == 0, "%s: order %d n=%zu bytes differ", what,
@@ -30,18 +35,18 @@ static size_t round_trip(const uint8_t *src, size_t n, int order, const char *wh
      * can O1 where a context has one symbol (frequency M: a step that reads
      * nothing); the container records the size. */
     if (enc[0] == 0 || enc[0] == 2)
-        CHECK_MSG(ptwm_rans_decode(enc, len, dec, n + 1) == PTWM_ERR_CORRUPT,
+        CHECK_MSG(ptwm_rans_decode(NULL, enc, len, dec, n + 1) == PTWM_ERR_CORRUPT,
                   "%s: order %d n=%zu+1 mode %u", what, order, n, enc[0]);
     if (n > 0 && (enc[0] == 0 || enc[0] == 2))
-        CHECK_MSG(ptwm_rans_decode(enc, len, dec, n - 1) == PTWM_ERR_CORRUPT,
+        CHECK_MSG(ptwm_rans_decode(NULL, enc, len, dec, n - 1) == PTWM_ERR_CORRUPT,
                   "%s: order %d n=%zu-1 mode %u", what, order, n, enc[0]);
     /* The exact length fits; one byte less is refused without overrun. */
-    rc = ptwm_rans_encode(src, n, order, enc, len, &len2);
+    rc = ptwm_rans_encode(NULL, src, n, order, enc, len, &len2);
     CHECK_MSG(rc == PTWM_OK && len2 == len, "%s: exact cap %zu: %s len %zu", what, len,
               ptwm_error_name(rc), len2);
     if (n < (1u << 20)) {
         uint8_t *tight = malloc(len ? len - 1 : 1);
-        CHECK(ptwm_rans_encode(src, n, order, tight, len - 1, &len2) == PTWM_ERR_DST_SIZE);
+        CHECK(ptwm_rans_encode(NULL, src, n, order, tight, len - 1, &len2) == PTWM_ERR_DST_SIZE);
         free(tight);
     }
     free(enc);
@@ -139,7 +144,7 @@ static void test_edges(void) {
 
 static ptwm_error dec(const uint8_t *src, size_t size, size_t n) {
     uint8_t *out = malloc(n + 1);
-    ptwm_error rc = ptwm_rans_decode(src, size, out, n);
+    ptwm_error rc = ptwm_rans_decode(reused, src, size, out, n);
     free(out);
     return rc;
 }
@@ -176,7 +181,7 @@ static void mutate_all(const uint8_t *src, size_t n, int order, const char *what
     size_t cap = ptwm_rans_bound(n), len = 0, i, tables_end, ctxs, c, state_bytes;
     uint8_t *enc = malloc(cap + 8), *m = malloc(cap + 8), *shift = calloc(1, cap + 8);
     CHECK(enc && m && shift);
-    CHECK(ptwm_rans_encode(src, n, order, enc, cap, &len) == PTWM_OK);
+    CHECK(ptwm_rans_encode(NULL, src, n, order, enc, cap, &len) == PTWM_OK);
     CHECK_MSG(enc[0] == 2 + (order == 1), "%s: mode %u", what, enc[0]);
     if (enc[0] == 2) {
         tables_end = parse_freqtab(enc, 2, shift);
@@ -306,7 +311,7 @@ static void test_hostile(void) {
         uint8_t *enc = malloc(ptwm_rans_bound(n)), *m = malloc(ptwm_rans_bound(n));
         CHECK(enc && m);
         for (k = 0; k < n; k++) b[k] = (uint8_t)(1 + ((k * 7919) % 13 < 4));
-        CHECK(ptwm_rans_encode(b, n, 1, enc, ptwm_rans_bound(n), &len) == PTWM_OK);
+        CHECK(ptwm_rans_encode(NULL, b, n, 1, enc, ptwm_rans_bound(n), &len) == PTWM_OK);
         CHECK(enc[0] == 3 && enc[2] == 1 && enc[3] == 0 && enc[4] == 2);
         /* each table: run set (1 + 2R bytes) then one or two bytes per frequency */
         t0 = 5;
@@ -356,7 +361,7 @@ static void encoders_agree(const char *file, const char *label, const uint8_t *p
         for (order = 0; order <= 1; order++) {
             for (isa = 0; isa < NISA; isa++) {
                 ptwm_set_isa_limit(isas[isa]);
-                CHECK(ptwm_rans_encode(plane, m, order, out[isa], cap, &len[isa]) == PTWM_OK);
+                CHECK(ptwm_rans_encode(NULL, plane, m, order, out[isa], cap, &len[isa]) == PTWM_OK);
             }
             for (isa = 1; isa < NISA; isa++)
                 CHECK_MSG(len[0] == len[isa] && memcmp(out[0], out[isa], len[0]) == 0,
@@ -402,9 +407,9 @@ static void sampled_plane(const char *file, const char *label, const uint8_t *pl
                   "%s %s: sampled %s encoder differs (%zu bytes, scalar %zu)", file, label,
                   ptwm_isa_name(isas[isa]), len[isa], len[0]);
     dec = (uint8_t *)malloc(n + 1);
-    CHECK_MSG(ptwm_rans_decode(out[0], len[0], dec, n) == PTWM_OK && memcmp(dec, plane, n) == 0,
+    CHECK_MSG(ptwm_rans_decode(NULL, out[0], len[0], dec, n) == PTWM_OK && memcmp(dec, plane, n) == 0,
               "%s %s: sampled coding does not round-trip", file, label);
-    CHECK(ptwm_rans_encode(plane, n, 0, out[1], cap, &exact) == PTWM_OK);
+    CHECK(ptwm_rans_encode(NULL, plane, n, 0, out[1], cap, &exact) == PTWM_OK);
     if (n >= 16 * 64 * 256) /* 16K samples */
         CHECK_MSG((double)len[0] <= (double)exact * 1.002 + 16.0,
                   "%s %s: sampled table %zu bytes against %zu from exact counts", file, label,
@@ -436,13 +441,13 @@ static void test_sampled_edges(void) {
     for (isa = 0; isa < NISA; isa++) {
         ptwm_set_isa_limit(isas[isa]);
         CHECK(ptwm_rans_encode_sampled(src, n, sample, enc, cap, &a) == PTWM_OK);
-        CHECK_MSG(enc[0] == 2 && ptwm_rans_decode(enc, a, dec, n) == PTWM_OK &&
+        CHECK_MSG(enc[0] == 2 && ptwm_rans_decode(NULL, enc, a, dec, n) == PTWM_OK &&
                       memcmp(dec, src, n) == 0,
                   "isa %s: symbols missing from the sample do not round-trip (mode %u)",
                   ptwm_isa_name(isas[isa]), enc[0]);
     }
     ptwm_set_isa_limit(PTWM_ISA_BEST);
-    CHECK(ptwm_rans_encode(src, n, 0, enc2, cap, &b) == PTWM_OK);
+    CHECK(ptwm_rans_encode(NULL, src, n, 0, enc2, cap, &b) == PTWM_OK);
     memset(sample, 0, sizeof(sample));
     CHECK(ptwm_rans_encode_sampled(src, n, sample, enc, cap, &a) == PTWM_OK);
     CHECK_MSG(a == b && memcmp(enc, enc2, a) == 0, "empty sample: not the exact coding");
@@ -456,6 +461,9 @@ static void test_sampled_edges(void) {
 }
 
 int main(void) {
+    int rc;
+    reused = ptwm_ws_create();
+    CHECK(reused != NULL);
     test_sampled_edges();
     cp_for_each(sampled_plane);
     test_edges();
@@ -477,5 +485,7 @@ int main(void) {
     test_hostile();
     cp_for_each(scalar_plane);
     ptwm_set_isa_limit(PTWM_ISA_BEST);
-    return tu_finish("rans");
+    rc = tu_finish("rans");
+    ptwm_ws_free(reused);
+    return rc;
 }

@@ -7,12 +7,15 @@
  * plane when asked) into one self-contained chunk payload. The container owns
  * everything around it: file layout, chunk index, payload hashes, threads.
  *
- * Thread-safety: both functions are reentrant (no shared mutable state), so
- * the container calls them from many threads at once. */
+ * Thread-safety: the functions keep no state of their own; their work memory
+ * is the workspace passed in (workspace.h: one per worker, NULL for a
+ * temporary one), so the container calls them from many threads at once,
+ * each with its own workspace. */
 #ifndef PTWM_CHUNK_H
 #define PTWM_CHUNK_H
 
 #include "common.h"
+#include "workspace.h"
 
 typedef struct ptwm_chunk_params {
     int method;       /* ptwm_method: fills stages the chain leaves open */
@@ -22,43 +25,45 @@ typedef struct ptwm_chunk_params {
                        * code exponents relative to per-column scales */
 } ptwm_chunk_params;
 
-/* Worst-case payload size for raw_len raw bytes (any chain): raw_len plus at
- * most 14 bytes, since a chunk whose planes do not beat its raw bytes is
- * stored raw. Chunk size: 1 MiB measured best on the corpus (256 KiB costs
- * 0.02-0.1% more, 4 MiB gains under 0.01%); scratch per thread is about 7x
+/* Worst-case payload size for raw_len raw bytes (any chain): raw_len plus 14
+ * bytes, since a chunk whose planes do not beat its raw bytes is stored
+ * raw. Chunk size: 1 MiB measured best on the corpus (256 KiB costs
+ * 0.02-0.1% more, 4 MiB gains under 0.01%); a workspace grows to about 7x
  * the chunk size while encoding, 2x while decoding (docs/CHAINS.md). */
 size_t ptwm_chunk_bound(size_t raw_len);
 
 /* A dst of at least this many bytes lets ptwm_chunk_encode code the planes in
- * place (no copy from scratch); the payload is still at most
- * ptwm_chunk_bound. Smaller buffers work too, through scratch. */
+ * place (no copy from the workspace); the payload is still at most
+ * ptwm_chunk_bound. Smaller buffers work too, through the workspace. */
 size_t ptwm_chunk_work_bound(size_t raw_len);
 
 /* Encode raw[0..raw_len) (a whole number of elements of dtype, except for
  * sub-byte dtypes, which are coded as bytes). */
-ptwm_error ptwm_chunk_encode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
-                             const ptwm_chunk_params *p, const uint8_t *raw, size_t raw_len,
-                             uint8_t *dst, size_t cap, size_t *out_len, ptwm_err *err);
+ptwm_error ptwm_chunk_encode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
+                             ptwm_dtype dtype, const ptwm_chunk_params *p, const uint8_t *raw,
+                             size_t raw_len, uint8_t *dst, size_t cap, size_t *out_len,
+                             ptwm_err *err);
 
 /* Decode a payload into exactly raw_len bytes, checking every plane CRC that
- * is present before decoding that plane. Errors name the plane and numbers;
- * the container prefixes tensor and chunk. Payloads are read as the
- * container format version that holds them: version 1 knows flag bits 0-4,
- * version 2 adds bit 5 (column-relative exponents), version 3 bit 6 (signed
- * zeros in sparse chunks). */
-#define PTWM_CHUNK_VERSION 3u /* what ptwm_chunk_encode writes */
-ptwm_error ptwm_chunk_decode_version(unsigned version, const uint8_t *chain, size_t chain_len,
-                                     ptwm_dtype dtype, const uint8_t *src, size_t src_len,
-                                     uint8_t *raw, size_t raw_len, ptwm_err *err);
+ * is present before decoding that plane. Errors name the stage or plane and
+ * the numbers; the container prefixes tensor and chunk. Payloads are read as
+ * the container format version that holds them: version 5 names its stages
+ * (stage.h); versions 1-4 have a flags byte (version 1 knows flag bits 0-4,
+ * version 2 adds bit 5, column-relative exponents, version 3 bit 6, signed
+ * zeros in sparse chunks), read as the same stages. */
+#define PTWM_CHUNK_VERSION 5u /* what ptwm_chunk_encode writes */
+ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                                     size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                     size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err);
 /* The same for a payload whose every byte the caller has checked already (a
  * version 4 chunk entry carries the payload's CRC32): the plane CRCs, over a
  * subset of those bytes, are not computed again. */
-ptwm_error ptwm_chunk_decode_checked(unsigned version, const uint8_t *chain, size_t chain_len,
-                                     ptwm_dtype dtype, const uint8_t *src, size_t src_len,
-                                     uint8_t *raw, size_t raw_len, ptwm_err *err);
+ptwm_error ptwm_chunk_decode_checked(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                                     size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                     size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err);
 /* The same, as PTWM_CHUNK_VERSION. */
-ptwm_error ptwm_chunk_decode(const uint8_t *chain, size_t chain_len, ptwm_dtype dtype,
-                             const uint8_t *src, size_t src_len, uint8_t *raw, size_t raw_len,
-                             ptwm_err *err);
+ptwm_error ptwm_chunk_decode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
+                             ptwm_dtype dtype, const uint8_t *src, size_t src_len, uint8_t *raw,
+                             size_t raw_len, ptwm_err *err);
 
 #endif

@@ -1,121 +1,121 @@
-/* Entropy stage dispatch, the IDENTITY stage, and zero-order entropy.
+/* The coder registry (coder.h): each coder's entry points behind the one
+ * interface, the IDENTITY coder, and dispatch by id.
  *
- * Byte-level encodings of the stages dispatched here (each codes one plane of
- * n bytes; n is not stored: the container records it and passes it to the
- * decoder as dst_size):
+ * Byte-level encodings of the coders (each codes one plane of n bytes; n is
+ * not stored: the chunk's stages give it, and the decoder is told it as
+ * dst_size):
  *
- *   stage 1 HUFFMAN   see src/huffman.c.
- *   stage 2 ZSTD      exactly one zstd frame (RFC 8878) whose header records
- *                     the content size; it must equal n, and the frame must
- *                     span the whole coded plane (no trailing bytes, no
- *                     skippable frames, no dictionary id). See src/zstd_stage.c.
- *   stage 4 RANS      see the format block at the top of src/rans.c.
- *   stage 5 IDENTITY  the n raw bytes, nothing else: coded size == n.
+ *   1 HUFFMAN   see huffman.c.
+ *   2 ZSTD      exactly one zstd frame (RFC 8878) whose header records the
+ *               content size; it must equal n, and the frame must span the
+ *               whole coded plane (no trailing bytes, no skippable frames,
+ *               no dictionary id). See zstd_stage.c.
+ *   4 RANS      see the format block at the top of rans.c.
+ *   5 IDENTITY  the n raw bytes, nothing else: coded size == n.
  *
- * Any other id (including 3, MICROSCALE, which is a modelling transform and
- * not an entropy stage) is PTWM_ERR_UNKNOWN_ID for encode and decode, and has
- * bound 0. */
-#include <math.h>
-#include <pthread.h>
+ * Any other id (including 3, MICROSCALE) has no coder: PTWM_ERR_UNKNOWN_ID
+ * for encode and decode, and bound 0. */
 #include "entropy.h"
 
-size_t ptwm_entropy_bound(int stage, size_t n) {
-    switch (stage) {
-    case PTWM_METHOD_HUFFMAN: return ptwm_huf_bound(n);
-    case PTWM_METHOD_ZSTD: return ptwm_zstd_bound(n);
-    case PTWM_METHOD_RANS: return ptwm_rans_bound(n);
-    case PTWM_METHOD_IDENTITY: return n;
-    default: return 0;
-    }
+/* ---- HUFFMAN: planned code lengths where the caller sized the plane ---- */
+
+static ptwm_error huf_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int level,
+                             const ptwm_coder_hint *h, uint8_t *dst, size_t cap, size_t *out_len) {
+    (void)ws, (void)level;
+    if (h && h->plan) return ptwm_huf_encode_lengths(src, n, h->plan->bytes, dst, cap, out_len);
+    return ptwm_huf_encode(src, n, dst, cap, out_len);
 }
 
-static ptwm_error identity_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
+static ptwm_error huf_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, uint8_t *dst,
+                             size_t dst_size) {
+    (void)ws;
+    return ptwm_huf_decode(src, src_size, dst, dst_size);
+}
+
+static double huf_size(const uint32_t hist[256], size_t n, size_t beat, ptwm_coder_plan *plan) {
+    return (double)ptwm_huf_size(hist, n, beat, plan->bytes);
+}
+
+/* ---- RANS: a planned table, else exact counts, else a sample (order 0) --- */
+
+typedef char rans_plan_fits[sizeof(ptwm_rans_plan) <= sizeof(ptwm_coder_plan) ? 1 : -1];
+
+static ptwm_error rans_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int level,
+                              const ptwm_coder_hint *h, uint8_t *dst, size_t cap, size_t *out_len) {
+    if (h && h->plan)
+        return ptwm_rans_encode_plan(src, n, (const ptwm_rans_plan *)(const void *)h->plan, dst,
+                                     cap, out_len);
+    if (h && h->counts) return ptwm_rans_encode_counts(ws, src, n, level, h->counts, dst, cap, out_len);
+    if (h && h->sample && level == 0) return ptwm_rans_encode_sampled(src, n, h->sample, dst, cap, out_len);
+    return ptwm_rans_encode(ws, src, n, level, dst, cap, out_len);
+}
+
+static double rans_size(const uint32_t hist[256], size_t n, size_t beat, ptwm_coder_plan *plan) {
+    (void)beat;
+    return ptwm_rans_o0_size(hist, n, (ptwm_rans_plan *)(void *)plan);
+}
+
+/* ---- ZSTD ----------------------------------------------------------------- */
+
+static ptwm_error zstd_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int level,
+                              const ptwm_coder_hint *h, uint8_t *dst, size_t cap, size_t *out_len) {
+    (void)h;
+    return ptwm_zstd_encode(ws, src, n, level, dst, cap, out_len);
+}
+
+/* ---- IDENTITY ------------------------------------------------------------- */
+
+static size_t identity_bound(size_t n) { return n; }
+
+static ptwm_error identity_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int level,
+                                  const ptwm_coder_hint *h, uint8_t *dst, size_t cap,
                                   size_t *out_len) {
+    (void)ws, (void)level, (void)h;
     if (cap < n) return PTWM_ERR_DST_SIZE;
     if (n) memcpy(dst, src, n);
     *out_len = n;
     return PTWM_OK;
 }
 
-ptwm_error ptwm_entropy_encode(int stage, int level, const uint8_t *src, size_t n,
+static ptwm_error identity_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, uint8_t *dst,
+                                  size_t dst_size) {
+    (void)ws;
+    PTWM_CHECK(src_size == dst_size);
+    if (dst_size) memcpy(dst, src, dst_size);
+    return PTWM_OK;
+}
+
+/* ---- the registry: a new coder is one line ------------------------------- */
+
+static const ptwm_coder coders[] = {
+    {PTWM_METHOD_HUFFMAN, ptwm_huf_bound, huf_encode, huf_decode, huf_size, ptwm_huf_size_floor, 0},
+    {PTWM_METHOD_ZSTD, ptwm_zstd_bound, zstd_encode, ptwm_zstd_decode, NULL, NULL, 0},
+    {PTWM_METHOD_RANS, ptwm_rans_bound, rans_encode, ptwm_rans_decode, rans_size, NULL, 1},
+    {PTWM_METHOD_IDENTITY, identity_bound, identity_encode, identity_decode, NULL, NULL, 0},
+};
+
+const ptwm_coder *ptwm_coder_find(int id) {
+    size_t k;
+    for (k = 0; k < sizeof(coders) / sizeof(coders[0]); k++)
+        if (coders[k].id == id) return &coders[k];
+    return NULL;
+}
+
+size_t ptwm_entropy_bound(int stage, size_t n) {
+    const ptwm_coder *c = ptwm_coder_find(stage);
+    return c ? c->bound(n) : 0;
+}
+
+ptwm_error ptwm_entropy_encode(ptwm_ws *ws, int stage, int level, const uint8_t *src, size_t n,
                                uint8_t *dst, size_t cap, size_t *out_len) {
+    const ptwm_coder *c = ptwm_coder_find(stage);
     if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
-    switch (stage) {
-    case PTWM_METHOD_HUFFMAN: return ptwm_huf_encode(src, n, dst, cap, out_len);
-    case PTWM_METHOD_ZSTD: return ptwm_zstd_encode(src, n, level, dst, cap, out_len);
-    case PTWM_METHOD_RANS: return ptwm_rans_encode(src, n, level, dst, cap, out_len);
-    case PTWM_METHOD_IDENTITY: return identity_encode(src, n, dst, cap, out_len);
-    default: return PTWM_ERR_UNKNOWN_ID;
-    }
+    return c ? c->encode(ws, src, n, level, NULL, dst, cap, out_len) : PTWM_ERR_UNKNOWN_ID;
 }
 
-ptwm_error ptwm_entropy_decode(int stage, const uint8_t *src, size_t src_size,
+ptwm_error ptwm_entropy_decode(ptwm_ws *ws, int stage, const uint8_t *src, size_t src_size,
                                uint8_t *dst, size_t dst_size) {
+    const ptwm_coder *c = ptwm_coder_find(stage);
     if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
-    switch (stage) {
-    case PTWM_METHOD_HUFFMAN: return ptwm_huf_decode(src, src_size, dst, dst_size);
-    case PTWM_METHOD_ZSTD: return ptwm_zstd_decode(src, src_size, dst, dst_size);
-    case PTWM_METHOD_RANS: return ptwm_rans_decode(src, src_size, dst, dst_size);
-    case PTWM_METHOD_IDENTITY:
-        PTWM_CHECK(src_size == dst_size);
-        if (dst_size) memcpy(dst, src, dst_size);
-        return PTWM_OK;
-    default: return PTWM_ERR_UNKNOWN_ID;
-    }
-}
-
-void ptwm_histogram(const uint8_t *src, size_t n, uint64_t count[256]) {
-    /* Four histograms break the store-to-load dependency on runs of one
-     * symbol (exponent planes are full of them). */
-    uint32_t h[4][256];
-    size_t i = 0;
-    int s;
-    memset(count, 0, 256 * sizeof(uint64_t));
-    while (i < n) {
-        /* 32-bit counters, emptied before they can overflow */
-        size_t stop = n - i > ((size_t)1 << 30) ? i + ((size_t)1 << 30) : n;
-        memset(h, 0, sizeof(h));
-        for (; i + 4 <= stop; i += 4) {
-            h[0][src[i]]++;
-            h[1][src[i + 1]]++;
-            h[2][src[i + 2]]++;
-            h[3][src[i + 3]]++;
-        }
-        for (; i < stop; i++) h[0][src[i]]++;
-        for (s = 0; s < 256; s++) count[s] += (uint64_t)h[0][s] + h[1][s] + h[2][s] + h[3][s];
-    }
-}
-
-/* k log2 k for the small counts that dominate histograms, from a table (a
- * log2 call per symbol was a fifth of estimating a small plane). */
-#define XLOGX_SMALL PTWM_XLOGX_SMALL
-static double xlogx_tab[XLOGX_SMALL];
-static pthread_once_t xlogx_once = PTHREAD_ONCE_INIT;
-
-static void xlogx_init(void) {
-    int k;
-    xlogx_tab[0] = 0.0;
-    for (k = 1; k < XLOGX_SMALL; k++) xlogx_tab[k] = (double)k * log2((double)k);
-}
-
-const double *ptwm_xlogx_table(void) {
-    pthread_once(&xlogx_once, xlogx_init);
-    return xlogx_tab;
-}
-
-double ptwm_xlogx(uint64_t k) {
-    if (k >= XLOGX_SMALL) return (double)k * log2((double)k);
-    pthread_once(&xlogx_once, xlogx_init);
-    return xlogx_tab[k];
-}
-
-double ptwm_entropy_order0(const uint8_t *src, size_t n) {
-    uint64_t h[256];
-    double bits = 0.0;
-    int s;
-    if (n == 0 || !src) return 0.0;
-    ptwm_histogram(src, n, h);
-    for (s = 0; s < 256; s++)
-        if (h[s]) bits -= (double)h[s] * log2((double)h[s] / (double)n);
-    return bits / (double)n;
+    return c ? c->decode(ws, src, src_size, dst, dst_size) : PTWM_ERR_UNKNOWN_ID;
 }

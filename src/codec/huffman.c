@@ -68,7 +68,7 @@
  *    64 KiB or more whose sample shows >= 7.9 bits a symbol are stored RAW
  *    without a full histogram. The worst case is RAW: ptwm_huf_bound(n) = n + 1.
  */
-#include "entropy.h"
+#include "huffman.h"
 #include "cpu.h"
 
 #include <math.h>

@@ -65,7 +65,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include "entropy.h"
+#include "rans.h"
 
 #include "cpu.h"
 
@@ -102,76 +102,16 @@ size_t ptwm_rans_bound(size_t n) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* Per-thread work memory                                                    */
+/* Work memory                                                               */
 
 /* Order-1 counts and encoder tables, and the decoders' slot tables, are
- * hundreds of KB to MB: allocating them per plane cost page faults on every
- * small tensor. Each thread keeps its own (freed when the thread ends). */
-enum { BUF_CNT1, BUF_ETAB1, BUF_DTAB0, BUF_DTAB1, BUF_FREQ1, BUF_COUNT };
-
-typedef struct rans_tls {
-    void *buf[BUF_COUNT];
-    size_t cap[BUF_COUNT];
-    /* BUF_DTAB1 is all zero except the tables of the contexts marked here,
-     * laid out for precision dtab1_prec (see decode_o1). */
-    uint8_t dtab1_built[256];
-    unsigned dtab1_prec;
-} rans_tls;
-
-static pthread_key_t rans_key;
-static pthread_once_t rans_key_once = PTHREAD_ONCE_INIT;
-static int rans_key_ok;
-static _Thread_local rans_tls *rans_cached;
-
-static void rans_tls_free(void *p) {
-    rans_tls *t = (rans_tls *)p;
-    int k;
-    if (!t) return;
-    for (k = 0; k < BUF_COUNT; k++) free(t->buf[k]);
-    free(t);
-    rans_cached = NULL;
-}
-
-static void rans_key_init(void) { rans_key_ok = pthread_key_create(&rans_key, rans_tls_free) == 0; }
-
-/* At exit or dlclose (after the helper threads have ended): this thread's
- * tables are freed, so an unloaded library leaves no memory behind. */
-__attribute__((destructor(140))) static void rans_unload(void) {
-    if (!rans_key_ok) return;
-    rans_key_ok = 0;
-    rans_tls_free(pthread_getspecific(rans_key));
-    pthread_key_delete(rans_key);
-}
-
-static rans_tls *rans_get_tls(void) {
-    rans_tls *t;
-    if (rans_cached) return rans_cached;
-    pthread_once(&rans_key_once, rans_key_init);
-    if (!rans_key_ok) return NULL;
-    t = (rans_tls *)calloc(1, sizeof(*t));
-    if (!t) return NULL;
-    if (pthread_setspecific(rans_key, t) != 0) {
-        free(t);
-        return NULL;
-    }
-    rans_cached = t;
-    return t;
-}
-
-/* This thread's buffer `which` of at least `size` bytes (zeroed when newly
- * allocated), or NULL. */
-static void *rans_buf(int which, size_t size) {
-    rans_tls *t = rans_get_tls();
-    void *p;
-    if (!t) return NULL;
-    if (t->cap[which] >= size) return t->buf[which];
-    p = ptwm_calloc(size, 1);
-    if (!p) return NULL;
-    free(t->buf[which]);
-    t->buf[which] = p;
-    t->cap[which] = size;
-    if (which == BUF_DTAB1) memset(t->dtab1_built, 0, sizeof(t->dtab1_built));
-    return p;
+ * hundreds of KB to MB: they live in the caller's workspace, kept from plane
+ * to plane (allocating them per plane cost page faults on every small
+ * tensor). Only the order-1 decoder's tables rely on zeroed memory (see
+ * decode_o1); the others are written before they are read, and zeroing
+ * them would touch pages a small plane never uses. */
+static void *rans_buf(ptwm_ws *ws, ptwm_ws_region which, size_t size) {
+    return ptwm_ws_get(ws, which, size, which == PTWM_WS_RANS_DTAB1);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1045,14 +985,14 @@ static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], 
     return len ? 2 + h + len : 0;
 }
 
-static size_t encode_o1(const uint8_t *src, size_t n, const uint64_t *cnt,
+static size_t encode_o1(ptwm_ws *ws, const uint8_t *src, size_t n, const uint64_t *cnt,
                         const uint64_t ctx_total[256], unsigned prec, uint8_t *dst, size_t cap) {
     uint32_t freq[256], used[256];
     enc_sym *t;
     size_t h, len;
     int c;
     /* Only the tables of contexts that occur are built and read. */
-    t = (enc_sym *)rans_buf(BUF_ETAB1, sizeof(enc_sym) * 256 * 256);
+    t = (enc_sym *)rans_buf(ws, PTWM_WS_RANS_ETAB1, sizeof(enc_sym) * 256 * 256);
     if (!t) return 0;
     for (c = 0; c < 256; c++) used[c] = ctx_total[c] != 0;
     h = 2 + symset_write(used, NULL);
@@ -1113,19 +1053,20 @@ double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *out
 
 ptwm_error ptwm_rans_encode_plan(const uint8_t *src, size_t n, const ptwm_rans_plan *pl,
                                  uint8_t *dst, size_t cap, size_t *out_len) {
-    if (!pl || !pl->prec) return ptwm_rans_encode(src, n, 0, dst, cap, out_len);
+    if (!pl || !pl->prec) return ptwm_rans_encode_counts(NULL, src, n, 0, NULL, dst, cap, out_len);
     if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
     return keep_or_raw(src, n, encode_o0(src, n, pl->freq, pl->prec, dst, cap), dst, cap, out_len);
 }
 
-ptwm_error ptwm_rans_encode(const uint8_t *src, size_t n, int order, uint8_t *dst, size_t cap,
-                            size_t *out_len) {
-    return ptwm_rans_encode_counts(src, n, order, NULL, dst, cap, out_len);
+ptwm_error ptwm_rans_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int order, uint8_t *dst,
+                            size_t cap, size_t *out_len) {
+    return ptwm_rans_encode_counts(ws, src, n, order, NULL, dst, cap, out_len);
 }
 
 /* Code src with its symbol counts cnt (summing to n). */
-static ptwm_error encode_counted(const uint8_t *src, size_t n, int order, const uint64_t cnt[256],
-                                 uint8_t *dst, size_t cap, size_t *out_len) {
+static ptwm_error encode_counted(ptwm_ws *ws, const uint8_t *src, size_t n, int order,
+                                 const uint64_t cnt[256], uint8_t *dst, size_t cap,
+                                 size_t *out_len) {
     size_t len = 0;
     int s, present = 0, last = 0;
     for (s = 0; s < 256; s++)
@@ -1153,7 +1094,7 @@ static ptwm_error encode_counted(const uint8_t *src, size_t n, int order, const 
          * (its tables leave L1). */
         if (order == 1 || (order == -1 && n >= 4096) || (order == -2 && n >= O1_MIN_AUTO)) {
             double bar = (p0.prec ? p0.est : (double)n) * (order == -2 ? O1_WORTH : 1.0);
-            cnt1 = (uint64_t *)rans_buf(BUF_CNT1, sizeof(uint64_t) * 256 * 256);
+            cnt1 = (uint64_t *)rans_buf(ws, PTWM_WS_RANS_CNT1, sizeof(uint64_t) * 256 * 256);
             if (!cnt1) return PTWM_ERR_NOMEM;
             o1_counts(src, n, cnt1, ctx_total);
             /* Plan order 1 only if its floor (ideal coding, one byte per
@@ -1167,7 +1108,7 @@ static ptwm_error encode_counted(const uint8_t *src, size_t n, int order, const 
          * saves the 1/256 required below. */
         if (p1.prec && (!p0.prec || p1.est < p0.est)) {
             if (p1.est + (double)(n / 256) < (double)n)
-                len = encode_o1(src, n, cnt1, ctx_total, p1.prec, dst, cap);
+                len = encode_o1(ws, src, n, cnt1, ctx_total, p1.prec, dst, cap);
         } else if (p0.prec && p0.est + (double)(n / 256) < (double)n) {
             len = encode_o0(src, n, p0.freq, p0.prec, dst, cap);
         }
@@ -1175,9 +1116,12 @@ static ptwm_error encode_counted(const uint8_t *src, size_t n, int order, const 
     return keep_or_raw(src, n, len, dst, cap, out_len);
 }
 
-ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, const uint32_t *hist,
-                                   uint8_t *dst, size_t cap, size_t *out_len) {
+ptwm_error ptwm_rans_encode_counts(ptwm_ws *ws, const uint8_t *src, size_t n, int order,
+                                   const uint32_t *hist, uint8_t *dst, size_t cap,
+                                   size_t *out_len) {
     uint64_t cnt[256];
+    ptwm_ws *own = NULL;
+    ptwm_error e;
     int s;
     if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
     if (order < -2 || order > 1) return PTWM_ERR_INVALID_ARG;
@@ -1186,7 +1130,11 @@ ptwm_error ptwm_rans_encode_counts(const uint8_t *src, size_t n, int order, cons
     } else {
         ptwm_histogram(src, n, cnt);
     }
-    return encode_counted(src, n, order, cnt, dst, cap, out_len);
+    /* Order 0 needs no work memory. */
+    if (order != 0 && !(ws = ptwm_ws_or_temp(ws, &own))) return PTWM_ERR_NOMEM;
+    e = encode_counted(ws, src, n, order, cnt, dst, cap, out_len);
+    ptwm_ws_free(own);
+    return e;
 }
 
 /* The start of the first whole 64-byte block from i on (in steps of 64)
@@ -1255,7 +1203,7 @@ ptwm_error ptwm_rans_encode_sampled(const uint8_t *src, size_t n, const uint32_t
     double scale;
     if (!out_len || (!src && n) || (!dst && cap) || !sample) return PTWM_ERR_INVALID_ARG;
     for (s = 0; s < 256; s++) seen += sample[s];
-    if (seen == 0 || seen > n) return ptwm_rans_encode_counts(src, n, 0, NULL, dst, cap, out_len);
+    if (seen == 0 || seen > n) return ptwm_rans_encode_counts(NULL, src, n, 0, NULL, dst, cap, out_len);
     /* The sample's counts scaled to the plane (each kept at least 1), the
      * symbols it missed at 1, and the rounding settled on the most frequent
      * symbol so that the counts sum to n as a plane's do. */
@@ -1270,9 +1218,9 @@ ptwm_error ptwm_rans_encode_sampled(const uint8_t *src, size_t n, const uint32_t
         if (cnt[s] > cnt[top]) top = s;
     }
     if (sum > n && sum - n >= cnt[top])
-        return ptwm_rans_encode_counts(src, n, 0, NULL, dst, cap, out_len);
+        return ptwm_rans_encode_counts(NULL, src, n, 0, NULL, dst, cap, out_len);
     cnt[top] = cnt[top] + n - sum; /* modulo 2^64: sum - n < cnt[top] */
-    return encode_counted(src, n, 0, cnt, dst, cap, out_len);
+    return encode_counted(NULL, src, n, 0, cnt, dst, cap, out_len); /* order 0 */
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1543,7 +1491,7 @@ static ptwm_error decode_o0_run(const uint32_t *restrict tab, const uint8_t *res
     return check_end(p, end, x, RANS_O0_STATES);
 }
 
-static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
+static ptwm_error decode_o0(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     uint32_t freq[256], x[RANS_O0_STATES];
     uint32_t *tab;
     uint8_t *sym;
@@ -1552,7 +1500,7 @@ static ptwm_error decode_o0(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     e = read_states(c, x, RANS_O0_STATES);
     if (e) return e;
     /* 3 bytes of slack after the symbols for the vector loop's gather */
-    tab = (uint32_t *)rans_buf(BUF_DTAB0, ((sizeof(uint32_t) + 1) << RANS_PREC_MAX0) + 4);
+    tab = (uint32_t *)rans_buf(ws, PTWM_WS_RANS_DTAB0, ((sizeof(uint32_t) + 1) << RANS_PREC_MAX0) + 4);
     if (!tab) return PTWM_ERR_NOMEM;
     sym = (uint8_t *)(tab + ((size_t)1 << prec));
     memset(sym + ((size_t)1 << prec), 0, 4);
@@ -1722,7 +1670,7 @@ static ptwm_error check_contexts(const uint8_t *dst, size_t n, const uint8_t has
     return PTWM_OK;
 }
 
-static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
+static ptwm_error decode_o1(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     uint8_t has[256];
     uint32_t (*freq)[256], x[RANS_STATES];
     size_t slots = (size_t)1 << prec;
@@ -1731,7 +1679,7 @@ static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     int ctx;
     ptwm_error e = symset_read(c, has);
     if (e) return e;
-    freq = (uint32_t(*)[256])rans_buf(BUF_FREQ1, sizeof(uint32_t) * 256 * 256);
+    freq = (uint32_t(*)[256])rans_buf(ws, PTWM_WS_RANS_FREQ1, sizeof(uint32_t) * 256 * 256);
     if (!freq) return PTWM_ERR_NOMEM;
     for (ctx = 0; ctx < 256; ctx++) {
         if (!has[ctx]) continue;
@@ -1742,24 +1690,22 @@ static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     if (e) return e;
     /* A table slot for every context, at ctx << prec, so that finding a
      * context's table is a shift, not a lookup: 256 * 2^12 * 5 bytes at most,
-     * kept per thread. The tables of absent contexts are zero (they are the
+     * kept in the workspace. The tables of absent contexts are zero (they are the
      * dummy that check_contexts catches): the buffer is zero except the
      * tables built last time, which are cleared first unless rebuilt now at
      * the same place. */
     {
-        rans_tls *t;
         size_t max_slots = (size_t)1 << RANS_PREC_MAX1, old_slots;
-        tab = (uint32_t *)rans_buf(BUF_DTAB1, 256 * max_slots * (sizeof(uint32_t) + 1) + 4);
+        tab = (uint32_t *)rans_buf(ws, PTWM_WS_RANS_DTAB1, 256 * max_slots * (sizeof(uint32_t) + 1) + 4);
         if (!tab) return PTWM_ERR_NOMEM;
-        t = rans_cached;
-        old_slots = (size_t)1 << t->dtab1_prec;
+        old_slots = (size_t)1 << ws->rans_dtab1_prec;
         for (ctx = 0; ctx < 256; ctx++) {
-            if (!t->dtab1_built[ctx] || (has[ctx] && t->dtab1_prec == prec)) continue;
+            if (!ws->rans_dtab1_built[ctx] || (has[ctx] && ws->rans_dtab1_prec == prec)) continue;
             memset(tab + ctx * old_slots, 0, old_slots * sizeof(uint32_t));
             memset((uint8_t *)(tab + 256 * old_slots) + ctx * old_slots, 0, old_slots);
         }
-        memcpy(t->dtab1_built, has, sizeof(has));
-        t->dtab1_prec = prec;
+        memcpy(ws->rans_dtab1_built, has, sizeof(has));
+        ws->rans_dtab1_prec = prec;
     }
     sym = (uint8_t *)(tab + 256 * slots);
     for (ctx = 0; ctx < 256; ctx++)
@@ -1769,9 +1715,12 @@ static ptwm_error decode_o1(rcur *c, unsigned prec, uint8_t *dst, size_t n) {
     return e;
 }
 
-ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size) {
+ptwm_error ptwm_rans_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, uint8_t *dst,
+                            size_t dst_size) {
     rcur c;
     unsigned mode, prec;
+    ptwm_ws *own;
+    ptwm_error e;
     if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
     PTWM_CHECK(src_size >= 1);
     mode = src[0];
@@ -1792,8 +1741,11 @@ ptwm_error ptwm_rans_decode(const uint8_t *src, size_t src_size, uint8_t *dst, s
                    prec <= (mode == MODE_O0 ? RANS_PREC_MAX0 : RANS_PREC_MAX1));
         c.p = src + 2;
         c.end = src + src_size;
-        return mode == MODE_O0 ? decode_o0(&c, prec, dst, dst_size)
-                               : decode_o1(&c, prec, dst, dst_size);
+        if (!(ws = ptwm_ws_or_temp(ws, &own))) return PTWM_ERR_NOMEM;
+        e = mode == MODE_O0 ? decode_o0(ws, &c, prec, dst, dst_size)
+                            : decode_o1(ws, &c, prec, dst, dst_size);
+        ptwm_ws_free(own);
+        return e;
     default:
         return PTWM_ERR_CORRUPT;
     }

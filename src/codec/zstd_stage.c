@@ -6,82 +6,28 @@
  * and whose compressed size equals src_size, so a truncated or extended input,
  * a second frame, or a skippable frame is rejected before any work is done.
  *
- * Contexts are reused per thread (compression contexts hold megabytes of
- * tables; allocating them per plane dominates small planes). They live in a
- * pthread key whose destructor frees them when the thread exits. */
-#include <pthread.h>
+ * Contexts live in the caller's workspace and are reused from plane to plane
+ * (compression contexts hold megabytes of tables; allocating them per plane
+ * dominates small planes). */
 #include <stdlib.h>
 #include <zstd.h>
 #include <zstd_errors.h>
-#include "entropy.h"
-
-typedef struct zstd_tls {
-    ZSTD_CCtx *cctx;
-    ZSTD_DCtx *dctx;
-} zstd_tls;
-
-static pthread_key_t zstd_key;
-static pthread_once_t zstd_key_once = PTHREAD_ONCE_INIT;
-static int zstd_key_ok;
-static _Thread_local zstd_tls *zstd_cached;
-
-static void zstd_tls_free(void *p) {
-    zstd_tls *t = (zstd_tls *)p;
-    if (!t) return;
-    ZSTD_freeCCtx(t->cctx);
-    ZSTD_freeDCtx(t->dctx);
-    free(t);
-    zstd_cached = NULL;
-}
-
-static void zstd_key_init(void) { zstd_key_ok = pthread_key_create(&zstd_key, zstd_tls_free) == 0; }
-
-/* At exit or dlclose (after the helper threads have ended): this thread's
- * contexts are freed, so an unloaded library leaves no memory behind. */
-__attribute__((destructor(140))) static void zstd_unload(void) {
-    if (!zstd_key_ok) return;
-    zstd_key_ok = 0;
-    zstd_tls_free(pthread_getspecific(zstd_key));
-    pthread_key_delete(zstd_key);
-}
-
-/* This thread's context pair, created on first use; NULL if out of memory. */
-static zstd_tls *zstd_get_tls(void) {
-    zstd_tls *t;
-    if (zstd_cached) return zstd_cached;
-    pthread_once(&zstd_key_once, zstd_key_init);
-    if (!zstd_key_ok) return NULL;
-    t = (zstd_tls *)calloc(1, sizeof(*t));
-    if (!t) return NULL;
-    if (pthread_setspecific(zstd_key, t) != 0) {
-        free(t);
-        return NULL;
-    }
-    zstd_cached = t;
-    return t;
-}
+#include "zstd_stage.h"
 
 size_t ptwm_zstd_bound(size_t n) {
     size_t b = ZSTD_compressBound(n);
     return ZSTD_isError(b) ? 0 : b;
 }
 
-ptwm_error ptwm_zstd_encode(const uint8_t *src, size_t n, int level, uint8_t *dst, size_t cap,
-                            size_t *out_len) {
-    zstd_tls *t;
+static ptwm_error encode_with(ZSTD_CCtx *cc, const uint8_t *src, size_t n, int level,
+                              uint8_t *dst, size_t cap, size_t *out_len) {
     size_t r;
-    if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
-    if (level == 0) level = 3;
-    if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel()) return PTWM_ERR_INVALID_ARG;
-    t = zstd_get_tls();
-    if (!t) return PTWM_ERR_NOMEM;
-    if (!t->cctx && !(t->cctx = ZSTD_createCCtx())) return PTWM_ERR_NOMEM;
-    ZSTD_CCtx_reset(t->cctx, ZSTD_reset_session_and_parameters);
-    if (ZSTD_isError(ZSTD_CCtx_setParameter(t->cctx, ZSTD_c_compressionLevel, level)) ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(t->cctx, ZSTD_c_contentSizeFlag, 1)) ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(t->cctx, ZSTD_c_checksumFlag, 0)))
+    ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters);
+    if (ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 0)))
         return PTWM_ERR_INVALID_ARG;
-    r = ZSTD_compress2(t->cctx, dst, cap, src, n);
+    r = ZSTD_compress2(cc, dst, cap, src, n);
     if (ZSTD_isError(r)) {
         if (ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall) return PTWM_ERR_DST_SIZE;
         if (ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation) return PTWM_ERR_NOMEM;
@@ -91,8 +37,24 @@ ptwm_error ptwm_zstd_encode(const uint8_t *src, size_t n, int level, uint8_t *ds
     return PTWM_OK;
 }
 
-ptwm_error ptwm_zstd_decode(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_size) {
-    zstd_tls *t;
+ptwm_error ptwm_zstd_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int level, uint8_t *dst,
+                            size_t cap, size_t *out_len) {
+    ptwm_ws *own;
+    ptwm_error e;
+    if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
+    if (level == 0) level = 3;
+    if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel()) return PTWM_ERR_INVALID_ARG;
+    if (!(ws = ptwm_ws_or_temp(ws, &own))) return PTWM_ERR_NOMEM;
+    if (!ws->zstd_cctx) ws->zstd_cctx = ZSTD_createCCtx();
+    e = ws->zstd_cctx ? encode_with((ZSTD_CCtx *)ws->zstd_cctx, src, n, level, dst, cap, out_len)
+                      : PTWM_ERR_NOMEM;
+    ptwm_ws_free(own);
+    return e;
+}
+
+ptwm_error ptwm_zstd_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, uint8_t *dst,
+                            size_t dst_size) {
+    ptwm_ws *own;
     unsigned long long content;
     size_t r;
     if ((!src && src_size) || (!dst && dst_size)) return PTWM_ERR_INVALID_ARG;
@@ -105,14 +67,19 @@ ptwm_error ptwm_zstd_decode(const uint8_t *src, size_t src_size, uint8_t *dst, s
     PTWM_CHECK(content == (unsigned long long)dst_size);
     r = ZSTD_findFrameCompressedSize(src, src_size);
     PTWM_CHECK(!ZSTD_isError(r) && r == src_size);
-    t = zstd_get_tls();
-    if (!t) return PTWM_ERR_NOMEM;
-    if (!t->dctx && !(t->dctx = ZSTD_createDCtx())) return PTWM_ERR_NOMEM;
+    if (!(ws = ptwm_ws_or_temp(ws, &own))) return PTWM_ERR_NOMEM;
+    if (!ws->zstd_dctx) ws->zstd_dctx = ZSTD_createDCtx();
+    if (!ws->zstd_dctx) {
+        ptwm_ws_free(own);
+        return PTWM_ERR_NOMEM;
+    }
     /* An empty dst may be NULL; libzstd wants a valid pointer to write 0 bytes. */
     {
         uint8_t dummy;
-        r = ZSTD_decompressDCtx(t->dctx, dst_size ? dst : &dummy, dst_size, src, src_size);
+        r = ZSTD_decompressDCtx((ZSTD_DCtx *)ws->zstd_dctx, dst_size ? dst : &dummy, dst_size, src,
+                                src_size);
     }
+    ptwm_ws_free(own);
     if (ZSTD_isError(r) && ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation)
         return PTWM_ERR_NOMEM;
     PTWM_CHECK(!ZSTD_isError(r) && r == dst_size);

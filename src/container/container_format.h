@@ -13,10 +13,11 @@
 
 #include "common.h"
 
-#define PTWM_FMT_VERSION 4u              /* written by this library (2: column-relative
+#define PTWM_FMT_VERSION 5u              /* written by this library (2: column-relative
                                           * exponents in chunk payloads; 3: signed
                                           * zeros in sparse chunks; 4: a CRC32 of the
-                                          * payload in every chunk entry) */
+                                          * payload in every chunk entry; 5: chunk
+                                          * payloads name their stages) */
 #define PTWM_FMT_MIN_VERSION 1u          /* oldest version read */
 
 #define PTWM_FMT_HEAD_SIZE 16u

@@ -70,6 +70,10 @@ struct ptwm_reader {
     uint64_t src_file_size;
     int threads;
     ptwm_pool *pool;
+    /* One codec workspace per worker (made on first use, kept between
+     * calls as ZSTD_DCtx is: a reader decodes many tensors). */
+    ptwm_ws **ws;
+    unsigned nws;
     /* decode_range reads that run through a tensor in order from byte 0
      * feed its payload hash: the tensor, where the next such read starts
      * (seq_on: a run is under way), and the running hash. */
@@ -438,6 +442,8 @@ static ptwm_error parse_source(ptwm_reader *r, cursor *c, ptwm_err *err) {
 /* A packed table (section 4, the only one): u64 raw_size, then one zstd frame
  * of exactly raw_size bytes holding the plain sections. raw_size is capped by
  * the stored table size before anything is allocated. */
+static ptwm_error get_workspaces(ptwm_reader *r, unsigned n, ptwm_err *err);
+
 static ptwm_error unpack_table(ptwm_reader *r, cursor *body, uint8_t **out, uint64_t *out_len, ptwm_err *err) {
     uint64_t raw, limit;
     uint8_t *buf;
@@ -457,7 +463,13 @@ static ptwm_error unpack_table(ptwm_reader *r, cursor *body, uint8_t **out, uint
     buf = (uint8_t *)ptwm_malloc(raw);
     if (!buf) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a %llu-byte packed table",
                                (unsigned long long)raw);
-    rc = ptwm_zstd_decode(body->p, (size_t)body->left, buf, (size_t)raw);
+    /* Worker 0's workspace: its zstd context then serves the chunks too. */
+    rc = get_workspaces(r, 1, err);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    rc = ptwm_zstd_decode(r->ws[0], body->p, (size_t)body->left, buf, (size_t)raw);
     if (rc) {
         free(buf);
         if (rc == PTWM_ERR_NOMEM) return ptwm_fail(err, rc, "out of memory unpacking the table");
@@ -626,6 +638,27 @@ ptwm_error ptwm_reader_open_memory(const void *buf, size_t size, const char *lab
     return finish_open(r, out, open_common(r, err), err);
 }
 
+/* Workspaces for workers 0..n-1 (more are made as a call needs them). */
+static ptwm_error get_workspaces(ptwm_reader *r, unsigned n, ptwm_err *err) {
+    if (n > r->nws) {
+        ptwm_ws **a = (ptwm_ws **)realloc(r->ws, n * sizeof(*a));
+        if (!a) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u workspaces", n);
+        memset(a + r->nws, 0, (n - r->nws) * sizeof(*a));
+        r->ws = a;
+        r->nws = n;
+    }
+    while (n--)
+        if (!r->ws[n] && !(r->ws[n] = ptwm_ws_create()))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a workspace");
+    return PTWM_OK;
+}
+
+static void free_workspaces(ptwm_reader *r) {
+    while (r->nws) ptwm_ws_free(r->ws[--r->nws]);
+    free(r->ws);
+    r->ws = NULL;
+}
+
 void ptwm_reader_close(ptwm_reader *r) {
     if (!r) return;
     if (r->fd >= 0) close(r->fd);
@@ -641,6 +674,7 @@ void ptwm_reader_close(ptwm_reader *r) {
     free(r->table);
     free(r->label);
     ptwm_pool_free(r->pool);
+    free_workspaces(r);
     ptwm_xxh128_free(&r->seq_hash);
     free(r);
 }
@@ -658,6 +692,7 @@ void ptwm_reader_release_pool(ptwm_reader *r) {
     if (!r) return;
     ptwm_pool_free(r->pool);
     r->pool = NULL;
+    free_workspaces(r);
 }
 
 size_t ptwm_reader_count(const ptwm_reader *r) {
@@ -808,11 +843,11 @@ typedef struct rrun {
  * CRCs, inside the payload, cannot tell), are caught before decoding, and the
  * plane CRCs, over a subset of the bytes just checked, are skipped. The check
  * lives in the table, so entries sharing one payload share it too. */
-static ptwm_error decode_chunk(const ptwm_reader *r, const rtensor *t, const rchunk *c,
-                               const uint8_t *src, uint8_t *out, ptwm_err *err) {
+static ptwm_error decode_chunk(const ptwm_reader *r, ptwm_ws *ws, const rtensor *t,
+                               const rchunk *c, const uint8_t *src, uint8_t *out, ptwm_err *err) {
     uint32_t got;
     if (r->version < PTWM_FMT_ENTRY_CRC_VERSION)
-        return ptwm_chunk_decode_version(r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
+        return ptwm_chunk_decode_version(ws, r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
                                          t->dtype, src, c->coded, out, c->raw, err);
     got = ptwm_crc32(0, src, c->coded);
     if (got != c->crc)
@@ -821,7 +856,7 @@ static ptwm_error decode_chunk(const ptwm_reader *r, const rtensor *t, const rch
                          "(damaged, or the bytes of another chunk)",
                          (unsigned long long)c->offset, (unsigned long long)(c->offset + c->coded),
                          (unsigned)got, (unsigned)c->crc);
-    return ptwm_chunk_decode_checked(r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
+    return ptwm_chunk_decode_checked(ws, r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
                                      t->dtype, src, c->coded, out, c->raw, err);
 }
 
@@ -843,7 +878,7 @@ static void decode_job(rrun *run, size_t i, unsigned worker) {
         if (j->rc) return;
         src = run->coded[worker];
     }
-    j->rc = decode_chunk(run->r, t, c, src, out, &j->err);
+    j->rc = decode_chunk(run->r, run->r->ws[worker], t, c, src, out, &j->err);
     if (!j->rc && out != j->dst) memcpy(j->dst, out + j->skip, j->len);
 }
 
@@ -868,8 +903,9 @@ static void decode_task(void *ctx, size_t i, unsigned worker) {
 }
 
 static ptwm_error get_pool(ptwm_reader *r, ptwm_err *err) {
-    if (r->pool) return PTWM_OK;
-    return ptwm_pool_create(r->threads, &r->pool, err);
+    ptwm_error rc;
+    if (!r->pool && (rc = ptwm_pool_create(r->threads, &r->pool, err))) return rc;
+    return get_workspaces(r, ptwm_pool_size(r->pool), err);
 }
 
 static void run_free(rrun *run, unsigned n) {
@@ -1024,6 +1060,10 @@ typedef struct sdrive {
     uint8_t **coded;
     size_t *coded_cap;
     unsigned nworkers;
+    /* Work memory per worker: the reader's, or, for a stream that serves
+     * several readers (ptwm_fstream), the drive's own (own_ws set). */
+    ptwm_ws **ws;
+    int own_ws;
     /* Streaming: the largest raw and coded chunk of the tensors asked for.
      * Buffers are sized for them at once (up to SLOT_KEEP): growing them
      * chunk by chunk took fresh pages each time. */
@@ -1081,7 +1121,7 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
             return;
         src = d->coded[worker];
     }
-    j->rc = decode_chunk(r, t, c, src, j->dst, &j->err);
+    j->rc = decode_chunk(r, d->ws[worker], t, c, src, j->dst, &j->err);
     /* A tensor of one chunk is hashed here, in parallel and while its bytes
      * are in cache; longer tensors are hashed in order as chunks retire. */
     if (!j->rc && t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
@@ -1090,6 +1130,25 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
      * then never commits. */
     if (!j->rc && j->file)
         j->rc = ptwm_pwrite_full(j->file->fd, j->dst, c->raw, j->file_off, j->file->path, &j->err);
+}
+
+/* Workspaces for n workers: the reader's when the drive serves one reader,
+ * else its own (NULL-terminated, freed by sdrive_free). */
+static ptwm_error drive_workspaces(sdrive *d, unsigned n, ptwm_err *err) {
+    unsigned i;
+    ptwm_error rc;
+    if (d->r) {
+        if ((rc = get_workspaces(d->r, n, err))) return rc;
+        d->ws = d->r->ws;
+        return PTWM_OK;
+    }
+    d->own_ws = 1;
+    if (!(d->ws = (ptwm_ws **)calloc(n + 1, sizeof(*d->ws))))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u workspaces", n);
+    for (i = 0; i < n; i++)
+        if (!(d->ws[i] = ptwm_ws_create()))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a workspace");
+    return PTWM_OK;
 }
 
 /* `per_thread` slots of the ring per thread: enough that no thread waits
@@ -1106,6 +1165,11 @@ static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per
     if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if ((rc = ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err))) return rc;
     d->nworkers = ptwm_queue_size(d->q);
+    /* No job runs before the first submit: the workspaces are there first. */
+    if ((rc = drive_workspaces(d, d->nworkers, err))) {
+        d->nworkers = 0;
+        return rc;
+    }
     d->coded = (uint8_t **)calloc(d->nworkers, sizeof(uint8_t *));
     d->coded_cap = (size_t *)calloc(d->nworkers, sizeof(size_t));
     if (!d->coded || !d->coded_cap) {
@@ -1118,6 +1182,8 @@ static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per
 static void sdrive_free(sdrive *d) {
     size_t i;
     ptwm_queue_free(d->q);   /* waits for running jobs before their buffers go */
+    for (i = 0; d->own_ws && d->ws && d->ws[i]; i++) ptwm_ws_free(d->ws[i]);
+    if (d->own_ws) free(d->ws);
     if (d->jobs)
         for (i = 0; i < d->window; i++) free(d->jobs[i].own);
     for (i = 0; d->coded && i < d->nworkers; i++) free(d->coded[i]);

@@ -145,6 +145,7 @@ struct ptwm_writer {
                                  * in place in slot buffers (pages past what the
                                  * stages write are never touched) */
     uint8_t **scratch;          /* one slot-sized buffer per worker */
+    ptwm_ws **ws;               /* one codec workspace per worker */
     uint8_t **outs;             /* output buffers of appended jobs, for the next
                                  * jobs, last returned first (rmu) */
     size_t nouts;
@@ -277,44 +278,6 @@ static uint64_t payload_hash(const uint8_t *p, size_t n) {
     return v | 1; /* never 0, the empty mark */
 }
 
-/* Output buffers of writers that finished, kept for the next writers: a
- * slot's buffer is fresh memory the first time each call touches it (page
- * faults over the whole coded size on a file of a few chunks per slot, on
- * every call), and deeper windows keep two threads busy. At most
- * SPARE_SLOTS buffers of one size (the default chunk's bound) are kept. */
-#define SPARE_SLOTS 24
-static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t *spare_buf[SPARE_SLOTS];
-static size_t spare_size, nspare;
-
-/* At exit or dlclose (after the helper threads have ended): the spares
- * are freed, so an unloaded library leaves no memory behind. */
-__attribute__((destructor(140))) static void slot_unload(void) {
-    pthread_mutex_lock(&spare_mu);
-    while (nspare) free(spare_buf[--nspare]);
-    pthread_mutex_unlock(&spare_mu);
-}
-
-static uint8_t *slot_alloc(size_t size) {
-    uint8_t *p = NULL;
-    pthread_mutex_lock(&spare_mu);
-    if (nspare && spare_size == size) p = spare_buf[--nspare];
-    pthread_mutex_unlock(&spare_mu);
-    return p ? p : (uint8_t *)ptwm_malloc(size);
-}
-
-static void slot_free(uint8_t *p, size_t size) {
-    if (!p) return;
-    pthread_mutex_lock(&spare_mu);
-    if (nspare == 0) spare_size = size;
-    if (spare_size == size && nspare < SPARE_SLOTS) {
-        spare_buf[nspare++] = p;
-        p = NULL;
-    }
-    pthread_mutex_unlock(&spare_mu);
-    free(p);
-}
-
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
     if (!ptwm_method_name(p->method))
         return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown method %d (1..5)", p->method);
@@ -355,18 +318,19 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     /* Enough jobs per thread that a thread never waits for the writer (the
      * writing thread codes too, and while it does it submits nothing: 4
      * slots a thread left the second thread idle a quarter of the time).
-     * Slot buffers come from the spares of earlier writers, so a deep ring
-     * does not fault in fresh memory on every call. One thread codes each
+     * One thread codes each
      * job as it waits for it: one slot, reused while warm in cache. */
     w->window = w->nworkers == 1 ? 1 : borrow ? 8 * (size_t)w->nworkers : 3 * (size_t)w->nworkers + 2;
     w->jobs = (wjob *)calloc(w->window, sizeof(wjob));
     w->outs = (uint8_t **)calloc(w->window, sizeof(uint8_t *));
     w->scratch = (uint8_t **)calloc(w->nworkers, sizeof(uint8_t *));
-    if (!w->jobs || !w->outs || !w->scratch) goto nomem;
+    w->ws = (ptwm_ws **)calloc(w->nworkers, sizeof(ptwm_ws *));
+    if (!w->jobs || !w->outs || !w->scratch || !w->ws) goto nomem;
     for (i = 0; i < w->window && !borrow; i++)
         if (!(w->jobs[i].raw = (uint8_t *)ptwm_malloc(chunk))) goto nomem;
     for (i = 0; i < w->nworkers; i++)
-        if (!(w->scratch[i] = slot_alloc(w->slot_size))) goto nomem;
+        if (!(w->scratch[i] = (uint8_t *)ptwm_malloc(w->slot_size)) || !(w->ws[i] = ptwm_ws_create()))
+            goto nomem;
     if ((rc = ptwm_queue_create(w->p.threads, w->window, encode_task, w, &w->queue, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -439,14 +403,17 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->jobs)
         for (i = 0; i < w->window; i++) {
             free(w->jobs[i].raw);
-            slot_free(w->jobs[i].out, w->slot_size);
+            free(w->jobs[i].out);
         }
     free(w->jobs);
-    while (w->nouts) slot_free(w->outs[--w->nouts], w->slot_size);
+    while (w->nouts) free(w->outs[--w->nouts]);
     free(w->outs);
     if (w->scratch)
-        for (i = 0; i < w->nworkers; i++) slot_free(w->scratch[i], w->slot_size);
+        for (i = 0; i < w->nworkers; i++) free(w->scratch[i]);
     free(w->scratch);
+    if (w->ws)
+        for (i = 0; i < w->nworkers; i++) ptwm_ws_free(w->ws[i]);
+    free(w->ws);
     free(w->dedup.slot);
     free(w->cmp);
     pthread_mutex_destroy(&w->rmu);
@@ -589,7 +556,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     if (!j->dst && w->nouts) j->out = w->outs[--w->nouts];
     rmu_unlock(w);
     if (!j->dst) {
-        if (!j->out && !(j->out = slot_alloc(w->slot_size))) {
+        if (!j->out && !(j->out = (uint8_t *)ptwm_malloc(w->slot_size))) {
             j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for a chunk buffer of %zu bytes",
                               w->slot_size);
             rmu_lock(w);
@@ -601,12 +568,12 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
         j->dst = j->out;
         j->dst_cap = w->slot_size;
     }
-    j->rc = ptwm_chunk_encode(j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
+    j->rc = ptwm_chunk_encode(w->ws[worker], j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
                               j->dst, j->dst_cap, &j->out_len, &j->err);
     j->chain = 0;
     for (c = 1; c < j->nchains && !j->rc; c++) {
         size_t len;
-        ptwm_error rc = ptwm_chunk_encode(j->chain_ptr[c], j->chain_len[c], j->dtype, &cp, j->src,
+        ptwm_error rc = ptwm_chunk_encode(w->ws[worker], j->chain_ptr[c], j->chain_len[c], j->dtype, &cp, j->src,
                                           j->raw_len, w->scratch[worker], w->slot_size, &len,
                                           &j->err);
         if (rc) {
@@ -1062,7 +1029,7 @@ static ptwm_error build_table(ptwm_writer *w, wbuf *tab, ptwm_err *err) {
 /* Replace the table by one packed section (names, the source header that
  * repeats them, chains and sizes shrink ~10x) when that is smaller and the
  * reader's caps allow it. */
-static ptwm_error pack_table(wbuf *tab, ptwm_err *err) {
+static ptwm_error pack_table(ptwm_ws *ws, wbuf *tab, ptwm_err *err) {
     wbuf packed = {NULL, 0, 0};
     size_t bound = ptwm_zstd_bound(tab->len), zlen = 0;
     uint64_t stored;
@@ -1070,7 +1037,7 @@ static ptwm_error pack_table(wbuf *tab, ptwm_err *err) {
     if (!bound || tab->len > PTWM_FMT_PACK_MAX) return PTWM_OK;
     if (!wbuf_reserve(&packed, PTWM_FMT_SECTION_HEAD + 8 + bound))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory packing the tensor table");
-    rc = ptwm_zstd_encode(tab->p, tab->len, PTWM_FMT_PACK_LEVEL, packed.p + PTWM_FMT_SECTION_HEAD + 8, bound,
+    rc = ptwm_zstd_encode(ws, tab->p, tab->len, PTWM_FMT_PACK_LEVEL, packed.p + PTWM_FMT_SECTION_HEAD + 8, bound,
                           &zlen);
     if (rc == PTWM_ERR_NOMEM) {
         free(packed.p);
@@ -1098,7 +1065,7 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     if ((rc = w_failed(w, err))) return rc;
     if ((rc = drain(w, err))) return rc;
     if ((rc = check_duplicates(w, err))) return rc;
-    if ((rc = build_table(w, &tab, err)) || (rc = pack_table(&tab, err))) {
+    if ((rc = build_table(w, &tab, err)) || (rc = pack_table(w->ws[0], &tab, err))) {
         free(tab.p);
         return rc;
     }

@@ -40,7 +40,7 @@ tu_image tu_image_plain(tu_image packed) {
     im.len = (size_t)(off + raw) + PTWM_FMT_FOOT_SIZE;
     im.p = (uint8_t *)malloc(im.len);
     memcpy(im.p, packed.p, (size_t)off);
-    CHECK(ptwm_zstd_decode(packed.p + off + PTWM_FMT_SECTION_HEAD + 8, (size_t)size - PTWM_FMT_SECTION_HEAD - 8,
+    CHECK(ptwm_zstd_decode(NULL, packed.p + off + PTWM_FMT_SECTION_HEAD + 8, (size_t)size - PTWM_FMT_SECTION_HEAD - 8,
                            im.p + off, (size_t)raw) == PTWM_OK);
     memcpy(im.p + off + raw, foot, PTWM_FMT_FOOT_SIZE);
     foot = im.p + im.len - PTWM_FMT_FOOT_SIZE;

@@ -1,0 +1,132 @@
+/* Chunk decoding: parse the header (chunk_frame.c), decode each plane with
+ * the coder its entry names, then run the inverses of the stages the chunk
+ * names, last stage first (stage.h). */
+#include "chunk.h"
+#include "chunk_frame.h"
+#include "coder.h"
+#include "hash.h"
+#include "plane_coder.h"
+
+/* Decode every plane: into the raw bytes when the chunk has no stages (the
+ * plane is the chunk), else into the workspace; IDENTITY planes are used
+ * where they lie. Each CRC is checked before its plane is decoded. */
+static ptwm_error decode_planes(ptwm_ws *ws, const ptwm_chunk_head *h, int plane_crcs,
+                                uint8_t *raw, const uint8_t **plane, ptwm_err *err) {
+    const ptwm_layout *L = &h->L;
+    size_t need = 16, poff = 0, boff = 0, k;
+    uint8_t *pb;
+    for (k = 0; k < L->count; k++) need += L->len[k];
+    pb = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_PLANES, need, 0);
+    if (!pb) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu work bytes", need);
+    for (k = 0; k < L->count; k++) {
+        const uint8_t *cp = h->body + boff;
+        uint8_t *out = k == 0 && L->nstages == 0 ? raw : pb + poff;
+        ptwm_error e;
+        boff += h->coded[k];
+        if ((h->flags & PTWM_CHUNK_FLAG_CRC) && plane_crcs) {
+            uint32_t got = ptwm_crc32(0, cp, h->coded[k]);
+            if (got != h->crc[k])
+                return ptwm_fail(err, PTWM_ERR_CRC,
+                                 "chunk payload: plane %zu (%s, %zu coded bytes): stored CRC32 "
+                                 "%08x, computed %08x",
+                                 k, ptwm_coder_label(h->coder[k]), h->coded[k],
+                                 (unsigned)h->crc[k], (unsigned)got);
+        }
+        if (h->coder[k] == PTWM_METHOD_IDENTITY) {
+            plane[k] = cp;
+            continue;
+        }
+        if (h->coder[k] == PTWM_CODER_CONST) {
+            memset(out, cp[0], L->len[k]);
+        } else if ((e = ptwm_coder_find(h->coder[k])->decode(ws, cp, h->coded[k], out, L->len[k]))) {
+            return ptwm_fail(err, e == PTWM_ERR_UNKNOWN_ID || e == PTWM_ERR_NOMEM ? e
+                                                                                 : PTWM_ERR_CORRUPT,
+                             "chunk payload: plane %zu (%s, %zu coded bytes, %zu raw): %s", k,
+                             ptwm_coder_label(h->coder[k]), h->coded[k], L->len[k],
+                             ptwm_error_string(e));
+        }
+        plane[k] = out;
+        poff += L->len[k];
+    }
+    return PTWM_OK;
+}
+
+/* The stages' inverses, last first, from the decoded planes to the chunk. */
+static ptwm_error run_inverses(ptwm_ws *ws, const ptwm_layout *L, const uint8_t **plane,
+                               uint8_t *raw, ptwm_err *err) {
+    ptwm_pipe P;
+    unsigned s, k;
+    ptwm_error e;
+    if (L->nstages == 0) { /* one plane: the chunk */
+        if (L->raw_len && plane[0] != raw) memcpy(raw, plane[0], L->raw_len);
+        return PTWM_OK;
+    }
+    memset(&P, 0, sizeof(P));
+    for (k = 0; k < L->nmain; k++) P.main[k] = plane[k];
+    for (s = 0; s < L->nstages; s++)
+        for (k = 0; k < L->nside[s]; k++) P.side[s][k] = plane[L->side_at[s] + k];
+    P.raw = raw;
+    P.el = raw;
+    /* A sparse chunk's transform gives the nonzero elements, which the
+     * sparse stage then spreads out into the chunk. */
+    if (ptwm_layout_has(L, PTWM_CSTAGE_SPARSE, NULL) &&
+        !(P.el = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_SPARSE, L->n * L->width, 0)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu nonzero elements", L->n);
+    for (s = L->nstages; s-- > 0;) {
+        const ptwm_stage *st = ptwm_stage_find(L->use[s].id);
+        if ((e = st->inverse(&L->use[s], s, L, &P, ws, err))) return e;
+    }
+    if (L->tail) memcpy(raw + L->raw_len - L->tail, plane[L->tail_at], L->tail);
+    return PTWM_OK;
+}
+
+static ptwm_error decode_payload(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                                 size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                 size_t src_len, uint8_t *raw, size_t raw_len, int plane_crcs,
+                                 ptwm_err *err) {
+    ptwm_chain_info c;
+    ptwm_chunk_head h;
+    const uint8_t *plane[PTWM_CHUNK_PLANES];
+    ptwm_error e;
+    if ((!src && src_len) || (!raw && raw_len))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "chunk_decode: NULL argument");
+    if ((e = ptwm_chain_info_parse(chain, chain_len, (int)dtype, &c, err)) ||
+        (e = ptwm_chunk_head_parse(version, &c, src, src_len, raw_len, &h, err)) ||
+        (e = decode_planes(ws, &h, plane_crcs, raw, plane, err)))
+        return e;
+    return run_inverses(ws, &h.L, plane, raw, err);
+}
+
+static ptwm_error decode_with(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                              size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                              size_t src_len, uint8_t *raw, size_t raw_len, int plane_crcs,
+                              ptwm_err *err) {
+    ptwm_ws *own;
+    ptwm_error e;
+    if (!(ws = ptwm_ws_or_temp(ws, &own)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: no workspace memory");
+    e = decode_payload(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, plane_crcs,
+                       err);
+    ptwm_ws_trim(ws, PTWM_WS_KEEP);
+    ptwm_ws_free(own);
+    return e;
+}
+
+ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                                     size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                     size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err) {
+    return decode_with(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, 1, err);
+}
+
+ptwm_error ptwm_chunk_decode_checked(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                                     size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                     size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err) {
+    return decode_with(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, 0, err);
+}
+
+ptwm_error ptwm_chunk_decode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
+                             ptwm_dtype dtype, const uint8_t *src, size_t src_len, uint8_t *raw,
+                             size_t raw_len, ptwm_err *err) {
+    return ptwm_chunk_decode_version(ws, PTWM_CHUNK_VERSION, chain, chain_len, dtype, src, src_len,
+                                     raw, raw_len, err);
+}

@@ -1,0 +1,77 @@
+/* SPARSE: only the nonzero elements go on to the transform; a bitmap marks
+ * them and a signs plane gives the top bit of each zero (+0 and -0 of
+ * pruned weights; docs/CHAINS.md, "Sparse"). Parameters: the element width,
+ * the count of nonzero elements, and whether the signs plane is present
+ * (format versions 1 and 2 have none: every zero was +0). */
+#include "planes.h"
+#include "stage.h"
+
+static size_t bytes_for_bits(size_t bits) { return bits / 8 + (bits % 8 != 0); }
+
+static ptwm_error sparse_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L,
+                              ptwm_err *err) {
+    uint64_t w = u->p[0], nz = u->p[1];
+    if (L->seen) return ptwm_stage_fail(err, s, u, "must be the first stage");
+    if (w < 1 || w > 8 || u->p[2] > 1)
+        return ptwm_stage_fail(err, s, u, "width %llu (1..8), signs %llu (0 or 1)",
+                               (unsigned long long)w, (unsigned long long)u->p[2]);
+    L->width = (unsigned)w;
+    L->total = L->raw_len / w;
+    L->tail = L->raw_len % w;
+    if (nz > L->total)
+        return ptwm_stage_fail(err, s, u, "%llu nonzero elements in a chunk of %zu",
+                               (unsigned long long)nz, L->total);
+    L->n = (size_t)nz;
+    L->nside[s] = 1 + (unsigned)u->p[2];
+    L->side_len[s][0] = bytes_for_bits(L->total);
+    L->side_len[s][1] = bytes_for_bits(L->total - L->n);
+    return PTWM_OK;
+}
+
+static ptwm_error sparse_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+                                 ptwm_pipe *P, ptwm_ws *ws) {
+    unsigned w = (unsigned)u->p[0];
+    size_t total = L->raw_len / w;
+    /* The nonzero elements, the bitmap, the signs (each with slack). */
+    uint8_t *compact = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_SPARSE, L->raw_len + total / 4 + 32, 0);
+    uint8_t *bitmap, *signs;
+    if (!compact) return PTWM_ERR_NOMEM;
+    bitmap = compact + L->raw_len + 8;
+    signs = bitmap + total / 8 + 8;
+    u->p[1] = ptwm_sparse_compact(P->src, total, w, bitmap, compact, signs);
+    u->p[2] = 1;
+    P->src = compact;
+    P->side[s][0] = bitmap;
+    P->side[s][1] = signs;
+    return PTWM_OK;
+}
+
+/* The transform left the nonzero elements in P->el (a region of their own,
+ * ptwm_sparse_region); the zeros go back between them. */
+static ptwm_error sparse_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+                                 ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
+    const uint8_t *bitmap = P->side[s][0], *signs = u->p[2] ? P->side[s][1] : NULL;
+    size_t marked = ptwm_bitmap_count(bitmap, L->total);
+    unsigned plane = L->side_at[s];
+    (void)ws;
+    if (marked == SIZE_MAX)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chunk payload: bitmap plane %u marks elements past %zu", plane,
+                         L->total);
+    if (marked != L->n)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chunk payload: bitmap plane %u marks %zu nonzero elements, the planes "
+                         "hold %zu",
+                         plane, marked, L->n);
+    /* Its length is the zeros' (from the layout); no bits past. */
+    if (signs && ptwm_bitmap_count(signs, L->total - L->n) == SIZE_MAX)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chunk payload: signs plane %u has bits past its %zu zero elements",
+                         plane + 1, L->total - L->n);
+    ptwm_sparse_expand(P->el, bitmap, L->total, L->width, signs, signs ? L->side_len[s][1] : 0,
+                       P->raw);
+    return PTWM_OK;
+}
+
+const ptwm_stage ptwm_stage_sparse = {PTWM_CSTAGE_SPARSE, "sparse", 3, sparse_plan,
+                                      sparse_forward, sparse_inverse};
