@@ -35,6 +35,7 @@ Written into OUT (safetensors, TF names, shapes as in the package):
                                           (exp_avg), adam.v/NAME (exp_avg_sq) of every
                                           trained tensor (not for bf16m, which is not trained)
   runs.json                               settings, loss at the start and end, seconds per run
+                                          (a rerun of the same net, dtype and lr replaces its entry)
 Single-threaded (torch.set_num_threads(1)) and seeded: a rerun writes the same bytes.
 """
 from __future__ import annotations
@@ -125,7 +126,7 @@ def bf16_rne(t):
     return t.detach().to(torch.bfloat16)   # torch rounds F32 to BF16 to nearest-even
 
 
-def train(graph_json, weights, net, dtype, lr, args, out, log):
+def train(graph_json, weights, net, dtype, lr, args, out):
     cfg = NETS[net]
     teacher = tfjs_graph.TfjsGraph(graph_json, weights, net).eval()
     for p in teacher.parameters():
@@ -161,12 +162,13 @@ def train(graph_json, weights, net, dtype, lr, args, out, log):
                     w, run_meta(net, "bf16m", lr, step, args))
     secs = time.time() - t0
     k = max(1, min(20, args.steps // 5))
-    log.append({"net": net, "dtype": dtype, "lr": lr, "steps": args.steps,
+    run = {"net": net, "dtype": dtype, "lr": lr, "steps": args.steps,
                 "batch": cfg["batch"], "input": [cfg["size"], cfg["size"], channels],
                 "input_range": [cfg["lo"], cfg["hi"]], "loss_first": sum(losses[:k]) / k,
-                "loss_last": sum(losses[-k:]) / k, "seconds": round(secs, 1)})
-    print(f"{net} {dtype} lr {lr:g}: loss {log[-1]['loss_first']:.4f} -> "
-          f"{log[-1]['loss_last']:.4f} (mean of {k} steps), {secs:.0f} s", flush=True)
+                "loss_last": sum(losses[-k:]) / k, "seconds": round(secs, 1)}
+    print(f"{net} {dtype} lr {lr:g}: loss {run['loss_first']:.4f} -> "
+          f"{run['loss_last']:.4f} (mean of {k} steps), {secs:.0f} s", flush=True)
+    return run
 
 
 def run_meta(net, dtype, lr, step, args):
@@ -211,7 +213,6 @@ def main(argv):
     if not models:
         subprocess.run([os.path.join(HERE, "human_models.sh"), args.out], check=True)
         models = os.path.join(args.out, "models")
-    log = []
     for net in args.nets.split(","):
         if net not in NETS:
             ap.error(f"--nets: '{net}' is not one of {', '.join(NETS)}")
@@ -226,10 +227,23 @@ def main(argv):
             tfjs_graph.write_safetensors(os.path.join(args.out, f"{net}.{dtype}.base.safetensors"),
                                          w, run_meta(net, dtype, 0.0, 0, args))
             for lr in (float(s) for s in args.lrs.split(",")):
-                train(graph_json, weights, net, dtype, lr, args, args.out, log)
-    with open(os.path.join(args.out, "runs.json"), "w", encoding="utf-8") as f:
-        json.dump(log, f, indent=1)
+                log_run(args.out, train(graph_json, weights, net, dtype, lr, args, args.out))
     return 0
+
+
+def log_run(out, run):
+    """Add RUN to OUT/runs.json, replacing an earlier run of the same network, dtype and
+    learning rate (runs may be made by several invocations)."""
+    path = os.path.join(out, "runs.json")
+    runs = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            runs = json.load(f)
+    key = (run["net"], run["dtype"], run["lr"])
+    runs = [r for r in runs if (r["net"], r["dtype"], r["lr"]) != key] + [run]
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(runs, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

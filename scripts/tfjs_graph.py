@@ -133,6 +133,7 @@ class TfjsGraph(torch.nn.Module):
                                  f"interpreter does not implement")
         self.inputs = [n["name"] for n in self.nodes.values() if n["op"] == "Placeholder"]
         self.outputs = self._outputs(model_json)
+        self._shapes = {k: w.dim() for k, w in weights.items()}
         trainable = self._trainable_names()
         # One Parameter (or buffer) per Const, registered under an index; names maps back.
         self.names = []
@@ -145,12 +146,13 @@ class TfjsGraph(torch.nn.Module):
             if n["name"] not in weights:
                 raise GraphError(f"{name}: Const '{n['name']}' has no weight")
             w = weights[n["name"]]
-            if n["name"] in trainable and w.is_floating_point() and w.numel() > 1:
+            if n["name"] in trainable and w.is_floating_point():
                 self.param_index[n["name"]] = len(self.params)
                 self.params.append(torch.nn.Parameter(w.detach().clone()))
                 self.names.append(n["name"])
-            else:
-                self.consts[n["name"]] = w.detach().clone()
+            else:   # a buffer, so that .to(dtype) converts the float ones with the rest
+                self.register_buffer(f"const{len(self.consts)}", w.detach().clone())
+                self.consts[n["name"]] = f"const{len(self.consts)}"
         self.order = self._topological()
 
     def _outputs(self, model_json):
@@ -171,7 +173,12 @@ class TfjsGraph(torch.nn.Module):
             elif n["op"] in ELEMENTWISE_WEIGHT_OPS:
                 names.update(i for i in ins if i in self.nodes and
                              self.nodes[i]["op"] == "Const")
-        return names
+        # Scalars (clip bounds, constant factors) are part of the graph's arithmetic, not
+        # weights: they stay fixed.
+        return {k for k in names if self._const_ndim(k) != 0}
+
+    def _const_ndim(self, k):
+        return self._shapes.get(k, -1)
 
     def _topological(self):
         order, state = [], {}
@@ -202,13 +209,15 @@ class TfjsGraph(torch.nn.Module):
         for k, n in self.nodes.items():
             if n["op"] != "Const":
                 continue
-            t = self.params[self.param_index[k]] if k in self.param_index else self.consts[k]
+            t = self.value(k)
             if t.is_floating_point():
                 out[k] = t
         return out
 
     def value(self, k):
-        return self.params[self.param_index[k]] if k in self.param_index else self.consts[k]
+        if k in self.param_index:
+            return self.params[self.param_index[k]]
+        return getattr(self, self.consts[k])
 
     def forward(self, *xs):
         if len(xs) != len(self.inputs):
