@@ -111,6 +111,17 @@ def zigzag_diff(t: np.ndarray, b: np.ndarray) -> np.ndarray:
     return ((s << 1) ^ (s >> (w - 1))).view(t.dtype)
 
 
+def undo_zigzag_diff(b: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """T from B and zigzag_diff(T, B): the decoder's side, checked on every tensor."""
+    w = b.dtype.itemsize * 8
+    one = b.dtype.type(1)
+    d = (z >> one) ^ (b.dtype.type(0) - (z & one))           # unzigzag, modulo 2^w
+    o = (ordered(b) + d).astype(b.dtype)
+    top = b.dtype.type(1 << (w - 1))
+    allones = b.dtype.type(~np.array(0, dtype=b.dtype))
+    return np.where(o >= top, o ^ top, o ^ allones).astype(b.dtype)
+
+
 def float_sub_misses(t: np.ndarray, b: np.ndarray, dtype: str) -> int:
     """How many values B + (T - B), computed in the dtype, does not give back."""
     if dtype == "F32":
@@ -173,6 +184,8 @@ def study_pair(base_path, ft_path, ptwm, tmp, prefix=""):
         b = np.frombuffer(base[name][2], dtype=ut)
         x = t ^ b
         z = zigzag_diff(t, b)
+        if not np.array_equal(undo_zigzag_diff(b, z), t) or not np.array_equal(b ^ x, t):
+            raise RuntimeError(f"{ft_path}: tensor '{name}': a delta does not invert")
         changed = int((x != 0).sum())
         r["n"] += t.size
         r["raw"] += len(traw)
