@@ -26,8 +26,7 @@ Each lossless delta is measured as
   ptwm       the delta written as a safetensors file (as the float dtype for the split
              chain, as U16/U32 for byte planes) and coded by `ptwm compress` with the
              standard chains: what the existing planes and coders make of it
-beside: ptwm without a base (the fine-tune itself), zstd -19 of the fine-tune's tensor
-bytes, and XOR + zstd -19 (the XOR's tensor bytes, one stream). Sizes are bits per
+beside: ptwm without a base (the fine-tune itself) and XOR + zstd -19 (the XOR's tensor bytes, one stream). Sizes are bits per
 weight (all tensors of the file) and % of the raw tensor bytes; ptwm figures are the
 .ptwm file sizes (tensor table and metadata included). Figures are cached per pair in OUT/cache/ (a pair rewritten since is measured
 again). Writes OUT/delta.csv (every
@@ -173,7 +172,7 @@ def study_pair(base_path, ft_path, ptwm, tmp, prefix=""):
          "delta_loses": 0}
     xor_files = {"split": [], "bytes": []}
     sub_files = {"split": [], "bytes": []}
-    xor_stream, ft_stream = [], []
+    xor_stream = []
     for name, (shape, dt, traw) in ft.items():
         if name not in base or base[name][0] != shape or base[name][1] != dt:
             raise RuntimeError(f"{ft_path}: tensor '{name}' has no match in {base_path}")
@@ -215,8 +214,6 @@ def study_pair(base_path, ft_path, ptwm, tmp, prefix=""):
         sub_files["split"].append((name, shape, dt, z.tobytes()))
         sub_files["bytes"].append((name, shape, uint, z.tobytes()))
         xor_stream.append(x.tobytes())
-        ft_stream.append(traw)
-    r["zstd_ft"] = zstd19(b"".join(ft_stream)) * 8
     r["zstd_xor"] = zstd19(b"".join(xor_stream)) * 8
     path = os.path.join(tmp, "ft.safetensors")
     with open(path, "wb") as f:
@@ -253,8 +250,7 @@ def cached(out, base, ft, prefix, compute):
 PAIR_RE = re.compile(r"^(?P<net>.+)\.(?P<dtype>f32|bf16|bf16m)\.lr(?P<lr>[0-9.e+-]+)"
                      r"\.step(?P<step>\d+)(?P<ckpt>\.ckpt)?\.safetensors$")
 
-SIZE_COLS = [("ptwm_ft", "ptwm, no base"), ("zstd_ft", "zstd -19"),
-             ("zstd_xor", "XOR + zstd -19"), ("h_xor_split", "XOR H0 split"),
+SIZE_COLS = [("ptwm_ft", "ptwm, no base"), ("zstd_xor", "XOR + zstd -19"), ("h_xor_split", "XOR H0 split"),
              ("h_xor_bytes", "XOR H0 bytes"), ("h_sub_split", "sub H0 split"),
              ("h_sub_bytes", "sub H0 bytes"), ("h_xor_split_ctx", "XOR H0 split given base exp"),
              ("h_sub_bytes_ctx", "sub H0 bytes given base exp"), ("ptwm_xor_split", "XOR > ptwm split"),
@@ -262,9 +258,10 @@ SIZE_COLS = [("ptwm_ft", "ptwm, no base"), ("zstd_ft", "zstd -19"),
              ("ptwm_sub_bytes", "sub > ptwm bytes")]
 
 
-def pairs_in(d):
+def pairs_in(d, all_checkpoints=False):
     """(label fields, base path, fine-tune path) for every pair of the directory:
-    each step against the base (weights), each checkpoint against the one before."""
+    each step against the base (weights), each run's last checkpoint against the one
+    before (with ALL, every checkpoint against the one before)."""
     found = []
     for path in sorted(glob.glob(os.path.join(d, "*.safetensors"))):
         m = PAIR_RE.match(os.path.basename(path))
@@ -276,7 +273,9 @@ def pairs_in(d):
         if g["ckpt"]:
             prev = [p for h, p in found if h["ckpt"] and h["net"] == g["net"] and
                     h["dtype"] == g["dtype"] and h["lr"] == g["lr"] and int(h["step"]) < step]
-            if prev:
+            later = [h for h, _ in found if h["ckpt"] and h["net"] == g["net"] and
+                     h["dtype"] == g["dtype"] and h["lr"] == g["lr"] and int(h["step"]) > step]
+            if prev and (all_checkpoints or not later):
                 pg = PAIR_RE.match(os.path.basename(prev[-1])).groupdict()
                 out.append((dict(g, kind="checkpoint", against=f"step {int(pg['step'])}"),
                             prev[-1], path))
@@ -294,9 +293,11 @@ def main(argv):
     ap.add_argument("--ptwm", default=os.path.join(REPO, "build", "ptwm"))
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "out", "delta"))
     ap.add_argument("--match", default="", help="only pairs whose file name has this")
+    ap.add_argument("--all-checkpoints", action="store_true",
+                    help="every checkpoint against the one before, not only each run's last")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    pairs = [p for p in pairs_in(args.pairs) if args.match in os.path.basename(p[2])]
+    pairs = [p for p in pairs_in(args.pairs, args.all_checkpoints) if args.match in os.path.basename(p[2])]
     if not pairs:
         sys.stderr.write(f"delta_study: no pairs in {args.pairs} (scripts/finetune_pairs.py "
                          f"makes them)\n")
@@ -314,9 +315,9 @@ def main(argv):
                 best = min(SIZE_COLS, key=lambda c: r[c[0]])
                 print(f"{r['file']} {r['group']}: ptwm {100 * r['ptwm_ft'] / 8 / r['raw']:.1f}%, "
                       f"best {best[1]} {100 * r[best[0]] / 8 / r['raw']:.2f}%", flush=True)
-    keys = list(rows[0].keys())
+    keys = list(dict.fromkeys(k for r in rows for k in r))
     with open(os.path.join(args.out, "delta.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
+        w = csv.DictWriter(f, fieldnames=keys, restval="")
         w.writeheader()
         w.writerows(rows)
     with open(os.path.join(args.out, "delta.md"), "w") as f:
