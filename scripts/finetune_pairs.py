@@ -154,7 +154,7 @@ def train(graph_json, weights, net, dtype, lr, args, out):
         opt.step()
         losses.append(float(loss))
         if step % args.every == 0 or step == args.steps:
-            save_step(student, opt, net, dtype, lr, step, out)
+            save_step(student, opt, net, dtype, lr, step, args, out)
             if dtype == "f32":   # the bf16m series: these F32 masters stored as BF16
                 w = {k: bf16_rne(v) for k, v in student.named_weights().items()}
                 tfjs_graph.write_safetensors(
@@ -178,8 +178,8 @@ def run_meta(net, dtype, lr, step, args):
             "betas": "%g,%g" % BETAS, "eps": "%g" % EPS, "weight_decay": "%g" % WEIGHT_DECAY}
 
 
-def save_step(student, opt, net, dtype, lr, step, out):
-    meta = run_meta(net, dtype, lr, step, ARGS)
+def save_step(student, opt, net, dtype, lr, step, args, out):
+    meta = run_meta(net, dtype, lr, step, args)
     stem = os.path.join(out, f"{net}.{dtype}.{lr_tag(lr)}.step{step:04d}")
     tfjs_graph.write_safetensors(stem + ".safetensors", student.named_weights(), meta)
     ckpt = {}
@@ -191,11 +191,7 @@ def save_step(student, opt, net, dtype, lr, step, out):
     tfjs_graph.write_safetensors(stem + ".ckpt.safetensors", ckpt, meta)
 
 
-ARGS = None
-
-
 def main(argv):
-    global ARGS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "build-pairs"))
     ap.add_argument("--models", help="a models/ directory of the package (default: "
@@ -206,7 +202,7 @@ def main(argv):
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
-    ARGS = args = ap.parse_args(argv)
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
     models = args.models
