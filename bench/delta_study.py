@@ -26,6 +26,8 @@ Each lossless delta is measured as
   ptwm       the delta written as a safetensors file (as the float dtype for the split
              chain, as U16/U32 for byte planes) and coded by `ptwm compress` with the
              standard chains: what the existing planes and coders make of it
+  keep       per tensor the smaller of sub > ptwm (byte planes) and the plain coding, from
+             `ptwm inspect` of both files: what a writer choosing per chunk would at most store
 beside: ptwm without a base (the fine-tune itself) and XOR + zstd -19 (the XOR's tensor bytes, one stream). Sizes are bits per
 weight (all tensors of the file) and % of the raw tensor bytes; ptwm figures are the
 .ptwm file sizes (tensor table and metadata included). Figures are cached per pair in OUT/cache/ (a pair rewritten since is measured
@@ -146,15 +148,48 @@ def zstd19(data: bytes) -> int:
                               check=True).stdout)
 
 
-def ptwm_size(ptwm: str, path: str, tmp: str) -> int:
+def ptwm_size(ptwm: str, path: str, tmp: str, per_tensor: bool = False):
+    """The .ptwm file's size; with PER_TENSOR, also {name: coded bytes} (ptwm inspect)."""
     out = os.path.join(tmp, "out")
     subprocess.run([ptwm, "compress", path, "-o", out, "--force", "--threads", "1", "-q"],
-                   check=True,
-                   capture_output=True)
+                   check=True, capture_output=True)
     files = glob.glob(os.path.join(out, "*.ptwm"))
     if len(files) != 1:
         raise RuntimeError(f"ptwm compress {path} wrote {files}")
-    return os.path.getsize(files[0])
+    if not per_tensor:
+        return os.path.getsize(files[0])
+    info = json.loads(subprocess.run([ptwm, "inspect", files[0], "--json"], check=True,
+                                     capture_output=True, text=True).stdout)
+    return os.path.getsize(files[0]), {t["name"]: t["coded_bytes"] for t in info["tensors"]}
+
+
+def write_tensors(path, tensors):
+    """[(name, shape, dtype, raw)] as a safetensors file."""
+    with open(path, "wb") as f:
+        f.write(tfjs_to_safetensors.safetensors_bytes(None, tensors))
+    return path
+
+
+def keep_smaller(base_path, ft_path, ptwm, tmp, prefix=""):
+    """What the proposed writer would store: per tensor the smaller of the plain coding and
+    the ordered difference in byte planes (today's coders on both; the writer would choose
+    per chunk, which can only be smaller), plus the delta file's own overhead; and how many
+    tensors the delta would make larger."""
+    base, ft = load(base_path), load(ft_path)
+    plain, delta = [], []
+    for name, (shape, dt, traw) in ft.items():
+        if not name.startswith(prefix):
+            continue
+        ut = FLOATS[dt][0]
+        z = zigzag_diff(np.frombuffer(traw, dtype=ut), np.frombuffer(base[name][2], dtype=ut))
+        plain.append((name, shape, dt, traw))
+        delta.append((name, shape, "U16" if ut is np.uint16 else "U32", z.tobytes()))
+    _, p = ptwm_size(ptwm, write_tensors(os.path.join(tmp, "plain.safetensors"), plain), tmp,
+                     True)
+    size, d = ptwm_size(ptwm, write_tensors(os.path.join(tmp, "delta.safetensors"), delta), tmp,
+                        True)
+    return {"ptwm_keep": 8 * (size - sum(d.values()) + sum(min(p[k], d[k]) for k in d)),
+            "ptwm_delta_larger": sum(d[k] > p[k] for k in d)}
 
 
 def load(path):
@@ -215,25 +250,22 @@ def study_pair(base_path, ft_path, ptwm, tmp, prefix=""):
         sub_files["bytes"].append((name, shape, uint, z.tobytes()))
         xor_stream.append(x.tobytes())
     r["zstd_xor"] = zstd19(b"".join(xor_stream)) * 8
-    path = os.path.join(tmp, "ft.safetensors")
-    with open(path, "wb") as f:
-        f.write(tfjs_to_safetensors.safetensors_bytes(
-            None, [(k, v[0], v[1], v[2]) for k, v in ft.items()]))
+    path = write_tensors(os.path.join(tmp, "ft.safetensors"),
+                         [(k, v[0], v[1], v[2]) for k, v in ft.items()])
     r["ptwm_ft"] = ptwm_size(ptwm, path, tmp) * 8
     for key, files in (("xor", xor_files), ("sub", sub_files)):
         for kind in ("split", "bytes"):
-            path = os.path.join(tmp, f"{key}-{kind}.safetensors")
-            with open(path, "wb") as f:
-                f.write(tfjs_to_safetensors.safetensors_bytes(None, files[kind]))
+            path = write_tensors(os.path.join(tmp, f"{key}-{kind}.safetensors"), files[kind])
             r[f"ptwm_{key}_{kind}"] = ptwm_size(ptwm, path, tmp) * 8
     return r
 
 
-def cached(out, base, ft, prefix, compute):
+def cached(out, base, ft, prefix, compute, what="figures"):
     """A pair's figures, kept in OUT/cache/ under the two files' sizes and mtimes, so a
     rerun measures only new or rewritten pairs."""
     key = [[os.path.basename(p), os.path.getsize(p), os.stat(p).st_mtime_ns] for p in (base, ft)]
-    path = os.path.join(out, "cache", f"{os.path.basename(ft)}.{prefix.rstrip('/') or 'w'}.json")
+    path = os.path.join(out, "cache",
+                        f"{os.path.basename(ft)}.{prefix.rstrip('/') or 'w'}.{what}.json")
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             c = json.load(f)
@@ -255,7 +287,7 @@ SIZE_COLS = [("ptwm_ft", "ptwm, no base"), ("zstd_xor", "XOR + zstd -19"), ("h_x
              ("h_sub_bytes", "sub H0 bytes"), ("h_xor_split_ctx", "XOR H0 split given base exp"),
              ("h_sub_bytes_ctx", "sub H0 bytes given base exp"), ("ptwm_xor_split", "XOR > ptwm split"),
              ("ptwm_xor_bytes", "XOR > ptwm bytes"), ("ptwm_sub_split", "sub > ptwm split"),
-             ("ptwm_sub_bytes", "sub > ptwm bytes")]
+             ("ptwm_sub_bytes", "sub > ptwm bytes"), ("ptwm_keep", "sub or plain, per tensor")]
 
 
 def pairs_in(d, all_checkpoints=False):
@@ -307,8 +339,10 @@ def main(argv):
         for g, base, ft in pairs:
             # A checkpoint's parameters and each optimizer buffer apart: they move differently.
             for prefix in (CKPT_GROUPS if g["kind"] == "checkpoint" else ("",)):
-                r = cached(args.out, base, ft, prefix,
-                           lambda: study_pair(base, ft, args.ptwm, tmp, prefix))
+                r = dict(cached(args.out, base, ft, prefix,
+                                lambda: study_pair(base, ft, args.ptwm, tmp, prefix)))
+                r.update(cached(args.out, base, ft, prefix,
+                                lambda: keep_smaller(base, ft, args.ptwm, tmp, prefix), "keep"))
                 r.update(g, file=os.path.basename(ft), base=os.path.basename(base),
                          group=prefix.rstrip("/") or "weights")
                 rows.append(r)
@@ -330,20 +364,22 @@ def main(argv):
 
 SUMMARY_COLS = [("ptwm_ft", "ptwm, no base"), ("zstd_xor", "XOR + zstd -19"),
                 ("ptwm_xor_split", "XOR > ptwm"), ("ptwm_sub_bytes", "sub > ptwm"),
-                ("h_sub_bytes", "sub, H0"), ("h_sub_bytes_ctx", "sub, H0 given base exp")]
+                ("ptwm_keep", "sub or plain, per tensor"), ("h_sub_bytes", "sub, H0"),
+                ("h_sub_bytes_ctx", "sub, H0 given base exp")]
 
 
 def summary(rows):
     """The last step of each run against its base, and each run's last checkpoint
-    against the one before: bits per weight (% of raw), the gain of the proposed delta
-    (sub > ptwm) over ptwm without a base, and how much changed."""
+    against the one before: bits per weight (% of raw), the gain of the proposed coding
+    (per tensor the smaller of sub > ptwm and plain) over ptwm without a base, the tensors
+    on which the delta codes larger, and how much changed."""
     last = {}
     for r in rows:
         key = (r["net"], r["dtype"], r["lr"], r["kind"], r["group"])
         if key not in last or int(r["step"]) > int(last[key]["step"]):
             last[key] = r
     head = (["pair", "dtype", "lr", "steps"] + [c[1] for c in SUMMARY_COLS] +
-            ["gain", "changed", "within 1 ulp"])
+            ["gain", "tensors sub > plain", "changed", "within 1 ulp"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 4 + "---:|" * (len(head) - 4)]
     order = {"weights": 0, "param": 1, "adam.m": 2, "adam.v": 3}
     for r in sorted(last.values(), key=lambda r: (r["kind"] != "fine-tune", r["net"],
@@ -353,7 +389,8 @@ def summary(rows):
         cells = [pair, r["dtype"], "%g" % float(r["lr"]), str(int(r["step"]))]
         cells += [f"{r[k] / r['n']:.2f} ({100 * r[k] / 8 / r['raw']:.1f}%)"
                   for k, _ in SUMMARY_COLS]
-        cells += [f"{r['ptwm_ft'] / r['ptwm_sub_bytes']:.2f}x",
+        cells += [f"{r['ptwm_ft'] / r['ptwm_keep']:.2f}x",
+                  f"{r['ptwm_delta_larger']}/{r['tensors']}",
                   f"{100 * r['changed'] / r['n']:.1f}%", f"{100 * r['ulp1'] / r['n']:.1f}%"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
