@@ -20,19 +20,20 @@ Each lossless delta is measured as
              field, then sign:mantissa bytes), per tensor, summed: a floor for one
              table per plane per tensor (tables not counted)
   H0 bytes   the same over the byte planes (byte k of each element)
+  given base exp   H0 with one table per value of the base's exponent field (which
+             the decoder has): how much a context on the base would gain
   plain H0   the fine-tune's own split planes (per tensor: does the delta lose?)
-  given base exp   the same with one table per value of the base's exponent field
-             (which the decoder has): how much a context on the base would gain
   ptwm       the delta written as a safetensors file (as the float dtype for the split
              chain, as U16/U32 for byte planes) and coded by `ptwm compress` with the
              standard chains: what the existing planes and coders make of it
   keep       per tensor the smaller of sub > ptwm (byte planes) and the plain coding, from
              `ptwm inspect` of both files: what a writer choosing per chunk would at most store
-beside: ptwm without a base (the fine-tune itself) and XOR + zstd -19 (the XOR's tensor bytes, one stream). Sizes are bits per
-weight (all tensors of the file) and % of the raw tensor bytes; ptwm figures are the
-.ptwm file sizes (tensor table and metadata included). Figures are cached per pair in OUT/cache/ (a pair rewritten since is measured
-again). Writes OUT/delta.csv (every
-figure), OUT/delta.md (every pair) and OUT/summary.md (the table of docs/DELTA.md).
+beside: ptwm without a base (the fine-tune itself) and XOR + zstd -19 (the XOR's tensor
+bytes, one stream). Sizes are bits per weight (all tensors of the file) and % of the raw
+tensor bytes; ptwm figures are the .ptwm file sizes (tensor table and metadata included).
+Figures are cached per pair in OUT/cache/ (a pair rewritten since is measured again).
+Writes OUT/delta.csv (every figure), OUT/delta.md (every pair) and OUT/summary.md (the
+table of docs/DELTA.md).
 """
 from __future__ import annotations
 
