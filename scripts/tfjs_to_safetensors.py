@@ -11,7 +11,8 @@ float32 as F32, float16-quantized as F16, uint8-quantized as U8 (the quantized
 bytes, not dequantized). Integer tensors (shape constants) and tensors under 64
 bytes (scalars, biases of a few values) are left out. The BF16 files are the F32
 ones rounded to nearest-even. FILE names (e.g. emotion.bf16.safetensors) limit
-the output to those; the default is every corpus file.
+the output to those; the default is every corpus file. NET.rest.safetensors
+(named only) holds the tensors the corpus files of NET leave out, in manifest order.
 
 Python 3 standard library only; the bytes written match tests/corpus/SHA256SUMS.
 """
@@ -38,6 +39,11 @@ CORPUS = {
     "posenet.bf16.safetensors": ("posenet", "BF16", "bf16 of posenet"),
     "posenet.f32.safetensors": ("posenet", "F32", PACKAGE + " posenet"),
 }
+
+# Not corpus files (not in SHA256SUMS, never written by default): the tensors a
+# network's corpus files leave out (shape constants, tensors under 64 bytes), which
+# with NAME.f32.safetensors give back the network's whole weight manifest.
+REST = {"emotion.rest.safetensors": "emotion"}
 
 # TF.js stored dtype (the quantization dtype when quantized) -> (bytes, safetensors dtype).
 STORED = {"float32": (4, "F32"), "float16": (2, "F16"), "uint8": (1, "U8"),
@@ -89,20 +95,47 @@ def bf16_of_f32(raw):
     return dst.tobytes()
 
 
-def safetensors_bytes(source, tensors):
-    """A safetensors file: compact JSON header (metadata first, tensors in the order
-    given) padded with spaces to a multiple of 8, then the data."""
-    header = {"__metadata__": {"source": source}}
+def safetensors_bytes(metadata, tensors):
+    """A safetensors file: compact JSON header (metadata first when there is any,
+    tensors in the order given) padded with spaces to a multiple of 8, then the data.
+    tensors: [(name, shape, safetensors dtype, raw bytes)]."""
+    header = {"__metadata__": dict(metadata)} if metadata else {}
     off = 0
     for name, shape, dtype, raw in tensors:
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        header[name] = {"dtype": dtype, "shape": list(shape),
+                        "data_offsets": [off, off + len(raw)]}
         off += len(raw)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
     return len(text).to_bytes(8, "little") + text + b"".join(t[3] for t in tensors)
 
 
+def read_safetensors(path):
+    """(metadata, [(name, shape, safetensors dtype, raw bytes)] in file order)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    hlen = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + hlen])
+    meta = header.pop("__metadata__", None) or {}
+    base = 8 + hlen
+    out = []
+    for name, t in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        a, b = t["data_offsets"]
+        out.append((name, t["shape"], t["dtype"], data[base + a:base + b]))
+    return meta, out
+
+
+def rest_file(models, name):
+    net = REST[name]
+    return safetensors_bytes({"source": PACKAGE + " " + net + ": the tensors its corpus files "
+                              "leave out"},
+                             [t for t in read_manifest(models, net)
+                              if t[2] == "I32" or len(t[3]) < MIN_BYTES])
+
+
 def corpus_file(models, name):
+    if name in REST:
+        return rest_file(models, name)
     net, dtype, source = CORPUS[name]
     tensors = []
     for tname, shape, stored, raw in read_manifest(models, net):
@@ -114,7 +147,7 @@ def corpus_file(models, name):
         if dtype == "BF16":
             stored, raw = "BF16", bf16_of_f32(raw)
         tensors.append((tname, shape, stored, raw))
-    return safetensors_bytes(source, tensors)
+    return safetensors_bytes({"source": source}, tensors)
 
 
 def main(argv):
@@ -124,7 +157,7 @@ def main(argv):
     models, out = argv[1], argv[2]
     names = argv[3:] or sorted(CORPUS)
     for name in names:
-        if name not in CORPUS:
+        if name not in CORPUS and name not in REST:
             sys.stderr.write(f"tfjs_to_safetensors: '{name}' is not a corpus file\n")
             return 2
     os.makedirs(out, exist_ok=True)
