@@ -109,10 +109,10 @@ size_t ptwm_rans_dec_o0_avx2(const uint32_t *tab, const uint8_t *sym, unsigned p
 /* The order-1 fast loop, 32 segments in four vectors; two gathers per 8
  * symbols (entry, symbol) at (context << prec) + slot. Returns the steps
  * done. */
-__attribute__((target("avx2,popcnt"))) size_t
-ptwm_rans_dec_o1_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec,
-                      const uint8_t **pp, const uint8_t *end, uint32_t *x,
-                      uint32_t *ctx, uint8_t *dst, size_t q) {
+__attribute__((target("avx2,popcnt"))) static size_t
+dec_o1_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec, const uint8_t **pp,
+            const uint8_t *end, uint32_t x[RANS_STATES], uint32_t ctx[RANS_STATES], uint8_t *dst,
+            size_t q) {
     const uint8_t *p = *pp;
     const __m256i slot_mask = _mm256_set1_epi32((int)((1u << prec) - 1));
     const __m256i low16 = _mm256_set1_epi32(0xffff), low8 = _mm256_set1_epi32(0xff);
@@ -130,7 +130,6 @@ ptwm_rans_dec_o1_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec,
     __m256i C2 = RANS_LD256((ctx + 16));
     __m256i C3 = RANS_LD256((ctx + 24));
     size_t j = 0;
-    pthread_once(&rans_lanes_once, rans_lanes_init);
     while (j < q && end - p >= 2 * RANS_STATES) {
         RANS_AVX2_STEP1(X0, C0, 0);
         RANS_AVX2_STEP1(X1, C1, 1);
@@ -148,6 +147,13 @@ ptwm_rans_dec_o1_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec,
     RANS_ST256((ctx + 24), C3);
     *pp = p;
     return j;
+}
+
+size_t ptwm_rans_dec_o1_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec,
+                             const uint8_t **pp, const uint8_t *end, uint32_t *x, uint32_t *ctx,
+                             uint8_t *dst, size_t q) {
+    pthread_once(&rans_lanes_once, rans_lanes_init); /* before the loop reads it */
+    return dec_o1_avx2(tab, sym, prec, pp, end, x, ctx, dst, q);
 }
 
 /* enc_pack[m]: shuffle that moves the 16-bit words of the lanes set in m to
