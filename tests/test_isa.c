@@ -195,7 +195,7 @@ static void check_table(ptwm_isa best) {
         CHECK_MSG(k->level == (ptwm_isa)l, "cap %s: the table is level %s's",
                   ptwm_isa_name((ptwm_isa)l), ptwm_isa_name(k->level));
         CHECK_MSG(k->rans_dec_o0 && k->rans_dec_o1 && k->rans_enc_o0 && k->skip_seen &&
-                      k->huf_encode && k->huf_loops && k->huf_bits && k->sparse_compact &&
+                      k->huf_encode && k->huf_loops && k->huf_bits && k->plane_loops && k->sparse_compact &&
                       k->sparse_expand && k->joint_split && k->joint_merge && k->joint_bf16 &&
                       k->xxh_oneshot && k->widen,
                   "level %s: a kernel table entry is empty", ptwm_isa_name((ptwm_isa)l));

@@ -3,10 +3,11 @@
 #include "entropy.h"
 #include "planes.h"
 #include "kernels/planes_kernels.h"
+#include "kernels/planes_loops.h"
 
-/* The plain loops below vectorise, and are compiled once per instruction set
- * (PTWM_VEC_VARIANTS); the hand-written vector kernels are in
- * kernels/planes_*.c, called through the kernel table. */
+/* The split and merge loops vectorise, and are compiled once per level
+ * (kernels/planes_loops.h); the hand-written vector kernels are in
+ * kernels/planes_*.c. Both are called through the kernel table. */
 
 #ifdef PTWM_CPU_X86
 #include <emmintrin.h> /* SSE2: baseline x86-64 */
@@ -58,164 +59,42 @@ static void merge_generic(const uint8_t *const *planes, size_t n, unsigned width
     }
 }
 
-PTWM_INLINE void split_bf16_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                                 uint8_t *restrict sm) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        uint16_t v = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
-        ex[i] = (uint8_t)(v >> 7);
-        sm[i] = (uint8_t)(((v >> 8) & 0x80) | (v & 0x7f));
-    }
-}
-PTWM_VEC_VARIANTS(static, split_bf16, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                  uint8_t *restrict sm),
-                  (src, n, ex, sm))
-
-PTWM_INLINE void merge_bf16_body(const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n,
-                                 uint8_t *restrict dst) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        unsigned v = ((unsigned)(sm[i] & 0x80) << 8) | ((unsigned)ex[i] << 7) | (sm[i] & 0x7fu);
-        dst[2 * i] = (uint8_t)v;
-        dst[2 * i + 1] = (uint8_t)(v >> 8);
-    }
-}
-PTWM_VEC_VARIANTS(static, merge_bf16, (const uint8_t *restrict ex, const uint8_t *restrict sm,
-                  size_t n, uint8_t *restrict dst),
-                  (ex, sm, n, dst))
-
-PTWM_INLINE void split_f16_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                                uint8_t *restrict hi, uint8_t *restrict lo) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        unsigned v = (unsigned)(src[2 * i] | (src[2 * i + 1] << 8));
-        ex[i] = (uint8_t)((v >> 10) & 31);
-        hi[i] = (uint8_t)(((v >> 13) & 4) | ((v >> 8) & 3));
-        lo[i] = (uint8_t)v;
-    }
-}
-PTWM_VEC_VARIANTS(static, split_f16, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                  uint8_t *restrict hi, uint8_t *restrict lo),
-                  (src, n, ex, hi, lo))
-
-PTWM_INLINE void merge_f16_body(const uint8_t *restrict ex, const uint8_t *restrict hi,
-                                const uint8_t *restrict lo, size_t n, uint8_t *restrict dst) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        unsigned v = ((unsigned)(hi[i] & 4) << 13) | ((unsigned)(ex[i] & 31) << 10) |
-                     ((unsigned)(hi[i] & 3) << 8) | lo[i];
-        dst[2 * i] = (uint8_t)v;
-        dst[2 * i + 1] = (uint8_t)(v >> 8);
-    }
-}
-PTWM_VEC_VARIANTS(static, merge_f16, (const uint8_t *restrict ex, const uint8_t *restrict hi,
-                  const uint8_t *restrict lo, size_t n, uint8_t *restrict dst),
-                  (ex, hi, lo, n, dst))
-
-PTWM_INLINE void split_f32_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                                uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict p3) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        uint32_t v = ptwm_load_le32(src + 4 * i);
-        ex[i] = (uint8_t)(v >> 23);
-        p1[i] = (uint8_t)(((v >> 24) & 0x80) | ((v >> 16) & 0x7f));
-        p2[i] = (uint8_t)(v >> 8);
-        p3[i] = (uint8_t)v;
-    }
-}
-PTWM_VEC_VARIANTS(static, split_f32, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                  uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict p3),
-                  (src, n, ex, p1, p2, p3))
-
-PTWM_INLINE void merge_f32_body(const uint8_t *restrict ex, const uint8_t *restrict p1,
-                                const uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
-                                uint8_t *restrict dst) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        uint32_t v = ((uint32_t)(p1[i] & 0x80) << 24) | ((uint32_t)ex[i] << 23) |
-                     ((uint32_t)(p1[i] & 0x7f) << 16) | ((uint32_t)p2[i] << 8) | p3[i];
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        /* one 32-bit store: the loop then vectorises (bytewise stores did not) */
-        memcpy(dst + 4 * i, &v, 4);
-#else
-        ptwm_store_le32(dst + 4 * i, v);
-#endif
-    }
-}
-PTWM_VEC_VARIANTS(static, merge_f32, (const uint8_t *restrict ex, const uint8_t *restrict p1,
-                  const uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
-                  uint8_t *restrict dst),
-                  (ex, p1, p2, p3, n, dst))
+/* The plain forms of the loops of kernels/planes_loops.h. */
+PLANES_LOOPS(scalar, )
 
 void ptwm_split_float(const uint8_t *src, size_t n, unsigned width, unsigned e, unsigned m,
                       uint8_t *const *planes) {
+    const ptwm_plane_loops *pl = ptwm_kern()->plane_loops;
     if (width == 2 && e == 8 && m == 7)
-        split_bf16(src, n, planes[0], planes[1]);
+        pl->split_bf16(src, n, planes[0], planes[1]);
     else if (width == 2 && e == 5 && m == 10)
-        split_f16(src, n, planes[0], planes[1], planes[2]);
+        pl->split_f16(src, n, planes[0], planes[1], planes[2]);
     else if (width == 4 && e == 8 && m == 23)
-        split_f32(src, n, planes[0], planes[1], planes[2], planes[3]);
+        pl->split_f32(src, n, planes[0], planes[1], planes[2], planes[3]);
     else
         split_generic(src, n, width, e, m, planes);
 }
 
 void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, unsigned e,
                       unsigned m, uint8_t *dst) {
+    const ptwm_plane_loops *pl = ptwm_kern()->plane_loops;
     if (width == 2 && e == 8 && m == 7)
-        merge_bf16(planes[0], planes[1], n, dst);
+        pl->merge_bf16(planes[0], planes[1], n, dst);
     else if (width == 2 && e == 5 && m == 10)
-        merge_f16(planes[0], planes[1], planes[2], n, dst);
+        pl->merge_f16(planes[0], planes[1], planes[2], n, dst);
     else if (width == 4 && e == 8 && m == 23)
-        merge_f32(planes[0], planes[1], planes[2], planes[3], n, dst);
+        pl->merge_f32(planes[0], planes[1], planes[2], planes[3], n, dst);
     else
         merge_generic(planes, n, width, e, m, dst);
 }
 
-PTWM_INLINE void ptwm_split_bytes_body(const uint8_t *src, size_t n, unsigned width,
-                                       uint8_t *const *planes) {
-    unsigned k;
-    size_t i;
-    if (width == 2) {
-        uint8_t *restrict p0 = planes[0], *restrict p1 = planes[1];
-        for (i = 0; i < n; i++) {
-            p0[i] = src[2 * i];
-            p1[i] = src[2 * i + 1];
-        }
-        return;
-    }
-    /* One plane per pass: each pass is a strided gather the compiler handles. */
-    for (k = 0; k < width; k++) {
-        uint8_t *restrict p = planes[k];
-        const uint8_t *restrict s = src + k;
-        for (i = 0; i < n; i++) p[i] = s[i * width];
-    }
+void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes) {
+    ptwm_kern()->plane_loops->split_bytes(src, n, width, planes);
 }
-PTWM_VEC_VARIANTS(, ptwm_split_bytes, (const uint8_t *src, size_t n, unsigned width,
-                  uint8_t *const *planes),
-                  (src, n, width, planes))
 
-PTWM_INLINE void ptwm_merge_bytes_body(const uint8_t *const *planes, size_t n, unsigned width,
-                                       uint8_t *dst) {
-    unsigned k;
-    size_t i;
-    if (width == 2) {
-        const uint8_t *restrict p0 = planes[0], *restrict p1 = planes[1];
-        uint8_t *restrict d = dst;
-        for (i = 0; i < n; i++) {
-            d[2 * i] = p0[i];
-            d[2 * i + 1] = p1[i];
-        }
-        return;
-    }
-    for (k = 0; k < width; k++) {
-        const uint8_t *restrict p = planes[k];
-        uint8_t *restrict d = dst + k;
-        for (i = 0; i < n; i++) d[i * width] = p[i];
-    }
+void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst) {
+    ptwm_kern()->plane_loops->merge_bytes(planes, n, width, dst);
 }
-PTWM_VEC_VARIANTS(, ptwm_merge_bytes, (const uint8_t *const *planes, size_t n, unsigned width,
-                  uint8_t *dst),
-                  (planes, n, width, dst))
 
 /* Every bit of the element but its top (sign) bit is 0. */
 static int elem_is_zero(const uint8_t *p, unsigned width) {

@@ -12,8 +12,9 @@
 #include "common.h"
 #include "kernels.h"
 
-/* Kernels of the vectorising plain loops compiled once per level (planes,
- * microscale): the same C, each copy with its own target attribute. */
+/* Target attributes of the vectorising plain loops compiled once per level
+ * (kernels/planes_loops.h, PTWM_VEC_VARIANTS): the same C, each copy with
+ * its own. */
 #ifdef PTWM_CPU_X86
 #if defined(__clang__)
 #define PTWM_TARGET_V4                                                                   \
@@ -26,10 +27,12 @@
 #endif
 
 /* One plain C loop body (an always-inline NAME_body), compiled once per level
- * into NAME_v4, NAME_avx2 and NAME_base, and NAME calling the best copy the
- * cap allows (zstd's HUF_DGEN idea): the loops vectorise as wide as the
- * level allows; the kernel table's level picks the copy. LINK is `static` or
- * empty; PARAMS and ARGS are parenthesised lists. */
+ * into NAME_v4, NAME_avx2 and NAME_base in the module's own file, and NAME
+ * calling the copy of the kernel table's level (zstd's HUF_DGEN idea). The
+ * column-scale loops (microscale.c) still use it; a table entry and copies
+ * in per-level files, as kernels/planes_loops.h does, are the form to move
+ * them to. LINK is `static` or empty; PARAMS and ARGS are parenthesised
+ * lists. */
 #ifdef PTWM_CPU_X86
 #define PTWM_VEC_VARIANTS(LINK, NAME, PARAMS, ARGS)                                  \
     PTWM_TARGET_V4 PTWM_NOINLINE static void NAME##_v4 PARAMS { NAME##_body ARGS; }   \

@@ -68,6 +68,7 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
     k->huf_encode = ptwm_huf_encode_scalar;
     k->huf_loops = &ptwm_huf_loops_scalar;
     k->huf_bits = ptwm_huf_bits_scalar;
+    k->plane_loops = &ptwm_plane_loops_scalar;
     k->sparse_compact = sparse_compact_none;
     k->sparse_expand = sparse_expand_none;
     k->joint_split = joint_split_none;
@@ -88,6 +89,7 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
         k->rans_enc_o0 = ptwm_rans_enc_o0_avx2;
         k->huf_encode = ptwm_huf_encode_avx2;
         k->huf_loops = &ptwm_huf_loops_avx2;
+        k->plane_loops = &ptwm_plane_loops_avx2;
         k->xxh_oneshot = ptwm_xxh128_avx2_oneshot;
         k->xxh_vec_update = ptwm_xxh128_avx2_update;
         k->xxh_vec = 1;
@@ -96,6 +98,7 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
     if (level >= PTWM_ISA_AVX512) { /* F, BW, CD, DQ, VL */
         k->rans_dec_o0 = ptwm_rans_dec_o0_avx512;
         k->rans_dec_o0_packed = ptwm_rans_dec_o0_packed_avx512;
+        k->plane_loops = &ptwm_plane_loops_avx512;
         k->joint_bf16 = ptwm_joint_bf16_avx512;
         k->xxh_oneshot = ptwm_xxh128_avx512_oneshot;
         k->xxh_vec_update = ptwm_xxh128_avx512_update;

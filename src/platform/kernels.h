@@ -72,6 +72,21 @@ typedef size_t (*ptwm_joint_merge_fn)(const uint8_t *j, const uint8_t *nib, cons
 typedef size_t (*ptwm_joint_bf16_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
                                      const uint8_t *mhi, size_t n, uint8_t *dst);
 
+/* The float-split and byte-plane loops (planes.c), whole. */
+typedef struct ptwm_plane_loops {
+    void (*split_bf16)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *sm);
+    void (*merge_bf16)(const uint8_t *ex, const uint8_t *sm, size_t n, uint8_t *dst);
+    void (*split_f16)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *hi, uint8_t *lo);
+    void (*merge_f16)(const uint8_t *ex, const uint8_t *hi, const uint8_t *lo, size_t n,
+                      uint8_t *dst);
+    void (*split_f32)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *p1, uint8_t *p2,
+                      uint8_t *p3);
+    void (*merge_f32)(const uint8_t *ex, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3,
+                      size_t n, uint8_t *dst);
+    void (*split_bytes)(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes);
+    void (*merge_bytes)(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst);
+} ptwm_plane_loops;
+
 typedef struct ptwm_kernels {
     ptwm_isa level; /* the level this table was filled for */
     ptwm_rans_dec_o0_fn rans_dec_o0;
@@ -84,6 +99,7 @@ typedef struct ptwm_kernels {
     ptwm_huf_enc_fn huf_encode;
     const struct ptwm_huf_loops *huf_loops;
     ptwm_huf_bits_fn huf_bits;
+    const ptwm_plane_loops *plane_loops;
     ptwm_sparse_compact_fn sparse_compact; /* widths 2 and 4 */
     ptwm_sparse_expand_fn sparse_expand;
     ptwm_joint_split_fn joint_split;
@@ -116,6 +132,7 @@ void ptwm_huf_encode_scalar(const uint8_t *, const size_t *, const uint32_t *, u
                             uint8_t *const *);
 uint64_t ptwm_huf_bits_scalar(const uint8_t *src, size_t n, const uint8_t len[256]);
 extern const ptwm_huf_loops ptwm_huf_loops_scalar;
+extern const ptwm_plane_loops ptwm_plane_loops_scalar;
 void ptwm_xxh128_scalar_oneshot(const void *p, size_t n, uint8_t out[16]);
 extern const ptwm_widen_impl ptwm_widen_scalar;
 #ifdef PTWM_CPU_X86
@@ -136,6 +153,7 @@ size_t ptwm_skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t
 void ptwm_huf_encode_avx2(const uint8_t *, const size_t *, const uint32_t *, uint8_t *const *,
                           uint8_t *const *);
 extern const ptwm_huf_loops ptwm_huf_loops_avx2;
+extern const ptwm_plane_loops ptwm_plane_loops_avx2, ptwm_plane_loops_avx512;
 uint64_t ptwm_huf_bits_vbmi(const uint8_t *src, size_t n, const uint8_t len[256]);
 size_t ptwm_sparse_compact_vbmi(const uint8_t *, size_t, unsigned, uint8_t *, uint8_t *,
                                   size_t *, struct sign_writer *);

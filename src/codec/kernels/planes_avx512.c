@@ -1,8 +1,13 @@
-/* AVX-512 (F, BW) kernel of the joint exponent planes (see planes.h). */
+/* Kernels of level AVX512 (x86-64-v4): the float-split and byte-plane loops
+ * (kernels/planes_loops.h), and the joint BF16 merge (see planes.h). */
+#include "cpu.h"
 #include "planes_kernels.h"
+#include "planes_loops.h"
 
 #ifdef PTWM_CPU_X86
 #include <immintrin.h>
+
+PLANES_LOOPS(avx512, PTWM_TARGET_V4)
 
 /* 64 elements a step: the same fields as joint_bf16_ssse3, the map lookups
  * byte shuffles within each 128-bit lane (the maps repeated in every lane),
