@@ -1,5 +1,5 @@
 /* The kernel table: for every kernel with CPU-specific forms, the form the
- * instruction-set cap allows (docs/ARCHITECTURE.md, "Platform layer").
+ * instruction-set cap allows (docs/ARCHITECTURE.md, "Instruction sets").
  *
  * One table per level is filled once, from the lines of kernels.c, when the
  * CPU is first detected; setting a cap (ptwm_set_isa_limit, PTWM_ISA) points
