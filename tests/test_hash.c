@@ -39,7 +39,7 @@ static void check_oneshot(const uint8_t *p, size_t n, const char *what) {
     ptwm_xxh128_oneshot(p, n, got);
     CHECK_MSG(memcmp(got, want, 16) == 0, "%s, %zu bytes: dispatched %s, library %s", what, n, ptwm_hex128(got, a),
               ptwm_hex128(want, b));
-#ifdef PTWM_HASH_AVX2
+#ifdef PTWM_CPU_X86
     if (have_avx2) {
         ptwm_xxh128_avx2_oneshot(p, n, got);
         CHECK_MSG(memcmp(got, want, 16) == 0, "%s, %zu bytes: AVX2 %s, library %s", what, n, ptwm_hex128(got, a),
@@ -79,7 +79,7 @@ static void check_stream(const uint8_t *p, size_t n, uint64_t seed, const char *
     (void)v;  /* only the AVX2 build uses it */
     CHECK(lib != NULL && XXH3_128bits_reset(lib) == XXH_OK);
     CHECK(ptwm_xxh128_begin(&h, &err) == PTWM_OK);
-#ifdef PTWM_HASH_AVX2
+#ifdef PTWM_CPU_X86
     if (have_avx2) {
         v = ptwm_xxh128_avx2_create();
         CHECK(v != NULL);
@@ -91,7 +91,7 @@ static void check_stream(const uint8_t *p, size_t n, uint64_t seed, const char *
         size_t len = PTWM_MIN(piece_len(&rng), n - off);
         XXH3_128bits_update(lib, p + off, len);
         ptwm_xxh128_update(&h, p + off, len);
-#ifdef PTWM_HASH_AVX2
+#ifdef PTWM_CPU_X86
         if (v) ptwm_xxh128_avx2_update(v, p + off, len);
 #endif
         off += len;
@@ -102,7 +102,7 @@ static void check_stream(const uint8_t *p, size_t n, uint64_t seed, const char *
             ptwm_xxh128_digest(&h, got);
             CHECK_MSG(memcmp(got, want, 16) == 0, "%s: wrapper stream at %zu of %zu (seed %llu)", what, off, n,
                       (unsigned long long)seed);
-#ifdef PTWM_HASH_AVX2
+#ifdef PTWM_CPU_X86
             if (v) {
                 ptwm_xxh128_avx2_digest(v, got);
                 CHECK_MSG(memcmp(got, want, 16) == 0, "%s: AVX2 stream at %zu of %zu (seed %llu)", what, off, n,
@@ -119,7 +119,7 @@ static void check_stream(const uint8_t *p, size_t n, uint64_t seed, const char *
 out:
     XXH3_freeState(lib);
     ptwm_xxh128_free(&h);
-#ifdef PTWM_HASH_AVX2
+#ifdef PTWM_CPU_X86
     if (v) ptwm_xxh128_avx2_free(v);
 #endif
 }
@@ -292,7 +292,7 @@ int main(void) {
     size_t big_n = 0, f;
     char hex[33];
     have_avx2 = ptwm_xxh128_have_avx2();
-#ifdef PTWM_HASH_AVX2
+#ifdef PTWM_CPU_X86
     if (!have_avx2) fprintf(stderr, "test_hash: no AVX2 on this CPU; only the library path is checked\n");
 #else
     CHECK(!have_avx2);

@@ -3,7 +3,8 @@
  * (samples/posenet.bf16.safetensors: as BF16, widened to F32, the same bits
  * read as F16, and pruned to 40% zeros for the sparse kernels) with each
  * entropy method to the same bytes, which every level decodes back to the
- * source. The widening kernels give the same values at every level.
+ * source. The widening kernels give the same values at every level, and
+ * every level's kernel table is complete.
  *
  * Run with PTWM_ISA set (ctest's test_isa_env*): the first level reported is
  * the environment's cap, or "scalar" for a name the library does not know.
@@ -14,6 +15,7 @@
  * instruction above that level executes. */
 #include <stdlib.h>
 #include <string.h>
+#include "kernels.h"
 #include "testutil.h"
 
 #define NVARIANT 4
@@ -179,6 +181,35 @@ static void check_levels(const sample *s, ptwm_isa best) {
     ptwm_set_isa_limit(PTWM_ISA_BEST);
 }
 
+/* The kernel table in effect is the capped level's, and names a kernel for
+ * every entry: only the packed-table rANS decoder is absent below AVX512
+ * (rans.c then builds the split table), and hash_avx2.c's states exist only
+ * in x86 builds. A field added to ptwm_kernels without a line in
+ * ptwm_kernels_fill fails here, before any kernel would call through it. */
+static void check_table(ptwm_isa best) {
+    int l;
+    for (l = 0; l <= (int)best; l++) {
+        const ptwm_kernels *k;
+        ptwm_set_isa_limit((ptwm_isa)l);
+        k = ptwm_kern();
+        CHECK_MSG(k->level == (ptwm_isa)l, "cap %s: the table is level %s's",
+                  ptwm_isa_name((ptwm_isa)l), ptwm_isa_name(k->level));
+        CHECK_MSG(k->rans_dec_o0 && k->rans_dec_o1 && k->rans_enc_o0 && k->skip_seen &&
+                      k->huf_encode && k->huf_loops && k->huf_bits && k->plane_loops && k->sparse_compact &&
+                      k->sparse_expand && k->joint_split && k->joint_merge && k->joint_bf16 &&
+                      k->xxh_oneshot && k->widen,
+                  "level %s: a kernel table entry is empty", ptwm_isa_name((ptwm_isa)l));
+        CHECK_MSG((k->rans_dec_o0_packed != NULL) == (l >= PTWM_ISA_AVX512),
+                  "level %s: packed rANS decoder %s", ptwm_isa_name((ptwm_isa)l),
+                  k->rans_dec_o0_packed ? "present" : "absent");
+        CHECK(k->xxh_vec == (l >= PTWM_ISA_AVX2));
+#ifdef PTWM_CPU_X86
+        CHECK(k->xxh_vec_update != NULL);
+#endif
+    }
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
+}
+
 /* Widening kernel k of n values from the sample: BF16 and F16 to F32 (into
  * f), F32 to BF16 (into h). */
 static void widen_run(const sample *s, int k, size_t n, float *f, uint16_t *h) {
@@ -294,6 +325,7 @@ int main(int argc, char **argv) {
     }
     CHECK(ptwm_set_isa_limit((ptwm_isa)-1) == PTWM_ISA_SCALAR);
     CHECK(ptwm_set_isa_limit((ptwm_isa)99) == best);
+    check_table(best);
 #ifdef PTWM_NO_SIMD
     CHECK_MSG(best == PTWM_ISA_SCALAR, "portable build reports %s", ptwm_isa_name(best));
 #endif

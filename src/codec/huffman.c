@@ -69,7 +69,7 @@
  *    without a full histogram. The worst case is RAW: ptwm_huf_bound(n) = n + 1.
  */
 #include "huffman.h"
-#include "cpu.h"
+#include "kernels/huffman_kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -78,16 +78,8 @@
 #define HUF_MODE_RLE 1
 #define HUF_MODE_HUFFMAN 2
 
-#define HUF_MAX_LEN 13  /* longest code the format allows */
-#define HUF_FAST_LEN 11 /* the encoder prefers this limit when it costs little */
 #define HUF_TABLE_SIZE (1u << HUF_MAX_LEN)
-#define HUF_STREAMS 4
 #define HUF_JUMP_BYTES 16
-/* Codes per stream between flushes (encoder) and refills (decoder): a 64-bit
- * container holds 63 usable bits (the decoder keeps a marker in bit 0) and up
- * to 7 are left over from the previous refill: 7 + 4 * 13 = 59 <= 63. The
- * decoder's loops for 11-bit tables take 5 (7 + 5 * 11 = 62). */
-#define HUF_PER_FLUSH 4
 
 /* ------------------------------------------------------------------------ */
 /* Shared: segment layout and canonical codes                                */
@@ -316,111 +308,6 @@ static void huf_histograms(const uint8_t *src, const size_t begin[HUF_STREAMS + 
     for (i = begin[3] + q; i < begin[4]; i++) hist[3][src[i]]++;
 }
 
-/* Bit writer: LSB-first 64-bit container, whole bytes flushed with one 8-byte
- * store while 8 bytes of room remain before `end`, byte by byte after that. */
-typedef struct {
-    uint64_t bits;
-    unsigned count;
-    uint8_t *out;
-    uint8_t *end;
-} huf_writer;
-
-PTWM_INLINE void huf_flush(huf_writer *w) {
-    unsigned nbytes = w->count >> 3;
-    if (likely(w->end - w->out >= 8)) {
-        ptwm_store_le64(w->out, w->bits);
-    } else {
-        unsigned k;
-        for (k = 0; k < nbytes; k++) w->out[k] = (uint8_t)(w->bits >> (8 * k));
-    }
-    w->out += nbytes;
-    w->bits = w->bits >> (8 * nbytes); /* nbytes <= 7: count <= 7 + 4 * 13 */
-    w->count &= 7;
-}
-
-/* All four segments at once, in lockstep, so the CPU has four independent
- * chains (as the decoder does). Each stream is written only inside its own
- * exact region [out[s], end[s]): the byte-wise flush near a region's end keeps
- * an 8-byte store from clobbering the next stream's first bytes. */
-PTWM_INLINE void huf_encode_4streams(const uint8_t *src, const size_t begin[HUF_STREAMS + 1],
-                                     const uint32_t ce[256], uint8_t *const out[HUF_STREAMS],
-                                     uint8_t *const end[HUF_STREAMS]) {
-    huf_writer w0, w1, w2, w3;
-    const uint8_t *s0 = src + begin[0], *s1 = src + begin[1], *s2 = src + begin[2],
-                  *s3 = src + begin[3];
-    size_t q = begin[1], extra = begin[4] - begin[3] - q, i;
-    w0.bits = w1.bits = w2.bits = w3.bits = 0;
-    w0.count = w1.count = w2.count = w3.count = 0;
-    w0.out = out[0], w1.out = out[1], w2.out = out[2], w3.out = out[3];
-    w0.end = end[0], w1.end = end[1], w2.end = end[2], w3.end = end[3];
-#define HUF_PUT(w, s)                                       \
-    do {                                                    \
-        uint32_t e_ = ce[(s)];                              \
-        w.bits |= (uint64_t)(e_ & 0xffff) << w.count;       \
-        w.count += e_ >> 16;                                \
-    } while (0)
-    /* segment 3's extra last symbols, so the rest runs in lockstep */
-    for (i = q + extra; i > q; i--) {
-        HUF_PUT(w3, s3[i - 1]);
-        huf_flush(&w3);
-    }
-    i = q;
-    while (i % HUF_PER_FLUSH) {
-        i--;
-        HUF_PUT(w0, s0[i]);
-        HUF_PUT(w1, s1[i]);
-        HUF_PUT(w2, s2[i]);
-        HUF_PUT(w3, s3[i]);
-        huf_flush(&w0);
-        huf_flush(&w1);
-        huf_flush(&w2);
-        huf_flush(&w3);
-    }
-    while (i) {
-        size_t k;
-        for (k = 1; k <= HUF_PER_FLUSH; k++) {
-            HUF_PUT(w0, s0[i - k]);
-            HUF_PUT(w1, s1[i - k]);
-            HUF_PUT(w2, s2[i - k]);
-            HUF_PUT(w3, s3[i - k]);
-        }
-        i -= HUF_PER_FLUSH;
-        huf_flush(&w0);
-        huf_flush(&w1);
-        huf_flush(&w2);
-        huf_flush(&w3);
-    }
-#undef HUF_PUT
-#define HUF_FINISH(w)                                                          \
-    do {                                                                       \
-        w.bits |= (uint64_t)1 << w.count; /* sentinel */                       \
-        w.count += 1 + 7;                 /* then round up to a byte */        \
-        huf_flush(&w);                                                         \
-    } while (0)
-    HUF_FINISH(w0);
-    HUF_FINISH(w1);
-    HUF_FINISH(w2);
-    HUF_FINISH(w3);
-#undef HUF_FINISH
-}
-
-typedef void (*huf_enc_fn)(const uint8_t *, const size_t *, const uint32_t *, uint8_t *const *,
-                           uint8_t *const *);
-static void huf_encode_plain(const uint8_t *src, const size_t *begin, const uint32_t *ce,
-                             uint8_t *const *out, uint8_t *const *end) {
-    huf_encode_4streams(src, begin, ce, out, end);
-}
-#ifdef PTWM_CPU_X86
-#define HUF_ENC_BMI2 1
-__attribute__((target("bmi2"))) static void huf_encode_bmi2(const uint8_t *src,
-                                                            const size_t *begin,
-                                                            const uint32_t *ce,
-                                                            uint8_t *const *out,
-                                                            uint8_t *const *end) {
-    huf_encode_4streams(src, begin, ce, out, end);
-}
-#endif
-
 /* Planes that will not shrink (sign+mantissa planes carry ~7.97 bits) are
  * recognised from a sample of 32 windows of 256 bytes, as zstd does for
  * incompressible blocks, so storing them costs little more than a copy. The
@@ -510,7 +397,7 @@ ptwm_error ptwm_huf_encode(const uint8_t *src, size_t n, uint8_t *dst, size_t ca
 
 /* Bits of src[0..n) under the code lengths len: the size of one stream
  * when the lengths are known (no histograms needed). */
-static uint64_t huf_bits_plain(const uint8_t *src, size_t n, const uint8_t len[256]) {
+uint64_t ptwm_huf_bits_scalar(const uint8_t *src, size_t n, const uint8_t len[256]) {
     uint64_t b0 = 0, b1 = 0;
     size_t i;
     for (i = 0; i + 2 <= n; i += 2) {
@@ -519,35 +406,6 @@ static uint64_t huf_bits_plain(const uint8_t *src, size_t n, const uint8_t len[2
     }
     if (i < n) b0 += len[src[i]];
     return b0 + b1;
-}
-
-#ifdef PTWM_CPU_X86
-#define HUF_BITS_VBMI 1
-#include <immintrin.h>
-/* 64 lengths a step from the 256-entry table by two two-register byte
- * permutes, summed by vpsadbw (13 x 64 fits the 16-bit partial sums). */
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static uint64_t huf_bits_vbmi(
-    const uint8_t *src, size_t n, const uint8_t len[256]) {
-    const __m512i t0 = _mm512_loadu_si512(len), t1 = _mm512_loadu_si512(len + 64);
-    const __m512i t2 = _mm512_loadu_si512(len + 128), t3 = _mm512_loadu_si512(len + 192);
-    __m512i acc = _mm512_setzero_si512();
-    size_t i;
-    for (i = 0; i + 64 <= n; i += 64) {
-        __m512i v = _mm512_loadu_si512(src + i);
-        __m512i l = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), _mm512_permutex2var_epi8(t0, v, t1),
-                                           _mm512_permutex2var_epi8(t2, v, t3));
-        acc = _mm512_add_epi64(acc, _mm512_sad_epu8(l, _mm512_setzero_si512()));
-    }
-    return (uint64_t)_mm512_reduce_add_epi64(acc) + huf_bits_plain(src + i, n - i, len);
-}
-#endif
-
-static uint64_t huf_bits(const uint8_t *src, size_t n, const uint8_t len[256]) {
-#ifdef HUF_BITS_VBMI
-    if (ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | PTWM_CPU_AVX512VBMI))
-        return huf_bits_vbmi(src, n, len);
-#endif
-    return huf_bits_plain(src, n, len);
 }
 
 ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *lengths,
@@ -561,6 +419,7 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
     size_t used = 0, lo = 256, hi = 0, nib, total, s, i;
     int big = 0;
     uint8_t *p;
+    const ptwm_kernels *k = ptwm_kern();
 
     if ((!src && n) || !dst || !out_len || n == SIZE_MAX) return PTWM_ERR_INVALID_ARG;
     *out_len = 0;
@@ -606,7 +465,7 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
     for (s = 0; s < HUF_STREAMS; s++) {
         uint64_t bits = 0;
         if (lengths)
-            bits = huf_bits(src + begin[s], begin[s + 1] - begin[s], len);
+            bits = k->huf_bits(src + begin[s], begin[s + 1] - begin[s], len);
         else
             for (i = lo; i <= hi; i++) bits += (uint64_t)hist[s][i] * len[i];
         ssize[s] = (size_t)(bits / 8 + 1);
@@ -637,13 +496,7 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
             p += ssize[s];
             end[s] = p;
         }
-        {
-            huf_enc_fn enc = huf_encode_plain;
-#ifdef HUF_ENC_BMI2
-            if (ptwm_cpu_has(PTWM_CPU_BMI2)) enc = huf_encode_bmi2;
-#endif
-            enc(src, begin, ce, out, end);
-        }
+        k->huf_encode(src, begin, ce, out, end);
     }
     *out_len = total;
     return PTWM_OK;
@@ -652,9 +505,6 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
 /* ------------------------------------------------------------------------ */
 /* Decoder                                                                   */
 /* ------------------------------------------------------------------------ */
-
-/* Table entry: code length in bits 0..5, symbol in bits 8..15. */
-typedef uint16_t huf_entry;
 
 /* Parse and check the length description and build the table of 2^*tlog
  * entries (*tlog = 11 or 13). *used = bytes consumed; *mean_len = the mean
@@ -727,44 +577,6 @@ static ptwm_error huf_decode_tail(const uint8_t *start, uint64_t bitpos,
     return PTWM_OK;
 }
 
-/* Fast loop state per stream: `bits` holds the 64 bits loaded at `ip` with a
- * marker 1 in bit 0, shifted left by the bits consumed, so ctz(bits) is the
- * number consumed (zstd's trick: no separate counter). Bit 0 of the loaded
- * word is never needed: at most 62 bits are consumed per load. */
-typedef struct {
-    const uint8_t *start[HUF_STREAMS];
-    const uint8_t *ip[HUF_STREAMS];
-    uint64_t bits[HUF_STREAMS];
-    uint8_t *op[HUF_STREAMS];
-    uint8_t *oend[HUF_STREAMS];
-} huf_state;
-
-/* Iterations that keep every refill inside its stream (each moves ip back by
- * at most 7 bytes) and every output inside its segment. */
-PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
-    size_t iters = SIZE_MAX;
-    unsigned s;
-    for (s = 0; s < HUF_STREAMS; s++) {
-        size_t a = (size_t)(st->ip[s] - st->start[s]) / 7;
-        size_t b = (size_t)(st->oend[s] - st->op[s]) / per;
-        iters = PTWM_MIN(iters, PTWM_MIN(a, b));
-    }
-    return iters;
-}
-
-/* Multi-symbol table (zstd's HUF X2 idea, taken further): indexed by the next
- * 11 bits, each entry holds every whole code those bits contain, up to 4:
- *   bits 0..5   bits consumed (the shift count, used unmasked)
- *   bit 7       HUF_M_LONG: the first code is longer than 11 bits; decode
- *               one symbol from the 13-bit single table instead
- *   bits 8..39  the symbols, first in the low byte
- *   bits 40..42 how many symbols
- * The decoder stores all 4 symbol bytes with one host-order store (so this
- * path is for little-endian hosts only) and advances by the count. Exponent
- * planes (~3 bits a symbol) get ~3 symbols per lookup. */
-typedef uint64_t huf_mentry;
-#define HUF_M_LONG 0x80u
-#define HUF_M_SIZE (1u << HUF_FAST_LEN)
 #define HUF_MULTI_MIN_SIZE 16384
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define HUF_LITTLE_ENDIAN 1
@@ -796,202 +608,8 @@ static void huf_build_multi(const huf_entry *table, unsigned tlog, huf_mentry *m
     }
 }
 
-#define HUF_DEC(s, j)                                         \
-    do {                                                      \
-        huf_entry e_ = table[bits##s >> shift];               \
-        bits##s <<= e_ & 63;                                  \
-        op##s[j] = (uint8_t)(e_ >> 8);                        \
-    } while (0)
-#define HUF_DEC4(j) \
-    HUF_DEC(0, j);  \
-    HUF_DEC(1, j);  \
-    HUF_DEC(2, j);  \
-    HUF_DEC(3, j)
-#define HUF_MDEC(s)                                                          \
-    do {                                                                     \
-        huf_mentry e_ = mt[bits##s >> (64 - HUF_FAST_LEN)];                  \
-        if (unlikely(e_ & HUF_M_LONG)) {                                     \
-            huf_entry l_ = table[bits##s >> (64 - HUF_MAX_LEN)];             \
-            *op##s++ = (uint8_t)(l_ >> 8);                                   \
-            bits##s <<= l_ & 63;                                             \
-        } else {                                                             \
-            uint32_t sy_ = (uint32_t)(e_ >> 8);                              \
-            memcpy(op##s, &sy_, 4);                                          \
-            op##s += (e_ >> 40) & 7;                                         \
-            bits##s <<= e_ & 63;                                             \
-        }                                                                    \
-    } while (0)
-#define HUF_MDEC4 \
-    HUF_MDEC(0);  \
-    HUF_MDEC(1);  \
-    HUF_MDEC(2);  \
-    HUF_MDEC(3)
-/* With codes of at most 11 bits no entry is HUF_M_LONG. */
-#define HUF_MDEC_SHORT(s)                                                    \
-    do {                                                                     \
-        huf_mentry e_ = mt[bits##s >> (64 - HUF_FAST_LEN)];                  \
-        uint32_t sy_ = (uint32_t)(e_ >> 8);                                  \
-        memcpy(op##s, &sy_, 4);                                              \
-        op##s += (e_ >> 40) & 7;                                             \
-        bits##s <<= e_ & 63;                                                 \
-    } while (0)
-#define HUF_MDEC4_SHORT  \
-    HUF_MDEC_SHORT(0);   \
-    HUF_MDEC_SHORT(1);   \
-    HUF_MDEC_SHORT(2);   \
-    HUF_MDEC_SHORT(3)
-#define HUF_REFILL(s)                                                  \
-    do {                                                               \
-        unsigned used_ = (unsigned)__builtin_ctzll(bits##s);           \
-        ip##s -= used_ >> 3;                                           \
-        bits##s = (ptwm_load_le64(ip##s) | 1) << (used_ & 7);          \
-    } while (0)
-
-/* One fast loop per table kind, so the inner body is unrolled; the streams
- * live in locals so the compiler can keep them in registers. OMAX bounds the
- * bytes one iteration may write past op (stores included). */
-#define HUF_FAST_LOOP(NAME, ATTR, OMAX, TLOG, BODY)                                  \
-    ATTR static void NAME(huf_state *st, const huf_entry *restrict table,            \
-                          const huf_mentry *restrict mt) {                           \
-        const unsigned shift = 64 - TLOG;                                            \
-        size_t iters;                                                                \
-        (void)shift;                                                                 \
-        (void)table;                                                                 \
-        (void)mt;                                                                    \
-        while ((iters = huf_safe_iters(st, OMAX)) != 0) {                            \
-            const uint8_t *ip0 = st->ip[0], *ip1 = st->ip[1], *ip2 = st->ip[2],      \
-                          *ip3 = st->ip[3];                                          \
-            uint64_t bits0 = st->bits[0], bits1 = st->bits[1], bits2 = st->bits[2],  \
-                     bits3 = st->bits[3];                                            \
-            uint8_t *op0 = st->op[0], *op1 = st->op[1], *op2 = st->op[2],            \
-                    *op3 = st->op[3];                                                \
-            do {                                                                     \
-                BODY;                                                                \
-                HUF_REFILL(0);                                                       \
-                HUF_REFILL(1);                                                       \
-                HUF_REFILL(2);                                                       \
-                HUF_REFILL(3);                                                       \
-            } while (--iters);                                                       \
-            st->ip[0] = ip0, st->ip[1] = ip1, st->ip[2] = ip2, st->ip[3] = ip3;      \
-            st->bits[0] = bits0, st->bits[1] = bits1, st->bits[2] = bits2;           \
-            st->bits[3] = bits3;                                                     \
-            st->op[0] = op0, st->op[1] = op1, st->op[2] = op2, st->op[3] = op3;      \
-        }                                                                            \
-    }
-/* The same for one stream, for what is left when the first stream of the
- * four runs out of margin (segments code to different bit counts). */
-#define HUF_FAST_ONE(NAME, ATTR, OMAX, TLOG, BODY)                                   \
-    ATTR static void NAME(huf_state *st, unsigned s, const huf_entry *restrict table, \
-                          const huf_mentry *restrict mt) {                           \
-        const unsigned shift = 64 - TLOG;                                            \
-        const uint8_t *ip0 = st->ip[s];                                              \
-        uint64_t bits0 = st->bits[s];                                                \
-        uint8_t *op0 = st->op[s];                                                    \
-        size_t iters;                                                                \
-        (void)shift;                                                                 \
-        (void)table;                                                                 \
-        (void)mt;                                                                    \
-        for (;;) {                                                                   \
-            iters = PTWM_MIN((size_t)(ip0 - st->start[s]) / 7,                       \
-                             (size_t)(st->oend[s] - op0) / OMAX);                    \
-            if (!iters) break;                                                       \
-            do {                                                                     \
-                BODY;                                                                \
-                HUF_REFILL(0);                                                       \
-            } while (--iters);                                                       \
-        }                                                                            \
-        st->ip[s] = ip0;                                                             \
-        st->bits[s] = bits0;                                                         \
-        st->op[s] = op0;                                                             \
-    }
-#define HUF_BODY5                                                                   \
-    HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3); HUF_DEC4(4);               \
-    op0 += 5, op1 += 5, op2 += 5, op3 += 5
-#define HUF_BODY4                                                                   \
-    HUF_DEC4(0); HUF_DEC4(1); HUF_DEC4(2); HUF_DEC4(3);                            \
-    op0 += 4, op1 += 4, op2 += 4, op3 += 4
-/* 4 lookups of at most 13 bits per refill (7 + 4 * 13 <= 63); each advances
- * op by at most 4 and the last 4-byte store ends at most 16 past op. */
-#define HUF_BODYM HUF_MDEC4; HUF_MDEC4; HUF_MDEC4; HUF_MDEC4
-/* 11-bit codes: 5 lookups per refill (7 + 5 * 11 <= 63), at most 20 bytes. */
-#define HUF_BODYM5 \
-    HUF_MDEC4_SHORT; HUF_MDEC4_SHORT; HUF_MDEC4_SHORT; HUF_MDEC4_SHORT; HUF_MDEC4_SHORT
-#define HUF_BODY1_M5 \
-    HUF_MDEC_SHORT(0); HUF_MDEC_SHORT(0); HUF_MDEC_SHORT(0); HUF_MDEC_SHORT(0); HUF_MDEC_SHORT(0)
-#define HUF_BODY1_5 \
-    HUF_DEC(0, 0); HUF_DEC(0, 1); HUF_DEC(0, 2); HUF_DEC(0, 3); HUF_DEC(0, 4); op0 += 5
-#define HUF_BODY1_4 HUF_DEC(0, 0); HUF_DEC(0, 1); HUF_DEC(0, 2); HUF_DEC(0, 3); op0 += 4
-#define HUF_BODY1_M HUF_MDEC(0); HUF_MDEC(0); HUF_MDEC(0); HUF_MDEC(0)
-HUF_FAST_LOOP(huf_fast5, , 5, HUF_FAST_LEN, HUF_BODY5)
-HUF_FAST_LOOP(huf_fast4, , 4, HUF_MAX_LEN, HUF_BODY4)
-HUF_FAST_LOOP(huf_fastm, , 16, HUF_MAX_LEN, HUF_BODYM)
-HUF_FAST_ONE(huf_one5, , 5, HUF_FAST_LEN, HUF_BODY1_5)
-HUF_FAST_ONE(huf_one4, , 4, HUF_MAX_LEN, HUF_BODY1_4)
-HUF_FAST_ONE(huf_onem, , 16, HUF_MAX_LEN, HUF_BODY1_M)
-HUF_FAST_LOOP(huf_fastm5, , 20, HUF_FAST_LEN, HUF_BODYM5)
-HUF_FAST_ONE(huf_onem5, , 20, HUF_FAST_LEN, HUF_BODY1_M5)
-/* The same loops with BMI2's flag-free variable shifts (shlx/shrx), chosen at
- * run time: the build does not assume the CPU has them. */
-#ifdef PTWM_CPU_X86
-#define HUF_HAVE_BMI2 1
-#define HUF_BMI2 __attribute__((target("bmi2")))
-HUF_FAST_LOOP(huf_fast5_bmi2, HUF_BMI2, 5, HUF_FAST_LEN, HUF_BODY5)
-HUF_FAST_LOOP(huf_fast4_bmi2, HUF_BMI2, 4, HUF_MAX_LEN, HUF_BODY4)
-HUF_FAST_LOOP(huf_fastm_bmi2, HUF_BMI2, 16, HUF_MAX_LEN, HUF_BODYM)
-HUF_FAST_ONE(huf_one5_bmi2, HUF_BMI2, 5, HUF_FAST_LEN, HUF_BODY1_5)
-HUF_FAST_ONE(huf_one4_bmi2, HUF_BMI2, 4, HUF_MAX_LEN, HUF_BODY1_4)
-HUF_FAST_ONE(huf_onem_bmi2, HUF_BMI2, 16, HUF_MAX_LEN, HUF_BODY1_M)
-HUF_FAST_LOOP(huf_fastm5_bmi2, HUF_BMI2, 20, HUF_FAST_LEN, HUF_BODYM5)
-HUF_FAST_ONE(huf_onem5_bmi2, HUF_BMI2, 20, HUF_FAST_LEN, HUF_BODY1_M5)
-#undef HUF_BMI2
-#endif
-#undef HUF_BODYM
-#undef HUF_BODYM5
-#undef HUF_BODY1_M5
-#undef HUF_MDEC4_SHORT
-#undef HUF_MDEC_SHORT
-#undef HUF_BODY1_5
-#undef HUF_BODY1_4
-#undef HUF_BODY1_M
-#undef HUF_FAST_ONE
-#undef HUF_BODY4
-#undef HUF_BODY5
-#undef HUF_FAST_LOOP
-#undef HUF_REFILL
-#undef HUF_MDEC4
-#undef HUF_MDEC
-#undef HUF_DEC4
-#undef HUF_DEC
-
-typedef void (*huf_fast_fn)(huf_state *, const huf_entry *restrict, const huf_mentry *restrict);
-typedef void (*huf_one_fn)(huf_state *, unsigned, const huf_entry *restrict,
-                           const huf_mentry *restrict);
-
-/* Pick the fast loops for this table and CPU: [bmi2][multi][11-bit]. */
-static void huf_pick_loops(int multi, unsigned tlog, huf_fast_fn *fn, huf_one_fn *one) {
-    static const huf_fast_fn fns[2][2][2] = {
-        {{huf_fast4, huf_fast5}, {huf_fastm, huf_fastm5}},
-#ifdef HUF_HAVE_BMI2
-        {{huf_fast4_bmi2, huf_fast5_bmi2}, {huf_fastm_bmi2, huf_fastm5_bmi2}},
-#else
-        {{huf_fast4, huf_fast5}, {huf_fastm, huf_fastm5}},
-#endif
-    };
-    static const huf_one_fn ones[2][2][2] = {
-        {{huf_one4, huf_one5}, {huf_onem, huf_onem5}},
-#ifdef HUF_HAVE_BMI2
-        {{huf_one4_bmi2, huf_one5_bmi2}, {huf_onem_bmi2, huf_onem5_bmi2}},
-#else
-        {{huf_one4, huf_one5}, {huf_onem, huf_onem5}},
-#endif
-    };
-    int bmi2 = 0, t11 = tlog == HUF_FAST_LEN;
-#ifdef HUF_HAVE_BMI2
-    bmi2 = ptwm_cpu_has(PTWM_CPU_BMI2);
-#endif
-    *fn = fns[bmi2][multi != 0][t11];
-    *one = ones[bmi2][multi != 0][t11];
-}
+/* The plain forms of the loops (kernels/huffman_kernels.h). */
+HUF_KERNELS(scalar, )
 
 static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREAMS],
                                      const huf_entry *restrict table, unsigned tlog,
@@ -1016,8 +634,9 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
     }
 
     if (nfast) {
-        huf_fast_fn fn;
-        huf_one_fn one;
+        const ptwm_huf_loops *lp = ptwm_kern()->huf_loops;
+        ptwm_huf_fast_fn fn = lp->fast[multi != 0][tlog == HUF_FAST_LEN];
+        ptwm_huf_one_fn one = lp->one[multi != 0][tlog == HUF_FAST_LEN];
         for (s = 0; s < HUF_STREAMS; s++) {
             uint64_t byte_end = (bitpos[s] + 7) >> 3;
             if (!fast[s]) continue;
@@ -1025,7 +644,6 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
             st->bits[s] = (ptwm_load_le64(st->ip[s]) | 1) << (8 * byte_end - bitpos[s]);
         }
         if (multi) huf_build_multi(table, tlog, mtable);
-        huf_pick_loops(multi, tlog, &fn, &one);
         if (nfast == HUF_STREAMS) fn(st, table, mtable);
         for (s = 0; s < HUF_STREAMS; s++) {
             if (!fast[s]) continue;

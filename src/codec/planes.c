@@ -2,13 +2,15 @@
 #include "cpu.h"
 #include "entropy.h"
 #include "planes.h"
+#include "kernels/planes_kernels.h"
+#include "kernels/planes_loops.h"
 
-/* The plain loops below vectorise, and are compiled once per instruction set
- * (PTWM_VEC_VARIANTS). */
+/* The split and merge loops vectorise, and are compiled once per level
+ * (kernels/planes_loops.h); the hand-written vector kernels are in
+ * kernels/planes_*.c. Both are called through the kernel table. */
 
 #ifdef PTWM_CPU_X86
-#define JOINT_X86 1
-#include <immintrin.h>
+#include <emmintrin.h> /* SSE2: baseline x86-64 */
 #endif
 
 /* One element of any geometry: the generic path (F64, FP8 splits, custom
@@ -57,164 +59,42 @@ static void merge_generic(const uint8_t *const *planes, size_t n, unsigned width
     }
 }
 
-PTWM_INLINE void split_bf16_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                                 uint8_t *restrict sm) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        uint16_t v = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
-        ex[i] = (uint8_t)(v >> 7);
-        sm[i] = (uint8_t)(((v >> 8) & 0x80) | (v & 0x7f));
-    }
-}
-PTWM_VEC_VARIANTS(static, split_bf16, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                  uint8_t *restrict sm),
-                  (src, n, ex, sm))
-
-PTWM_INLINE void merge_bf16_body(const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n,
-                                 uint8_t *restrict dst) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        unsigned v = ((unsigned)(sm[i] & 0x80) << 8) | ((unsigned)ex[i] << 7) | (sm[i] & 0x7fu);
-        dst[2 * i] = (uint8_t)v;
-        dst[2 * i + 1] = (uint8_t)(v >> 8);
-    }
-}
-PTWM_VEC_VARIANTS(static, merge_bf16, (const uint8_t *restrict ex, const uint8_t *restrict sm,
-                  size_t n, uint8_t *restrict dst),
-                  (ex, sm, n, dst))
-
-PTWM_INLINE void split_f16_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                                uint8_t *restrict hi, uint8_t *restrict lo) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        unsigned v = (unsigned)(src[2 * i] | (src[2 * i + 1] << 8));
-        ex[i] = (uint8_t)((v >> 10) & 31);
-        hi[i] = (uint8_t)(((v >> 13) & 4) | ((v >> 8) & 3));
-        lo[i] = (uint8_t)v;
-    }
-}
-PTWM_VEC_VARIANTS(static, split_f16, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                  uint8_t *restrict hi, uint8_t *restrict lo),
-                  (src, n, ex, hi, lo))
-
-PTWM_INLINE void merge_f16_body(const uint8_t *restrict ex, const uint8_t *restrict hi,
-                                const uint8_t *restrict lo, size_t n, uint8_t *restrict dst) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        unsigned v = ((unsigned)(hi[i] & 4) << 13) | ((unsigned)(ex[i] & 31) << 10) |
-                     ((unsigned)(hi[i] & 3) << 8) | lo[i];
-        dst[2 * i] = (uint8_t)v;
-        dst[2 * i + 1] = (uint8_t)(v >> 8);
-    }
-}
-PTWM_VEC_VARIANTS(static, merge_f16, (const uint8_t *restrict ex, const uint8_t *restrict hi,
-                  const uint8_t *restrict lo, size_t n, uint8_t *restrict dst),
-                  (ex, hi, lo, n, dst))
-
-PTWM_INLINE void split_f32_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                                uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict p3) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        uint32_t v = ptwm_load_le32(src + 4 * i);
-        ex[i] = (uint8_t)(v >> 23);
-        p1[i] = (uint8_t)(((v >> 24) & 0x80) | ((v >> 16) & 0x7f));
-        p2[i] = (uint8_t)(v >> 8);
-        p3[i] = (uint8_t)v;
-    }
-}
-PTWM_VEC_VARIANTS(static, split_f32, (const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
-                  uint8_t *restrict p1, uint8_t *restrict p2, uint8_t *restrict p3),
-                  (src, n, ex, p1, p2, p3))
-
-PTWM_INLINE void merge_f32_body(const uint8_t *restrict ex, const uint8_t *restrict p1,
-                                const uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
-                                uint8_t *restrict dst) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        uint32_t v = ((uint32_t)(p1[i] & 0x80) << 24) | ((uint32_t)ex[i] << 23) |
-                     ((uint32_t)(p1[i] & 0x7f) << 16) | ((uint32_t)p2[i] << 8) | p3[i];
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        /* one 32-bit store: the loop then vectorises (bytewise stores did not) */
-        memcpy(dst + 4 * i, &v, 4);
-#else
-        ptwm_store_le32(dst + 4 * i, v);
-#endif
-    }
-}
-PTWM_VEC_VARIANTS(static, merge_f32, (const uint8_t *restrict ex, const uint8_t *restrict p1,
-                  const uint8_t *restrict p2, const uint8_t *restrict p3, size_t n,
-                  uint8_t *restrict dst),
-                  (ex, p1, p2, p3, n, dst))
+/* The plain forms of the loops of kernels/planes_loops.h. */
+PLANES_LOOPS(scalar, )
 
 void ptwm_split_float(const uint8_t *src, size_t n, unsigned width, unsigned e, unsigned m,
                       uint8_t *const *planes) {
+    const ptwm_plane_loops *pl = ptwm_kern()->plane_loops;
     if (width == 2 && e == 8 && m == 7)
-        split_bf16(src, n, planes[0], planes[1]);
+        pl->split_bf16(src, n, planes[0], planes[1]);
     else if (width == 2 && e == 5 && m == 10)
-        split_f16(src, n, planes[0], planes[1], planes[2]);
+        pl->split_f16(src, n, planes[0], planes[1], planes[2]);
     else if (width == 4 && e == 8 && m == 23)
-        split_f32(src, n, planes[0], planes[1], planes[2], planes[3]);
+        pl->split_f32(src, n, planes[0], planes[1], planes[2], planes[3]);
     else
         split_generic(src, n, width, e, m, planes);
 }
 
 void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, unsigned e,
                       unsigned m, uint8_t *dst) {
+    const ptwm_plane_loops *pl = ptwm_kern()->plane_loops;
     if (width == 2 && e == 8 && m == 7)
-        merge_bf16(planes[0], planes[1], n, dst);
+        pl->merge_bf16(planes[0], planes[1], n, dst);
     else if (width == 2 && e == 5 && m == 10)
-        merge_f16(planes[0], planes[1], planes[2], n, dst);
+        pl->merge_f16(planes[0], planes[1], planes[2], n, dst);
     else if (width == 4 && e == 8 && m == 23)
-        merge_f32(planes[0], planes[1], planes[2], planes[3], n, dst);
+        pl->merge_f32(planes[0], planes[1], planes[2], planes[3], n, dst);
     else
         merge_generic(planes, n, width, e, m, dst);
 }
 
-PTWM_INLINE void ptwm_split_bytes_body(const uint8_t *src, size_t n, unsigned width,
-                                       uint8_t *const *planes) {
-    unsigned k;
-    size_t i;
-    if (width == 2) {
-        uint8_t *restrict p0 = planes[0], *restrict p1 = planes[1];
-        for (i = 0; i < n; i++) {
-            p0[i] = src[2 * i];
-            p1[i] = src[2 * i + 1];
-        }
-        return;
-    }
-    /* One plane per pass: each pass is a strided gather the compiler handles. */
-    for (k = 0; k < width; k++) {
-        uint8_t *restrict p = planes[k];
-        const uint8_t *restrict s = src + k;
-        for (i = 0; i < n; i++) p[i] = s[i * width];
-    }
+void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes) {
+    ptwm_kern()->plane_loops->split_bytes(src, n, width, planes);
 }
-PTWM_VEC_VARIANTS(, ptwm_split_bytes, (const uint8_t *src, size_t n, unsigned width,
-                  uint8_t *const *planes),
-                  (src, n, width, planes))
 
-PTWM_INLINE void ptwm_merge_bytes_body(const uint8_t *const *planes, size_t n, unsigned width,
-                                       uint8_t *dst) {
-    unsigned k;
-    size_t i;
-    if (width == 2) {
-        const uint8_t *restrict p0 = planes[0], *restrict p1 = planes[1];
-        uint8_t *restrict d = dst;
-        for (i = 0; i < n; i++) {
-            d[2 * i] = p0[i];
-            d[2 * i + 1] = p1[i];
-        }
-        return;
-    }
-    for (k = 0; k < width; k++) {
-        const uint8_t *restrict p = planes[k];
-        uint8_t *restrict d = dst + k;
-        for (i = 0; i < n; i++) d[i * width] = p[i];
-    }
+void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst) {
+    ptwm_kern()->plane_loops->merge_bytes(planes, n, width, dst);
 }
-PTWM_VEC_VARIANTS(, ptwm_merge_bytes, (const uint8_t *const *planes, size_t n, unsigned width,
-                  uint8_t *dst),
-                  (planes, n, width, dst))
 
 /* Every bit of the element but its top (sign) bit is 0. */
 static int elem_is_zero(const uint8_t *p, unsigned width) {
@@ -243,46 +123,8 @@ size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_
     return z;
 }
 
-/* The signs plane, written and read a few bits at a time (LSB first). */
-typedef struct sign_writer {
-    uint8_t *p;
-    uint64_t acc;
-    unsigned n; /* bits in acc, < 32 between calls */
-} sign_writer;
-
-/* Append the low `cnt` (<= 32) bits of v; v has no bits above them. */
-PTWM_INLINE void signs_put(sign_writer *w, uint64_t v, unsigned cnt) {
-    w->acc |= v << w->n;
-    w->n += cnt;
-    if (w->n >= 32) {
-        ptwm_store_le32(w->p, (uint32_t)w->acc);
-        w->p += 4;
-        w->acc >>= 32;
-        w->n -= 32;
-    }
-}
-
 static void signs_end(sign_writer *w) {
     for (; w->n; w->n = w->n > 8 ? w->n - 8 : 0, w->acc >>= 8) *w->p++ = (uint8_t)w->acc;
-}
-
-typedef struct sign_reader {
-    const uint8_t *p, *end;
-    uint64_t acc;
-    unsigned n;
-} sign_reader;
-
-/* The next `cnt` (<= 32) bits; past the end (or with no plane) zeros. */
-PTWM_INLINE uint32_t signs_get(sign_reader *r, unsigned cnt) {
-    uint32_t v;
-    while (r->n < cnt) {
-        if (r->p < r->end) r->acc |= (uint64_t)*r->p++ << r->n;
-        r->n += 8;
-    }
-    v = (uint32_t)(r->acc & ((1ull << cnt) - 1));
-    r->acc >>= cnt;
-    r->n -= cnt;
-    return v;
 }
 
 /* Branchless compaction of elements of W bytes (loaded as one integer by
@@ -309,85 +151,6 @@ PTWM_INLINE uint32_t signs_get(sign_reader *r, unsigned cnt) {
 
 #define ST16(p, v) ptwm_store_le16(p, (uint16_t)(v))
 #define ST32(p, v) ptwm_store_le32(p, (uint32_t)(v))
-
-#ifdef JOINT_X86
-/* AVX-512 compact and expand of 16-bit (VBMI2) and 32-bit elements: 64
- * bytes of elements a step, the bitmap bits of the step as the lane mask,
- * the zeros' signs gathered (pext) or placed (pdep) as one word. Compact
- * stores whole vectors at dst + j <= src offset, so it stays inside a
- * destination as long as the source; expand loads only the elements it
- * uses (masked loads do not touch the rest). Return the elements done. */
-#define SPARSE_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi2,popcnt,bmi2")))
-SPARSE_TARGET static size_t sparse_compact_avx512(const uint8_t *src, size_t n, unsigned width,
-                                                  uint8_t *bitmap, uint8_t *dst, size_t *jp,
-                                                  sign_writer *sw) {
-    size_t i = 0, j = 0;
-    if (width == 2) {
-        const __m512i mag = _mm512_set1_epi16(0x7fff);
-        for (; i + 32 <= n; i += 32) {
-            __m512i v = _mm512_loadu_si512(src + 2 * i);
-            __mmask32 k = _mm512_test_epi16_mask(v, mag);
-            unsigned z = ~(unsigned)k;
-            _mm512_storeu_si512(dst + 2 * j, _mm512_maskz_compress_epi16(k, v));
-            ptwm_store_le32(bitmap + i / 8, (uint32_t)k);
-            j += (size_t)__builtin_popcount((unsigned)k);
-            signs_put(sw, _pext_u32((unsigned)_mm512_movepi16_mask(v), z),
-                      (unsigned)__builtin_popcount(z));
-        }
-    } else {
-        const __m512i mag = _mm512_set1_epi32(0x7fffffff);
-        for (; i + 16 <= n; i += 16) {
-            __m512i v = _mm512_loadu_si512(src + 4 * i);
-            __mmask16 k = _mm512_test_epi32_mask(v, mag);
-            unsigned z = ~(unsigned)k & 0xffffu;
-            _mm512_storeu_si512(dst + 4 * j, _mm512_maskz_compress_epi32(k, v));
-            ptwm_store_le16(bitmap + i / 8, (uint16_t)k);
-            j += (size_t)__builtin_popcount((unsigned)k);
-            signs_put(sw, _pext_u32((unsigned)_mm512_cmplt_epi32_mask(v, _mm512_setzero_si512()), z),
-                      (unsigned)__builtin_popcount(z));
-        }
-    }
-    *jp = j;
-    return i;
-}
-
-SPARSE_TARGET static size_t sparse_expand_avx512(const uint8_t *src, const uint8_t *bitmap,
-                                                 size_t n, unsigned width, uint8_t *dst,
-                                                 size_t *jp, sign_reader *sr) {
-    size_t i = 0, j = 0;
-    if (width == 2) {
-        const __m512i top = _mm512_set1_epi16((short)0x8000);
-        for (; i + 32 <= n; i += 32) {
-            __mmask32 k = (__mmask32)ptwm_load_le32(bitmap + i / 8);
-            unsigned c = (unsigned)__builtin_popcount((unsigned)k), z = ~(unsigned)k;
-            __m512i v = _mm512_maskz_loadu_epi16((__mmask32)(c == 32 ? ~0u : (1u << c) - 1),
-                                                 src + 2 * j);
-            __mmask32 neg = (__mmask32)_pdep_u32(signs_get(sr, 32 - c), z);
-            v = _mm512_maskz_expand_epi16(k, v);
-            _mm512_storeu_si512(dst + 2 * i, _mm512_mask_mov_epi16(v, neg, top));
-            j += c;
-        }
-    } else {
-        const __m512i top = _mm512_set1_epi32((int)0x80000000u);
-        for (; i + 16 <= n; i += 16) {
-            __mmask16 k = (__mmask16)ptwm_load_le16(bitmap + i / 8);
-            unsigned c = (unsigned)__builtin_popcount((unsigned)k), z = ~(unsigned)k & 0xffffu;
-            __m512i v = _mm512_maskz_loadu_epi32((__mmask16)((1u << c) - 1), src + 4 * j);
-            __mmask16 neg = (__mmask16)_pdep_u32(signs_get(sr, 16 - c), z);
-            v = _mm512_maskz_expand_epi32(k, v);
-            _mm512_storeu_si512(dst + 4 * i, _mm512_mask_mov_epi32(v, neg, top));
-            j += c;
-        }
-    }
-    *jp = j;
-    return i;
-}
-
-static int sparse_have_avx512(void) {
-    return ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | PTWM_CPU_AVX512VBMI2 |
-                        PTWM_CPU_POPCNT | PTWM_CPU_BMI2);
-}
-#endif
 
 static size_t sparse_compact_plain(const uint8_t *src, size_t n, unsigned width,
                                    uint8_t *bitmap, uint8_t *dst, sign_writer *sw) {
@@ -425,16 +188,14 @@ size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t
     sw.p = signs;
     sw.acc = 0;
     sw.n = 0;
-#ifdef JOINT_X86
-    if ((width == 2 || width == 4) && sparse_have_avx512()) {
+    if (width == 2 || width == 4) {
         /* The vector loop covers whole bitmap bytes; the plain one ends. */
-        size_t done = sparse_compact_avx512(src, n, width, bitmap, dst, &j, &sw);
+        size_t done = ptwm_kern()->sparse_compact(src, n, width, bitmap, dst, &j, &sw);
         j += sparse_compact_plain(src + done * width, n - done, width, bitmap + done / 8,
                                   dst + j * width, &sw);
         signs_end(&sw);
         return j;
     }
-#endif
     j = sparse_compact_plain(src, n, width, bitmap, dst, &sw);
     signs_end(&sw);
     return j;
@@ -469,16 +230,14 @@ void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, uns
     sr.end = signs ? signs + signs_len : NULL;
     sr.acc = 0;
     sr.n = 0;
-#ifdef JOINT_X86
-    if ((width == 2 || width == 4) && sparse_have_avx512()) {
-        size_t done = sparse_expand_avx512(src, bitmap, n, width, dst, &j, &sr);
+    if (width == 2 || width == 4) {
+        size_t done = ptwm_kern()->sparse_expand(src, bitmap, n, width, dst, &j, &sr);
         src += j * width;
         bitmap += done / 8;
         dst += done * width;
         n -= done;
         j = 0;
     }
-#endif
     /* Branchless for the common widths: load the next nonzero element
      * whatever the bit says (src has `width` bytes of slack), mask it, and
      * advance by the bit; a zero takes the next sign. Zeros are scattered,
@@ -513,46 +272,12 @@ void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, uns
 
 /* ---- joint exponent + top sign:mantissa bits ------------------------------ */
 
-#ifdef JOINT_X86
-#define JOINT_LD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
-#define JOINT_ST128(p, v) _mm_storeu_si128((__m128i *)(void *)(p), v)
-
-/* Symbols j[i..i+16) and their nibbles: the ranks, and the sign:mantissa
- * bytes (the nibbles unpack into element order). */
-__attribute__((target("ssse3"))) static inline __m128i joint_unpack(const uint8_t *j,
-                                                                    const uint8_t *nib, size_t i,
-                                                                    __m128i *rank) {
-    const __m128i lo4 = _mm_set1_epi8(15);
-    __m128i v = JOINT_LD128(j + i);
-    __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(nib + i / 2));
-    __m128i nb =
-        _mm_unpacklo_epi8(_mm_and_si128(b, lo4), _mm_and_si128(_mm_srli_epi16(b, 4), lo4));
-    *rank = _mm_and_si128(_mm_srli_epi16(v, 4), lo4);
-    return _mm_or_si128(_mm_andnot_si128(lo4, _mm_slli_epi16(v, 4)), nb);
-}
-
-/* 16 elements a step: the map lookup is one byte shuffle (the map has 16
- * entries with the escape slot). */
-__attribute__((target("ssse3"))) static size_t joint_merge_ssse3(
-    const uint8_t *restrict j, const uint8_t *restrict nib, const uint8_t *map, size_t n,
-    uint8_t *restrict ex, uint8_t *restrict sm) {
-    const __m128i m = JOINT_LD128(map);
-    size_t i;
-    for (i = 0; i + 16 <= n; i += 16) {
-        __m128i r, y = joint_unpack(j, nib, i, &r);
-        JOINT_ST128(ex + i, _mm_shuffle_epi8(m, r));
-        JOINT_ST128(sm + i, y);
-    }
-    return i;
-}
-#endif
-
 /* Index of the first escape symbol in j[i..n), or n. */
 static size_t next_escape(const uint8_t *j, size_t i, size_t n) {
-#ifdef JOINT_X86
+#ifdef PTWM_CPU_X86
     const __m128i top = _mm_set1_epi8((char)(PTWM_JOINT_MAP << 4));
     for (; i + 16 <= n; i += 16) {
-        __m128i v = JOINT_LD128(j + i);
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(j + i));
         unsigned mk = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(v, top), v));
         if (mk) return i + (size_t)__builtin_ctz(mk);
     }
@@ -561,33 +286,6 @@ static size_t next_escape(const uint8_t *j, size_t i, size_t n) {
         if (j[i] >= PTWM_JOINT_MAP << 4) return i;
     return n;
 }
-
-#ifdef JOINT_X86
-/* 64 elements a step: the 256-entry rank lookup is two two-table byte
- * permutes (128 entries each) blended on the index's top bit; the nibbles
- * pack as 16-bit lanes narrowed to bytes. */
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static size_t joint_split_vbmi(
-    const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n, const uint8_t rank[256],
-    uint8_t *restrict j, uint8_t *restrict nib) {
-    const __m512i r0 = _mm512_loadu_si512(rank), r1 = _mm512_loadu_si512(rank + 64);
-    const __m512i r2 = _mm512_loadu_si512(rank + 128), r3 = _mm512_loadu_si512(rank + 192);
-    const __m512i lo4 = _mm512_set1_epi8(15), hi4 = _mm512_set1_epi8((char)0xf0);
-    const __m512i w_lo = _mm512_set1_epi16(0x000f), w_hi = _mm512_set1_epi16(0x00f0);
-    size_t i;
-    for (i = 0; i + 64 <= n; i += 64) {
-        __m512i e = _mm512_loadu_si512(ex + i), s = _mm512_loadu_si512(sm + i);
-        __m512i rk = _mm512_mask_blend_epi8(_mm512_movepi8_mask(e),
-                                            _mm512_permutex2var_epi8(r0, e, r1),
-                                            _mm512_permutex2var_epi8(r2, e, r3));
-        __m512i w = _mm512_or_si512(_mm512_and_si512(s, w_lo),
-                                    _mm512_and_si512(_mm512_srli_epi16(s, 4), w_hi));
-        _mm512_storeu_si512(j + i, _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi16(rk, 4), hi4),
-                                                   _mm512_and_si512(_mm512_srli_epi16(s, 4), lo4)));
-        _mm256_storeu_si256((__m256i *)(void *)(nib + i / 2), _mm512_cvtepi16_epi8(w));
-    }
-    return i;
-}
-#endif
 
 size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n,
                         const uint32_t *ex_hist, uint8_t *restrict j, uint8_t *restrict nib,
@@ -620,10 +318,7 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
         rank[best] = (uint8_t)r;
         side[r] = (uint8_t)best;
     }
-#ifdef JOINT_X86
-    if (ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | PTWM_CPU_AVX512VBMI))
-        i0 = joint_split_vbmi(ex, sm, n, rank, j, nib); /* even: a multiple of 64 */
-#endif
+    i0 = ptwm_kern()->joint_split(ex, sm, n, rank, j, nib); /* even: a multiple of 64 */
     for (i = i0; i < n; i++) j[i] = (uint8_t)(rank[ex[i]] << 4 | sm[i] >> 4);
     for (i = next_escape(j, 0, n); i < n; i = next_escape(j, i + 1, n)) side[ne++] = ex[i];
     for (i = i0 / 2; i < n / 2; i++) nib[i] = (uint8_t)((sm[2 * i] & 15) | (sm[2 * i + 1] & 15) << 4);
@@ -650,57 +345,6 @@ static size_t joint_escapes(const uint8_t *j, size_t n, const uint8_t *esc, size
     return c;
 }
 
-#ifdef JOINT_X86
-/* BF16 straight to the elements: low byte = exponent bit 0 : mantissa[6..0],
- * high byte = sign : exponent[7..1], the exponent parts from two shuffles. */
-__attribute__((target("ssse3"))) static size_t joint_bf16_ssse3(
-    const uint8_t *restrict j, const uint8_t *restrict nib, const uint8_t *mlo,
-    const uint8_t *mhi, size_t n, uint8_t *restrict dst) {
-    const __m128i lo = JOINT_LD128(mlo), hi = JOINT_LD128(mhi), m7 = _mm_set1_epi8(0x7f);
-    size_t i;
-    for (i = 0; i + 16 <= n; i += 16) {
-        __m128i r, sm = joint_unpack(j, nib, i, &r);
-        __m128i l = _mm_or_si128(_mm_shuffle_epi8(lo, r), _mm_and_si128(sm, m7));
-        __m128i h = _mm_or_si128(_mm_shuffle_epi8(hi, r), _mm_andnot_si128(m7, sm));
-        JOINT_ST128(dst + 2 * i, _mm_unpacklo_epi8(l, h));
-        JOINT_ST128(dst + 2 * i + 16, _mm_unpackhi_epi8(l, h));
-    }
-    return i;
-}
-#endif
-
-#ifdef JOINT_X86
-/* 64 elements a step: the same fields as joint_bf16_ssse3, the map lookups
- * byte shuffles within each 128-bit lane (the maps repeated in every lane),
- * and each half widened to 16-bit elements: low byte | high byte << 8. */
-__attribute__((target("avx512f,avx512bw"))) static size_t joint_bf16_avx512(
-    const uint8_t *restrict j, const uint8_t *restrict nib, const uint8_t *mlo,
-    const uint8_t *mhi, size_t n, uint8_t *restrict dst) {
-    const __m512i lo = _mm512_broadcast_i32x4(JOINT_LD128(mlo));
-    const __m512i hi = _mm512_broadcast_i32x4(JOINT_LD128(mhi));
-    const __m512i m7 = _mm512_set1_epi8(0x7f), lo4 = _mm512_set1_epi8(15);
-    const __m512i w_lo = _mm512_set1_epi16(0x000f), w_hi = _mm512_set1_epi16(0x0f00);
-    size_t i;
-    for (i = 0; i + 64 <= n; i += 64) {
-        __m512i v = _mm512_loadu_si512(j + i);
-        __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(nib + i / 2)));
-        /* byte 2k: the low nibble of nib[k], byte 2k + 1: its high nibble */
-        __m512i nb = _mm512_or_si512(_mm512_and_si512(b, w_lo), _mm512_and_si512(_mm512_slli_epi16(b, 4), w_hi));
-        __m512i r = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
-        __m512i sm = _mm512_or_si512(_mm512_andnot_si512(lo4, _mm512_slli_epi16(v, 4)), nb);
-        __m512i l = _mm512_or_si512(_mm512_shuffle_epi8(lo, r), _mm512_and_si512(sm, m7));
-        __m512i h = _mm512_or_si512(_mm512_shuffle_epi8(hi, r), _mm512_andnot_si512(m7, sm));
-        _mm512_storeu_si512(dst + 2 * i,
-                            _mm512_or_si512(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(l)),
-                                            _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(h)), 8)));
-        _mm512_storeu_si512(dst + 2 * i + 64,
-                            _mm512_or_si512(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(l, 1)),
-                                            _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(h, 1)), 8)));
-    }
-    return i;
-}
-#endif
-
 size_t ptwm_joint_merge_bf16(const uint8_t *restrict j, const uint8_t *restrict nib,
                              const uint8_t *restrict side, size_t side_len, size_t n,
                              uint8_t *restrict dst) {
@@ -712,12 +356,7 @@ size_t ptwm_joint_merge_bf16(const uint8_t *restrict j, const uint8_t *restrict 
         mlo[r] = (uint8_t)((e & 1) << 7);
         mhi[r] = (uint8_t)(e >> 1);
     }
-#ifdef JOINT_X86
-    if (ptwm_cpu_has(PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW))
-        i = joint_bf16_avx512(j, nib, mlo, mhi, n, dst);
-    if (ptwm_cpu_has(PTWM_CPU_SSSE3))
-        i += joint_bf16_ssse3(j + i, nib + i / 2, mlo, mhi, n - i, dst + 2 * i);
-#endif
+    i = ptwm_kern()->joint_bf16(j, nib, mlo, mhi, n, dst);
     for (; i < n; i++) {
         unsigned sm = (unsigned)(j[i] << 4 & 0xf0) | ((nib[i / 2] >> (4 * (i & 1))) & 15);
         dst[2 * i] = (uint8_t)(mlo[j[i] >> 4] | (sm & 0x7f));
@@ -733,9 +372,7 @@ size_t ptwm_joint_merge(const uint8_t *restrict j, const uint8_t *restrict nib,
     size_t i, i0 = 0; /* even: the vector loop stops at a multiple of 16 */
     memcpy(map, side, PTWM_JOINT_MAP);
     map[PTWM_JOINT_MAP] = 0;
-#ifdef JOINT_X86
-    if (ptwm_cpu_has(PTWM_CPU_SSSE3)) i0 = joint_merge_ssse3(j, nib, map, n, ex, sm);
-#endif
+    i0 = ptwm_kern()->joint_merge(j, nib, map, n, ex, sm);
     for (i = i0; i + 1 < n; i += 2) {
         sm[i] = (uint8_t)(j[i] << 4 | (nib[i / 2] & 15));
         sm[i + 1] = (uint8_t)(j[i + 1] << 4 | nib[i / 2] >> 4);

@@ -66,25 +66,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include "rans.h"
+#include "kernels/rans_kernels.h"
 
-#include "cpu.h"
-
-#ifdef PTWM_CPU_X86
-#define RANS_AVX2 1
-#include <immintrin.h>
-
-/* Vector loads and stores go through void * casts: unaligned by design
- * (loadu/storeu), and the casts must not claim an alignment (-Wcast-align). */
-#define RANS_LD256(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
-#define RANS_ST256(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
-#define RANS_LD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
-static int rans_have_avx2(void);
-static int rans_isa(void);
-#endif
-
-#define RANS_STATES 32 /* four vectors of eight; order 1: one state per segment */
-#define RANS_O0_STATES RANS_STATES
-#define RANS_L (1u << 16)
 #define RANS_PREC_MIN 8
 #define RANS_PREC_MAX0 15
 #define RANS_PREC_MAX1 12
@@ -379,8 +362,6 @@ static void build_dtab(const uint32_t freq[256], unsigned prec, uint32_t *tab, u
 /* Packed decode table for prec <= RANS_PACK_PREC: the symbol in the top
  * byte, frequency and slot - cum in 12 bits each (a one-symbol table, f =
  * 2^12, does not fit: dtab_packs). */
-#define RANS_PACK_PREC 12
-#ifdef RANS_AVX2
 static int dtab_packs(const uint32_t freq[256], unsigned prec) {
     int s;
     if (prec > RANS_PACK_PREC) return 0;
@@ -398,7 +379,6 @@ static void build_dtab_packed(const uint32_t freq[256], uint32_t *tab) {
         cum += f;
     }
 }
-#endif
 
 /* ------------------------------------------------------------------------- */
 /* Encoder                                                                    */
@@ -483,12 +463,6 @@ PTWM_INLINE void enc_store16(uint8_t *p, uint32_t x) {
 #endif
 }
 
-/* Backward word writer: words go down from `p` towards `lim`. */
-typedef struct ewriter {
-    uint8_t *p, *lim;
-    int full;
-} ewriter;
-
 PTWM_INLINE uint32_t enc_put(uint32_t x, const enc_sym *e, ewriter *w) {
     uint32_t q;
     if (x >= e->x_max) {
@@ -545,18 +519,6 @@ PTWM_INLINE uint32_t enc_put_fast(uint32_t x, const enc_sym *e, uint8_t **pp) {
     return x + enc_div(x, e) * e->cmpl + e->cum;
 }
 
-/* Bytes a round of one symbol per state can write, plus the spare word the
- * fast form stores below p. */
-#define ENC_ROUND_MARGIN (2 * RANS_STATES + 2)
-
-/* The order-0 encoder's tables for the vector loop: per symbol the 32-bit
- * reciprocal r - 2^32 of the portable form (see enc_sym) and f << 16 | cum;
- * x_max = f << (32 - prec), M - f and s = ceil(log2 f) follow from f. */
-typedef struct enc_vsym {
-    uint32_t rcp[256];
-    uint32_t fc[256];
-} enc_vsym;
-
 static void build_vtab(const uint32_t freq[256], enc_vsym *v) {
     uint32_t cum = 0;
     int s;
@@ -571,215 +533,6 @@ static void build_vtab(const uint32_t freq[256], enc_vsym *v) {
     }
 }
 
-#ifdef RANS_AVX2
-/* enc_pack[m]: shuffle that moves the 16-bit words of the lanes set in m to
- * the top of a 16-byte register, in lane order (the scalar encoder's order
- * in memory: lower lanes at lower addresses). */
-static uint8_t enc_pack[256][16];
-static pthread_once_t enc_pack_once = PTHREAD_ONCE_INIT;
-
-static void enc_pack_init(void) {
-    int m, l, c, t;
-    for (m = 0; m < 256; m++) {
-        for (c = 0, l = 0; l < 8; l++) c += (m >> l) & 1;
-        memset(enc_pack[m], 0x80, 16);
-        for (t = 0, l = 0; l < 8; l++)
-            if ((m >> l) & 1) {
-                enc_pack[m][16 - 2 * c + 2 * t] = (uint8_t)(2 * l);
-                enc_pack[m][16 - 2 * c + 2 * t + 1] = (uint8_t)(2 * l + 1);
-                t++;
-            }
-    }
-}
-
-/* One vector of 8 states (lanes = states 8V..8V+7) codes symbols S. */
-#define RANS_ENC_AVX2(X, V)                                                                     \
-    do {                                                                                        \
-        __m256i sy_ = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(s + 8 * (V)))); \
-        __m256i rc_ = _mm256_i32gather_epi32((const int *)(const void *)vt->rcp, sy_, 4);      \
-        __m256i fc_ = _mm256_i32gather_epi32((const int *)(const void *)vt->fc, sy_, 4);       \
-        __m256i f_ = _mm256_srli_epi32(fc_, 16);                                                \
-        __m256i xm_ = _mm256_sll_epi32(f_, xshift);                                             \
-        /* x >= x_max, unsigned; x_max = 0 stands for 2^32 (f = M) */                          \
-        __m256i nd_ = _mm256_andnot_si256(_mm256_cmpeq_epi32(xm_, zero),                        \
-                                          _mm256_cmpeq_epi32(_mm256_max_epu32(X, xm_), X));     \
-        unsigned m_ = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(nd_));                   \
-        __m256i w_ = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(X, packw), 0x08);             \
-        __m128i o_ = _mm_shuffle_epi8(_mm256_castsi256_si128(w_),                               \
-                                      _mm_loadu_si128((const __m128i *)(const void *)enc_pack[m_])); \
-        __m256i sh_, ev_, od_, q_;                                                              \
-        _mm_storeu_si128((__m128i *)(void *)(p - 16), o_);                                      \
-        p -= 2 * (size_t)__builtin_popcount(m_);                                                \
-        X = _mm256_blendv_epi8(X, _mm256_srli_epi32(X, 16), nd_);                               \
-        /* s = ceil(log2 f): the exponent of float(f - 1), 0 for f = 1 */                      \
-        sh_ = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(           \
-                                   _mm256_cvtepi32_ps(_mm256_sub_epi32(f_, one))), 23), c126),  \
-                               zero);                                                           \
-        ev_ = _mm256_add_epi64(_mm256_srli_epi64(_mm256_mul_epu32(X, rc_), 32),                 \
-                               _mm256_and_si256(X, lo32));                                      \
-        ev_ = _mm256_srlv_epi64(ev_, _mm256_and_si256(sh_, lo32));                              \
-        od_ = _mm256_add_epi64(_mm256_srli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(X, 32),     \
-                                                                  _mm256_srli_epi64(rc_, 32)), 32), \
-                               _mm256_srli_epi64(X, 32));                                       \
-        od_ = _mm256_srlv_epi64(od_, _mm256_srli_epi64(sh_, 32));                               \
-        q_ = _mm256_blend_epi32(ev_, _mm256_slli_epi64(od_, 32), 0xAA);                         \
-        X = _mm256_add_epi32(_mm256_add_epi32(X, _mm256_mullo_epi32(q_, _mm256_sub_epi32(mm, f_))), \
-                             _mm256_and_si256(fc_, lo16));                                      \
-    } while (0)
-
-/* AVX-512 VBMI: the table lookups without gathers (gathers bound the AVX2
- * loop: about two cycles a symbol on Zen 4). The two tables are kept as
- * eight byte planes of 256 entries; a byte permute over two registers looks
- * up 128 entries for 64 symbols at once, so a plane costs two permutes and a
- * blend per 64 symbols, and byte unpacks turn the planes back into 32-bit
- * lanes. The symbols are permuted first so that the unpacks (which work
- * within 128-bit lanes) leave group g (symbols 16g..16g+15) in lane order.
- * Each group then codes as in the AVX2 loop, 16 states a vector; the words
- * of the lanes that renormalise are compressed and stored below p with a
- * mask, lower lanes at lower addresses, as the scalar encoder writes them. */
-typedef struct enc_planes {
-    uint8_t b[8][256]; /* rcp bytes 0..3, then fc bytes 0..3 */
-} enc_planes;
-
-static void build_planes(const enc_vsym *vt, enc_planes *pl) {
-    int s, k;
-    for (s = 0; s < 256; s++)
-        for (k = 0; k < 4; k++) {
-            pl->b[k][s] = (uint8_t)(vt->rcp[s] >> (8 * k));
-            pl->b[4 + k][s] = (uint8_t)(vt->fc[s] >> (8 * k));
-        }
-}
-
-/* 64 lookups in one byte plane. */
-#define ENC_LOOKUP(K)                                                                           \
-    _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(pl_[K][0], idx, pl_[K][1]),            \
-                           _mm512_permutex2var_epi8(pl_[K][2], idx, pl_[K][3]))
-
-/* One group of 16 symbols on the vector X of 16 states: RC and FC hold the
- * group's table entries. */
-#define RANS_ENC_AVX512(X, RC, FC)                                                              \
-    do {                                                                                        \
-        __m512i f_ = _mm512_srli_epi32(FC, 16);                                                 \
-        __m512i xm_ = _mm512_sll_epi32(f_, xshift);                                             \
-        __mmask16 k_ = _mm512_cmpge_epu32_mask(X, xm_) & ~_mm512_cmpeq_epi32_mask(xm_, zero);   \
-        unsigned c_ = (unsigned)__builtin_popcount((unsigned)k_);                               \
-        __m256i w_ = _mm256_maskz_compress_epi16((__mmask16)k_, _mm512_cvtepi32_epi16(X));      \
-        __m512i sh_, ev_, od_, q_;                                                              \
-        p -= 2 * (size_t)c_;                                                                    \
-        _mm256_mask_storeu_epi16((void *)p, (__mmask16)((1u << c_) - 1), w_);                   \
-        X = _mm512_mask_srli_epi32(X, k_, X, 16);                                               \
-        sh_ = _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(           \
-                                   _mm512_cvtepi32_ps(_mm512_sub_epi32(f_, one))), 23), c126),  \
-                               zero);                                                           \
-        ev_ = _mm512_add_epi64(_mm512_srli_epi64(_mm512_mul_epu32(X, RC), 32),                  \
-                               _mm512_and_si512(X, lo32));                                      \
-        ev_ = _mm512_srlv_epi64(ev_, _mm512_and_si512(sh_, lo32));                              \
-        od_ = _mm512_add_epi64(_mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(X, 32),     \
-                                                                  _mm512_srli_epi64(RC, 32)), 32), \
-                               _mm512_srli_epi64(X, 32));                                       \
-        od_ = _mm512_srlv_epi64(od_, _mm512_srli_epi64(sh_, 32));                               \
-        q_ = _mm512_mask_blend_epi32((__mmask16)0xAAAA, ev_, _mm512_slli_epi64(od_, 32));       \
-        X = _mm512_add_epi32(_mm512_add_epi32(X, _mm512_mullo_epi32(q_, _mm512_sub_epi32(mm, f_))), \
-                             _mm512_and_si512(FC, lo16));                                       \
-    } while (0)
-
-/* Four 32-bit vectors (groups 0..3) from four byte planes B0..B3 of the
- * permuted lookups. */
-#define ENC_ASSEMBLE(B0, B1, B2, B3, OUT)                                                       \
-    do {                                                                                        \
-        __m512i l01_ = _mm512_unpacklo_epi8(B0, B1), h01_ = _mm512_unpackhi_epi8(B0, B1);       \
-        __m512i l23_ = _mm512_unpacklo_epi8(B2, B3), h23_ = _mm512_unpackhi_epi8(B2, B3);       \
-        OUT[0] = _mm512_unpacklo_epi16(l01_, l23_);                                             \
-        OUT[1] = _mm512_unpackhi_epi16(l01_, l23_);                                             \
-        OUT[2] = _mm512_unpacklo_epi16(h01_, h23_);                                             \
-        OUT[3] = _mm512_unpackhi_epi16(h01_, h23_);                                             \
-    } while (0)
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt"))) static size_t
-encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec,
-               uint32_t x[RANS_O0_STATES], ewriter *w) {
-    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
-    const __m512i c126 = _mm512_set1_epi32(126), lo16 = _mm512_set1_epi32(0xffff);
-    const __m512i lo32 = _mm512_set1_epi64(0xffffffff);
-    const __m512i mm = _mm512_set1_epi32((int)(1u << prec));
-    const __m128i xshift = _mm_cvtsi32_si128((int)(32 - prec));
-    /* Position 16L + 4j + t takes symbol 16j + 4L + t: after the unpacks,
-     * vector j holds symbols 16j..16j+15 in order. */
-    uint8_t order[64];
-    __m512i pl_[8][4], perm, X0, X1;
-    uint8_t *p = w->p;
-    int k, q;
-    for (k = 0; k < 64; k++) order[k] = (uint8_t)(16 * ((k >> 2) & 3) + 4 * (k >> 4) + (k & 3));
-    perm = _mm512_loadu_si512(order);
-    for (k = 0; k < 8; k++)
-        for (q = 0; q < 4; q++) pl_[k][q] = _mm512_loadu_si512(pl->b[k] + 64 * q);
-    X0 = _mm512_loadu_si512(x);
-    X1 = _mm512_loadu_si512(x + 16);
-    /* Two rounds a step (64 symbols); a round writes at most 64 bytes. */
-    for (; i >= 2 * RANS_O0_STATES && p - w->lim >= 2 * ENC_ROUND_MARGIN; i -= 2 * RANS_O0_STATES) {
-        __m512i idx = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(src + i - 64));
-        __mmask64 top = _mm512_movepi8_mask(idx);
-        __m512i rc[4], fc[4];
-        {
-            __m512i b0 = ENC_LOOKUP(0), b1 = ENC_LOOKUP(1), b2 = ENC_LOOKUP(2), b3 = ENC_LOOKUP(3);
-            ENC_ASSEMBLE(b0, b1, b2, b3, rc);
-        }
-        {
-            __m512i b0 = ENC_LOOKUP(4), b1 = ENC_LOOKUP(5), b2 = ENC_LOOKUP(6), b3 = ENC_LOOKUP(7);
-            ENC_ASSEMBLE(b0, b1, b2, b3, fc);
-        }
-        /* Backwards, as the scalar loop: the later round first, and in a
-         * round the higher states first. */
-        RANS_ENC_AVX512(X1, rc[3], fc[3]);
-        RANS_ENC_AVX512(X0, rc[2], fc[2]);
-        RANS_ENC_AVX512(X1, rc[1], fc[1]);
-        RANS_ENC_AVX512(X0, rc[0], fc[0]);
-    }
-    _mm512_storeu_si512(x, X0);
-    _mm512_storeu_si512(x + 16, X1);
-    w->p = p;
-    return i;
-}
-
-/* and the byte permutes, compress and masked stores of the gather-free encoder */
-static int rans_have_vbmi(void) {
-    return rans_isa() >= 2 &&
-           ptwm_cpu_has(PTWM_CPU_AVX512VL | PTWM_CPU_AVX512VBMI | PTWM_CPU_AVX512VBMI2);
-}
-
-/* Rounds of 32 symbols, from symbol i down, while the writer has the margin
- * of a round; returns where the scalar loop goes on. */
-__attribute__((target("avx2,popcnt"))) static size_t
-encode_o0_avx2(const uint8_t *src, size_t i, const enc_vsym *vt, unsigned prec,
-               uint32_t x[RANS_O0_STATES], ewriter *w) {
-    const __m256i zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1);
-    const __m256i c126 = _mm256_set1_epi32(126), lo16 = _mm256_set1_epi32(0xffff);
-    const __m256i lo32 = _mm256_set1_epi64x(0xffffffff);
-    const __m256i mm = _mm256_set1_epi32((int)(1u << prec));
-    const __m256i packw = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1,
-                                           -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1,
-                                           -1, -1);
-    const __m128i xshift = _mm_cvtsi32_si128((int)(32 - prec));
-    __m256i X0 = RANS_LD256(x), X1 = RANS_LD256((x + 8));
-    __m256i X2 = RANS_LD256((x + 16)), X3 = RANS_LD256((x + 24));
-    uint8_t *p = w->p;
-    pthread_once(&enc_pack_once, enc_pack_init);
-    for (; i > 0 && p - w->lim >= ENC_ROUND_MARGIN; i -= RANS_O0_STATES) {
-        const uint8_t *s = src + i - RANS_O0_STATES;
-        RANS_ENC_AVX2(X3, 3);
-        RANS_ENC_AVX2(X2, 2);
-        RANS_ENC_AVX2(X1, 1);
-        RANS_ENC_AVX2(X0, 0);
-    }
-    RANS_ST256(x, X0);
-    RANS_ST256((x + 8), X1);
-    RANS_ST256((x + 16), X2);
-    RANS_ST256((x + 24), X3);
-    w->p = p;
-    return i;
-}
-#endif
-
 static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t,
                                const enc_vsym *vt, unsigned prec, uint8_t *at, uint8_t *end) {
     uint32_t x[RANS_O0_STATES];
@@ -790,17 +543,7 @@ static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t,
     for (i = n; i-- > full;) x[i % RANS_O0_STATES] = enc_put(x[i % RANS_O0_STATES], &t[src[i]], &w);
     i = full;
     if (unlikely(w.full)) return 0;
-#ifdef RANS_AVX2
-    if (vt && rans_have_vbmi()) {
-        enc_planes pl;
-        build_planes(vt, &pl);
-        i = encode_o0_vbmi(src, i, &pl, prec, x, &w);
-    }
-    if (vt && rans_have_avx2()) i = encode_o0_avx2(src, i, vt, prec, x, &w);
-#else
-    (void)vt;
-    (void)prec;
-#endif
+    i = ptwm_kern()->rans_enc_o0(src, i, vt, prec, x, &w);
     for (; i > 0; i -= RANS_O0_STATES) {
         const uint8_t *s = src + i - RANS_O0_STATES;
         int k;
@@ -1140,7 +883,7 @@ ptwm_error ptwm_rans_encode_counts(ptwm_ws *ws, const uint8_t *src, size_t n, in
 /* The start of the first whole 64-byte block from i on (in steps of 64)
  * holding a symbol marked in `absent`, else of the partial block at the
  * end: a lookup and an OR a byte, no store. */
-static size_t skip_seen(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]) {
+size_t ptwm_skip_seen_scalar(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]) {
     for (; n - i >= 64; i += 64) {
         const uint8_t *b = src + i;
         unsigned acc = 0;
@@ -1154,39 +897,16 @@ static size_t skip_seen(const uint8_t *src, size_t i, size_t n, const uint8_t ab
     return i;
 }
 
-#ifdef RANS_AVX2
-/* The same, 64 bytes a step: the flag table is four vectors, looked up by
- * two byte permutes and the symbol's top bit. */
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static size_t
-skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]) {
-    const __m512i t0 = _mm512_loadu_si512(absent), t1 = _mm512_loadu_si512(absent + 64);
-    const __m512i t2 = _mm512_loadu_si512(absent + 128), t3 = _mm512_loadu_si512(absent + 192);
-    for (; n - i >= 64; i += 64) {
-        __m512i v = _mm512_loadu_si512(src + i);
-        __m512i lo = _mm512_permutex2var_epi8(t0, v, t1), hi = _mm512_permutex2var_epi8(t2, v, t3);
-        __m512i r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), lo, hi);
-        if (_mm512_test_epi8_mask(r, r)) break;
-    }
-    return i;
-}
-#endif
-
 /* Give every symbol of src[0..n) that cnt lacks (a sample missed it) a
  * count of 1. */
 static void add_unseen(const uint8_t *src, size_t n, uint64_t cnt[256]) {
     uint8_t absent[256];
     size_t i = 0, end;
     int s;
-#ifdef RANS_AVX2
-    int vbmi = rans_have_vbmi();
-#endif
+    ptwm_skip_seen_fn skip_seen = ptwm_kern()->skip_seen;
     for (s = 0; s < 256; s++) absent[s] = cnt[s] == 0;
     while (i < n) {
-#ifdef RANS_AVX2
-        i = vbmi ? skip_seen_vbmi(src, i, n, absent) : skip_seen(src, i, n, absent);
-#else
         i = skip_seen(src, i, n, absent);
-#endif
         /* The block that holds one (or the tail): mark its new symbols. */
         for (end = n - i < 64 ? n : i + 64; i < end; i++)
             if (absent[src[i]]) {
@@ -1273,175 +993,6 @@ static ptwm_error check_end(const uint8_t *p, const uint8_t *end, const uint32_t
     return PTWM_OK;
 }
 
-/* The tables of one order-0 stream: slot -> (freq, bias) and slot -> symbol. */
-#ifdef RANS_AVX2
-
-/* rans_lanes[m][k]: for a set m of lanes that need a word, which of the next
- * words lane k takes (the words go to the needing lanes in lane order, as the
- * scalar decoder reads them). */
-static uint32_t rans_lanes[256][RANS_STATES];
-static pthread_once_t rans_lanes_once = PTHREAD_ONCE_INIT;
-
-static void rans_lanes_init(void) {
-    int m, k;
-    for (m = 0; m < 256; m++) {
-        uint32_t next = 0;
-        for (k = 0; k < RANS_STATES; k++) rans_lanes[m][k] = (m >> k) & 1 ? next++ : 0;
-    }
-}
-
-/* The vector level the cap (cpu.h) allows now: 2 AVX-512 (F, BW), 1 AVX2, 0.
- * The lane table is built before any vector loop can use it. */
-static int rans_isa(void) {
-    const unsigned avx2 = PTWM_CPU_AVX2 | PTWM_CPU_POPCNT;
-    const unsigned avx512 = PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW;
-    unsigned f = ptwm_cpu_features();
-    int h = (f & avx2) == avx2;
-    if (h) pthread_once(&rans_lanes_once, rans_lanes_init);
-    if (h && (f & avx512) == avx512) h = 2;
-    return h;
-}
-
-static int rans_have_avx2(void) { return rans_isa() >= 1; }
-
-/* x = f * (x >> prec) + bias for 8 states from their entries E, then the
- * renormalisation: the lanes below L take the next words in lane order. */
-#define RANS_AVX2_ADVANCE(X, E)                                                                 \
-    do {                                                                                        \
-        __m256i need_, w_;                                                                      \
-        unsigned m_;                                                                            \
-        X = _mm256_add_epi32(                                                                   \
-            _mm256_mullo_epi32(_mm256_srli_epi32(E, 16), _mm256_srl_epi32(X, shift)),           \
-            _mm256_and_si256(E, low16));                                                        \
-        need_ = _mm256_cmpeq_epi32(_mm256_srli_epi32(X, 16), zero);                             \
-        m_ = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need_));                          \
-        w_ = _mm256_cvtepu16_epi32(RANS_LD128(p));                                              \
-        w_ = _mm256_permutevar8x32_epi32(w_,                                                    \
-                                         RANS_LD256(rans_lanes[m_]));                           \
-        X = _mm256_blendv_epi8(X, _mm256_or_si256(_mm256_slli_epi32(X, 16), w_), need_);        \
-        p += 2 * (unsigned)__builtin_popcount(m_);                                              \
-    } while (0)
-
-/* One vector step: 8 states X (lanes k = state 8v + k) decode 8 symbols to
- * dst and take their renormalisation words from p. */
-#define RANS_AVX2_STEP(X, OUT)                                                                  \
-    do {                                                                                        \
-        __m256i slot_ = _mm256_and_si256(X, slot_mask);                                         \
-        __m256i e_ = _mm256_i32gather_epi32((const void *)tab, slot_, 4);                       \
-        __m256i s_ = _mm256_i32gather_epi32((const void *)sym, slot_, 1);                       \
-        uint32_t lo_, hi_;                                                                      \
-        RANS_AVX2_ADVANCE(X, e_);                                                               \
-        s_ = _mm256_shuffle_epi8(s_, pick);                                                     \
-        lo_ = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(s_));                          \
-        hi_ = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(s_, 1));                     \
-        memcpy((OUT), &lo_, 4);                                                                 \
-        memcpy((OUT) + 4, &hi_, 4);                                                             \
-    } while (0)
-
-/* The order-0 fast loop with the 32 states in four vectors: two gathers
- * (entry and symbol, same index) per 8 symbols, renormalisation by a lane
- * permutation of the next 8 words. Four independent vectors keep the gather
- * latency hidden. Same margin as the scalar loop; returns how many symbols it
- * decoded (a multiple of 32) and advances *pp. The symbol gather reads 4
- * bytes at sym + slot, so sym has 3 bytes of slack. */
-__attribute__((target("avx2,popcnt"))) static size_t
-decode_o0_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec, const uint8_t **pp,
-               const uint8_t *end, uint32_t x[RANS_O0_STATES], uint8_t *dst, size_t n) {
-    const uint8_t *p = *pp;
-    const __m256i slot_mask = _mm256_set1_epi32((int)((1u << prec) - 1));
-    const __m256i low16 = _mm256_set1_epi32(0xffff), zero = _mm256_setzero_si256();
-    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                          -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
-                                          -1, -1, -1, -1);
-    const __m128i shift = _mm_cvtsi32_si128((int)prec);
-    __m256i X0 = RANS_LD256(x);
-    __m256i X1 = RANS_LD256((x + 8));
-    __m256i X2 = RANS_LD256((x + 16));
-    __m256i X3 = RANS_LD256((x + 24));
-    size_t i = 0;
-    /* A round reads at most 32 words; each step's 16-byte load stays inside. */
-    while (n - i >= RANS_O0_STATES && end - p >= 2 * RANS_O0_STATES) {
-        RANS_AVX2_STEP(X0, dst + i);
-        RANS_AVX2_STEP(X1, dst + i + 8);
-        RANS_AVX2_STEP(X2, dst + i + 16);
-        RANS_AVX2_STEP(X3, dst + i + 24);
-        i += RANS_O0_STATES;
-    }
-    RANS_ST256(x, X0);
-    RANS_ST256((x + 8), X1);
-    RANS_ST256((x + 16), X2);
-    RANS_ST256((x + 24), X3);
-    *pp = p;
-    return i;
-}
-
-/* AVX-512: the 32 states in two vectors of 16. The renormalisation words go
- * to the needing lanes in lane order by an expand, so no lane table. */
-#define RANS_AVX512_RENORM(X)                                                                   \
-    do {                                                                                        \
-        __mmask16 k_ = _mm512_cmplt_epu32_mask(X, lim);                                         \
-        __m512i w_ = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)); \
-        X = _mm512_mask_or_epi32(X, k_, _mm512_slli_epi32(X, 16), _mm512_maskz_expand_epi32(k_, w_)); \
-        p += 2 * (unsigned)__builtin_popcount(k_);                                              \
-    } while (0)
-
-/* Split table: two gathers (entry, symbol) per 16 symbols. */
-#define RANS_AVX512_STEP(X, OUT)                                                                \
-    do {                                                                                        \
-        __m512i slot_ = _mm512_and_si512(X, slot_mask);                                         \
-        __m512i e_ = _mm512_i32gather_epi32(slot_, (const void *)tab, 4);                       \
-        __m512i s_ = _mm512_i32gather_epi32(slot_, (const void *)sym, 1);                       \
-        X = _mm512_add_epi32(                                                                   \
-            _mm512_mullo_epi32(_mm512_srli_epi32(e_, 16), _mm512_srl_epi32(X, shift)),          \
-            _mm512_and_si512(e_, low16));                                                       \
-        RANS_AVX512_RENORM(X);                                                                  \
-        _mm_storeu_si128((__m128i *)(void *)(OUT), _mm512_cvtepi32_epi8(s_));                   \
-    } while (0)
-
-/* Packed table: one gather per 16 symbols. */
-#define RANS_AVX512_STEP_PACKED(X, OUT)                                                         \
-    do {                                                                                        \
-        __m512i e_ = _mm512_i32gather_epi32(_mm512_and_si512(X, slot_mask), (const void *)tab, 4); \
-        X = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(e_, 12), m12), \
-                                                _mm512_srl_epi32(X, shift)),                    \
-                             _mm512_and_si512(e_, m12));                                        \
-        RANS_AVX512_RENORM(X);                                                                  \
-        _mm_storeu_si128((__m128i *)(void *)(OUT), _mm512_cvtepi32_epi8(_mm512_srli_epi32(e_, 24))); \
-    } while (0)
-
-/* Both loops: rounds of 32 symbols while a round's 64 bytes of words are
- * there (each step loads 32 bytes at p, p moves at most 32 in between);
- * return how many symbols they decoded and advance *pp. sym (split table)
- * has 3 bytes of slack as for the AVX2 loop; tab == packed when sym is NULL. */
-__attribute__((target("avx512f,avx512bw,popcnt"))) static size_t
-decode_o0_avx512(const uint32_t *tab, const uint8_t *sym, unsigned prec, const uint8_t **pp,
-                 const uint8_t *end, uint32_t x[RANS_O0_STATES], uint8_t *dst, size_t n) {
-    const uint8_t *p = *pp;
-    const __m512i slot_mask = _mm512_set1_epi32((int)((1u << prec) - 1));
-    const __m512i low16 = _mm512_set1_epi32(0xffff), lim = _mm512_set1_epi32((int)RANS_L);
-    const __m512i m12 = _mm512_set1_epi32((1 << RANS_PACK_PREC) - 1);
-    const __m128i shift = _mm_cvtsi32_si128((int)prec);
-    __m512i X0 = _mm512_loadu_si512(x), X1 = _mm512_loadu_si512(x + 16);
-    size_t i = 0;
-    if (sym) {
-        while (n - i >= RANS_O0_STATES && end - p >= 2 * RANS_O0_STATES) {
-            RANS_AVX512_STEP(X0, dst + i);
-            RANS_AVX512_STEP(X1, dst + i + 16);
-            i += RANS_O0_STATES;
-        }
-    } else {
-        while (n - i >= RANS_O0_STATES && end - p >= 2 * RANS_O0_STATES) {
-            RANS_AVX512_STEP_PACKED(X0, dst + i);
-            RANS_AVX512_STEP_PACKED(X1, dst + i + 16);
-            i += RANS_O0_STATES;
-        }
-    }
-    _mm512_storeu_si512(x, X0);
-    _mm512_storeu_si512(x + 16, X1);
-    *pp = p;
-    return i;
-}
-
 /* The checked scalar loop over a packed table (what the AVX-512 loop leaves). */
 static ptwm_error decode_o0_packed_tail(const uint32_t *tab, unsigned prec, const uint8_t *p,
                                         const uint8_t *end, uint32_t x[RANS_O0_STATES],
@@ -1460,7 +1011,6 @@ static ptwm_error decode_o0_packed_tail(const uint32_t *tab, unsigned prec, cons
     }
     return check_end(p, end, x, RANS_O0_STATES);
 }
-#endif
 
 static ptwm_error decode_o0_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
                                 unsigned prec, const uint8_t *p, const uint8_t *end,
@@ -1495,6 +1045,8 @@ static ptwm_error decode_o0(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, s
     uint32_t freq[256], x[RANS_O0_STATES];
     uint32_t *tab;
     uint8_t *sym;
+    size_t done;
+    const ptwm_kernels *k = ptwm_kern();
     ptwm_error e = freqtab_read(c, prec, freq);
     if (e) return e;
     e = read_states(c, x, RANS_O0_STATES);
@@ -1504,26 +1056,16 @@ static ptwm_error decode_o0(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, s
     if (!tab) return PTWM_ERR_NOMEM;
     sym = (uint8_t *)(tab + ((size_t)1 << prec));
     memset(sym + ((size_t)1 << prec), 0, 4);
-#ifdef RANS_AVX2
-    if (rans_isa() >= 2) {
-        /* Precision 12 or less fits the packed table: one gather, not two. */
-        int packed = dtab_packs(freq, prec);
-        size_t done;
-        if (packed) build_dtab_packed(freq, tab);
-        else build_dtab(freq, prec, tab, sym);
-        done = decode_o0_avx512(tab, packed ? NULL : sym, prec, &c->p, c->end, x, dst, n);
-        if (packed) return decode_o0_packed_tail(tab, prec, c->p, c->end, x, dst + done, n - done);
-        return decode_o0_run(tab, sym, prec, c->p, c->end, x, dst + done, n - done);
+    /* Precision 12 or less fits the packed table: one gather, not two. */
+    if (k->rans_dec_o0_packed && dtab_packs(freq, prec)) {
+        build_dtab_packed(freq, tab);
+        done = k->rans_dec_o0_packed(tab, NULL, prec, &c->p, c->end, x, dst, n);
+        return decode_o0_packed_tail(tab, prec, c->p, c->end, x, dst + done, n - done);
     }
-#endif
     build_dtab(freq, prec, tab, sym);
-#ifdef RANS_AVX2
-    if (rans_have_avx2()) {
-        size_t done = decode_o0_avx2(tab, sym, prec, &c->p, c->end, x, dst, n);
-        dst += done;
-        n -= done;
-    }
-#endif
+    done = k->rans_dec_o0(tab, sym, prec, &c->p, c->end, x, dst, n);
+    dst += done;
+    n -= done;
     return decode_o0_run(tab, sym, prec, c->p, c->end, x, dst, n);
 }
 
@@ -1539,71 +1081,6 @@ static ptwm_error decode_o0(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, s
         (C) = s_;                                                                               \
     } while (0)
 
-#ifdef RANS_AVX2
-/* One vector step of order 1: 8 states X with contexts C (previous symbols
- * of their segments, lanes = segments 8v..8v+7) decode symbol j of each. */
-#define RANS_AVX2_STEP1(X, C, V)                                                                \
-    do {                                                                                        \
-        __m256i idx_ = _mm256_or_si256(_mm256_sll_epi32(C, shift),                             \
-                                       _mm256_and_si256(X, slot_mask));                        \
-        __m256i e_ = _mm256_i32gather_epi32((const void *)tab, idx_, 4);                        \
-        unsigned k_;                                                                            \
-        uint64_t lo_;                                                                           \
-        __m256i out_;                                                                           \
-        C = _mm256_and_si256(_mm256_i32gather_epi32((const void *)sym, idx_, 1), low8);         \
-        RANS_AVX2_ADVANCE(X, e_);                                                               \
-        /* bytes out through a register: a vector store read back bytewise                      \
-         * would stall store forwarding */                                                      \
-        out_ = _mm256_shuffle_epi8(C, pick);                                                    \
-        lo_ = (uint64_t)(uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(out_)) |             \
-              (uint64_t)(uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(out_, 1)) << 32;   \
-        for (k_ = 0; k_ < 8; k_++) dst[(size_t)(8 * (V) + k_) * q + j] = (uint8_t)(lo_ >> 8 * k_); \
-    } while (0)
-
-/* The order-1 fast loop, 32 segments in four vectors; two gathers per 8
- * symbols (entry, symbol) at (context << prec) + slot. Returns the steps
- * done. */
-__attribute__((target("avx2,popcnt"))) static size_t
-decode_o1_avx2(const uint32_t *tab, const uint8_t *sym, unsigned prec,
-               const uint8_t **pp, const uint8_t *end, uint32_t x[RANS_STATES],
-               uint32_t ctx[RANS_STATES], uint8_t *dst, size_t q) {
-    const uint8_t *p = *pp;
-    const __m256i slot_mask = _mm256_set1_epi32((int)((1u << prec) - 1));
-    const __m256i low16 = _mm256_set1_epi32(0xffff), low8 = _mm256_set1_epi32(0xff);
-    const __m256i zero = _mm256_setzero_si256();
-    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                          -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
-                                          -1, -1, -1, -1);
-    const __m128i shift = _mm_cvtsi32_si128((int)prec);
-    __m256i X0 = RANS_LD256(x);
-    __m256i X1 = RANS_LD256((x + 8));
-    __m256i X2 = RANS_LD256((x + 16));
-    __m256i X3 = RANS_LD256((x + 24));
-    __m256i C0 = RANS_LD256(ctx);
-    __m256i C1 = RANS_LD256((ctx + 8));
-    __m256i C2 = RANS_LD256((ctx + 16));
-    __m256i C3 = RANS_LD256((ctx + 24));
-    size_t j = 0;
-    while (j < q && end - p >= 2 * RANS_STATES) {
-        RANS_AVX2_STEP1(X0, C0, 0);
-        RANS_AVX2_STEP1(X1, C1, 1);
-        RANS_AVX2_STEP1(X2, C2, 2);
-        RANS_AVX2_STEP1(X3, C3, 3);
-        j++;
-    }
-    RANS_ST256(x, X0);
-    RANS_ST256((x + 8), X1);
-    RANS_ST256((x + 16), X2);
-    RANS_ST256((x + 24), X3);
-    RANS_ST256(ctx, C0);
-    RANS_ST256((ctx + 8), C1);
-    RANS_ST256((ctx + 16), C2);
-    RANS_ST256((ctx + 24), C3);
-    *pp = p;
-    return j;
-}
-#endif
-
 static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *restrict sym,
                                 unsigned prec, const uint8_t *p,
                                 const uint8_t *end, uint32_t x[RANS_STATES],
@@ -1612,9 +1089,7 @@ static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *res
     size_t q = n / RANS_STATES, j = 0;
     int k, g;
     memset(ctx, 0, sizeof(ctx));
-#ifdef RANS_AVX2
-    if (rans_have_avx2()) j = decode_o1_avx2(tab, sym, prec, &p, end, x, ctx, dst, q);
-#endif
+    j = ptwm_kern()->rans_dec_o1(tab, sym, prec, &p, end, x, ctx, dst, q);
     /* One step reads at most 32 words; eight states at a time in registers. */
     while (j < q && end - p >= 2 * RANS_STATES) {
         for (g = 0; g < RANS_STATES; g += 8) {

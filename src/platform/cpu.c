@@ -2,11 +2,12 @@
  *
  * Detection runs once (pthread_once) with CPUID and XGETBV: a feature counts
  * only when the OS saves its registers (YMM for AVX2, ZMM and mask registers
- * for AVX-512), as libdeflate's cpu_features.c does. The answer kernels read
- * is ptwm_cpu_allowed: the detected features limited to those of the capped
- * level, with PTWM_CPU_KNOWN set. Setting a cap stores a new word; kernels
- * load it with each call, so the change reaches every later call without a
- * lock, and a call already running keeps what it chose. */
+ * for AVX-512), as libdeflate's cpu_features.c does. The detected features
+ * give the best level; the kernel table of every level is filled then, and
+ * the one of the capped level is published (kernels.h). Setting a cap
+ * publishes another table; kernels are looked up with each call, so the
+ * change reaches every later call without a lock, and a call already
+ * running keeps what it chose. */
 #include "cpu.h"
 
 #include <pthread.h>
@@ -16,7 +17,32 @@
 #include <cpuid.h>
 #endif
 
-unsigned ptwm_cpu_allowed; /* 0 until detection has run */
+#define PTWM_CPU_SSSE3 (1u << 0)
+#define PTWM_CPU_POPCNT (1u << 1)
+#define PTWM_CPU_AVX2 (1u << 2)
+#define PTWM_CPU_BMI2 (1u << 3)
+#define PTWM_CPU_F16C (1u << 4)
+#define PTWM_CPU_AVX512F (1u << 5)
+#define PTWM_CPU_AVX512BW (1u << 6)
+#define PTWM_CPU_AVX512CD (1u << 7)
+#define PTWM_CPU_AVX512DQ (1u << 8)
+#define PTWM_CPU_AVX512VL (1u << 9)
+#define PTWM_CPU_AVX512VBMI (1u << 10)
+#define PTWM_CPU_AVX512VBMI2 (1u << 11)
+/* The rest of x86-64-v3 (FMA, BMI1, LZCNT, MOVBE): no kernel names them, but
+ * the compiler may use them in a copy built for arch=x86-64-v4. */
+#define PTWM_CPU_V3REST (1u << 12)
+
+/* The features of levels AVX2 and AVX512 as ptwm.h defines them (what the
+ * copies of PTWM_VEC_VARIANTS may use). */
+#define PTWM_CPU_LEVEL_AVX2                                                           \
+    (PTWM_CPU_SSSE3 | PTWM_CPU_POPCNT | PTWM_CPU_AVX2 | PTWM_CPU_BMI2 | PTWM_CPU_F16C | \
+     PTWM_CPU_V3REST)
+#define PTWM_CPU_LEVEL_AVX512 (PTWM_CPU_LEVEL_AVX2 | PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | \
+                               PTWM_CPU_AVX512CD | PTWM_CPU_AVX512DQ | PTWM_CPU_AVX512VL)
+
+const ptwm_kernels *ptwm_kernels_active; /* NULL until detection has run */
+static ptwm_kernels cpu_tables[PTWM_ISA_BEST + 1];
 static unsigned cpu_detected;
 static int cpu_cap = PTWM_ISA_BEST;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
@@ -88,23 +114,25 @@ static int cpu_best(void) {
 
 static void cpu_publish(void) {
     int l = PTWM_MIN(cpu_best(), __atomic_load_n(&cpu_cap, __ATOMIC_RELAXED));
-    __atomic_store_n(&ptwm_cpu_allowed, (cpu_detected & level_features[l]) | PTWM_CPU_KNOWN,
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&ptwm_kernels_active, &cpu_tables[l], __ATOMIC_RELEASE);
 }
 
 static void cpu_init(void) {
     const char *env = getenv("PTWM_ISA");
     ptwm_isa cap;
+    int l;
     cpu_detected = cpu_detect();
+    /* Levels above the CPU's best are never published. */
+    for (l = 0; l <= cpu_best(); l++) ptwm_kernels_fill(&cpu_tables[l], (ptwm_isa)l);
     /* An unknown name asks for a cap all the same: the safest one. */
     if (env && *env)
         cpu_cap = ptwm_isa_from_name(env, &cap, NULL) == PTWM_OK ? (int)cap : PTWM_ISA_SCALAR;
     cpu_publish();
 }
 
-unsigned ptwm_cpu_features_slow(void) {
+const ptwm_kernels *ptwm_kern_slow(void) {
     pthread_once(&cpu_once, cpu_init);
-    return __atomic_load_n(&ptwm_cpu_allowed, __ATOMIC_RELAXED);
+    return __atomic_load_n(&ptwm_kernels_active, __ATOMIC_ACQUIRE);
 }
 
 ptwm_isa ptwm_set_isa_limit(ptwm_isa level) {
@@ -118,8 +146,7 @@ ptwm_isa ptwm_set_isa_limit(ptwm_isa level) {
 }
 
 ptwm_isa ptwm_isa_level(void) {
-    pthread_once(&cpu_once, cpu_init);
-    return (ptwm_isa)PTWM_MIN(cpu_best(), __atomic_load_n(&cpu_cap, __ATOMIC_RELAXED));
+    return ptwm_kern()->level;
 }
 
 const char *ptwm_isa_name(ptwm_isa level) {

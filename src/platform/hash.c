@@ -1,5 +1,5 @@
 /* CRC32 and XXH3-128 wrappers; see hash.h. XXH3 runs through hash_avx2.c
- * when the CPU has AVX2 and the cap allows it, else through libxxhash. */
+ * where the kernel table (kernels.h) says so, else through libxxhash. */
 #include "hash.h"
 
 #include <isa-l/crc.h>
@@ -15,31 +15,21 @@ uint32_t ptwm_crc32(uint32_t crc, const void *p, size_t n) {
 }
 
 int ptwm_xxh128_have_avx2(void) {
-    return ptwm_cpu_has(PTWM_CPU_AVX2);
+    return ptwm_kern()->level >= PTWM_ISA_AVX2;
 }
 
 int ptwm_xxh128_have_avx512(void) {
-    return ptwm_cpu_has(PTWM_CPU_AVX2 | PTWM_CPU_AVX512F);
+    return ptwm_kern()->level >= PTWM_ISA_AVX512;
 }
 
 /* A state is made, reset and freed by one implementation (h->vec says
- * which). Updates of a hash_avx2.c state take the best loops the cap allows
- * at each call (AVX-512, AVX2 or baseline); a libxxhash state, made while
- * the cap was below AVX2, stays with libxxhash. */
-#ifdef PTWM_HASH_AVX2
-#define USE_AVX2() ptwm_xxh128_have_avx2()
-#define USE_AVX512() ptwm_xxh128_have_avx512()
-#else
-/* No AVX2 forms in this build: the branches that would call them are dead. */
-#define USE_AVX2() 0
-#define USE_AVX512() 0
-#define ptwm_xxh128_avx512_oneshot(p, n, out) ((void)0)
-#define ptwm_xxh128_avx512_update(s, p, n) ((void)0)
-#define ptwm_xxh128_avx2_oneshot(p, n, out) ((void)0)
+ * which). Updates of a hash_avx2.c state take the loops of the kernel table
+ * in effect at each call (AVX-512, AVX2 or baseline); a libxxhash state,
+ * made while the cap was below AVX2, stays with libxxhash. */
+#ifndef PTWM_CPU_X86
+/* No AVX2 forms in this build: no state is ever made by them. */
 #define ptwm_xxh128_avx2_create() NULL
 #define ptwm_xxh128_avx2_reset(s) ((void)0)
-#define ptwm_xxh128_avx2_update(s, p, n) ((void)0)
-#define ptwm_xxh128_base_update(s, p, n) ((void)0)
 #define ptwm_xxh128_avx2_digest(s, out) ((void)0)
 #define ptwm_xxh128_avx2_free(s) ((void)0)
 #endif
@@ -52,7 +42,7 @@ static void canonical(XXH128_hash_t v, uint8_t out[16]) {
 
 ptwm_error ptwm_xxh128_begin(ptwm_xxh128 *h, ptwm_err *err) {
     if (!h->state) {
-        h->vec = USE_AVX2();
+        h->vec = ptwm_kern()->xxh_vec;
         h->state = h->vec ? ptwm_xxh128_avx2_create() : (void *)XXH3_createState();
         if (!h->state) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for an XXH3 state");
     }
@@ -68,12 +58,8 @@ void ptwm_xxh128_update(ptwm_xxh128 *h, const void *p, size_t n) {
     if (!h->state || !n) return;
     if (!h->vec)
         XXH3_128bits_update((XXH3_state_t *)h->state, p, n);
-    else if (USE_AVX512())
-        ptwm_xxh128_avx512_update(h->state, p, n);
-    else if (USE_AVX2())
-        ptwm_xxh128_avx2_update(h->state, p, n);
     else
-        ptwm_xxh128_base_update(h->state, p, n);
+        ptwm_kern()->xxh_vec_update(h->state, p, n);
 }
 
 void ptwm_xxh128_digest(const ptwm_xxh128 *h, uint8_t out[16]) {
@@ -99,13 +85,12 @@ void ptwm_xxh128_free(ptwm_xxh128 *h) {
     h->state = NULL;
 }
 
+void ptwm_xxh128_scalar_oneshot(const void *p, size_t n, uint8_t out[16]) {
+    canonical(XXH3_128bits(p, n), out);
+}
+
 void ptwm_xxh128_oneshot(const void *p, size_t n, uint8_t out[16]) {
-    if (USE_AVX512())
-        ptwm_xxh128_avx512_oneshot(p, n, out);
-    else if (USE_AVX2())
-        ptwm_xxh128_avx2_oneshot(p, n, out);
-    else
-        canonical(XXH3_128bits(p, n), out);
+    ptwm_kern()->xxh_oneshot(p, n, out);
 }
 
 const char *ptwm_hex128(const uint8_t h[16], char buf[33]) {

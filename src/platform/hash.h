@@ -8,7 +8,7 @@
 #define PTWM_HASH_H
 
 #include "common.h"
-#include "cpu.h"
+#include "kernels.h"
 
 /* CRC32 (IEEE, as zlib): pass 0 to start, the previous value to continue. */
 uint32_t ptwm_crc32(uint32_t crc, const void *p, size_t n);
@@ -31,28 +31,23 @@ void ptwm_xxh128_free(ptwm_xxh128 *h);
 /* One-shot form. */
 void ptwm_xxh128_oneshot(const void *p, size_t n, uint8_t out[16]);
 
-/* The functions above use hash_avx2.c when the CPU has AVX2 and the cap
- * (cpu.h) allows it (its AVX-512 loops where AVX-512F is allowed; asked at
- * each call), else libxxhash. Tests call both paths directly; callers of
- * the AVX2 forms check ptwm_xxh128_have_avx2() first. */
+/* The functions above use hash_avx2.c at level AVX2 and above (its AVX-512
+ * loops from level AVX512; the kernel table is asked at each call), else
+ * libxxhash. Tests call both paths directly; callers of the AVX2 forms check
+ * ptwm_xxh128_have_avx2() first. The one-shot and update forms are declared
+ * in kernels.h. */
 int ptwm_xxh128_have_avx2(void);
 int ptwm_xxh128_have_avx512(void);
 #ifdef PTWM_CPU_X86
-#define PTWM_HASH_AVX2 1
-void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
 /* An opaque XXH3 state, NULL when out of memory; reset before the first update. */
 void *ptwm_xxh128_avx2_create(void);
 void ptwm_xxh128_avx2_reset(void *s);
-void ptwm_xxh128_avx2_update(void *s, const void *p, size_t n);
-/* The same update with the baseline loops, for a state made here when the
- * cap has since dropped below AVX2. */
-void ptwm_xxh128_base_update(void *s, const void *p, size_t n);
+/* ptwm_xxh128_base_update: the update with the baseline loops, for a state
+ * made here when the cap has since dropped below AVX2. The AVX-512 forms
+ * give the same values (on a state from _avx2_create); callers check
+ * ptwm_xxh128_have_avx512() first. */
 void ptwm_xxh128_avx2_digest(const void *s, uint8_t out[16]);
 void ptwm_xxh128_avx2_free(void *s);
-/* The AVX-512 stripe loops (same values; a state from _avx2_create);
- * callers check ptwm_xxh128_have_avx512() first. */
-void ptwm_xxh128_avx512_oneshot(const void *p, size_t n, uint8_t out[16]);
-void ptwm_xxh128_avx512_update(void *s, const void *p, size_t n);
 #endif
 /* Lowercase hex of 16 bytes into buf (33 bytes). */
 const char *ptwm_hex128(const uint8_t h[16], char buf[33]);

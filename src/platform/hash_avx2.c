@@ -8,12 +8,12 @@
  * xxh_x86dispatch.c does it: XXH_X86DISPATCH, XXH_DISPATCH_AVX2/AVX512,
  * XXH_TARGET_AVX2/AVX512. XXH_VECTOR stays at the baseline, so the rest of
  * the build keeps its flags; only the functions marked AVX2_FN or AVX512_FN
- * below run vector code, and hash.c calls them only after checking the
- * CPU. XXH3 defines its result independently of the vector width, so the
+ * below run vector code, and only the kernel table (kernels.c) of a level
+ * that has them points at them. XXH3 defines its result independently of the vector width, so the
  * values equal libxxhash's (test_hash compares them). */
 #include "hash.h"
 
-#ifdef PTWM_HASH_AVX2
+#ifdef PTWM_CPU_X86
 #define XXH_INLINE_ALL
 /* As in xxh_x86dispatch.c: accumulators and secrets 64-byte aligned. The
  * AVX2 kernels load and store the accumulators with aligned 32-byte moves;

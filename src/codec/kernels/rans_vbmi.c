@@ -1,0 +1,146 @@
+/* rANS kernels of level AVX512VBMI (see rans.c): the order-0 encoder
+ * without gathers, and the scan for symbols a sample missed. */
+#include "rans_kernels.h"
+
+#ifdef PTWM_CPU_X86
+#include <immintrin.h>
+
+/* AVX-512 VBMI: the table lookups without gathers (gathers bound the AVX2
+ * loop: about two cycles a symbol on Zen 4). The two tables are kept as
+ * eight byte planes of 256 entries; a byte permute over two registers looks
+ * up 128 entries for 64 symbols at once, so a plane costs two permutes and a
+ * blend per 64 symbols, and byte unpacks turn the planes back into 32-bit
+ * lanes. The symbols are permuted first so that the unpacks (which work
+ * within 128-bit lanes) leave group g (symbols 16g..16g+15) in lane order.
+ * Each group then codes as in the AVX2 loop, 16 states a vector; the words
+ * of the lanes that renormalise are compressed and stored below p with a
+ * mask, lower lanes at lower addresses, as the scalar encoder writes them. */
+typedef struct enc_planes {
+    uint8_t b[8][256]; /* rcp bytes 0..3, then fc bytes 0..3 */
+} enc_planes;
+
+static void build_planes(const enc_vsym *vt, enc_planes *pl) {
+    int s, k;
+    for (s = 0; s < 256; s++)
+        for (k = 0; k < 4; k++) {
+            pl->b[k][s] = (uint8_t)(vt->rcp[s] >> (8 * k));
+            pl->b[4 + k][s] = (uint8_t)(vt->fc[s] >> (8 * k));
+        }
+}
+
+/* 64 lookups in one byte plane. */
+#define ENC_LOOKUP(K)                                                                           \
+    _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(pl_[K][0], idx, pl_[K][1]),            \
+                           _mm512_permutex2var_epi8(pl_[K][2], idx, pl_[K][3]))
+
+/* One group of 16 symbols on the vector X of 16 states: RC and FC hold the
+ * group's table entries. */
+#define RANS_ENC_AVX512(X, RC, FC)                                                              \
+    do {                                                                                        \
+        __m512i f_ = _mm512_srli_epi32(FC, 16);                                                 \
+        __m512i xm_ = _mm512_sll_epi32(f_, xshift);                                             \
+        __mmask16 k_ = _mm512_cmpge_epu32_mask(X, xm_) & ~_mm512_cmpeq_epi32_mask(xm_, zero);   \
+        unsigned c_ = (unsigned)__builtin_popcount((unsigned)k_);                               \
+        __m256i w_ = _mm256_maskz_compress_epi16((__mmask16)k_, _mm512_cvtepi32_epi16(X));      \
+        __m512i sh_, ev_, od_, q_;                                                              \
+        p -= 2 * (size_t)c_;                                                                    \
+        _mm256_mask_storeu_epi16((void *)p, (__mmask16)((1u << c_) - 1), w_);                   \
+        X = _mm512_mask_srli_epi32(X, k_, X, 16);                                               \
+        sh_ = _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(           \
+                                   _mm512_cvtepi32_ps(_mm512_sub_epi32(f_, one))), 23), c126),  \
+                               zero);                                                           \
+        ev_ = _mm512_add_epi64(_mm512_srli_epi64(_mm512_mul_epu32(X, RC), 32),                  \
+                               _mm512_and_si512(X, lo32));                                      \
+        ev_ = _mm512_srlv_epi64(ev_, _mm512_and_si512(sh_, lo32));                              \
+        od_ = _mm512_add_epi64(_mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(X, 32),     \
+                                                                  _mm512_srli_epi64(RC, 32)), 32), \
+                               _mm512_srli_epi64(X, 32));                                       \
+        od_ = _mm512_srlv_epi64(od_, _mm512_srli_epi64(sh_, 32));                               \
+        q_ = _mm512_mask_blend_epi32((__mmask16)0xAAAA, ev_, _mm512_slli_epi64(od_, 32));       \
+        X = _mm512_add_epi32(_mm512_add_epi32(X, _mm512_mullo_epi32(q_, _mm512_sub_epi32(mm, f_))), \
+                             _mm512_and_si512(FC, lo16));                                       \
+    } while (0)
+
+/* Four 32-bit vectors (groups 0..3) from four byte planes B0..B3 of the
+ * permuted lookups. */
+#define ENC_ASSEMBLE(B0, B1, B2, B3, OUT)                                                       \
+    do {                                                                                        \
+        __m512i l01_ = _mm512_unpacklo_epi8(B0, B1), h01_ = _mm512_unpackhi_epi8(B0, B1);       \
+        __m512i l23_ = _mm512_unpacklo_epi8(B2, B3), h23_ = _mm512_unpackhi_epi8(B2, B3);       \
+        OUT[0] = _mm512_unpacklo_epi16(l01_, l23_);                                             \
+        OUT[1] = _mm512_unpackhi_epi16(l01_, l23_);                                             \
+        OUT[2] = _mm512_unpacklo_epi16(h01_, h23_);                                             \
+        OUT[3] = _mm512_unpackhi_epi16(h01_, h23_);                                             \
+    } while (0)
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt"))) static size_t
+encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec,
+               uint32_t x[RANS_O0_STATES], ewriter *w) {
+    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
+    const __m512i c126 = _mm512_set1_epi32(126), lo16 = _mm512_set1_epi32(0xffff);
+    const __m512i lo32 = _mm512_set1_epi64(0xffffffff);
+    const __m512i mm = _mm512_set1_epi32((int)(1u << prec));
+    const __m128i xshift = _mm_cvtsi32_si128((int)(32 - prec));
+    /* Position 16L + 4j + t takes symbol 16j + 4L + t: after the unpacks,
+     * vector j holds symbols 16j..16j+15 in order. */
+    uint8_t order[64];
+    __m512i pl_[8][4], perm, X0, X1;
+    uint8_t *p = w->p;
+    int k, q;
+    for (k = 0; k < 64; k++) order[k] = (uint8_t)(16 * ((k >> 2) & 3) + 4 * (k >> 4) + (k & 3));
+    perm = _mm512_loadu_si512(order);
+    for (k = 0; k < 8; k++)
+        for (q = 0; q < 4; q++) pl_[k][q] = _mm512_loadu_si512(pl->b[k] + 64 * q);
+    X0 = _mm512_loadu_si512(x);
+    X1 = _mm512_loadu_si512(x + 16);
+    /* Two rounds a step (64 symbols); a round writes at most 64 bytes. */
+    for (; i >= 2 * RANS_O0_STATES && p - w->lim >= 2 * ENC_ROUND_MARGIN; i -= 2 * RANS_O0_STATES) {
+        __m512i idx = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(src + i - 64));
+        __mmask64 top = _mm512_movepi8_mask(idx);
+        __m512i rc[4], fc[4];
+        {
+            __m512i b0 = ENC_LOOKUP(0), b1 = ENC_LOOKUP(1), b2 = ENC_LOOKUP(2), b3 = ENC_LOOKUP(3);
+            ENC_ASSEMBLE(b0, b1, b2, b3, rc);
+        }
+        {
+            __m512i b0 = ENC_LOOKUP(4), b1 = ENC_LOOKUP(5), b2 = ENC_LOOKUP(6), b3 = ENC_LOOKUP(7);
+            ENC_ASSEMBLE(b0, b1, b2, b3, fc);
+        }
+        /* Backwards, as the scalar loop: the later round first, and in a
+         * round the higher states first. */
+        RANS_ENC_AVX512(X1, rc[3], fc[3]);
+        RANS_ENC_AVX512(X0, rc[2], fc[2]);
+        RANS_ENC_AVX512(X1, rc[1], fc[1]);
+        RANS_ENC_AVX512(X0, rc[0], fc[0]);
+    }
+    _mm512_storeu_si512(x, X0);
+    _mm512_storeu_si512(x + 16, X1);
+    w->p = p;
+    return i;
+}
+
+/* What the 64-symbol steps leave goes through the AVX2 loop (same bytes). */
+size_t ptwm_rans_enc_o0_vbmi(const uint8_t *src, size_t i, const enc_vsym *vt, unsigned prec,
+                             uint32_t *x, ewriter *w) {
+    enc_planes pl;
+    build_planes(vt, &pl);
+    i = encode_o0_vbmi(src, i, &pl, prec, x, w);
+    return ptwm_rans_enc_o0_avx2(src, i, vt, prec, x, w);
+}
+
+/* rans.c's skip_seen (the next 64-byte block holding a symbol marked in
+ * `absent`), 64 bytes a step: the flag table is four vectors, looked up by
+ * two byte permutes and the symbol's top bit. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t
+ptwm_skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]) {
+    const __m512i t0 = _mm512_loadu_si512(absent), t1 = _mm512_loadu_si512(absent + 64);
+    const __m512i t2 = _mm512_loadu_si512(absent + 128), t3 = _mm512_loadu_si512(absent + 192);
+    for (; n - i >= 64; i += 64) {
+        __m512i v = _mm512_loadu_si512(src + i);
+        __m512i lo = _mm512_permutex2var_epi8(t0, v, t1), hi = _mm512_permutex2var_epi8(t2, v, t3);
+        __m512i r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), lo, hi);
+        if (_mm512_test_epi8_mask(r, r)) break;
+    }
+    return i;
+}
+#endif

@@ -1,0 +1,178 @@
+/* The kernel table: for every kernel with CPU-specific forms, the form the
+ * instruction-set cap allows (docs/ARCHITECTURE.md, "Instruction sets").
+ *
+ * One table per level is filled once, from the lines of kernels.c, when the
+ * CPU is first detected; setting a cap (ptwm_set_isa_limit, PTWM_ISA) points
+ * ptwm_kern() at another table. A caller loads the pointer once per call and
+ * calls through it: a call already running keeps the kernels it chose.
+ *
+ * Each variant lives in a file named for the level whose table line picks it
+ * (src/codec/kernels/rans_avx2.c, src/load/widen_avx2.c, ...); the plain C
+ * forms stay in their module. Kernels named "a prefix" process what their
+ * vector loop can and return how far they got: the module's plain loop does
+ * the rest, so their plain form is a stub returning where it started. */
+#ifndef PTWM_KERNELS_H
+#define PTWM_KERNELS_H
+
+#include "common.h"
+
+/* The one guard of x86 SIMD code: PTWM_NO_SIMD (the portable build) or a
+ * compiler or target without x86 intrinsics leaves it undefined, and no
+ * CPU-specific kernel is compiled at all. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PTWM_NO_SIMD)
+#define PTWM_CPU_X86 1
+#endif
+
+struct rans_vsym;
+struct rans_ewriter;
+struct huf_state;
+struct sign_writer;
+struct sign_reader;
+typedef struct ptwm_widen_impl ptwm_widen_impl;
+
+/* rANS (rans.c): all prefix kernels over the 32 interleaved states. */
+typedef size_t (*ptwm_rans_dec_o0_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
+                                      const uint8_t **pp, const uint8_t *end, uint32_t *x,
+                                      uint8_t *dst, size_t n);
+typedef size_t (*ptwm_rans_dec_o1_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
+                                      const uint8_t **pp, const uint8_t *end, uint32_t *x,
+                                      uint32_t *ctx, uint8_t *dst, size_t q);
+/* The encoder runs backwards: from symbol i down; returns where it stopped. */
+typedef size_t (*ptwm_rans_enc_o0_fn)(const uint8_t *src, size_t i, const struct rans_vsym *vt,
+                                      unsigned prec, uint32_t *x, struct rans_ewriter *w);
+typedef size_t (*ptwm_skip_seen_fn)(const uint8_t *src, size_t i, size_t n,
+                                    const uint8_t absent[256]);
+
+/* Huffman (huffman.c): whole loops, not prefixes. */
+typedef void (*ptwm_huf_enc_fn)(const uint8_t *src, const size_t *begin, const uint32_t *ce,
+                                uint8_t *const *out, uint8_t *const *end);
+typedef void (*ptwm_huf_fast_fn)(struct huf_state *st, const uint16_t *table,
+                                 const uint64_t *mt);
+typedef void (*ptwm_huf_one_fn)(struct huf_state *st, unsigned s, const uint16_t *table,
+                                const uint64_t *mt);
+/* The decoder's fast loops, [multi-symbol table][11-bit table]: all four
+ * streams, and one stream for what is left. */
+typedef struct ptwm_huf_loops {
+    ptwm_huf_fast_fn fast[2][2];
+    ptwm_huf_one_fn one[2][2];
+} ptwm_huf_loops;
+typedef uint64_t (*ptwm_huf_bits_fn)(const uint8_t *src, size_t n, const uint8_t len[256]);
+
+/* Planes (planes.c): prefix kernels. */
+typedef size_t (*ptwm_sparse_compact_fn)(const uint8_t *src, size_t n, unsigned width,
+                                         uint8_t *bitmap, uint8_t *dst, size_t *jp,
+                                         struct sign_writer *sw);
+typedef size_t (*ptwm_sparse_expand_fn)(const uint8_t *src, const uint8_t *bitmap, size_t n,
+                                        unsigned width, uint8_t *dst, size_t *jp,
+                                        struct sign_reader *sr);
+typedef size_t (*ptwm_joint_split_fn)(const uint8_t *ex, const uint8_t *sm, size_t n,
+                                      const uint8_t rank[256], uint8_t *j, uint8_t *nib);
+typedef size_t (*ptwm_joint_merge_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *map,
+                                      size_t n, uint8_t *ex, uint8_t *sm);
+typedef size_t (*ptwm_joint_bf16_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
+                                     const uint8_t *mhi, size_t n, uint8_t *dst);
+
+/* The float-split and byte-plane loops (planes.c), whole. */
+typedef struct ptwm_plane_loops {
+    void (*split_bf16)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *sm);
+    void (*merge_bf16)(const uint8_t *ex, const uint8_t *sm, size_t n, uint8_t *dst);
+    void (*split_f16)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *hi, uint8_t *lo);
+    void (*merge_f16)(const uint8_t *ex, const uint8_t *hi, const uint8_t *lo, size_t n,
+                      uint8_t *dst);
+    void (*split_f32)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *p1, uint8_t *p2,
+                      uint8_t *p3);
+    void (*merge_f32)(const uint8_t *ex, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3,
+                      size_t n, uint8_t *dst);
+    void (*split_bytes)(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes);
+    void (*merge_bytes)(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst);
+} ptwm_plane_loops;
+
+typedef struct ptwm_kernels {
+    ptwm_isa level; /* the level this table was filled for */
+    ptwm_rans_dec_o0_fn rans_dec_o0;
+    /* The packed-table decoder (prec <= 12, one gather a step); NULL below
+     * AVX-512, where the split table is faster to build and as fast to read. */
+    ptwm_rans_dec_o0_fn rans_dec_o0_packed;
+    ptwm_rans_dec_o1_fn rans_dec_o1;
+    ptwm_rans_enc_o0_fn rans_enc_o0;
+    ptwm_skip_seen_fn skip_seen; /* a prefix; also whole in its plain form */
+    ptwm_huf_enc_fn huf_encode;
+    const struct ptwm_huf_loops *huf_loops;
+    ptwm_huf_bits_fn huf_bits;
+    const ptwm_plane_loops *plane_loops;
+    ptwm_sparse_compact_fn sparse_compact; /* widths 2 and 4 */
+    ptwm_sparse_expand_fn sparse_expand;
+    ptwm_joint_split_fn joint_split;
+    ptwm_joint_merge_fn joint_merge;
+    ptwm_joint_bf16_fn joint_bf16;
+    /* XXH3-128 (hash.c): one-shot, and the update of a state hash_avx2.c
+     * made (NULL without x86 SIMD); xxh_vec: begin makes such states. */
+    void (*xxh_oneshot)(const void *p, size_t n, uint8_t out[16]);
+    void (*xxh_vec_update)(void *s, const void *p, size_t n);
+    int xxh_vec;
+    const ptwm_widen_impl *widen; /* widen.c */
+} ptwm_kernels;
+
+/* The table of the level in effect (acquire: its lines are filled before
+ * the pointer is published). */
+extern const ptwm_kernels *ptwm_kernels_active;
+const ptwm_kernels *ptwm_kern_slow(void);
+PTWM_INLINE const ptwm_kernels *ptwm_kern(void) {
+    const ptwm_kernels *k = __atomic_load_n(&ptwm_kernels_active, __ATOMIC_ACQUIRE);
+    return likely(k != NULL) ? k : ptwm_kern_slow();
+}
+
+/* Fill the table of `level` (cpu.c, once per level at detection). */
+void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level);
+
+/* The variants, named <kernel>_<level>; the plain forms are
+ * declared here too, so that kernels.c can name them. */
+size_t ptwm_skip_seen_scalar(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]);
+void ptwm_huf_encode_scalar(const uint8_t *, const size_t *, const uint32_t *, uint8_t *const *,
+                            uint8_t *const *);
+uint64_t ptwm_huf_bits_scalar(const uint8_t *src, size_t n, const uint8_t len[256]);
+extern const ptwm_huf_loops ptwm_huf_loops_scalar;
+extern const ptwm_plane_loops ptwm_plane_loops_scalar;
+void ptwm_xxh128_scalar_oneshot(const void *p, size_t n, uint8_t out[16]);
+extern const ptwm_widen_impl ptwm_widen_scalar;
+#ifdef PTWM_CPU_X86
+size_t ptwm_rans_dec_o0_avx2(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
+                             const uint8_t *, uint32_t *, uint8_t *, size_t);
+size_t ptwm_rans_dec_o0_avx512(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
+                               const uint8_t *, uint32_t *, uint8_t *, size_t);
+size_t ptwm_rans_dec_o0_packed_avx512(const uint32_t *, const uint8_t *, unsigned,
+                                      const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
+                                      size_t);
+size_t ptwm_rans_dec_o1_avx2(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
+                             const uint8_t *, uint32_t *, uint32_t *, uint8_t *, size_t);
+size_t ptwm_rans_enc_o0_avx2(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
+                             uint32_t *, struct rans_ewriter *);
+size_t ptwm_rans_enc_o0_vbmi(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
+                             uint32_t *, struct rans_ewriter *);
+size_t ptwm_skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]);
+void ptwm_huf_encode_avx2(const uint8_t *, const size_t *, const uint32_t *, uint8_t *const *,
+                          uint8_t *const *);
+extern const ptwm_huf_loops ptwm_huf_loops_avx2;
+extern const ptwm_plane_loops ptwm_plane_loops_avx2, ptwm_plane_loops_avx512;
+uint64_t ptwm_huf_bits_vbmi(const uint8_t *src, size_t n, const uint8_t len[256]);
+size_t ptwm_sparse_compact_vbmi(const uint8_t *, size_t, unsigned, uint8_t *, uint8_t *,
+                                  size_t *, struct sign_writer *);
+size_t ptwm_sparse_expand_vbmi(const uint8_t *, const uint8_t *, size_t, unsigned, uint8_t *,
+                                 size_t *, struct sign_reader *);
+size_t ptwm_joint_split_vbmi(const uint8_t *, const uint8_t *, size_t, const uint8_t[256],
+                             uint8_t *, uint8_t *);
+size_t ptwm_joint_merge_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, size_t,
+                              uint8_t *, uint8_t *);
+size_t ptwm_joint_bf16_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, const uint8_t *,
+                             size_t, uint8_t *);
+size_t ptwm_joint_bf16_avx512(const uint8_t *, const uint8_t *, const uint8_t *,
+                              const uint8_t *, size_t, uint8_t *);
+void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
+void ptwm_xxh128_avx512_oneshot(const void *p, size_t n, uint8_t out[16]);
+void ptwm_xxh128_base_update(void *s, const void *p, size_t n);
+void ptwm_xxh128_avx2_update(void *s, const void *p, size_t n);
+void ptwm_xxh128_avx512_update(void *s, const void *p, size_t n);
+extern const ptwm_widen_impl ptwm_widen_avx2, ptwm_widen_f16c;
+#endif
+
+#endif
