@@ -684,6 +684,17 @@ static void test_rows_layout(void) {
     ptwm_st_close(st);
 }
 
+/* A corpus file, mapped; a failed check and NULL when it is missing. */
+static ptwm_st *open_corpus(const char *name) {
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    if (!tu_corpus_dir() || ptwm_st_open(tu_corpus_path(name), PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
+        CHECK_MSG(0, "%s: corpus file missing", name);
+        return NULL;
+    }
+    return st;
+}
+
 /* Convolution kernels as PyTorch stores them, [out, in, kh, kw]: the
  * columns offered are kw (2, 3 or 5), rows narrower than the span the
  * column pass walks. On corpus BF16 kernels moved to that layout the pass
@@ -698,13 +709,9 @@ static void test_pytorch_kernels(void) {
     CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, std, sizeof(std), &slen,
                               &err) == PTWM_OK);
     for (f = 0; f < PTWM_ARRAY_LEN(files); f++) {
-        ptwm_st *st = NULL;
+        ptwm_st *st = open_corpus(files[f]);
         size_t t;
-        if (!tu_corpus_dir() ||
-            ptwm_st_open(tu_corpus_path(files[f]), PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
-            CHECK_MSG(0, "%s: corpus file missing", files[f]);
-            continue;
-        }
+        if (!st) continue;
         for (t = 0; t < ptwm_st_count(st); t++) {
             ptwm_tensor_info ti;
             size_t kh, kw, cin, cout, n, i, c, a, b, ci, o, bad = 0;
@@ -800,13 +807,9 @@ static void test_columns(void) {
     }
 
     for (f = 0; f < PTWM_ARRAY_LEN(files); f++) {
-        ptwm_st *st = NULL;
+        ptwm_st *st = open_corpus(files[f]);
         size_t t;
-        if (!tu_corpus_dir() ||
-            ptwm_st_open(tu_corpus_path(files[f]), PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
-            CHECK_MSG(0, "%s: corpus file missing", files[f]);
-            continue;
-        }
+        if (!st) continue;
         for (t = 0; t < ptwm_st_count(st); t++) {
             ptwm_tensor_info ti;
             uint8_t *enc = NULL;
