@@ -74,8 +74,9 @@ def main():
           "ptwm fsyncs its output before renaming it into place; `zstd -d` and `cp` do not, so "
           "`zstd -d + fsync` is given too, and `cp` of the restored file is the floor for writing "
           "the bytes at all. Layout pt: the same weights with 4-D kernels moved to PyTorch's "
-          "[out, in, kh, kw] (`bench/pytorch_layout.py`).\n"
-          % (pattern, os.cpu_count(), version, platform.platform(terse=True), runs))
+          "[out, in, kh, kw] (`bench/pytorch_layout.py`). Load average at the start: %.1f.\n"
+          % (pattern, os.cpu_count(), version, platform.platform(terse=True), runs,
+             os.getloadavg()[0]))
     print("| MiB | layout | job | threads | command | wall | user | sys | peak MiB | MB/s | x zstd | x +fsync | size |")
     print("|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mb in sizes:
@@ -136,6 +137,7 @@ def main():
             for p in (cdir, back, zst, zback, cpout, cdir + ".in", zst + ".in", src):
                 rm(p)()
             sys.stdout.flush()
+    print("\nLoad average at the end: %.1f." % os.getloadavg()[0])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 /* ptwm export: the tensors a layout names, in its order, as one raw
  * little-endian F32 or BF16 file for programs that read raw parameter files. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,18 @@
 #include "options.h"
 
 #define EXPORT_PIECE ((uint64_t)1 << 20)  /* floats per streamed piece */
+#define WRITEBACK_STEP ((uint64_t)8 << 20)
+
+/* Start writing what is written so far back to the disk, without waiting:
+ * the fsync of the commit then waits for the last few MiB only. Advice
+ * only; an I/O error shows at that fsync. */
+static void start_writeback(int fd) {
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+    (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)fd;
+#endif
+}
 
 static void help(FILE *out) {
     fprintf(out,
@@ -137,6 +150,7 @@ static int export_entry(ptwm_source *s, const ptwm_layout_entry *e, const export
             fprintf(stderr, "ptwm: export: write to '%s' failed: %s\n", a->out, strerror(errno));
             return CLI_BAD_INPUT;
         }
+        if ((*written + bytes) / WRITEBACK_STEP != *written / WRITEBACK_STEP) start_writeback(fd);
         *written += bytes;
         done += k;
     }

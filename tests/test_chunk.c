@@ -741,6 +741,81 @@ static void test_rows_layout(void) {
     ptwm_st_close(st);
 }
 
+/* A corpus file, mapped; a failed check and NULL when it is missing. */
+static ptwm_st *open_corpus(const char *name) {
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    if (!tu_corpus_dir() || ptwm_st_open(tu_corpus_path(name), PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
+        CHECK_MSG(0, "%s: corpus file missing", name);
+        return NULL;
+    }
+    return st;
+}
+
+/* Convolution kernels as PyTorch stores them, [out, in, kh, kw]: the
+ * columns offered are kw (2, 3 or 5), rows narrower than the span the
+ * column pass walks. On corpus BF16 kernels moved to that layout the pass
+ * gives each column's rounded mean and the residuals of its definition, and
+ * the kernels round-trip through the encoder with the columns on offer. */
+static void test_pytorch_kernels(void) {
+    static const char *const files[] = {"emotion.bf16.safetensors",
+                                        "handskeleton.bf16.safetensors"};
+    uint8_t std[PTWM_CHAIN_MAX_BYTES];
+    size_t slen = 0, f, done = 0;
+    ptwm_err err;
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, std, sizeof(std), &slen,
+                              &err) == PTWM_OK);
+    for (f = 0; f < PTWM_ARRAY_LEN(files); f++) {
+        ptwm_st *st = open_corpus(files[f]);
+        size_t t;
+        if (!st) continue;
+        for (t = 0; t < ptwm_st_count(st); t++) {
+            ptwm_tensor_info ti;
+            size_t kh, kw, cin, cout, n, i, c, a, b, ci, o, bad = 0;
+            uint16_t *tr;
+            uint8_t *x, *r, *d;
+            uint32_t *sums;
+            CHECK(ptwm_st_tensor(st, t, &ti) == PTWM_OK);
+            if (ti.ndim != 4 || ti.shape[0] * ti.shape[1] < 2) continue;
+            kh = (size_t)ti.shape[0];
+            kw = (size_t)ti.shape[1];
+            cin = (size_t)ti.shape[2];
+            cout = (size_t)ti.shape[3];
+            n = kh * kw * cin * cout;
+            tr = malloc(n * 2);
+            x = malloc(n);
+            r = malloc(n);
+            d = malloc(kw);
+            sums = malloc(kw * sizeof(*sums));
+            for (a = 0; a < kh; a++)
+                for (b = 0; b < kw; b++)
+                    for (ci = 0; ci < cin; ci++)
+                        for (o = 0; o < cout; o++)
+                            tr[((o * cin + ci) * kh + a) * kw + b] = ptwm_load_le16(
+                                (const uint8_t *)ti.data + 2 * (((a * kw + b) * cin + ci) * cout + o));
+            for (i = 0; i < n; i++) x[i] = (uint8_t)(tr[i] >> 7);
+            ptwm_colscale_forward(x, n, kw, r, d, sums);
+            for (c = 0; c < kw; c++) {
+                uint8_t sc = column_mean(x, n, kw, c), prev = c ? column_mean(x, n, kw, c - 1) : 0;
+                bad += d[c] != (uint8_t)(sc - prev);
+                for (i = c; i < n; i += kw) bad += r[i] != (uint8_t)(sc - x[i]);
+            }
+            CHECK_MSG(bad == 0, "%s as [%zu, %zu, %zu, %zu]: %zu column values differ", ti.name, cout,
+                      cin, kh, kw, bad);
+            round_trip_cols(std, slen, PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, kw,
+                            (const uint8_t *)tr, n * 2, NULL);
+            free(tr);
+            free(x);
+            free(r);
+            free(d);
+            free(sums);
+            done++;
+        }
+        ptwm_st_close(st);
+    }
+    CHECK_MSG(done >= 20, "%zu kernels moved to [out, in, kh, kw]", done);
+}
+
 static void test_columns(void) {
     /* Narrow rows are walked in spans of several rows (kw = 3 in PyTorch's
      * [out, in, kh, kw]): lengths of many spans with a partial one at the end,
@@ -789,13 +864,9 @@ static void test_columns(void) {
     }
 
     for (f = 0; f < PTWM_ARRAY_LEN(files); f++) {
-        ptwm_st *st = NULL;
+        ptwm_st *st = open_corpus(files[f]);
         size_t t;
-        if (!tu_corpus_dir() ||
-            ptwm_st_open(tu_corpus_path(files[f]), PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
-            CHECK_MSG(0, "%s: corpus file missing", files[f]);
-            continue;
-        }
+        if (!st) continue;
         for (t = 0; t < ptwm_st_count(st); t++) {
             ptwm_tensor_info ti;
             uint8_t *enc = NULL;
@@ -1096,6 +1167,7 @@ int main(void) {
     test_joint_split_reference();
     test_columns();
     test_rows_layout();
+    test_pytorch_kernels();
     test_sparse_reference();
     test_corpus();
     rc = tu_finish("test_chunk");
