@@ -775,7 +775,7 @@ static void test_pytorch_kernels(void) {
             uint16_t *tr;
             uint8_t *x, *r, *d;
             uint32_t *sums;
-            CHECK(ptwm_st_tensor(st, t, &ti) == PTWM_OK);
+            CHECK(ptwm_st_tensor(st, t, &ti, NULL) == PTWM_OK);
             if (ti.ndim != 4 || ti.shape[0] * ti.shape[1] < 2) continue;
             kh = (size_t)ti.shape[0];
             kw = (size_t)ti.shape[1];
