@@ -27,7 +27,7 @@ static unsigned stage_in(const uint8_t *p, size_t len, size_t raw_len, unsigned 
                          ptwm_chunk_head *h) {
     unsigned s;
     if (!p || ptwm_chunk_head_parse(5, NULL, p, len, raw_len, h, NULL) != PTWM_OK) return 0;
-    return ptwm_layout_has(&h->L, id, &s) ? s + 1 : 0;
+    return ptwm_chunk_layout_has(&h->L, id, &s) ? s + 1 : 0;
 }
 
 /* One workspace for every round trip of this (main) thread, as a worker

@@ -668,7 +668,7 @@ static int has_flag(const uint8_t *p, uint32_t coded, uint32_t raw, unsigned bit
 static int has_stage(const uint8_t *p, uint32_t coded, uint32_t raw, unsigned id) {
     ptwm_chunk_head h;
     return ptwm_chunk_head_parse(5, NULL, p, coded, raw, &h, NULL) == PTWM_OK &&
-           ptwm_layout_has(&h.L, id, NULL);
+           ptwm_chunk_layout_has(&h.L, id, NULL);
 }
 
 /* Golden files that hold chunks with a flag bit of a later version (the

@@ -25,21 +25,21 @@ static int joint_ok(const ptwm_chain_info *c) {
  * estimate of each plane. */
 typedef struct chunk_model {
     const ptwm_chain_info *c;
-    ptwm_layout L;
+    ptwm_chunk_layout L;
     ptwm_pipe P;
     ptwm_plane_est main[PTWM_MAX_BASE_PLANES];
     ptwm_plane_est side[PTWM_CSTAGES_MAX][PTWM_STAGE_SIDES];
-    /* In payload order (after ptwm_layout_finish). */
+    /* In payload order (after ptwm_chunk_layout_finish). */
     const uint8_t *plane[PTWM_CHUNK_PLANES];
     const ptwm_plane_est *est[PTWM_CHUNK_PLANES];
     ptwm_plane_est tail_est;
 } chunk_model;
 
 /* Run stage u forward on the planes P (at the end of L's list) and add it. */
-static ptwm_error apply(ptwm_layout *L, ptwm_pipe *P, ptwm_stage_use *u, ptwm_ws *ws) {
+static ptwm_error apply(ptwm_chunk_layout *L, ptwm_pipe *P, ptwm_stage_use *u, ptwm_ws *ws) {
     const ptwm_stage *st = ptwm_stage_find(u->id);
     ptwm_error e = st->forward(u, L->nstages, L, P, ws);
-    return e ? e : ptwm_layout_add(u, L, NULL);
+    return e ? e : ptwm_chunk_layout_add(u, L, NULL);
 }
 
 /* Sparse elements, then the chain's transform; estimates of its planes.
@@ -79,7 +79,7 @@ static ptwm_error model_base(chunk_model *M, const uint8_t *raw, ptwm_ws *ws) {
 /* Try an exponent-scale stage (COLS or BLOCKS) on plane 0: kept, and 1
  * returned, when residuals and scales estimate smaller than the plane. */
 static int try_scales(chunk_model *M, unsigned id, uint64_t param, ptwm_ws *ws) {
-    ptwm_layout L = M->L;
+    ptwm_chunk_layout L = M->L;
     ptwm_pipe P = M->P;
     ptwm_stage_use u;
     unsigned s = M->L.nstages;
@@ -102,15 +102,15 @@ static int try_scales(chunk_model *M, unsigned id, uint64_t param, ptwm_ws *ws) 
  * their column residuals (the stages of bL/bP): kept when it estimates
  * smaller than the exponent (plain or relative to scales, in M) beside the
  * sign:mantissa plane (raw where coding it would not pay). */
-static void try_joint(chunk_model *M, const ptwm_layout *bL, const ptwm_pipe *bP,
+static void try_joint(chunk_model *M, const ptwm_chunk_layout *bL, const ptwm_pipe *bP,
                       const uint32_t *ex_hist, ptwm_ws *ws) {
-    ptwm_layout L = *bL;
+    ptwm_chunk_layout L = *bL;
     ptwm_pipe P = *bP;
     ptwm_stage_use u;
     unsigned s = bL->nstages, sc;
     size_t n = M->L.n, nib = n / 2 + (n & 1);
-    int cols = ptwm_layout_has(&M->L, PTWM_CSTAGE_COLS, &sc);
-    double scales = cols || ptwm_layout_has(&M->L, PTWM_CSTAGE_BLOCKS, &sc) ? M->side[sc][0].bytes
+    int cols = ptwm_chunk_layout_has(&M->L, PTWM_CSTAGE_COLS, &sc);
+    double scales = cols || ptwm_chunk_layout_has(&M->L, PTWM_CSTAGE_BLOCKS, &sc) ? M->side[sc][0].bytes
                                                                             : 0.0;
     double plain = M->main[0].bytes + scales +
                    (M->main[1].bytes < (double)n * PTWM_WORTH_CODING ? M->main[1].bytes
@@ -140,7 +140,7 @@ static void model_exponent(chunk_model *M, size_t want_cols, ptwm_ws *ws) {
     const ptwm_chain_info *c = M->c;
     size_t n = M->L.n;
     uint32_t ex_hist[256];
-    ptwm_layout pL;
+    ptwm_chunk_layout pL;
     ptwm_pipe pP;
     int cols = 0, blocks = 0;
     if (M->main[0].constant || !(M->L.seen & (1u << PTWM_CSTAGE_SPLIT))) return;
@@ -163,9 +163,9 @@ static void model_exponent(chunk_model *M, size_t want_cols, ptwm_ws *ws) {
 
 /* Every plane in payload order, with its estimate; the tail is stored. */
 static void model_finish(chunk_model *M, const uint8_t *raw) {
-    ptwm_layout *L = &M->L;
+    ptwm_chunk_layout *L = &M->L;
     unsigned k, s;
-    ptwm_layout_finish(L);
+    ptwm_chunk_layout_finish(L);
     for (k = 0; k < L->nmain; k++) {
         M->plane[k] = M->P.main[k];
         M->est[k] = &M->main[k];
@@ -187,7 +187,7 @@ static void model_finish(chunk_model *M, const uint8_t *raw) {
  * matches pay on integer planes and on the sparse bitmap (runs of zeros
  * where whole channels are pruned). */
 static unsigned plane_setting(const chunk_model *M, unsigned k, int *lz) {
-    const ptwm_layout *L = &M->L;
+    const ptwm_chunk_layout *L = &M->L;
     unsigned sp;
     *lz = 0;
     if (k < L->nmain) {
@@ -195,7 +195,7 @@ static unsigned plane_setting(const chunk_model *M, unsigned k, int *lz) {
         return k;
     }
     if (L->tail && k == L->tail_at) return M->c->nplanes;
-    *lz = ptwm_layout_has(L, PTWM_CSTAGE_SPARSE, &sp) && k == L->side_at[sp];
+    *lz = ptwm_chunk_layout_has(L, PTWM_CSTAGE_SPARSE, &sp) && k == L->side_at[sp];
     return 0;
 }
 
@@ -280,7 +280,7 @@ static ptwm_error encode_ws(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
     if ((e = ptwm_chain_info_parse(chain, chain_len, (int)dtype, &c, err))) return e;
     M->c = &c;
     memset(&M->P, 0, sizeof(M->P));
-    ptwm_layout_start(raw_len, &M->L);
+    ptwm_chunk_layout_start(raw_len, &M->L);
     if ((e = model_base(M, raw, ws)))
         return ptwm_fail(err, e, "chunk_encode: %zu bytes: %s", raw_len, ptwm_error_string(e));
     model_exponent(M, prm ? prm->columns : 0, ws);

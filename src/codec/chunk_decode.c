@@ -12,7 +12,7 @@
  * where they lie. Each CRC is checked before its plane is decoded. */
 static ptwm_error decode_planes(ptwm_ws *ws, const ptwm_chunk_head *h, int plane_crcs,
                                 uint8_t *raw, const uint8_t **plane, ptwm_err *err) {
-    const ptwm_layout *L = &h->L;
+    const ptwm_chunk_layout *L = &h->L;
     size_t need = 16, poff = 0, boff = 0, k;
     uint8_t *pb;
     for (k = 0; k < L->count; k++) need += L->len[k];
@@ -52,7 +52,7 @@ static ptwm_error decode_planes(ptwm_ws *ws, const ptwm_chunk_head *h, int plane
 }
 
 /* The stages' inverses, last first, from the decoded planes to the chunk. */
-static ptwm_error run_inverses(ptwm_ws *ws, const ptwm_layout *L, const uint8_t **plane,
+static ptwm_error run_inverses(ptwm_ws *ws, const ptwm_chunk_layout *L, const uint8_t **plane,
                                uint8_t *raw, ptwm_err *err) {
     ptwm_pipe P;
     unsigned s, k;
@@ -69,7 +69,7 @@ static ptwm_error run_inverses(ptwm_ws *ws, const ptwm_layout *L, const uint8_t 
     P.el = raw;
     /* A sparse chunk's transform gives the nonzero elements, which the
      * sparse stage then spreads out into the chunk. */
-    if (ptwm_layout_has(L, PTWM_CSTAGE_SPARSE, NULL) &&
+    if (ptwm_chunk_layout_has(L, PTWM_CSTAGE_SPARSE, NULL) &&
         !(P.el = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_SPARSE, L->n * L->width, 0)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu nonzero elements", L->n);
     for (s = L->nstages; s-- > 0;) {

@@ -161,7 +161,7 @@ static ptwm_error parse_stages(const uint8_t *src, size_t src_len, size_t raw_le
                 return ptwm_stage_fail(err, s, &h->use[s],
                                        "parameter %u malformed or past the end", k);
     }
-    if ((e = ptwm_layout_make(h->use, h->nuse, raw_len, &h->L, err))) return e;
+    if ((e = ptwm_chunk_layout_make(h->use, h->nuse, raw_len, &h->L, err))) return e;
     for (k = 0; k < h->L.count; k++)
         if ((e = read_entry(src, src_len, pos, k, 0, h, NULL, err))) return e;
     return PTWM_OK;
@@ -181,7 +181,7 @@ static ptwm_error parse_legacy(unsigned version, const ptwm_chain_info *c, const
     for (k = 0; k < count; k++)
         if ((e = read_entry(src, src_len, pos, k, 1, h, &rawl[k], err))) return e;
     if ((e = ptwm_stages_from_flags(version, h->flags, c, rawl, count, h->use, &h->nuse, err)) ||
-        (e = ptwm_layout_make(h->use, h->nuse, raw_len, &h->L, err)))
+        (e = ptwm_chunk_layout_make(h->use, h->nuse, raw_len, &h->L, err)))
         return e;
     if (count != h->L.count)
         return ptwm_fail(err, PTWM_ERR_CORRUPT,

@@ -19,7 +19,7 @@ typedef struct ptwm_chunk_head {
     unsigned flags;
     unsigned nuse;
     ptwm_stage_use use[PTWM_CSTAGES_MAX];
-    ptwm_layout L;
+    ptwm_chunk_layout L;
     int coder[PTWM_CHUNK_PLANES];
     size_t coded[PTWM_CHUNK_PLANES];
     uint32_t crc[PTWM_CHUNK_PLANES];

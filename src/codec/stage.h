@@ -42,7 +42,7 @@ typedef struct ptwm_stage_use {
 
 /* The planes a list of stages makes for a chunk of raw_len bytes, built
  * stage by stage in forward order. */
-typedef struct ptwm_layout {
+typedef struct ptwm_chunk_layout {
     size_t raw_len;
     unsigned width;              /* element bytes (1 before a transform) */
     unsigned exp_bits, man_bits; /* SPLIT's fields (0: no SPLIT) */
@@ -56,12 +56,12 @@ typedef struct ptwm_layout {
     unsigned nside[PTWM_CSTAGES_MAX];                  /* side planes of stage s */
     size_t side_len[PTWM_CSTAGES_MAX][PTWM_STAGE_SIDES];
     unsigned seen;               /* bit id: the stages so far */
-    /* Where each plane goes in the payload (ptwm_layout_finish). */
+    /* Where each plane goes in the payload (ptwm_chunk_layout_finish). */
     unsigned count;
     size_t len[PTWM_CHUNK_PLANES];
     unsigned side_at[PTWM_CSTAGES_MAX]; /* payload index of stage s's first side plane */
     unsigned tail_at;
-} ptwm_layout;
+} ptwm_chunk_layout;
 
 /* The planes while stages run. Decoding, main[] and side[][] point at the
  * decoded planes and each inverse turns them back into its input; encoding,
@@ -84,14 +84,14 @@ typedef struct ptwm_stage {
     unsigned nparams;
     /* Check u's parameters against the stages before (L) and lay out its
      * planes; errors (PTWM_ERR_CORRUPT) name the stage and the numbers. */
-    ptwm_error (*plan)(const ptwm_stage_use *u, unsigned s, ptwm_layout *L, ptwm_err *err);
+    ptwm_error (*plan)(const ptwm_stage_use *u, unsigned s, ptwm_chunk_layout *L, ptwm_err *err);
     /* Encode: from the planes of the stages before (L, which does not hold
      * this stage yet) to its own (s: its position); writes the parameters
      * the data decides (counts) into u, and is then added to L. */
-    ptwm_error (*forward)(ptwm_stage_use *u, unsigned s, const ptwm_layout *L, ptwm_pipe *P,
+    ptwm_error (*forward)(ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L, ptwm_pipe *P,
                           ptwm_ws *ws);
     /* Decode: back from its planes to its input. */
-    ptwm_error (*inverse)(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+    ptwm_error (*inverse)(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                           ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err);
 } ptwm_stage;
 
@@ -100,15 +100,15 @@ const ptwm_stage *ptwm_stage_find(unsigned id);
 
 /* Lay out a chunk of raw_len bytes through stages use[0..n), checking every
  * stage and its order. */
-ptwm_error ptwm_layout_make(const ptwm_stage_use *use, unsigned n, size_t raw_len,
-                            ptwm_layout *L, ptwm_err *err);
+ptwm_error ptwm_chunk_layout_make(const ptwm_stage_use *use, unsigned n, size_t raw_len,
+                            ptwm_chunk_layout *L, ptwm_err *err);
 /* Start a layout (no stages), add one stage, and fix the payload order. */
-void ptwm_layout_start(size_t raw_len, ptwm_layout *L);
-ptwm_error ptwm_layout_add(const ptwm_stage_use *u, ptwm_layout *L, ptwm_err *err);
-void ptwm_layout_finish(ptwm_layout *L);
+void ptwm_chunk_layout_start(size_t raw_len, ptwm_chunk_layout *L);
+ptwm_error ptwm_chunk_layout_add(const ptwm_stage_use *u, ptwm_chunk_layout *L, ptwm_err *err);
+void ptwm_chunk_layout_finish(ptwm_chunk_layout *L);
 
 /* Whether L holds a stage of this id; its position in *s. */
-int ptwm_layout_has(const ptwm_layout *L, unsigned id, unsigned *s);
+int ptwm_chunk_layout_has(const ptwm_chunk_layout *L, unsigned id, unsigned *s);
 
 /* The stages of a format version 1-4 chunk: its flags byte and its planes'
  * raw lengths (rawl[0..count)) with the tensor's chain give the list the
@@ -119,7 +119,7 @@ ptwm_error ptwm_stages_from_flags(unsigned version, unsigned flags, const ptwm_c
 
 /* For BLOCKS and COLS: a split exponent of one byte before, not yet relative
  * to scales, and no joint symbols yet. */
-ptwm_error ptwm_stage_needs_exponent(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+ptwm_error ptwm_stage_needs_exponent(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                      ptwm_err *err);
 
 /* Stage definitions (one file each). */

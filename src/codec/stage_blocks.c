@@ -4,7 +4,7 @@
 #include "microscale.h"
 #include "stage.h"
 
-ptwm_error ptwm_stage_needs_exponent(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+ptwm_error ptwm_stage_needs_exponent(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                      ptwm_err *err) {
     if (!(L->seen & (1u << PTWM_CSTAGE_SPLIT)) || L->exp_bits > 8)
         return ptwm_stage_fail(err, s, u, "needs a split with an exponent of at most 8 bits "
@@ -16,7 +16,7 @@ ptwm_error ptwm_stage_needs_exponent(const ptwm_stage_use *u, unsigned s, const 
     return PTWM_OK;
 }
 
-static ptwm_error blocks_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L,
+static ptwm_error blocks_plan(const ptwm_stage_use *u, unsigned s, ptwm_chunk_layout *L,
                               ptwm_err *err) {
     ptwm_error e = ptwm_stage_needs_exponent(u, s, L, err);
     if (e) return e;
@@ -28,7 +28,7 @@ static ptwm_error blocks_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *
     return PTWM_OK;
 }
 
-static ptwm_error blocks_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error blocks_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                  ptwm_pipe *P, ptwm_ws *ws) {
     uint8_t *r = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_EXP, 2 * L->n + 16, 0);
     if (!r) return PTWM_ERR_NOMEM;
@@ -38,7 +38,7 @@ static ptwm_error blocks_forward(ptwm_stage_use *u, unsigned s, const ptwm_layou
     return PTWM_OK;
 }
 
-static ptwm_error blocks_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error blocks_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                  ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     uint8_t *x = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_EXP, L->n, 0);
     if (!x)

@@ -5,7 +5,7 @@
 #include "microscale.h"
 #include "stage.h"
 
-static ptwm_error cols_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L, ptwm_err *err) {
+static ptwm_error cols_plan(const ptwm_stage_use *u, unsigned s, ptwm_chunk_layout *L, ptwm_err *err) {
     ptwm_error e = ptwm_stage_needs_exponent(u, s, L, err);
     if (e) return e;
     /* A sparse chunk has lost its columns. */
@@ -19,7 +19,7 @@ static ptwm_error cols_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L,
     return PTWM_OK;
 }
 
-static ptwm_error cols_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout *L, ptwm_pipe *P,
+static ptwm_error cols_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L, ptwm_pipe *P,
                                ptwm_ws *ws) {
     size_t cols = (size_t)u->p[0], sums_at = (L->n + 15) & ~(size_t)15;
     /* Residuals, then the sums (16-aligned), then the scales. */
@@ -34,7 +34,7 @@ static ptwm_error cols_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout 
 
 /* Joint BF16 planes merged straight into elements (P->merged) have the
  * residuals in their exponent fields: finished in place. */
-static ptwm_error cols_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error cols_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     size_t cols = (size_t)u->p[0];
     if (P->merged) {

@@ -5,7 +5,7 @@
 #include "planes.h"
 #include "stage.h"
 
-static ptwm_error joint_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L,
+static ptwm_error joint_plan(const ptwm_stage_use *u, unsigned s, ptwm_chunk_layout *L,
                              ptwm_err *err) {
     if (!(L->seen & (1u << PTWM_CSTAGE_SPLIT)) || L->exp_bits > 8 || (L->man_bits + 1) % 8)
         return ptwm_stage_fail(err, s, u, "needs a split with a one-byte exponent and whole "
@@ -21,7 +21,7 @@ static ptwm_error joint_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L
     return PTWM_OK;
 }
 
-static ptwm_error joint_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error joint_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                 ptwm_pipe *P, ptwm_ws *ws) {
     size_t n = L->n;
     uint8_t *j = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_JOINT, 3 * n + PTWM_JOINT_MAP + 16, 0);
@@ -39,7 +39,7 @@ static ptwm_error joint_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout
 
 /* BF16 planes merge straight into elements (P->merged: the split has
  * nothing left to do, and column scales finish the exponents in place). */
-static ptwm_error joint_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error joint_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                 ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     size_t esc, sl = L->side_len[s][0];
     if (L->width == 2 && L->exp_bits == 8 && L->man_bits == 7) {

@@ -8,7 +8,7 @@
 
 static size_t bytes_for_bits(size_t bits) { return bits / 8 + (bits % 8 != 0); }
 
-static ptwm_error sparse_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L,
+static ptwm_error sparse_plan(const ptwm_stage_use *u, unsigned s, ptwm_chunk_layout *L,
                               ptwm_err *err) {
     uint64_t w = u->p[0], nz = u->p[1];
     if (L->seen) return ptwm_stage_fail(err, s, u, "must be the first stage");
@@ -28,7 +28,7 @@ static ptwm_error sparse_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *
     return PTWM_OK;
 }
 
-static ptwm_error sparse_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error sparse_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                  ptwm_pipe *P, ptwm_ws *ws) {
     unsigned w = (unsigned)u->p[0];
     size_t total = L->raw_len / w;
@@ -48,7 +48,7 @@ static ptwm_error sparse_forward(ptwm_stage_use *u, unsigned s, const ptwm_layou
 
 /* The transform left the nonzero elements in P->el (a region of their own,
  * ptwm_sparse_region); the zeros go back between them. */
-static ptwm_error sparse_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error sparse_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                  ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     const uint8_t *bitmap = P->side[s][0], *signs = u->p[2] ? P->side[s][1] : NULL;
     size_t marked = ptwm_bitmap_count(bitmap, L->total);

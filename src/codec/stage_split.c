@@ -8,7 +8,7 @@
 
 /* Shared by both: the order and the element width. */
 static ptwm_error plan_elements(const ptwm_stage_use *u, unsigned s, unsigned width,
-                                ptwm_layout *L, ptwm_err *err) {
+                                ptwm_chunk_layout *L, ptwm_err *err) {
     if (L->seen & TRANSFORMS) return ptwm_stage_fail(err, s, u, "a second transform");
     if (L->seen & ~(1u << PTWM_CSTAGE_SPARSE))
         return ptwm_stage_fail(err, s, u, "a transform must come first (or right after sparse)");
@@ -24,7 +24,7 @@ static ptwm_error plan_elements(const ptwm_stage_use *u, unsigned s, unsigned wi
     return PTWM_OK;
 }
 
-static ptwm_error split_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L, ptwm_err *err) {
+static ptwm_error split_plan(const ptwm_stage_use *u, unsigned s, ptwm_chunk_layout *L, ptwm_err *err) {
     uint64_t w = u->p[0], e = u->p[1], m = u->p[2];
     unsigned k;
     ptwm_error rc;
@@ -42,7 +42,7 @@ static ptwm_error split_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L
     return PTWM_OK;
 }
 
-static ptwm_error planes_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *L,
+static ptwm_error planes_plan(const ptwm_stage_use *u, unsigned s, ptwm_chunk_layout *L,
                               ptwm_err *err) {
     unsigned k;
     ptwm_error rc;
@@ -56,7 +56,7 @@ static ptwm_error planes_plan(const ptwm_stage_use *u, unsigned s, ptwm_layout *
 
 /* Elements the transform of width w codes, before it is added to L: the
  * sparse stage's nonzero ones, or every whole element. */
-static size_t elements(const ptwm_layout *L, unsigned w) {
+static size_t elements(const ptwm_chunk_layout *L, unsigned w) {
     return (L->seen & (1u << PTWM_CSTAGE_SPARSE)) ? L->n : L->raw_len / w;
 }
 
@@ -70,7 +70,7 @@ static uint8_t *planes_region(size_t n, unsigned nplanes, ptwm_pipe *P, uint8_t 
     return pb;
 }
 
-static ptwm_error split_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error split_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                 ptwm_pipe *P, ptwm_ws *ws) {
     unsigned w = (unsigned)u->p[0], e = (unsigned)u->p[1], m = (unsigned)u->p[2];
     size_t n = elements(L, w);
@@ -81,7 +81,7 @@ static ptwm_error split_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout
     return PTWM_OK;
 }
 
-static ptwm_error planes_forward(ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error planes_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                  ptwm_pipe *P, ptwm_ws *ws) {
     unsigned w = (unsigned)u->p[0];
     size_t n = elements(L, w);
@@ -92,7 +92,7 @@ static ptwm_error planes_forward(ptwm_stage_use *u, unsigned s, const ptwm_layou
     return PTWM_OK;
 }
 
-static ptwm_error split_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error split_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                 ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     (void)s, (void)ws, (void)err;
     if (!P->merged)
@@ -101,7 +101,7 @@ static ptwm_error split_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_
     return PTWM_OK;
 }
 
-static ptwm_error planes_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_layout *L,
+static ptwm_error planes_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                  ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     (void)s, (void)ws, (void)err;
     ptwm_merge_bytes(P->main, L->n, (unsigned)u->p[0], P->el);

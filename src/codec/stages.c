@@ -33,7 +33,7 @@ ptwm_error ptwm_stage_fail(ptwm_err *err, unsigned s, const ptwm_stage_use *u, c
                      st ? st->name : "?", msg);
 }
 
-void ptwm_layout_start(size_t raw_len, ptwm_layout *L) {
+void ptwm_chunk_layout_start(size_t raw_len, ptwm_chunk_layout *L) {
     memset(L, 0, sizeof(*L));
     L->raw_len = raw_len;
     L->width = 1;
@@ -42,7 +42,7 @@ void ptwm_layout_start(size_t raw_len, ptwm_layout *L) {
     L->main_len[0] = raw_len;
 }
 
-ptwm_error ptwm_layout_add(const ptwm_stage_use *u, ptwm_layout *L, ptwm_err *err) {
+ptwm_error ptwm_chunk_layout_add(const ptwm_stage_use *u, ptwm_chunk_layout *L, ptwm_err *err) {
     const ptwm_stage *st = ptwm_stage_find(u->id);
     unsigned s = L->nstages;
     ptwm_error e;
@@ -62,7 +62,7 @@ ptwm_error ptwm_layout_add(const ptwm_stage_use *u, ptwm_layout *L, ptwm_err *er
     return PTWM_OK;
 }
 
-void ptwm_layout_finish(ptwm_layout *L) {
+void ptwm_chunk_layout_finish(ptwm_chunk_layout *L) {
     unsigned k, s;
     L->count = 0;
     for (k = 0; k < L->nmain; k++) L->len[L->count++] = L->main_len[k];
@@ -74,26 +74,26 @@ void ptwm_layout_finish(ptwm_layout *L) {
     if (L->tail) L->len[L->count++] = L->tail;
 }
 
-ptwm_error ptwm_layout_make(const ptwm_stage_use *use, unsigned n, size_t raw_len,
-                            ptwm_layout *L, ptwm_err *err) {
+ptwm_error ptwm_chunk_layout_make(const ptwm_stage_use *use, unsigned n, size_t raw_len,
+                            ptwm_chunk_layout *L, ptwm_err *err) {
     unsigned s;
     ptwm_error e;
-    ptwm_layout_start(raw_len, L);
+    ptwm_chunk_layout_start(raw_len, L);
     if (n > PTWM_CSTAGES_MAX)
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "chunk payload: %u stages (at most %d)", n,
                          PTWM_CSTAGES_MAX);
     for (s = 0; s < n; s++)
-        if ((e = ptwm_layout_add(&use[s], L, err))) return e;
+        if ((e = ptwm_chunk_layout_add(&use[s], L, err))) return e;
     /* A sparse stage hands its elements to a transform. */
     if ((L->seen & (1u << PTWM_CSTAGE_SPARSE)) &&
         !(L->seen & ((1u << PTWM_CSTAGE_SPLIT) | (1u << PTWM_CSTAGE_PLANES))))
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "chunk payload: sparse elements, but no transform stage follows");
-    ptwm_layout_finish(L);
+    ptwm_chunk_layout_finish(L);
     return PTWM_OK;
 }
 
-int ptwm_layout_has(const ptwm_layout *L, unsigned id, unsigned *s) {
+int ptwm_chunk_layout_has(const ptwm_chunk_layout *L, unsigned id, unsigned *s) {
     unsigned k;
     for (k = 0; k < L->nstages; k++)
         if (L->use[k].id == id) {
