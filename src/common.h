@@ -35,6 +35,19 @@
     } while (0)
 
 /* Checked 64-bit arithmetic: return 1 on overflow, 0 and *out on success. */
+/* A writer's description of a tensor a reader described; `data` is its bytes,
+ * or any non-NULL pointer where only a header is built from it. */
+PTWM_INLINE ptwm_tensor_desc ptwm_desc_of(const ptwm_tensor_info *t, const void *data) {
+    ptwm_tensor_desc d;
+    d.name = t->name;
+    d.dtype = t->dtype;
+    d.ndim = t->ndim;
+    d.shape = t->shape;
+    d.data = data;
+    d.nbytes = t->nbytes;
+    return d;
+}
+
 PTWM_INLINE int ptwm_add_overflow(uint64_t a, uint64_t b, uint64_t *out) {
     return __builtin_add_overflow(a, b, out);
 }

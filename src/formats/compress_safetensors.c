@@ -9,41 +9,10 @@
  * every tensor decoded in table order. */
 #include "container_read.h"
 #include "fileio.h"
+#include "ptdir_internal.h"
 #include "safetensors.h"
 
 #include <stdlib.h>
-
-typedef struct st_src {
-    const ptwm_st *st;
-    size_t index;
-} st_src;
-
-static ptwm_error st_read_cb(void *ctx, uint64_t offset, void *dst, size_t len, ptwm_err *err) {
-    const st_src *s = (const st_src *)ctx;
-    return ptwm_st_read(s->st, s->index, offset, dst, len, err);
-}
-
-static const char *base_name(const char *path) {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
-static ptwm_error add_source(ptwm_writer *w, const ptwm_st *st, const char *src_path, ptwm_err *err) {
-    size_t hl, i, nmeta = ptwm_st_metadata_count(st);
-    const char *json = (const char *)ptwm_st_header(st, &hl);
-    ptwm_kv *meta;
-    ptwm_error rc;
-    /* Borrowed, not copied: st stays open until the writer is finished. */
-    if ((rc = ptwm_writer_borrow_source_json(w, json, hl, base_name(src_path), err))) return rc;
-    ptwm_writer_set_source_size(w, ptwm_st_file_size(st));
-    if (!nmeta) return PTWM_OK;
-    meta = (ptwm_kv *)ptwm_calloc(nmeta, sizeof(ptwm_kv));
-    if (!meta) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    for (i = 0; i < nmeta; i++) meta[i] = ptwm_st_metadata(st, i);
-    rc = ptwm_writer_set_metadata(w, meta, nmeta, err);
-    free(meta);
-    return rc;
-}
 
 ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
                                      const ptwm_cparams *params, ptwm_err *err) {
@@ -61,25 +30,11 @@ ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
         p.progress_total = ptwm_st_file_size(st) - 8 - hl;   /* the tensor bytes */
     }
     if ((rc = ptwm_writer_open_file(dst_path, &p, &w, err))) goto out;
-    if ((rc = add_source(w, st, src_path, err))) goto out;
+    if ((rc = ptwm_ck_record_source(w, st, err)) || (rc = ptwm_ck_record_metadata(w, st, err)))
+        goto out;
     n = ptwm_st_count(st);
     for (i = 0; i < n; i++) {
-        ptwm_tensor_info info;
-        ptwm_tensor_desc d;
-        st_src s;
-        if ((rc = ptwm_st_tensor(st, i, &info, NULL))) {
-            ptwm_fail(err, rc, "file '%s': tensor %zu unreadable", src_path, i);
-            goto out;
-        }
-        d.name = info.name;
-        d.dtype = info.dtype;
-        d.ndim = info.ndim;
-        d.shape = info.shape;
-        d.data = NULL;
-        d.nbytes = info.nbytes;
-        s.st = st;
-        s.index = i;
-        if ((rc = ptwm_writer_add_stream(w, &d, NULL, st_read_cb, &s, err))) {
+        if ((rc = ptwm_ck_add_tensor(w, st, i, err))) {
             ptwm_err_prefix(err, "file '%s'", src_path);
             goto out;
         }
@@ -157,12 +112,7 @@ static ptwm_error build_header(ptwm_reader *r, void **hdr, size_t *len, ptwm_err
     for (i = 0; i < n; i++) {
         ptwm_tensor_info info;
         ptwm_reader_tensor(r, i, &info, NULL);
-        d[i].name = info.name;
-        d[i].dtype = info.dtype;
-        d[i].ndim = info.ndim;
-        d[i].shape = info.shape;
-        d[i].nbytes = info.nbytes;
-        d[i].data = d;   /* the header builder checks for data but never reads it */
+        d[i] = ptwm_desc_of(&info, d);   /* the header builder checks for data but never reads it */
     }
     for (i = 0; i < nmeta; i++) meta[i] = ptwm_reader_metadata(r, i);
     rc = ptwm_st_build_header(d, n, meta, nmeta, hdr, len, err);

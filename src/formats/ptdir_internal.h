@@ -31,6 +31,14 @@ typedef struct ptwm_ck_src {
 } ptwm_ck_src;
 
 ptwm_error ptwm_ck_src_open(ptwm_ck_src *s, const char *path, ptwm_err *err);
+
+/* Into a .ptwm writer, from a safetensors file open in pread mode (it stays
+ * open until the writer is finished): its header, file name and size, for a
+ * byte-exact rebuild; its __metadata__; tensor `local`, pulled chunk by
+ * chunk. */
+ptwm_error ptwm_ck_record_source(ptwm_writer *w, const ptwm_st *st, ptwm_err *err);
+ptwm_error ptwm_ck_record_metadata(ptwm_writer *w, const ptwm_st *st, ptwm_err *err);
+ptwm_error ptwm_ck_add_tensor(ptwm_writer *w, const ptwm_st *st, size_t local, ptwm_err *err);
 void ptwm_ck_src_close(ptwm_ck_src *s);
 
 typedef struct ptwm_ck_item {

@@ -247,6 +247,14 @@ static ptwm_error prepare_outdir(const char *outdir, const char *src, ptwm_err *
     return rc;
 }
 
+ptwm_error ptwm_parts_check(const ptwm_checkpoint_options *o, ptwm_err *err) {
+    if (o->parts > PTWM_PARTS_MAX || o->part > o->parts || (o->parts && !o->part))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "part %u of %u: parts go from 1 to a count of at most %u",
+                         (unsigned)o->part, (unsigned)o->parts, PTWM_PARTS_MAX);
+    return PTWM_OK;
+}
+
 ptwm_error ptwm_parts_begin(const char *outdir, const char *src, const char *fp,
                             const ptwm_checkpoint_options *o, char **files_dir, ptwm_err *err) {
     ptwm_error rc;

@@ -51,6 +51,8 @@ void ptwm_parts_files_free(ptwm_parts_files *f);
 /* A compression's plan, its fingerprint and its files, for o->parts parts. */
 ptwm_error ptwm_parts_plan(const ptwm_ck_src *s, const ptwm_checkpoint_options *o,
                            ptwm_ck_plan *pl, ptwm_parts_files *f, char fp[33], ptwm_err *err);
+/* o->part and o->parts name a part (or none: both 0). */
+ptwm_error ptwm_parts_check(const ptwm_checkpoint_options *o, ptwm_err *err);
 /* Before a part writes: OUTDIR new, empty or holding parts of the plan `fp`;
  * *files_dir receives where the part writes its files. */
 ptwm_error ptwm_parts_begin(const char *outdir, const char *src, const char *fp,

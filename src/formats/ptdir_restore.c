@@ -254,16 +254,9 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
         free(offs);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     }
-    for (i = 0; i < n; i++) {
-        descs[i].name = t[i].info.name;
-        descs[i].dtype = t[i].info.dtype;
-        descs[i].ndim = t[i].info.ndim;
-        descs[i].shape = t[i].info.shape;
-        descs[i].nbytes = t[i].info.nbytes;
-        /* The header builder wants a data pointer but reads only the sizes;
-         * the bytes are streamed after it. */
-        descs[i].data = &header_only;
-    }
+    /* The header builder wants a data pointer but reads only the sizes; the
+     * bytes are streamed after it. */
+    for (i = 0; i < n; i++) descs[i] = ptwm_desc_of(&t[i].info, &header_only);
     if (n) {
         nmeta = ptwm_reader_metadata_count(t[0].r);
         meta = (ptwm_kv *)ptwm_calloc(nmeta + 1, sizeof *meta);
@@ -627,10 +620,7 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     if (!src || !outdir)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_decompress_checkpoint: NULL path");
     if (!opt) opt = &defaults;
-    if (opt->parts > PTWM_PARTS_MAX || opt->part > opt->parts || (opt->parts && !opt->part))
-        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
-                         "part %u of %u: parts go from 1 to a count of at most %u",
-                         (unsigned)opt->part, (unsigned)opt->parts, PTWM_PARTS_MAX);
+    if ((rc = ptwm_parts_check(opt, err))) return rc;
     memset(&stage, 0, sizeof stage);
     if ((rc = dsrc_open(&s, src, opt->threads, err))) {
         dsrc_close(&s);

@@ -98,9 +98,9 @@ static ptwm_error read_chunk(void *ctx, uint64_t offset, void *dst, size_t len, 
     return ptwm_st_read(r->st, r->local, offset, dst, len, err);
 }
 
-/* The safetensors header, borrowed by the writer (the source stays open until
- * the shard is finished): no copy of a header that may be 100 MB. */
-static ptwm_error record_source(ptwm_writer *w, const ptwm_st *st, ptwm_err *err) {
+/* The safetensors header is borrowed by the writer (the source stays open
+ * until the shard is finished): no copy of a header that may be 100 MB. */
+ptwm_error ptwm_ck_record_source(ptwm_writer *w, const ptwm_st *st, ptwm_err *err) {
     size_t len;
     const char *json = (const char *)ptwm_st_header(st, &len);
     ptwm_error rc = ptwm_writer_borrow_source_json(w, json, len, ptwm_base_name(ptwm_st_path(st)), err);
@@ -109,7 +109,7 @@ static ptwm_error record_source(ptwm_writer *w, const ptwm_st *st, ptwm_err *err
     return rc;
 }
 
-static ptwm_error record_metadata(ptwm_writer *w, const ptwm_st *st, ptwm_err *err) {
+ptwm_error ptwm_ck_record_metadata(ptwm_writer *w, const ptwm_st *st, ptwm_err *err) {
     size_t i, n = ptwm_st_metadata_count(st);
     ptwm_kv *kv;
     ptwm_error rc;
@@ -122,15 +122,27 @@ static ptwm_error record_metadata(ptwm_writer *w, const ptwm_st *st, ptwm_err *e
     return rc;
 }
 
-/* One .ptwm shard from `items`; `source` (may be NULL) is recorded for a
- * byte-exact restore. *file_size receives the shard's size on disk. */
+ptwm_error ptwm_ck_add_tensor(ptwm_writer *w, const ptwm_st *st, size_t local, ptwm_err *err) {
+    ptwm_tensor_info info;
+    ptwm_tensor_desc desc;
+    ck_read r;
+    ptwm_error rc = ptwm_st_tensor(st, local, &info, err);
+    if (rc) return rc;
+    desc = ptwm_desc_of(&info, NULL);
+    r.st = st;
+    r.local = local;
+    return ptwm_writer_add_stream(w, &desc, NULL, read_chunk, &r, err);
+}
+
+/* One .ptwm shard from `items` (raw tensor bytes in all); `source` (may be
+ * NULL) is recorded for a byte-exact restore. *file_size receives the
+ * shard's size on disk. */
 static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const ptwm_ck_item *items,
-                              size_t n, const ptwm_st *source, ptwm_ck_progress *p,
+                              size_t n, uint64_t raw, const ptwm_st *source, ptwm_ck_progress *p,
                               uint64_t *file_size, ptwm_err *err) {
     ptwm_writer *w = NULL;
     struct stat sb;
     size_t i;
-    uint64_t raw = 0;
     ptwm_cparams params = *cp;
     shard_progress sp;
     ptwm_error rc;
@@ -139,23 +151,10 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const pt
     params.progress = p->fn ? on_shard_progress : NULL;
     params.progress_ctx = &sp;
     if ((rc = ptwm_writer_open_file(path, &params, &w, err))) return rc;
-    if (source) rc = record_source(w, source, err);
-    if (!rc && n) rc = record_metadata(w, source ? source : items[0].st, err);
+    if (source) rc = ptwm_ck_record_source(w, source, err);
+    if (!rc && n) rc = ptwm_ck_record_metadata(w, source ? source : items[0].st, err);
     for (i = 0; i < n && !rc; i++) {
-        ptwm_tensor_info info;
-        ptwm_tensor_desc desc;
-        ck_read r;
-        ptwm_st_tensor(items[i].st, items[i].local, &info, NULL);
-        desc.name = info.name;
-        desc.dtype = info.dtype;
-        desc.ndim = info.ndim;
-        desc.shape = info.shape;
-        desc.data = NULL;
-        desc.nbytes = info.nbytes;
-        r.st = items[i].st;
-        r.local = items[i].local;
-        raw += info.nbytes;
-        rc = ptwm_writer_add_stream(w, &desc, NULL, read_chunk, &r, err);
+        rc = ptwm_ck_add_tensor(w, items[i].st, items[i].local, err);
         if (rc) ptwm_err_prefix(err, "'%s'", ptwm_st_path(items[i].st));
     }
     if (rc) {
@@ -272,7 +271,7 @@ ptwm_error ptwm_ck_write_shards(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
             rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
             break;
         }
-        rc = write_shard(path, &cp, pl->items + first, pl->start[k + 1] - first,
+        rc = write_shard(path, &cp, pl->items + first, pl->start[k + 1] - first, pl->raw[k],
                          pl->exact ? src_shard(s, k) : NULL, &p, &coded[k], err);
         free(path);
     }
@@ -361,10 +360,7 @@ ptwm_error ptwm_compress_checkpoint(const char *src, const char *outdir,
     if (!src || !outdir)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_compress_checkpoint: NULL path");
     if (!opt) opt = &defaults;
-    if (opt->parts > PTWM_PARTS_MAX || opt->part > opt->parts || (opt->parts && !opt->part))
-        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
-                         "part %u of %u: parts go from 1 to a count of at most %u",
-                         (unsigned)opt->part, (unsigned)opt->parts, PTWM_PARTS_MAX);
+    if ((rc = ptwm_parts_check(opt, err))) return rc;
     if ((rc = ptwm_ck_src_open(&s, src, err))) {
         ptwm_ck_src_close(&s);
         return rc;
