@@ -46,7 +46,7 @@ int main(void) {
         ptwm_tensor_info t;
         ptwm_dtype dt;
         ptwm_isa isa;
-        int method;
+        ptwm_method method;
         size_t at;
         char name[64];
         CHECK_ERR(ptwm_reader_open_memory(blob, len, "blob", &r, &err), &err, PTWM_OK, NULL);
