@@ -91,6 +91,26 @@ PTWM_API const char *ptwm_error_string(ptwm_error code);
  * than their C runtime's free, which may not be the library's. */
 PTWM_API void ptwm_free(void *p);
 
+/* The allocator every allocation of the library goes through, and every
+ * buffer it returns comes from: the C library's malloc, realloc and free
+ * unless the program supplies its own (an arena, a tracking allocator, the
+ * host language's). realloc_fn(opaque, NULL, n) must allocate; sizes are
+ * never 0. Memory that libzstd allocates for the library goes through it
+ * too; the temporaries of jansson (JSON parsing) and libxxhash's hash
+ * states use those libraries' own allocators. */
+typedef struct ptwm_allocator {
+    void *(*malloc_fn)(void *opaque, size_t size);
+    void *(*realloc_fn)(void *opaque, void *p, size_t size);
+    void (*free_fn)(void *opaque, void *p);
+    void *opaque;
+} ptwm_allocator;
+
+/* Use `a` (copied; NULL: the C library's) for every later allocation. Call
+ * it once, from one thread, before any other function of the library:
+ * PTWM_ERR_INVALID_ARG once the library has allocated anything, or when a
+ * function of `a` is missing. */
+PTWM_API ptwm_error ptwm_set_allocator(const ptwm_allocator *a, ptwm_err *err);
+
 /* The public structs, for bindings that copy their layout (ctypes, cffi,
  * other languages) to check it when they load the library. */
 typedef enum ptwm_struct_id {
@@ -103,7 +123,8 @@ typedef enum ptwm_struct_id {
     PTWM_STRUCT_CHECKPOINT_OPTIONS = 6,
     PTWM_STRUCT_LAYOUT_ENTRY = 7,
     PTWM_STRUCT_OPTIM_STATE = 8,
-    PTWM_STRUCT_COUNT = 9
+    PTWM_STRUCT_ALLOCATOR = 9,
+    PTWM_STRUCT_COUNT = 10
 } ptwm_struct_id;
 
 /* sizeof the struct `id` names in this build of the library; 0 for an id it

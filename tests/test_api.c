@@ -21,6 +21,7 @@ int main(void) {
         {PTWM_STRUCT_CHECKPOINT_OPTIONS, sizeof(ptwm_checkpoint_options)},
         {PTWM_STRUCT_LAYOUT_ENTRY, sizeof(ptwm_layout_entry)},
         {PTWM_STRUCT_OPTIM_STATE, sizeof(ptwm_optim_state)},
+        {PTWM_STRUCT_ALLOCATOR, sizeof(ptwm_allocator)},
     };
     ptwm_tensor_desc d;
     uint64_t shape[1] = {4};
