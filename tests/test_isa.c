@@ -3,19 +3,20 @@
  * (samples/posenet.bf16.safetensors: as BF16, widened to F32, the same bits
  * read as F16, and pruned to 40% zeros for the sparse kernels) with each
  * entropy method to the same bytes, which every level decodes back to the
- * source. The widening kernels give the same values at every level, and
- * every level's kernel table is complete.
+ * source. The widening and column-scale kernels give the same bytes at
+ * every level, and every level's kernel table is complete.
  *
  * Run with PTWM_ISA set (ctest's test_isa_env*): the first level reported is
  * the environment's cap, or "scalar" for a name the library does not know.
  *
  * With --stay the cap is never changed: the same weights are compressed,
- * decoded, hashed and widened at the environment's level only, for
- * scripts/check_isa.sh, which runs this under gdb and fails if any
+ * decoded, hashed, widened and column-scaled at the environment's level
+ * only, for scripts/check_isa.sh, which runs this under gdb and fails if any
  * instruction above that level executes. */
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
+#include "microscale.h"
 #include "testutil.h"
 
 #define NVARIANT 4
@@ -195,9 +196,10 @@ static void check_table(ptwm_isa best) {
         CHECK_MSG(k->level == (ptwm_isa)l, "cap %s: the table is level %s's",
                   ptwm_isa_name((ptwm_isa)l), ptwm_isa_name(k->level));
         CHECK_MSG(k->rans_dec_o0 && k->rans_dec_o1 && k->rans_enc_o0 && k->skip_seen &&
-                      k->huf_encode && k->huf_loops && k->huf_bits && k->plane_loops && k->sparse_compact &&
-                      k->sparse_expand && k->joint_split && k->joint_merge && k->joint_bf16 &&
-                      k->xxh_oneshot && k->widen,
+                      k->huf_encode && k->huf_loops && k->huf_bits && k->plane_loops &&
+                      k->colscale_loops && k->sparse_compact && k->sparse_expand &&
+                      k->joint_split && k->joint_merge && k->joint_bf16 && k->xxh_oneshot &&
+                      k->widen,
                   "level %s: a kernel table entry is empty", ptwm_isa_name((ptwm_isa)l));
         CHECK_MSG((k->rans_dec_o0_packed != NULL) == (l >= PTWM_ISA_AVX512),
                   "level %s: packed rANS decoder %s", ptwm_isa_name((ptwm_isa)l),
@@ -246,6 +248,64 @@ static void check_widen(const sample *s, ptwm_isa best) {
     free(got32);
     free(ref16);
     free(got16);
+}
+
+/* The column-scale loops on the sample's first BF16 exponents with `cols`
+ * columns, into out (4n + cols bytes): residuals, scales, the inverse, and
+ * the BF16 inverse of the elements with residuals in their exponent fields.
+ * Both inverses must give the source back. */
+#define COLS_MAX_N ((size_t)1 << 20)
+static void colscale_run(const sample *s, size_t cols, uint8_t *out) {
+    const uint8_t *src = s->bytes[0];
+    size_t n = 0, i;
+    uint8_t *x, *r = out, *d, *y, *el;
+    uint32_t *sum = (uint32_t *)malloc(cols * sizeof(*sum));
+    uint16_t *s7 = (uint16_t *)malloc((cols + 256) * sizeof(*s7));
+    for (i = 0; i < s->n; i++) n += (size_t)s->desc[0][i].nbytes / 2;
+    n = PTWM_MIN(n, COLS_MAX_N);
+    d = r + n;
+    y = d + cols;
+    el = y + n;
+    x = (uint8_t *)malloc(n);
+    for (i = 0; i < n; i++) x[i] = (uint8_t)(ptwm_load_le16(src + 2 * i) >> 7);
+    ptwm_colscale_forward(x, n, cols, r, d, sum);
+    ptwm_colscale_inverse(r, d, n, cols, y);
+    for (i = 0; i < n; i++)
+        ptwm_store_le16(el + 2 * i, (uint16_t)((ptwm_load_le16(src + 2 * i) & 0x807f) | r[i] << 7));
+    ptwm_colscale_inverse_bf16(el, n, d, cols, s7);
+    CHECK_MSG(memcmp(y, x, n) == 0 && memcmp(el, src, 2 * n) == 0,
+              "level %s, %zu columns: the column-scale inverses do not give the source back",
+              ptwm_isa_name(ptwm_isa_level()), cols);
+    free(x);
+    free(sum);
+    free(s7);
+}
+
+/* Rows narrower than the loops' span, around it, and wide. */
+static const size_t col_counts[] = {3, 255, 257, 1000};
+#define COLS_OUT_LEN(cols) (4 * COLS_MAX_N + (cols))
+
+/* The column-scale loops give scalar's bytes at every level. */
+static void check_colscale(const sample *s, ptwm_isa best) {
+    size_t c;
+    int l;
+    for (c = 0; c < PTWM_ARRAY_LEN(col_counts); c++) {
+        size_t len = COLS_OUT_LEN(col_counts[c]);
+        uint8_t *ref = (uint8_t *)calloc(1, len), *got = (uint8_t *)calloc(1, len);
+        ptwm_set_isa_limit(PTWM_ISA_SCALAR);
+        colscale_run(s, col_counts[c], ref);
+        for (l = 1; l <= (int)best; l++) {
+            ptwm_set_isa_limit((ptwm_isa)l);
+            memset(got, 0, len);
+            colscale_run(s, col_counts[c], got);
+            CHECK_MSG(memcmp(got, ref, len) == 0,
+                      "%zu columns: the column-scale loops at level %s differ from scalar",
+                      col_counts[c], ptwm_isa_name((ptwm_isa)l));
+        }
+        free(ref);
+        free(got);
+    }
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
 }
 
 /* The command line refuses a PTWM_ISA it does not know, and --version names
@@ -300,6 +360,11 @@ int main(int argc, char **argv) {
             h = (uint16_t *)malloc(2 * n);
             check_stay(&s);
             for (k = 0; k < 3; k++) widen_run(&s, k, n, f, h);
+            for (k = 0; k < (int)PTWM_ARRAY_LEN(col_counts); k++) {
+                uint8_t *out = (uint8_t *)malloc(COLS_OUT_LEN(col_counts[k]));
+                colscale_run(&s, col_counts[k], out);
+                free(out);
+            }
             free(f);
             free(h);
         }
@@ -335,6 +400,7 @@ int main(int argc, char **argv) {
     if (st) {
         check_levels(&s, best);
         check_widen(&s, best);
+        check_colscale(&s, best);
     }
     for (v = 0; v < NVARIANT; v++) {
         free(s.desc[v]);

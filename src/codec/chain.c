@@ -260,8 +260,8 @@ static void cb_entropy(chain_builder *b, unsigned plane, unsigned mask, unsigned
 
 /* Float field geometry per dtype (C64 is two F32). F16 is not split: its
  * byte planes (sign:exponent:2 mantissa bits | 8 mantissa bits) code smaller
- * on the corpus than exponent | sign:mantissa (78.5% vs 79.3% of raw at
- * order 0, per 1 MiB chunk), and order-1 contexts pay on the low byte. */
+ * than exponent | sign:mantissa, and order-1 contexts pay on the low byte
+ * (docs/CHAINS.md, section 2). */
 static int float_geometry(ptwm_dtype d, unsigned *w, unsigned *e, unsigned *m) {
     switch (d) {
     case PTWM_DTYPE_BF16: *w = 2; *e = 8; *m = 7; return 1;
@@ -313,13 +313,13 @@ ptwm_error ptwm_chain_standard(ptwm_dtype dtype, ptwm_method method, uint8_t *bu
             cb_stage(&b, PTWM_STAGE_PLANES, &p, 1);
         }
     }
-    /* Order-1 contexts do not pay on float field planes (measured: the
-     * previous exponent predicts nothing a per-chunk table does not), so
-     * splits code at order 0 and keep the encoder fast. */
+    /* Order-1 contexts do not pay on float field planes (the previous
+     * exponent predicts nothing a per-chunk table does not: docs/CHAINS.md,
+     * section 2), so splits code at order 0 and keep the encoder fast. */
     if (order == -1 && float_geometry(dtype, &w, &e, &m)) order = 0;
     if (order == -1 && method == PTWM_METHOD_MICROSCALE && ptwm_dtype_bits(dtype) >= 16) {
         /* Byte planes with every stage on offer: zstd takes what order-1
-         * contexts would (F16: 77.85% either way), at a fraction of the
+         * contexts would (docs/CHAINS.md, section 2), at a fraction of the
          * encode time. */
         cb_entropy(&b, PTWM_ENTROPY_ALL_PLANES, mask, 0, 0);
     } else if (order == -1 && ptwm_dtype_bits(dtype) >= 16) {

@@ -27,9 +27,9 @@ typedef struct ptwm_chunk_params {
 
 /* Worst-case payload size for raw_len raw bytes (any chain): raw_len plus 14
  * bytes, since a chunk whose planes do not beat its raw bytes is stored
- * raw. Chunk size: 1 MiB measured best on the corpus (256 KiB costs
- * 0.02-0.1% more, 4 MiB gains under 0.01%); a workspace grows to about 7x
- * the chunk size while encoding, 2x while decoding (docs/CHAINS.md). */
+ * raw. Chunk size: 1 MiB, the best size and speed measured (docs/FORMAT.md,
+ * "Chunk size measurements"); a workspace grows to about 7x the chunk size
+ * while encoding, 2x while decoding (docs/CHAINS.md). */
 size_t ptwm_chunk_bound(size_t raw_len);
 
 /* A dst of at least this many bytes lets ptwm_chunk_encode code the planes in

@@ -45,9 +45,9 @@
  *    per refill (7 + 5 * 11 <= 63), at 13 four (7 + 4 * 13 <= 63). Exponent
  *    planes hold ~100 distinct rare exponents (tiny weights); at an 11-bit
  *    limit each still takes 1/2048 of the code space and pushes the common
- *    codes longer: faceres-deep's exponent plane costs 3.2% over its entropy
- *    at 11 bits, 1.5% at 13 and 1.1% unlimited. The encoder keeps 11 unless
- *    13 saves more than 0.4%.
+ *    codes longer, so such a plane codes measurably larger at 11 bits than
+ *    at 13 (docs/ARCHITECTURE.md, "Measurements behind the code"). The
+ *    encoder keeps 11 unless 13 saves more than 0.4%.
  *  - 4 streams give the CPU 4 independent dependency chains (zstd HUF 4X).
  *    Segments code to different bit counts (layers differ), so when the first
  *    stream nears its start the others finish in single-stream fast loops;
@@ -55,7 +55,7 @@
  *  - Decoder only, not part of the format: planes of >= 16 KiB whose code
  *    lengths imply <= 5.5 bits a symbol decode through an 11-bit table whose
  *    entries hold up to 4 whole codes (zstd's X2 idea taken further): ~3
- *    exponent symbols per lookup, about 1.6x faster than one per lookup.
+ *    exponent symbols per lookup instead of one.
  *  - Reading backward with a sentinel makes "ends exactly on its last bit" a
  *    single comparison per stream.
  *  - A lo..hi nibble range is 128 bytes at worst and ~20 bytes for exponent
@@ -255,7 +255,7 @@ static unsigned huf_optimal_lengths(const uint64_t *keys, size_t m, uint8_t len[
 
 /* Lengths limited to 11 bits decode fastest (5 symbols per refill from a 4 KiB
  * table); planes with many rare symbols (exponent planes hold ~100 of them)
- * lose up to 2% at 11 bits, so 13 is used when it saves more than 0.4%. From
+ * lose size at 11 bits, so 13 is used when it saves more than 0.4%. From
  * the optimal lengths `opt` of the sorted keys (`longest` the longest): used
  * as they are when they fit 11 bits (package-merge would find a code of the
  * same cost), package-merge past that. */

@@ -1,6 +1,6 @@
 /* MICROSCALE block-relative exponents (see microscale.h). */
 #include "microscale.h"
-#include "cpu.h"
+#include "kernels/colscale_loops.h"
 
 void ptwm_micro_forward(const uint8_t *restrict x, size_t n, unsigned block,
                         uint8_t *restrict r, uint8_t *restrict d) {
@@ -30,121 +30,20 @@ void ptwm_micro_inverse(const uint8_t *restrict r, const uint8_t *restrict d, si
     }
 }
 
-/* Row by row: each inner loop runs over contiguous columns and vectorises.
- * Rows narrower than COL_SPAN (PyTorch's [out, in, kh, kw] gives rows of
- * kw = 3) would leave the loops a few elements long, at a twentieth of the
- * speed: they are walked in spans of whole rows at least COL_SPAN long, with
- * sums per span position folded into columns afterwards and the scales
- * repeated across the span. The sums and residuals are the same. */
-#define COL_SPAN 256
-PTWM_INLINE void ptwm_colscale_forward_body(const uint8_t *restrict x, size_t n, size_t cols,
-                                            uint8_t *restrict r, uint8_t *restrict d,
-                                            uint32_t *restrict sum) {
-    uint32_t acc[2 * COL_SPAN];
-    uint8_t rep[2 * COL_SPAN];
-    size_t i, k, m = PTWM_MIN(cols, n), rows = cols ? n / cols : 0, extra = cols ? n % cols : 0;
-    size_t span = cols;
-    uint8_t prev = 0;
-    if (!cols) return;
-    if (cols < COL_SPAN && n > cols) {
-        span = cols * ((COL_SPAN + cols - 1) / cols); /* under 2 * COL_SPAN */
-        memset(acc, 0, span * sizeof(*acc));
-        for (i = 0; i < n; i += span) {
-            size_t w = PTWM_MIN(span, n - i);
-            for (k = 0; k < w; k++) acc[k] += x[i + k];
-        }
-        memcpy(sum, acc, m * sizeof(*sum));
-        for (k = m; k < span; k++) sum[k % cols] += acc[k];
-    } else {
-        span = cols;
-        memset(sum, 0, m * sizeof(*sum));
-        for (i = 0; i < n; i += cols) {
-            size_t w = PTWM_MIN(cols, n - i);
-            for (k = 0; k < w; k++) sum[k] += x[i + k];
-        }
-    }
-    /* Rounded means: columns below n % cols hold one element more. */
-    for (k = 0; k < m; k++) {
-        size_t cnt = rows + (k < extra);
-        d[k] = (uint8_t)((sum[k] + cnt / 2) / cnt);
-    }
-    if (span != cols) {
-        for (k = 0; k < span; k++) rep[k] = d[k % cols];
-        for (i = 0; i < n; i += span) {
-            size_t w = PTWM_MIN(span, n - i);
-            for (k = 0; k < w; k++) r[i + k] = (uint8_t)(rep[k] - x[i + k]);
-        }
-    } else {
-        for (i = 0; i < n; i += cols) {
-            size_t w = PTWM_MIN(cols, n - i);
-            for (k = 0; k < w; k++) r[i + k] = (uint8_t)(d[k] - x[i + k]);
-        }
-    }
-    for (k = 0; k < m; k++) {
-        uint8_t s = d[k];
-        d[k] = (uint8_t)(s - prev);
-        prev = s;
-    }
-}
-PTWM_VEC_VARIANTS(, ptwm_colscale_forward, (const uint8_t *restrict x, size_t n, size_t cols,
-                  uint8_t *restrict r, uint8_t *restrict d, uint32_t *restrict sum),
-                  (x, n, cols, r, d, sum))
+/* The plain forms of the loops of kernels/colscale_loops.h. */
+COLSCALE_LOOPS(scalar, )
 
-PTWM_INLINE void ptwm_colscale_inverse_body(const uint8_t *restrict r, const uint8_t *restrict d,
-                                            size_t n, size_t cols, uint8_t *restrict x) {
-    size_t i, k, m = PTWM_MIN(cols, n);
-    uint8_t s = 0;
-    if (!cols) return;
-    /* The scales go into the first row of x, then each row subtracts. */
-    for (k = 0; k < m; k++) {
-        s = (uint8_t)(s + d[k]);
-        x[k] = s;
-    }
-    for (i = m; i < n; i += cols) {
-        size_t w = PTWM_MIN(cols, n - i);
-        for (k = 0; k < w; k++) x[i + k] = (uint8_t)(x[k] - r[i + k]);
-    }
-    for (k = 0; k < m; k++) x[k] = (uint8_t)(x[k] - r[k]);
+void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, size_t cols,
+                           uint8_t *restrict r, uint8_t *restrict d, uint32_t *restrict sum) {
+    ptwm_kern()->colscale_loops->forward(x, n, cols, r, d, sum);
 }
-PTWM_VEC_VARIANTS(, ptwm_colscale_inverse, (const uint8_t *restrict r, const uint8_t *restrict d,
-                  size_t n, size_t cols, uint8_t *restrict x),
-                  (r, d, n, cols, x))
 
-/* With the scale at the field's place (s << 7), the field of v = r << 7 | rest
- * becomes (s << 7) - (v & 0x7f80) masked to the field: no shifts per element.
- * Narrow rows are repeated in s7 to at least 256 elements, so the vector
- * loop runs long. */
-PTWM_INLINE void ptwm_colscale_inverse_bf16_body(uint8_t *el, size_t n, const uint8_t *restrict d,
-                                                 size_t cols, uint16_t *restrict s7) {
-    size_t i, k, m = PTWM_MIN(cols, n), span;
-    uint8_t s = 0;
-    if (!cols) return;
-    for (k = 0; k < m; k++) {
-        s = (uint8_t)(s + d[k]);
-        s7[k] = (uint16_t)(s << 7);
-    }
-    span = cols * (cols >= 256 ? 1 : (256 + cols - 1) / cols);
-    if (m == cols) {
-        for (k = cols; k < span; k++) s7[k] = s7[k - cols];
-    } else {
-        span = cols; /* n < cols: one partial row */
-    }
-    for (i = 0; i < n; i += span) {
-        size_t w = PTWM_MIN(span, n - i);
-        uint8_t *restrict row = el + 2 * i;
-        for (k = 0; k < w; k++) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            uint16_t v; /* a plain 16-bit load: the loop vectorises */
-            memcpy(&v, row + 2 * k, 2);
-            v = (uint16_t)((v & 0x807f) | ((s7[k] - (v & 0x7f80)) & 0x7f80));
-            memcpy(row + 2 * k, &v, 2);
-#else
-            uint16_t v = ptwm_load_le16(row + 2 * k);
-            ptwm_store_le16(row + 2 * k, (uint16_t)((v & 0x807f) | ((s7[k] - (v & 0x7f80)) & 0x7f80)));
-#endif
-        }
-    }
+void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d, size_t n,
+                           size_t cols, uint8_t *restrict x) {
+    ptwm_kern()->colscale_loops->inverse(r, d, n, cols, x);
 }
-PTWM_VEC_VARIANTS(, ptwm_colscale_inverse_bf16, (uint8_t *el, size_t n, const uint8_t *restrict d,
-                  size_t cols, uint16_t *restrict s7),
-                  (el, n, d, cols, s7))
+
+void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uint8_t *restrict d, size_t cols,
+                                uint16_t *restrict s7) {
+    ptwm_kern()->colscale_loops->inverse_bf16(el, n, d, cols, s7);
+}

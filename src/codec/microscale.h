@@ -13,8 +13,8 @@
  * columns: the scale of column c is the rounded mean of its exponents,
  * s_c = round(mean of x[i] over i % cols == c) (per-output-channel scales: in
  * a weight matrix stored [in, out] each output's weights share a magnitude
- * the exponents of one row do not show; the mean codes 0.02-0.06 bits an
- * element smaller than the maximum on the corpus). r[i] = s_(i % cols) - x[i]
+ * the exponents of one row do not show; the mean codes smaller than the
+ * maximum, docs/CHAINS.md section 4). r[i] = s_(i % cols) - x[i]
  * mod 256, and d_c = s_c - s_(c-1) mod 256 (s_(-1) = 0). Columns count from
  * the chunk's first element: a chunk starting mid-row sees the same columns
  * rotated. `sum` is scratch for min(cols, n) counters, and the sums fit

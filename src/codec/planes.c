@@ -202,7 +202,7 @@ size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t
 }
 
 /* Set bits of a 64-bit word, without a popcount instruction (the baseline
- * build has none; a library call per byte was 2% of F16 decoding). */
+ * build has none, and a library call per byte slowed F16 decoding). */
 static unsigned popcount64(uint64_t v) {
     v -= (v >> 1) & 0x5555555555555555ull;
     v = (v & 0x3333333333333333ull) + ((v >> 2) & 0x3333333333333333ull);

@@ -205,8 +205,8 @@ static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned pr
 }
 
 /* log2 of the frequencies of tables up to 12 bits, from a table filled by
- * log2() itself (a libm call per symbol per precision tried was a tenth of
- * planning a table; the values, and so the choices, are the same). */
+ * log2() itself (a libm call per symbol per precision tried was a large part
+ * of planning a table; the values, and so the choices, are the same). */
 #define LOG2_TAB 4097
 static double log2_tab[LOG2_TAB];
 static pthread_once_t log2_once = PTHREAD_ONCE_INIT;
@@ -661,9 +661,10 @@ static unsigned prec_limit(size_t n, unsigned lo, unsigned hi, int slack) {
  * plane's limit), a lower precision is taken while it costs under 0.1% more
  * (a smaller table decodes faster and codes a small plane no worse), a higher
  * one only if it saves 0.3% (past RANS_PACK_PREC the AVX-512 decoder needs
- * two gathers a step instead of one, measured ~6% slower). The estimate
- * changes little from one precision to the next, so the walk stops at the
- * first step that does not pay: two or three tables evaluated, not six. */
+ * two gathers a step instead of one, and is slower: docs/CHAINS.md,
+ * section 3). The estimate changes little from one precision to the next,
+ * so the walk stops at the first step that does not pay: two or three
+ * tables evaluated, not six. */
 static plan plan_o0(const uint64_t cnt[256], size_t n) {
     plan best;
     uint32_t freq[256];
@@ -758,8 +759,8 @@ static size_t encode_o1(ptwm_ws *ws, const uint8_t *src, size_t n, const uint64_
 }
 
 /* Keep a rANS coding of `len` bytes (0: none) only if it saves at least
- * 1/256 of the plane: below that (sign+mantissa planes: 7.97 bits) RAW costs
- * under 0.4% and decodes at memcpy speed. */
+ * 1/256 of the plane: below that (near-uniform planes such as sign+mantissa)
+ * RAW costs under 0.4% and decodes at memcpy speed. */
 static ptwm_error keep_or_raw(const uint8_t *src, size_t n, size_t len, uint8_t *dst, size_t cap,
                               size_t *out_len) {
     if (len && len + n / 256 <= n) {
@@ -789,8 +790,8 @@ double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *out
     out->prec = p.prec;
     memcpy(out->freq, p.freq, sizeof(out->freq));
     /* The plan counts the 32 final states whole beside the symbols' bits,
-     * but they hold the last bits of the stream: about a byte each, measured
-     * on corpus planes of 300 bytes to 64 KiB (estimate 25-35 bytes high). */
+     * but they hold the last bits of the stream: about a byte each
+     * (docs/ARCHITECTURE.md, "Measurements behind the code"). */
     return p.est - (double)RANS_O0_STATES;
 }
 

@@ -23,7 +23,8 @@ ptwm_error ptwm_rans_encode_counts(ptwm_ws *ws, const uint8_t *src, size_t n, in
  * estimate). Symbols the sample missed are found by a scan for them, about
  * twice the speed of counting (several times with AVX-512 VBMI), and get the
  * smallest frequency. The bytes depend on src and sample only, not on the
- * CPU. Costs 0.01-0.03% against exact counts from 16-32K samples. */
+ * CPU. It codes slightly larger than exact counts would (docs/CHAINS.md,
+ * section 3, has the figures). */
 ptwm_error ptwm_rans_encode_sampled(const uint8_t *src, size_t n, const uint32_t sample[256],
                                     uint8_t *dst, size_t cap, size_t *out_len);
 /* Estimated order-0 coded size (within ~0.1%) from exact counts, as the

@@ -45,11 +45,9 @@
 /* Packed tables: the writer packs when that is smaller and within the
  * reader's caps (raw_size <= 64 x stored table bytes and <= 1 GiB), which
  * bound what a reader allocates by the file's size. */
-#define PTWM_FMT_PACK_LEVEL 1      /* level 3 took 65-280 us a corpus table in place (a
-                                    * serial tail of every run: 8% of a two-thread run on
-                                    * movenet-thunder.f16) and packed the corpus' tables 68
-                                    * bytes larger; level 9 saved 29-307 bytes a file for
-                                    * ~0.3 ms */
+#define PTWM_FMT_PACK_LEVEL 1      /* packing is a serial tail of every run: higher
+                                    * levels took longer for a few bytes (docs/FORMAT.md,
+                                    * "Section 4: packed table") */
 #define PTWM_FMT_PACK_RATIO 64u
 #define PTWM_FMT_PACK_MAX ((uint64_t)1 << 30)
 #define PTWM_FMT_SECTION_HEAD 9u     /* u8 id, u64 length */

@@ -1167,8 +1167,8 @@ static ptwm_error drive_workspaces(sdrive *d, unsigned n, ptwm_err *err) {
 
 /* `per_thread` slots of the ring per thread: enough that no thread waits
  * for the consumer; deeper when slots hold no buffers (an image in memory
- * decoded into the caller's buffers: 16 a thread measured 1.66 -> 1.70x for
- * two threads over one on 5-14 MB files, where the consumer also hashes). */
+ * decoded into the caller's buffers, where the consumer also hashes;
+ * docs/ARCHITECTURE.md, "Threads"). */
 static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per_thread,
                               ptwm_err *err) {
     ptwm_error rc;

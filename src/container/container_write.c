@@ -218,8 +218,8 @@ static ptwm_error w_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err *er
 }
 
 /* rmu, taken only where another thread may append (a one-thread writer
- * appends on the writing thread alone: six lock pairs a chunk, ~1% of
- * compressing a file of small tensors, for nothing). */
+ * appends on the writing thread alone: six lock pairs a chunk would cost
+ * time for nothing; docs/ARCHITECTURE.md, "Measurements behind the code"). */
 static void rmu_lock(const ptwm_writer *w) {
     if (w->nworkers > 1) pthread_mutex_lock((pthread_mutex_t *)&w->rmu);
 }
@@ -260,7 +260,8 @@ static void encode_task(void *ctx, size_t i, unsigned worker);
  * its last 32. The first hold the chunk header, whose plane CRCs (when
  * written) fingerprint every coded byte; equal keys are confirmed byte for
  * byte before a payload is shared, so a weak key costs a compare, never a
- * wrong file. Hashing whole payloads was 2% of compress time. */
+ * wrong file, where hashing whole payloads cost compress time
+ * (docs/ARCHITECTURE.md, "Measurements behind the code"). */
 #define KEY_HEAD 96
 #define KEY_TAIL 32
 static uint64_t payload_hash(const uint8_t *p, size_t n) {
@@ -557,8 +558,8 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     cp.emit_crc = j->plane_crc;
     cp.columns = (size_t)j->columns;
     /* Room for the stages' bounds (pages past what is written are never
-     * touched); appending it then copies nothing (the copies were 3-4% of
-     * compress time). An equal earlier payload just leaves it unused. */
+     * touched); appending it then copies nothing (docs/ARCHITECTURE.md,
+     * "Threads"). An equal earlier payload just leaves it unused. */
     j->dst = NULL;
     rmu_lock(w);
     if (!w->to_file && i == w->head && !w->failed) {
@@ -569,8 +570,8 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
         }
     }
     /* Else the buffer appended last: this thread has often just copied it
-     * into the image, so it is still in cache. (A buffer per slot was cold:
-     * 1 MiB chunks coded 5-10% slower on two threads than on one.) */
+     * into the image, so it is still in cache (a buffer per slot was cold:
+     * docs/ARCHITECTURE.md, "Threads"). */
     if (!j->dst && w->nouts) j->out = w->outs[--w->nouts];
     rmu_unlock(w);
     if (!j->dst) {
@@ -1163,7 +1164,7 @@ ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
         size_t i;
         for (i = 0; i < n && tensors; i++) raw += tensors[i].nbytes;
         if (raw < (uint64_t)SIZE_MAX / 2 && wbuf_reserve(&w->mem, (size_t)raw + 4096))
-            ptwm_advise_huge(w->mem.p, w->mem.cap); /* 20% of compress time went to faults */
+            ptwm_advise_huge(w->mem.p, w->mem.cap); /* fewer page faults as the image grows */
     }
     if ((rc = add_all(w, tensors, n, chains, err))) {
         ptwm_writer_free(w);

@@ -34,7 +34,7 @@
 #define PTWM_CPU_V3REST (1u << 12)
 
 /* The features of levels AVX2 and AVX512 as ptwm.h defines them (what the
- * copies of PTWM_VEC_VARIANTS may use). */
+ * loop copies of PTWM_TARGET_AVX2 and PTWM_TARGET_V4 may use, cpu.h). */
 #define PTWM_CPU_LEVEL_AVX2                                                           \
     (PTWM_CPU_SSSE3 | PTWM_CPU_POPCNT | PTWM_CPU_AVX2 | PTWM_CPU_BMI2 | PTWM_CPU_F16C | \
      PTWM_CPU_V3REST)

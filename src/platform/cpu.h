@@ -13,8 +13,8 @@
 #include "kernels.h"
 
 /* Target attributes of the vectorising plain loops compiled once per level
- * (kernels/planes_loops.h, PTWM_VEC_VARIANTS): the same C, each copy with
- * its own. */
+ * (kernels/planes_loops.h, kernels/colscale_loops.h): the same C, each copy
+ * with its own. */
 #ifdef PTWM_CPU_X86
 #if defined(__clang__)
 #define PTWM_TARGET_V4                                                                   \
@@ -26,30 +26,10 @@
 #define PTWM_TARGET_AVX2 __attribute__((target("avx2")))
 #endif
 
-/* One plain C loop body (an always-inline NAME_body), compiled once per level
- * into NAME_v4, NAME_avx2 and NAME_base in the module's own file, and NAME
- * calling the copy of the kernel table's level (zstd's HUF_DGEN idea). The
- * column-scale loops (microscale.c) still use it; a table entry and copies
- * in per-level files, as kernels/planes_loops.h does, are the form to move
- * them to. LINK is `static` or empty; PARAMS and ARGS are parenthesised
- * lists. */
-#ifdef PTWM_CPU_X86
-#define PTWM_VEC_VARIANTS(LINK, NAME, PARAMS, ARGS)                                  \
-    PTWM_TARGET_V4 PTWM_NOINLINE static void NAME##_v4 PARAMS { NAME##_body ARGS; }   \
-    PTWM_TARGET_AVX2 PTWM_NOINLINE static void NAME##_avx2 PARAMS { NAME##_body ARGS; } \
-    PTWM_NOINLINE static void NAME##_base PARAMS { NAME##_body ARGS; }                \
-    LINK void NAME PARAMS {                                                         \
-        ptwm_isa l_ = ptwm_kern()->level;                                           \
-        if (l_ >= PTWM_ISA_AVX512)                                                  \
-            NAME##_v4 ARGS;                                                         \
-        else if (l_ >= PTWM_ISA_AVX2)                                               \
-            NAME##_avx2 ARGS;                                                       \
-        else                                                                        \
-            NAME##_base ARGS;                                                       \
-    }
-#else
-#define PTWM_VEC_VARIANTS(LINK, NAME, PARAMS, ARGS) \
-    LINK void NAME PARAMS { NAME##_body ARGS; }
-#endif
+/* One copy of a plain C loop body (an always-inline NAME_body) under target
+ * attribute ATTR, named NAME_SUFFIX, for a level's table of loops (zstd's
+ * HUF_DGEN idea). PARAMS and ARGS are parenthesised lists. */
+#define PTWM_LOOP_COPY(ATTR, NAME, SUFFIX, PARAMS, ARGS) \
+    ATTR PTWM_NOINLINE static void NAME##_##SUFFIX PARAMS { NAME##_body ARGS; }
 
 #endif

@@ -385,8 +385,9 @@ ptwm_error ptwm_fail_shrunk(ptwm_err *err, int fd, const char *path, uint64_t ex
 
 /* The cores this process may run on (as nproc counts them, so taskset and
  * cpusets are honoured). sched_getaffinity is one cheap system call, where
- * sysconf(_SC_NPROCESSORS_ONLN) opened and read /sys files on every call:
- * about 50 us, paid by every writer (1% of compressing a 14 MB file). */
+ * sysconf(_SC_NPROCESSORS_ONLN) opened and read /sys files on every call,
+ * a cost every writer paid (docs/ARCHITECTURE.md, "Measurements behind the
+ * code"). */
 int ptwm_cpu_count(void) {
     long n = 0;
 #ifdef __linux__

@@ -6,9 +6,9 @@
 #include <xxhash.h>
 
 /* ISA-L's gzip CRC is zlib's CRC32; it folds 64 bytes a step with
- * VPCLMULQDQ where the CPU has it (64 GB/s here, against libdeflate 1.14's
- * 16: the plane CRCs were 12% of decoding). ISA-L picks its kernel itself:
- * the instruction-set cap does not reach it. */
+ * VPCLMULQDQ where the CPU has it, several times libdeflate's speed
+ * (docs/ARCHITECTURE.md, "Dependencies and why"). ISA-L picks its kernel
+ * itself: the instruction-set cap does not reach it. */
 uint32_t ptwm_crc32(uint32_t crc, const void *p, size_t n) {
     /* ISA-L reads nothing for n == 0, but takes a non-const pointer. */
     return n ? crc32_gzip_refl(crc, (const unsigned char *)p, (uint64_t)n) : crc;

@@ -40,7 +40,8 @@ static AVX2_FN XXH128_hash_t hash_long_avx2(const void *XXH_RESTRICT p, size_t n
                                        XXH3_scrambleAcc_avx2);
 }
 
-/* The same stripes 64 bytes a step (1.5x AVX2's speed on data in cache). */
+/* The same stripes 64 bytes a step (faster than AVX2's on data in cache:
+ * docs/ARCHITECTURE.md, "Measurements behind the code"). */
 static AVX512_FN XXH128_hash_t hash_long_avx512(const void *XXH_RESTRICT p, size_t n, XXH64_hash_t seed,
                                                 const void *XXH_RESTRICT secret, size_t secret_len) {
     (void)seed;

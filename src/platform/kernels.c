@@ -74,6 +74,7 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
     k->joint_split = joint_split_none;
     k->joint_merge = joint_merge_none;
     k->joint_bf16 = joint_bf16_none;
+    k->colscale_loops = &ptwm_colscale_loops_scalar;
     k->xxh_oneshot = ptwm_xxh128_scalar_oneshot;
     k->widen = &ptwm_widen_scalar;
 #ifdef PTWM_CPU_X86
@@ -90,6 +91,7 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
         k->huf_encode = ptwm_huf_encode_avx2;
         k->huf_loops = &ptwm_huf_loops_avx2;
         k->plane_loops = &ptwm_plane_loops_avx2;
+        k->colscale_loops = &ptwm_colscale_loops_avx2;
         k->xxh_oneshot = ptwm_xxh128_avx2_oneshot;
         k->xxh_vec_update = ptwm_xxh128_avx2_update;
         k->xxh_vec = 1;
@@ -99,6 +101,7 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
         k->rans_dec_o0 = ptwm_rans_dec_o0_avx512;
         k->rans_dec_o0_packed = ptwm_rans_dec_o0_packed_avx512;
         k->plane_loops = &ptwm_plane_loops_avx512;
+        k->colscale_loops = &ptwm_colscale_loops_avx512;
         k->joint_bf16 = ptwm_joint_bf16_avx512;
         k->xxh_oneshot = ptwm_xxh128_avx512_oneshot;
         k->xxh_vec_update = ptwm_xxh128_avx512_update;

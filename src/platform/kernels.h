@@ -87,6 +87,14 @@ typedef struct ptwm_plane_loops {
     void (*merge_bytes)(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst);
 } ptwm_plane_loops;
 
+/* The column-scale loops (microscale.c), whole. */
+typedef struct ptwm_colscale_loops {
+    void (*forward)(const uint8_t *x, size_t n, size_t cols, uint8_t *r, uint8_t *d,
+                    uint32_t *sum);
+    void (*inverse)(const uint8_t *r, const uint8_t *d, size_t n, size_t cols, uint8_t *x);
+    void (*inverse_bf16)(uint8_t *el, size_t n, const uint8_t *d, size_t cols, uint16_t *s7);
+} ptwm_colscale_loops;
+
 typedef struct ptwm_kernels {
     ptwm_isa level; /* the level this table was filled for */
     ptwm_rans_dec_o0_fn rans_dec_o0;
@@ -105,6 +113,7 @@ typedef struct ptwm_kernels {
     ptwm_joint_split_fn joint_split;
     ptwm_joint_merge_fn joint_merge;
     ptwm_joint_bf16_fn joint_bf16;
+    const ptwm_colscale_loops *colscale_loops;
     /* XXH3-128 (hash.c): one-shot, and the update of a state hash_avx2.c
      * made (NULL without x86 SIMD); xxh_vec: begin makes such states. */
     void (*xxh_oneshot)(const void *p, size_t n, uint8_t out[16]);
@@ -133,6 +142,7 @@ void ptwm_huf_encode_scalar(const uint8_t *, const size_t *, const uint32_t *, u
 uint64_t ptwm_huf_bits_scalar(const uint8_t *src, size_t n, const uint8_t len[256]);
 extern const ptwm_huf_loops ptwm_huf_loops_scalar;
 extern const ptwm_plane_loops ptwm_plane_loops_scalar;
+extern const ptwm_colscale_loops ptwm_colscale_loops_scalar;
 void ptwm_xxh128_scalar_oneshot(const void *p, size_t n, uint8_t out[16]);
 extern const ptwm_widen_impl ptwm_widen_scalar;
 #ifdef PTWM_CPU_X86
@@ -154,6 +164,7 @@ void ptwm_huf_encode_avx2(const uint8_t *, const size_t *, const uint32_t *, uin
                           uint8_t *const *);
 extern const ptwm_huf_loops ptwm_huf_loops_avx2;
 extern const ptwm_plane_loops ptwm_plane_loops_avx2, ptwm_plane_loops_avx512;
+extern const ptwm_colscale_loops ptwm_colscale_loops_avx2, ptwm_colscale_loops_avx512;
 uint64_t ptwm_huf_bits_vbmi(const uint8_t *src, size_t n, const uint8_t len[256]);
 size_t ptwm_sparse_compact_vbmi(const uint8_t *, size_t, unsigned, uint8_t *, uint8_t *,
                                   size_t *, struct sign_writer *);

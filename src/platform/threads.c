@@ -10,9 +10,8 @@
  * has served one parks and serves the next, and exits after HELPER_IDLE_MS
  * with nothing to do. This park is the one process-wide state of the
  * library; it ends cleanly at exit or dlclose (park_close). Creating a
- * thread per call (its stack faulted in afresh) kept the second
- * core idle for the first 0.3-0.5 ms of every call: 10-15% of compressing a
- * 14 MB file on two threads. */
+ * thread per call (its stack faulted in afresh) kept the second core idle
+ * at the start of every call (docs/ARCHITECTURE.md, "Threads"). */
 #include "threads.h"
 #include "fileio.h"
 
@@ -326,10 +325,9 @@ enum { SLOT_FREE = 0, SLOT_READY = 1, SLOT_RUNNING = 2, SLOT_DONE = 3 };
 
 /* Before sleeping on a condition variable, a waiter polls for up to SPIN_NS:
  * on a virtual machine a sleeping thread took up to several milliseconds
- * to wake after a signal (the second core idled with 15 jobs queued, for
- * 3.5 ms of an 11 ms run), while the ring usually refills within tens of
- * microseconds. Returns early once *count is nonzero, *state (if given)
- * equals `want`, or *quit (if given) is set. */
+ * to wake after a signal (docs/ARCHITECTURE.md, "Threads"), while the ring
+ * usually refills within tens of microseconds. Returns early once *count is
+ * nonzero, *state (if given) equals `want`, or *quit (if given) is set. */
 #define SPIN_NS 200000L
 static void spin(const size_t *count, const uint8_t *state, uint8_t want, const int *quit) {
     struct timespec t0, t;

@@ -7,7 +7,7 @@
 #define PTWM_PLANES_LOOPS_H
 
 #include "common.h"
-#include "kernels.h"
+#include "cpu.h"
 
 PTWM_INLINE void split_bf16_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
                                  uint8_t *restrict sm) {
@@ -119,32 +119,30 @@ PTWM_INLINE void merge_bytes_body(const uint8_t *const *planes, size_t n, unsign
     }
 }
 
-#define PLANES_LOOP(ATTR, NAME, SUFFIX, PARAMS, ARGS) \
-    ATTR PTWM_NOINLINE static void NAME##_##SUFFIX PARAMS { NAME##_body ARGS; }
-
 /* Every loop under ATTR, and their table ptwm_plane_loops_SUFFIX (kernels.h). */
 #define PLANES_LOOPS(SUFFIX, ATTR)                                                           \
-    PLANES_LOOP(ATTR, split_bf16, SUFFIX, (const uint8_t *restrict src, size_t n,            \
-                uint8_t *restrict ex, uint8_t *restrict sm), (src, n, ex, sm))               \
-    PLANES_LOOP(ATTR, merge_bf16, SUFFIX, (const uint8_t *restrict ex,                       \
-                const uint8_t *restrict sm, size_t n, uint8_t *restrict dst), (ex, sm, n, dst)) \
-    PLANES_LOOP(ATTR, split_f16, SUFFIX, (const uint8_t *restrict src, size_t n,             \
-                uint8_t *restrict ex, uint8_t *restrict hi, uint8_t *restrict lo),           \
-                (src, n, ex, hi, lo))                                                        \
-    PLANES_LOOP(ATTR, merge_f16, SUFFIX, (const uint8_t *restrict ex,                        \
-                const uint8_t *restrict hi, const uint8_t *restrict lo, size_t n,            \
-                uint8_t *restrict dst), (ex, hi, lo, n, dst))                                \
-    PLANES_LOOP(ATTR, split_f32, SUFFIX, (const uint8_t *restrict src, size_t n,             \
-                uint8_t *restrict ex, uint8_t *restrict p1, uint8_t *restrict p2,            \
-                uint8_t *restrict p3), (src, n, ex, p1, p2, p3))                             \
-    PLANES_LOOP(ATTR, merge_f32, SUFFIX, (const uint8_t *restrict ex,                        \
-                const uint8_t *restrict p1, const uint8_t *restrict p2,                      \
-                const uint8_t *restrict p3, size_t n, uint8_t *restrict dst),                \
-                (ex, p1, p2, p3, n, dst))                                                    \
-    PLANES_LOOP(ATTR, split_bytes, SUFFIX, (const uint8_t *src, size_t n, unsigned width,    \
-                uint8_t *const *planes), (src, n, width, planes))                            \
-    PLANES_LOOP(ATTR, merge_bytes, SUFFIX, (const uint8_t *const *planes, size_t n,          \
-                unsigned width, uint8_t *dst), (planes, n, width, dst))                      \
+    PTWM_LOOP_COPY(ATTR, split_bf16, SUFFIX, (const uint8_t *restrict src, size_t n,         \
+                   uint8_t *restrict ex, uint8_t *restrict sm), (src, n, ex, sm))            \
+    PTWM_LOOP_COPY(ATTR, merge_bf16, SUFFIX, (const uint8_t *restrict ex,                    \
+                   const uint8_t *restrict sm, size_t n, uint8_t *restrict dst),             \
+                   (ex, sm, n, dst))                                                         \
+    PTWM_LOOP_COPY(ATTR, split_f16, SUFFIX, (const uint8_t *restrict src, size_t n,          \
+                   uint8_t *restrict ex, uint8_t *restrict hi, uint8_t *restrict lo),        \
+                   (src, n, ex, hi, lo))                                                     \
+    PTWM_LOOP_COPY(ATTR, merge_f16, SUFFIX, (const uint8_t *restrict ex,                     \
+                   const uint8_t *restrict hi, const uint8_t *restrict lo, size_t n,         \
+                   uint8_t *restrict dst), (ex, hi, lo, n, dst))                             \
+    PTWM_LOOP_COPY(ATTR, split_f32, SUFFIX, (const uint8_t *restrict src, size_t n,          \
+                   uint8_t *restrict ex, uint8_t *restrict p1, uint8_t *restrict p2,         \
+                   uint8_t *restrict p3), (src, n, ex, p1, p2, p3))                          \
+    PTWM_LOOP_COPY(ATTR, merge_f32, SUFFIX, (const uint8_t *restrict ex,                     \
+                   const uint8_t *restrict p1, const uint8_t *restrict p2,                   \
+                   const uint8_t *restrict p3, size_t n, uint8_t *restrict dst),             \
+                   (ex, p1, p2, p3, n, dst))                                                 \
+    PTWM_LOOP_COPY(ATTR, split_bytes, SUFFIX, (const uint8_t *src, size_t n, unsigned width, \
+                   uint8_t *const *planes), (src, n, width, planes))                         \
+    PTWM_LOOP_COPY(ATTR, merge_bytes, SUFFIX, (const uint8_t *const *planes, size_t n,       \
+                   unsigned width, uint8_t *dst), (planes, n, width, dst))                   \
     const ptwm_plane_loops ptwm_plane_loops_##SUFFIX = {                                     \
         split_bf16_##SUFFIX, merge_bf16_##SUFFIX, split_f16_##SUFFIX, merge_f16_##SUFFIX,    \
         split_f32_##SUFFIX,  merge_f32_##SUFFIX,  split_bytes_##SUFFIX, merge_bytes_##SUFFIX};

@@ -6,7 +6,7 @@
 #include <immintrin.h>
 
 /* AVX-512 VBMI: the table lookups without gathers (gathers bound the AVX2
- * loop: about two cycles a symbol on Zen 4). The two tables are kept as
+ * loop; docs/ARCHITECTURE.md, "Instruction sets"). The two tables are kept as
  * eight byte planes of 256 entries; a byte permute over two registers looks
  * up 128 entries for 64 symbols at once, so a plane costs two permutes and a
  * blend per 64 symbols, and byte unpacks turn the planes back into 32-bit
