@@ -13,9 +13,9 @@ ptwm_error ptwm_ptdir_open(const char *dir, ptwm_ptdir **out, ptwm_err *err) {
 
 void ptwm_ptdir_close(ptwm_ptdir *d) { ptwm_shardir_close(dir_of(d)); }
 void ptwm_ptdir_set_threads(ptwm_ptdir *d, int threads) {
-    ptwm_shardir_set_threads(dir_of(d), threads);
+    ptwm_source_ptdir_ops.set_threads(dir_of(d), threads);
 }
-size_t ptwm_ptdir_count(const ptwm_ptdir *d) { return ptwm_shardir_count(dir_of(d)); }
+size_t ptwm_ptdir_count(const ptwm_ptdir *d) { return ptwm_source_ptdir_ops.count(d); }
 size_t ptwm_ptdir_shard_count(const ptwm_ptdir *d) { return ptwm_shardir_shard_count(dir_of(d)); }
 ptwm_reader *ptwm_ptdir_shard(const ptwm_ptdir *d, size_t i) {
     return (ptwm_reader *)ptwm_shardir_shard(dir_of(d), i);
@@ -35,12 +35,12 @@ size_t ptwm_ptdir_shard_of(const ptwm_ptdir *d, size_t index, size_t *local) {
 ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out,
                              ptwm_err *err) {
     if (!d || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_ptdir_tensor: NULL argument");
-    return ptwm_shardir_tensor(dir_of(d), index, out, err);
+    return ptwm_source_ptdir_ops.tensor(d, index, out, err);
 }
 
 ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index, ptwm_err *err) {
     if (!d) return ptwm_fail_name(err, ".ptwm directory", name);
-    return ptwm_shardir_find(dir_of(d), name, index, err);
+    return ptwm_source_ptdir_ops.find(d, name, index, err);
 }
 
 ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_t offset, void *dst,
@@ -48,5 +48,5 @@ ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_t offset,
     if (index >= ptwm_ptdir_count(d))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor index %zu out of range (%zu tensors)",
                          index, ptwm_ptdir_count(d));
-    return ptwm_shardir_read(dir_of(d), index, offset, dst, len, err);
+    return ptwm_source_ptdir_ops.read(d, index, offset, dst, len, err);
 }

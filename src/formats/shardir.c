@@ -306,9 +306,8 @@ ptwm_error ptwm_shardir_open(const char *dir, ptwm_source_kind kind, ptwm_open_m
     return PTWM_OK;
 }
 
-/* ---- reading ------------------------------------------------------------- */
+/* ---- what only a directory has ------------------------------------------ */
 
-size_t ptwm_shardir_count(const ptwm_shardir *d) { return d ? d->n : 0; }
 size_t ptwm_shardir_shard_count(const ptwm_shardir *d) { return d ? d->nshards : 0; }
 void *ptwm_shardir_shard(const ptwm_shardir *d, size_t i) {
     return d && i < d->nshards ? d->shards[i] : NULL;
@@ -328,30 +327,45 @@ size_t ptwm_shardir_shard_of(const ptwm_shardir *d, size_t index, size_t *local)
     return d->t[index].shard;
 }
 
-ptwm_error ptwm_shardir_tensor(const ptwm_shardir *d, size_t index, ptwm_tensor_info *out,
-                               ptwm_err *err) {
+/* ---- the directory as a source ------------------------------------------- */
+
+static ptwm_error stdir_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
+    return ptwm_shardir_open(path, PTWM_SOURCE_SAFETENSORS_DIR, mode, (ptwm_shardir **)out, err);
+}
+static ptwm_error ptdir_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
+    return ptwm_shardir_open(path, PTWM_SOURCE_PTWM_DIR, mode, (ptwm_shardir **)out, err);
+}
+static void dir_close(void *h) { ptwm_shardir_close((ptwm_shardir *)h); }
+
+static size_t dir_count(const void *h) {
+    const ptwm_shardir *d = (const ptwm_shardir *)h;
+    return d ? d->n : 0;
+}
+
+static ptwm_error dir_tensor(const void *h, size_t index, ptwm_tensor_info *out, ptwm_err *err) {
+    const ptwm_shardir *d = (const ptwm_shardir *)h;
     if (index >= d->n) return ptwm_fail_index(err, d->k->label, index, d->n);
     return d->k->shard->tensor(d->shards[d->t[index].shard], d->t[index].local, out, err);
 }
 
-ptwm_error ptwm_shardir_find(const ptwm_shardir *d, const char *name, size_t *index,
-                             ptwm_err *err) {
-    uint32_t at;
-    if (!name) return ptwm_fail_name(err, d->k->label, name);
-    at = *find_slot(d, name);
+static ptwm_error dir_find(const void *h, const char *name, size_t *index, ptwm_err *err) {
+    const ptwm_shardir *d = (const ptwm_shardir *)h;
+    uint32_t at = name ? *find_slot(d, name) : 0;
     if (!at) return ptwm_fail_name(err, d->k->label, name);
     if (index) *index = at - 1;
     return PTWM_OK;
 }
 
-ptwm_error ptwm_shardir_read(ptwm_shardir *d, size_t index, uint64_t offset, void *dst,
-                             size_t len, ptwm_err *err) {
+static ptwm_error dir_read(void *h, size_t index, uint64_t offset, void *dst, size_t len,
+                           ptwm_err *err) {
+    const ptwm_shardir *d = (const ptwm_shardir *)h;
     if (index >= d->n) return ptwm_fail_index(err, d->k->label, index, d->n);
     return d->k->shard->read(d->shards[d->t[index].shard], d->t[index].local, offset, dst, len,
                              err);
 }
 
-void ptwm_shardir_set_threads(ptwm_shardir *d, int threads) {
+static void dir_set_threads(void *h, int threads) {
+    ptwm_shardir *d = (ptwm_shardir *)h;
     size_t i;
     if (!d || !d->k->shard->set_threads) return;
     for (i = 0; i < d->nshards; i++) d->k->shard->set_threads(d->shards[i], threads);
@@ -385,26 +399,6 @@ static ptwm_error dir_read_many(void *h, const size_t *indices, void *const *dst
     return rc;
 }
 
-/* ---- the directory as a source ------------------------------------------- */
-
-static ptwm_error stdir_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
-    return ptwm_shardir_open(path, PTWM_SOURCE_SAFETENSORS_DIR, mode, (ptwm_shardir **)out, err);
-}
-static ptwm_error ptdir_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
-    return ptwm_shardir_open(path, PTWM_SOURCE_PTWM_DIR, mode, (ptwm_shardir **)out, err);
-}
-static void dir_close(void *h) { ptwm_shardir_close((ptwm_shardir *)h); }
-static size_t dir_count(const void *h) { return ptwm_shardir_count((const ptwm_shardir *)h); }
-static ptwm_error dir_tensor(const void *h, size_t index, ptwm_tensor_info *out, ptwm_err *err) {
-    return ptwm_shardir_tensor((const ptwm_shardir *)h, index, out, err);
-}
-static ptwm_error dir_find(const void *h, const char *name, size_t *index, ptwm_err *err) {
-    return ptwm_shardir_find((const ptwm_shardir *)h, name, index, err);
-}
-static ptwm_error dir_read(void *h, size_t index, uint64_t offset, void *dst, size_t len,
-                           ptwm_err *err) {
-    return ptwm_shardir_read((ptwm_shardir *)h, index, offset, dst, len, err);
-}
 /* Metadata: the first shard's (shards of one checkpoint carry the same). */
 static size_t dir_metadata_count(const void *h) {
     const ptwm_shardir *d = (const ptwm_shardir *)h;
@@ -419,9 +413,6 @@ static ptwm_kv dir_metadata(const void *h, size_t i) {
 }
 static uint64_t dir_file_size(const void *h) {
     return ptwm_shardir_compressed_total_size((const ptwm_shardir *)h);
-}
-static void dir_set_threads(void *h, int threads) {
-    ptwm_shardir_set_threads((ptwm_shardir *)h, threads);
 }
 
 const ptwm_source_ops ptwm_source_stdir_ops = {

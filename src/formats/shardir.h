@@ -1,30 +1,23 @@
 /* Internal: the one sharded-directory reader (shardir.c), over shards of
- * either format. ptwm_stdir_* (stdir.c) and ptwm_ptdir_* (ptdir.c) are thin
- * wrappers; ptwm_source_* reads directories through ptwm_source_stdir_ops
- * and ptwm_source_ptdir_ops (source_impl.h). */
+ * either format. A directory is read through the source interface
+ * (ptwm_source_stdir_ops, ptwm_source_ptdir_ops in source_impl.h); here are
+ * opening and what only a directory has: shards, the index, totals.
+ * ptwm_stdir_* (stdir.c) and ptwm_ptdir_* (ptdir.c) are thin wrappers. */
 #ifndef PTWM_SHARDIR_H
 #define PTWM_SHARDIR_H
 
-#include "common.h"
+#include "source_impl.h"
 
 typedef struct ptwm_shardir ptwm_shardir;
 
 /* kind: PTWM_SOURCE_SAFETENSORS_DIR (model.safetensors.index.json or a lone
  * model.safetensors; shards in name order, each opened in `mode`) or
  * PTWM_SOURCE_PTWM_DIR (model.ptwm.index.json or a lone model.ptwm; shards in
- * the index's order). The index must agree with the shards both ways. */
+ * the index's order). The index must agree with the shards both ways.
+ * Tensors are numbered shard by shard, each shard's in its own order. */
 ptwm_error ptwm_shardir_open(const char *dir, ptwm_source_kind kind, ptwm_open_mode mode,
                              ptwm_shardir **out, ptwm_err *err);
 void ptwm_shardir_close(ptwm_shardir *d);
-/* Tensors shard by shard, each shard's in its own order. */
-size_t ptwm_shardir_count(const ptwm_shardir *d);
-ptwm_error ptwm_shardir_tensor(const ptwm_shardir *d, size_t index, ptwm_tensor_info *out,
-                               ptwm_err *err);
-ptwm_error ptwm_shardir_find(const ptwm_shardir *d, const char *name, size_t *index,
-                             ptwm_err *err);
-ptwm_error ptwm_shardir_read(ptwm_shardir *d, size_t index, uint64_t offset, void *dst,
-                             size_t len, ptwm_err *err);
-void ptwm_shardir_set_threads(ptwm_shardir *d, int threads);
 size_t ptwm_shardir_shard_count(const ptwm_shardir *d);
 /* The shard's own handle (a ptwm_st or a ptwm_reader), and its file name. */
 void *ptwm_shardir_shard(const ptwm_shardir *d, size_t i);

@@ -27,17 +27,17 @@ ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **ou
 
 void ptwm_stdir_close(ptwm_stdir *d) { ptwm_shardir_close(dir_of(d)); }
 
-size_t ptwm_stdir_count(const ptwm_stdir *d) { return ptwm_shardir_count(dir_of(d)); }
+size_t ptwm_stdir_count(const ptwm_stdir *d) { return ptwm_source_stdir_ops.count(d); }
 
 ptwm_error ptwm_stdir_tensor(const ptwm_stdir *d, size_t index, ptwm_tensor_info *out,
                              ptwm_err *err) {
     if (!d) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_tensor: NULL directory");
-    return ptwm_shardir_tensor(dir_of(d), index, out, err);
+    return ptwm_source_stdir_ops.tensor(d, index, out, err);
 }
 
 ptwm_error ptwm_stdir_find(const ptwm_stdir *d, const char *name, size_t *index, ptwm_err *err) {
     if (!d) return ptwm_fail_name(err, "checkpoint directory", name);
-    return ptwm_shardir_find(dir_of(d), name, index, err);
+    return ptwm_source_stdir_ops.find(d, name, index, err);
 }
 
 ptwm_error ptwm_stdir_read(const ptwm_stdir *d, size_t index, uint64_t offset, void *dst,
@@ -45,7 +45,7 @@ ptwm_error ptwm_stdir_read(const ptwm_stdir *d, size_t index, uint64_t offset, v
     if (index >= ptwm_stdir_count(d))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_read: tensor index %zu out of range",
                          index);
-    return ptwm_shardir_read(dir_of(d), index, offset, dst, len, err);
+    return ptwm_source_stdir_ops.read(dir_of(d), index, offset, dst, len, err);
 }
 
 size_t ptwm_stdir_shard_count(const ptwm_stdir *d) { return ptwm_shardir_shard_count(dir_of(d)); }
