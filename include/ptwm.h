@@ -814,7 +814,6 @@ extern "C" {
 /* Safetensors files                                                         */
 /* ------------------------------------------------------------------------ */
 
-
 typedef struct ptwm_st ptwm_st;
 
 /* Open and fully validate a safetensors file. There is no separate validate call.
@@ -912,7 +911,6 @@ PTWM_API ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *te
 /* ------------------------------------------------------------------------ */
 /* Sharded .ptwm checkpoints                                                 */
 /* ------------------------------------------------------------------------ */
-
 
 typedef struct ptwm_ptdir ptwm_ptdir;   /* a sharded .ptwm directory */
 
