@@ -183,7 +183,7 @@ ptwm_kv ptwm_source_metadata(const ptwm_source *s, size_t i) {
 
 /* Files hold a handful of metadata keys: a search is enough. */
 const char *ptwm_source_metadata_get(const ptwm_source *s, const char *key) {
-    size_t i, n = ptwm_source_metadata_count(s);
+    size_t i, n = key ? ptwm_source_metadata_count(s) : 0;
     for (i = 0; i < n; i++) {
         ptwm_kv kv = ptwm_source_metadata(s, i);
         if (kv.key && strcmp(kv.key, key) == 0) return kv.value;
