@@ -7,8 +7,12 @@
 static ptwm_shardir *dir_of(const ptwm_ptdir *d) { return (ptwm_shardir *)d; }
 
 ptwm_error ptwm_ptdir_open(const char *dir, ptwm_ptdir **out, ptwm_err *err) {
+    ptwm_shardir *d;
+    ptwm_error rc;
     if (!dir || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_ptdir_open: NULL argument");
-    return ptwm_shardir_open(dir, PTWM_SOURCE_PTWM_DIR, PTWM_OPEN_PREAD, (ptwm_shardir **)out, err);
+    rc = ptwm_shardir_open(dir, PTWM_SOURCE_PTWM_DIR, PTWM_OPEN_PREAD, &d, err);
+    *out = (ptwm_ptdir *)d;
+    return rc;
 }
 
 void ptwm_ptdir_close(ptwm_ptdir *d) { ptwm_shardir_close(dir_of(d)); }

@@ -4,8 +4,11 @@
 #include "source_impl.h"
 
 static ptwm_error pt_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
+    ptwm_reader *r = NULL;
+    ptwm_error rc = ptwm_reader_open(path, &r, err);
     (void)mode;
-    return ptwm_reader_open(path, (ptwm_reader **)out, err);
+    *out = r;
+    return rc;
 }
 static void pt_close(void *h) { ptwm_reader_close((ptwm_reader *)h); }
 static size_t pt_count(const void *h) { return ptwm_reader_count((const ptwm_reader *)h); }

@@ -3,7 +3,10 @@
 #include "source_impl.h"
 
 static ptwm_error st_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
-    return ptwm_st_open(path, mode, (ptwm_st **)out, err);
+    ptwm_st *st = NULL;
+    ptwm_error rc = ptwm_st_open(path, mode, &st, err);
+    *out = st;
+    return rc;
 }
 static void st_close(void *h) { ptwm_st_close((ptwm_st *)h); }
 static size_t st_count(const void *h) { return ptwm_st_count((const ptwm_st *)h); }

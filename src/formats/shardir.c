@@ -329,11 +329,18 @@ size_t ptwm_shardir_shard_of(const ptwm_shardir *d, size_t index, size_t *local)
 
 /* ---- the directory as a source ------------------------------------------- */
 
+static ptwm_error open_as(ptwm_source_kind kind, const char *path, ptwm_open_mode mode,
+                          void **out, ptwm_err *err) {
+    ptwm_shardir *d = NULL;
+    ptwm_error rc = ptwm_shardir_open(path, kind, mode, &d, err);
+    *out = d;
+    return rc;
+}
 static ptwm_error stdir_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
-    return ptwm_shardir_open(path, PTWM_SOURCE_SAFETENSORS_DIR, mode, (ptwm_shardir **)out, err);
+    return open_as(PTWM_SOURCE_SAFETENSORS_DIR, path, mode, out, err);
 }
 static ptwm_error ptdir_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
-    return ptwm_shardir_open(path, PTWM_SOURCE_PTWM_DIR, mode, (ptwm_shardir **)out, err);
+    return open_as(PTWM_SOURCE_PTWM_DIR, path, mode, out, err);
 }
 static void dir_close(void *h) { ptwm_shardir_close((ptwm_shardir *)h); }
 

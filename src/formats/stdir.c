@@ -19,10 +19,14 @@
 static ptwm_shardir *dir_of(const ptwm_stdir *d) { return (ptwm_shardir *)d; }
 
 ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **out, ptwm_err *err) {
+    ptwm_shardir *d;
+    ptwm_error rc;
     if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_open: out is NULL");
     *out = NULL;
     if (!dir) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_open: dir is NULL");
-    return ptwm_shardir_open(dir, PTWM_SOURCE_SAFETENSORS_DIR, mode, (ptwm_shardir **)out, err);
+    rc = ptwm_shardir_open(dir, PTWM_SOURCE_SAFETENSORS_DIR, mode, &d, err);
+    *out = (ptwm_stdir *)d;
+    return rc;
 }
 
 void ptwm_stdir_close(ptwm_stdir *d) { ptwm_shardir_close(dir_of(d)); }
