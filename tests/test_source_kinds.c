@@ -4,7 +4,8 @@
  * tensor, find, read and read_many alike through ptwm_source_*; a lookup that
  * fails names the tensor, the kind and the path; each kind's table
  * (source_impl.h) says its kind; and both directory kinds name themselves in
- * their own lookup messages. */
+ * their own lookup messages; a safetensors directory reads its shards in the
+ * mode it was opened in. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,23 @@ int main(void) {
     check_kind(stdir, PTWM_SOURCE_SAFETENSORS_DIR);
     check_kind(pt, PTWM_SOURCE_PTWM);
     check_kind(ptdir, PTWM_SOURCE_PTWM_DIR);
+
+    /* A safetensors directory opened in MMAP mode maps its shards: tensors
+     * are handed out zero-copy, where PREAD mode gives no data pointer. */
+    CHECK_ERR(ptwm_source_open_mode(stdir, PTWM_SOURCE_AUTO, PTWM_OPEN_MMAP, &s, &err), &err,
+              PTWM_OK, NULL);
+    for (i = 0; s && i < ptwm_source_count(s); i++) {
+        ptwm_tensor_info t;
+        CHECK(ptwm_source_tensor(s, i, &t, NULL) == PTWM_OK && t.data != NULL &&
+              memcmp(t.data, data[t.name[1] - '0'], sizeof data[0]) == 0);
+    }
+    ptwm_source_close(s);
+    CHECK_ERR(ptwm_source_open(stdir, PTWM_SOURCE_AUTO, &s, &err), &err, PTWM_OK, NULL);
+    if (s) {
+        ptwm_tensor_info t;
+        CHECK(ptwm_source_tensor(s, 0, &t, NULL) == PTWM_OK && t.data == NULL);
+        ptwm_source_close(s);
+    }
 
     /* A raw file: one F32 tensor "" of the whole file. */
     CHECK_ERR(ptwm_source_open(st, PTWM_SOURCE_RAW_F32, &s, &err), &err, PTWM_OK, NULL);
