@@ -261,7 +261,8 @@ typedef struct ptwm_kv {
 } ptwm_kv;
 
 /* ------------------------------------------------------------------------ */
-/* Safetensors files                                                         */
+/* Safetensors files (the reader and writer, ptwm_st_*, are in the advanced  */
+/* section at the end: read them through ptwm_source_*)                      */
 /* ------------------------------------------------------------------------ */
 
 /* Files that change while open: opening checks the exact size once. A file
@@ -278,64 +279,8 @@ typedef enum ptwm_open_mode {
 
 #define PTWM_ST_MAX_HEADER 100000000ull  /* safetensors header length cap */
 
-typedef struct ptwm_st ptwm_st;
-
-/* Open and fully validate a safetensors file. There is no separate validate call.
- * Beyond the format's rules it rejects duplicate keys, keys other than
- * dtype/shape/data_offsets in a tensor entry, integers of 2^63 or more,
- * fractions and exponents, a tensor named __metadata__, non-string metadata
- * values, names over PTWM_MAX_NAME bytes and shapes over PTWM_MAX_NDIM dims.
- * The empty name is allowed. Codes: TRUNCATED (under 8 bytes, or data
- * shorter than the header says), HEADER_SIZE, JSON, SCHEMA, DTYPE, SHAPE,
- * OFFSETS, LAYOUT (hole, overlap, trailing bytes), DUPLICATE, LIMIT, IO. */
-PTWM_API ptwm_error ptwm_st_open(const char *path, ptwm_open_mode mode, ptwm_st **out, ptwm_err *err);
-/* Validate a safetensors image in memory. The buffer must outlive the handle;
- * `label` names it in error messages (may be NULL). */
-PTWM_API ptwm_error ptwm_st_open_memory(const void *buf, size_t size, const char *label,
-                                        ptwm_st **out, ptwm_err *err);
-PTWM_API void ptwm_st_close(ptwm_st *st);
-
-PTWM_API size_t ptwm_st_count(const ptwm_st *st);
-/* Tensors in file order: ascending data offset; at one offset, zero-size
- * tensors first, then header order. PTWM_ERR_INVALID_ARG past the end. */
-PTWM_API ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out,
-                                   ptwm_err *err);
-/* Index of a tensor by name, O(log n); PTWM_ERR_NOT_FOUND if absent. index may be NULL. */
-PTWM_API ptwm_error ptwm_st_find(const ptwm_st *st, const char *name, size_t *index,
-                                 ptwm_err *err);
-/* Copy `len` bytes starting `offset` bytes into tensor `index` (any mode);
- * PTWM_ERR_INVALID_ARG if the range leaves the tensor. Safe to call from
- * several threads at once on one handle. */
-PTWM_API ptwm_error ptwm_st_read(const ptwm_st *st, size_t index, uint64_t offset, void *dst,
-                                 size_t len, ptwm_err *err);
-/* Byte offset of tensor `index` from the start of the file. */
-PTWM_API uint64_t ptwm_st_file_offset(const ptwm_st *st, size_t index);
-/* __metadata__ entries in file order, and lookup by key (NULL if absent). */
-PTWM_API size_t ptwm_st_metadata_count(const ptwm_st *st);
-PTWM_API ptwm_kv ptwm_st_metadata(const ptwm_st *st, size_t i);
-PTWM_API const char *ptwm_st_metadata_get(const ptwm_st *st, const char *key);
-/* The header JSON bytes exactly as stored (after the 8-byte length). */
-PTWM_API const void *ptwm_st_header(const ptwm_st *st, size_t *len);
-PTWM_API uint64_t ptwm_st_file_size(const ptwm_st *st);
-PTWM_API const char *ptwm_st_path(const ptwm_st *st);
-
-/* Write a safetensors file: header padded with spaces to a multiple of 8,
- * tensors in the given order, written to a temporary file in the same
- * directory and renamed over `path`. The input is checked first: a name
- * given twice (PTWM_ERR_DUPLICATE), nbytes disagreeing with dtype and shape,
- * NULL data, '__metadata__' or invalid UTF-8 as a name (PTWM_ERR_INVALID_ARG). */
-PTWM_API ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tensors, size_t n,
-                                  const ptwm_kv *meta, size_t nmeta, ptwm_err *err);
-/* Build the header (8-byte length + padded JSON) that ptwm_st_write would
- * write: compact JSON, __metadata__ first, keys dtype, shape, data_offsets,
- * as the reference writes it. Tensor data may be NULL here. *out is
- * allocated by the library: release it with ptwm_free. */
-PTWM_API ptwm_error ptwm_st_build_header(const ptwm_tensor_desc *tensors, size_t n,
-                                         const ptwm_kv *meta, size_t nmeta, void **out,
-                                         size_t *out_len, ptwm_err *err);
-
 /* ------------------------------------------------------------------------ */
-/* Sharded safetensors checkpoints (Hugging Face layout)                     */
+/* Shard sizes and names (Hugging Face layout)                               */
 /* ------------------------------------------------------------------------ */
 
 /* "5GB", "5GiB", "500MB", "500MiB", "1kB", "123B", "123" (bytes); units B, kB,
@@ -356,40 +301,6 @@ PTWM_API ptwm_error ptwm_plan_shards(const uint64_t *sizes, size_t n, uint64_t m
  * idx_one_based is 0 or > total, or buf too small. */
 PTWM_API ptwm_error ptwm_shard_filename(size_t idx_one_based, size_t total, const char *suffix,
                                         char *buf, size_t cap, ptwm_err *err);
-
-typedef struct ptwm_stdir ptwm_stdir;
-
-/* Open a directory with model.safetensors.index.json, or a lone model.safetensors.
- * The weight_map must agree with the shards exactly: shard names are plain
- * file names (no '/', '\\', "..", not empty: PTWM_ERR_INDEX); a listed shard
- * that is missing is PTWM_ERR_NOT_FOUND; a tensor absent from its mapped
- * shard, a shard tensor the weight_map does not list, or metadata.total_size
- * differing from the tensors' bytes is PTWM_ERR_INDEX; a tensor in two
- * shards is PTWM_ERR_DUPLICATE. Other index keys are ignored. */
-PTWM_API ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **out,
-                                    ptwm_err *err);
-PTWM_API void ptwm_stdir_close(ptwm_stdir *d);
-PTWM_API size_t ptwm_stdir_count(const ptwm_stdir *d);
-/* Tensors shard by shard (shards in name order), file order within each. */
-PTWM_API ptwm_error ptwm_stdir_tensor(const ptwm_stdir *d, size_t index, ptwm_tensor_info *out,
-                                      ptwm_err *err);
-PTWM_API ptwm_error ptwm_stdir_find(const ptwm_stdir *d, const char *name, size_t *index,
-                                    ptwm_err *err);
-PTWM_API ptwm_error ptwm_stdir_read(const ptwm_stdir *d, size_t index, uint64_t offset, void *dst,
-                                    size_t len, ptwm_err *err);
-PTWM_API size_t ptwm_stdir_shard_count(const ptwm_stdir *d);
-PTWM_API const ptwm_st *ptwm_stdir_shard(const ptwm_stdir *d, size_t i);
-/* Which shard holds tensor `index`. */
-PTWM_API size_t ptwm_stdir_shard_of(const ptwm_stdir *d, size_t index);
-
-/* Write tensors as a sharded directory (created if missing): names
- * model-0000k-of-0000n.safetensors plus model.safetensors.index.json (indent
- * 2, sorted keys, as transformers writes it), or a single model.safetensors
- * with no index when everything fits one shard (a stale index is removed).
- * Every shard carries `meta`. Packing as ptwm_plan_shards. */
-PTWM_API ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
-                                     const ptwm_kv *meta, size_t nmeta, uint64_t max_shard_size,
-                                     ptwm_err *err);
 
 /* ------------------------------------------------------------------------ */
 /* Methods, chains and the .ptwm container                                   */
@@ -634,37 +545,6 @@ PTWM_API const char *ptwm_index_get_meta(const ptwm_index *idx, const char *key,
 /* PTWM_OK if the name is a plain file name inside the directory ending in .ptwm,
  * else PTWM_ERR_INVALID_ARG naming it. */
 PTWM_API ptwm_error ptwm_index_check_shard_name(const char *shard, ptwm_err *err);
-
-typedef struct ptwm_ptdir ptwm_ptdir;   /* a sharded .ptwm directory */
-
-/* Open model.ptwm.index.json and every shard it lists, or a lone model.ptwm
- * (read_sharded_ptwm). Errors: PTWM_ERR_NOT_FOUND when neither exists or a listed
- * shard is missing; PTWM_ERR_DUPLICATE for a tensor in two shards; PTWM_ERR_INDEX
- * when the weight_map disagrees with the shards' tensors or the totals with their
- * sums (message holds both numbers); PTWM_ERR_SCHEMA for an unsafe shard name. */
-PTWM_API ptwm_error ptwm_ptdir_open(const char *dir, ptwm_ptdir **out, ptwm_err *err);
-PTWM_API void ptwm_ptdir_close(ptwm_ptdir *d);
-PTWM_API void ptwm_ptdir_set_threads(ptwm_ptdir *d, int threads);
-/* Tensors shard by shard (index order), table order within each shard. */
-PTWM_API size_t ptwm_ptdir_count(const ptwm_ptdir *d);
-PTWM_API ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out,
-                                      ptwm_err *err);
-PTWM_API ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index,
-                                    ptwm_err *err);
-/* ptwm_reader_decode_range on the shard holding the tensor: the payload hash
- * is checked for reads that run through the tensor in order from byte 0. */
-PTWM_API ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_t offset,
-                                            void *dst, size_t len, ptwm_err *err);
-PTWM_API size_t ptwm_ptdir_shard_count(const ptwm_ptdir *d);
-PTWM_API ptwm_reader *ptwm_ptdir_shard(const ptwm_ptdir *d, size_t i);
-PTWM_API const char *ptwm_ptdir_shard_name(const ptwm_ptdir *d, size_t i);
-/* Which shard holds tensor `index`, and its index within that shard's reader. */
-PTWM_API size_t ptwm_ptdir_shard_of(const ptwm_ptdir *d, size_t index, size_t *local);
-/* The index, or NULL for a lone model.ptwm. Owned by the handle. */
-PTWM_API const ptwm_index *ptwm_ptdir_index(const ptwm_ptdir *d);
-/* Sums over the shards: raw tensor bytes and shard file bytes. */
-PTWM_API uint64_t ptwm_ptdir_total_size(const ptwm_ptdir *d);
-PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
 
 /* Whole checkpoints: a .safetensors file or Hugging Face directory to a .ptwm
  * directory and back, one shard in flight at a time (memory bounded by threads x
@@ -958,3 +838,162 @@ PTWM_API ptwm_error ptwm_ckpt_load(const char *path, ptwm_ckpt_format fmt,
 }
 #endif
 #endif /* PTWM_H */
+
+/* ======================================================================== */
+/* Advanced: each format's own reader and writer                            */
+/* ======================================================================== */
+
+/* ptwm_source_* reads every kind through one interface; the handles below are
+ * the readers behind it, one family per format: a safetensors file
+ * (ptwm_st), a Hugging Face checkpoint directory (ptwm_stdir) and a sharded
+ * .ptwm directory (ptwm_ptdir). They answer what only their format has (the
+ * header bytes, a tensor's file offset, shard names, the index, mmap mode)
+ * and write safetensors files and directories. A program that needs them
+ * defines PTWM_FORMAT_API before including this header (as zstd's
+ * ZSTD_STATIC_LINKING_ONLY); the library exports them either way (bindings
+ * call them by name), but this section may change between minor versions
+ * where the rest of the header does not. */
+#if defined(PTWM_FORMAT_API) && !defined(PTWM_FORMAT_API_H)
+#define PTWM_FORMAT_API_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Safetensors files                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ptwm_st ptwm_st;
+
+/* Open and fully validate a safetensors file. There is no separate validate call.
+ * Beyond the format's rules it rejects duplicate keys, keys other than
+ * dtype/shape/data_offsets in a tensor entry, integers of 2^63 or more,
+ * fractions and exponents, a tensor named __metadata__, non-string metadata
+ * values, names over PTWM_MAX_NAME bytes and shapes over PTWM_MAX_NDIM dims.
+ * The empty name is allowed. Codes: TRUNCATED (under 8 bytes, or data
+ * shorter than the header says), HEADER_SIZE, JSON, SCHEMA, DTYPE, SHAPE,
+ * OFFSETS, LAYOUT (hole, overlap, trailing bytes), DUPLICATE, LIMIT, IO. */
+PTWM_API ptwm_error ptwm_st_open(const char *path, ptwm_open_mode mode, ptwm_st **out, ptwm_err *err);
+/* Validate a safetensors image in memory. The buffer must outlive the handle;
+ * `label` names it in error messages (may be NULL). */
+PTWM_API ptwm_error ptwm_st_open_memory(const void *buf, size_t size, const char *label,
+                                        ptwm_st **out, ptwm_err *err);
+PTWM_API void ptwm_st_close(ptwm_st *st);
+
+PTWM_API size_t ptwm_st_count(const ptwm_st *st);
+/* Tensors in file order: ascending data offset; at one offset, zero-size
+ * tensors first, then header order. PTWM_ERR_INVALID_ARG past the end. */
+PTWM_API ptwm_error ptwm_st_tensor(const ptwm_st *st, size_t index, ptwm_tensor_info *out,
+                                   ptwm_err *err);
+/* Index of a tensor by name, O(log n); PTWM_ERR_NOT_FOUND if absent. index may be NULL. */
+PTWM_API ptwm_error ptwm_st_find(const ptwm_st *st, const char *name, size_t *index,
+                                 ptwm_err *err);
+/* Copy `len` bytes starting `offset` bytes into tensor `index` (any mode);
+ * PTWM_ERR_INVALID_ARG if the range leaves the tensor. Safe to call from
+ * several threads at once on one handle. */
+PTWM_API ptwm_error ptwm_st_read(const ptwm_st *st, size_t index, uint64_t offset, void *dst,
+                                 size_t len, ptwm_err *err);
+/* Byte offset of tensor `index` from the start of the file. */
+PTWM_API uint64_t ptwm_st_file_offset(const ptwm_st *st, size_t index);
+/* __metadata__ entries in file order, and lookup by key (NULL if absent). */
+PTWM_API size_t ptwm_st_metadata_count(const ptwm_st *st);
+PTWM_API ptwm_kv ptwm_st_metadata(const ptwm_st *st, size_t i);
+PTWM_API const char *ptwm_st_metadata_get(const ptwm_st *st, const char *key);
+/* The header JSON bytes exactly as stored (after the 8-byte length). */
+PTWM_API const void *ptwm_st_header(const ptwm_st *st, size_t *len);
+PTWM_API uint64_t ptwm_st_file_size(const ptwm_st *st);
+PTWM_API const char *ptwm_st_path(const ptwm_st *st);
+
+/* Write a safetensors file: header padded with spaces to a multiple of 8,
+ * tensors in the given order, written to a temporary file in the same
+ * directory and renamed over `path`. The input is checked first: a name
+ * given twice (PTWM_ERR_DUPLICATE), nbytes disagreeing with dtype and shape,
+ * NULL data, '__metadata__' or invalid UTF-8 as a name (PTWM_ERR_INVALID_ARG). */
+PTWM_API ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tensors, size_t n,
+                                  const ptwm_kv *meta, size_t nmeta, ptwm_err *err);
+/* Build the header (8-byte length + padded JSON) that ptwm_st_write would
+ * write: compact JSON, __metadata__ first, keys dtype, shape, data_offsets,
+ * as the reference writes it. Tensor data may be NULL here. *out is
+ * allocated by the library: release it with ptwm_free. */
+PTWM_API ptwm_error ptwm_st_build_header(const ptwm_tensor_desc *tensors, size_t n,
+                                         const ptwm_kv *meta, size_t nmeta, void **out,
+                                         size_t *out_len, ptwm_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Sharded safetensors checkpoints (Hugging Face layout)                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ptwm_stdir ptwm_stdir;
+
+/* Open a directory with model.safetensors.index.json, or a lone model.safetensors.
+ * The weight_map must agree with the shards exactly: shard names are plain
+ * file names (no '/', '\\', "..", not empty: PTWM_ERR_INDEX); a listed shard
+ * that is missing is PTWM_ERR_NOT_FOUND; a tensor absent from its mapped
+ * shard, a shard tensor the weight_map does not list, or metadata.total_size
+ * differing from the tensors' bytes is PTWM_ERR_INDEX; a tensor in two
+ * shards is PTWM_ERR_DUPLICATE. Other index keys are ignored. */
+PTWM_API ptwm_error ptwm_stdir_open(const char *dir, ptwm_open_mode mode, ptwm_stdir **out,
+                                    ptwm_err *err);
+PTWM_API void ptwm_stdir_close(ptwm_stdir *d);
+PTWM_API size_t ptwm_stdir_count(const ptwm_stdir *d);
+/* Tensors shard by shard (shards in name order), file order within each. */
+PTWM_API ptwm_error ptwm_stdir_tensor(const ptwm_stdir *d, size_t index, ptwm_tensor_info *out,
+                                      ptwm_err *err);
+PTWM_API ptwm_error ptwm_stdir_find(const ptwm_stdir *d, const char *name, size_t *index,
+                                    ptwm_err *err);
+PTWM_API ptwm_error ptwm_stdir_read(const ptwm_stdir *d, size_t index, uint64_t offset, void *dst,
+                                    size_t len, ptwm_err *err);
+PTWM_API size_t ptwm_stdir_shard_count(const ptwm_stdir *d);
+PTWM_API const ptwm_st *ptwm_stdir_shard(const ptwm_stdir *d, size_t i);
+/* Which shard holds tensor `index`. */
+PTWM_API size_t ptwm_stdir_shard_of(const ptwm_stdir *d, size_t index);
+
+/* Write tensors as a sharded directory (created if missing): names
+ * model-0000k-of-0000n.safetensors plus model.safetensors.index.json (indent
+ * 2, sorted keys, as transformers writes it), or a single model.safetensors
+ * with no index when everything fits one shard (a stale index is removed).
+ * Every shard carries `meta`. Packing as ptwm_plan_shards. */
+PTWM_API ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
+                                     const ptwm_kv *meta, size_t nmeta, uint64_t max_shard_size,
+                                     ptwm_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Sharded .ptwm checkpoints                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ptwm_ptdir ptwm_ptdir;   /* a sharded .ptwm directory */
+
+/* Open model.ptwm.index.json and every shard it lists, or a lone model.ptwm
+ * (read_sharded_ptwm). Errors: PTWM_ERR_NOT_FOUND when neither exists or a listed
+ * shard is missing; PTWM_ERR_DUPLICATE for a tensor in two shards; PTWM_ERR_INDEX
+ * when the weight_map disagrees with the shards' tensors or the totals with their
+ * sums (message holds both numbers); PTWM_ERR_SCHEMA for an unsafe shard name. */
+PTWM_API ptwm_error ptwm_ptdir_open(const char *dir, ptwm_ptdir **out, ptwm_err *err);
+PTWM_API void ptwm_ptdir_close(ptwm_ptdir *d);
+PTWM_API void ptwm_ptdir_set_threads(ptwm_ptdir *d, int threads);
+/* Tensors shard by shard (index order), table order within each shard. */
+PTWM_API size_t ptwm_ptdir_count(const ptwm_ptdir *d);
+PTWM_API ptwm_error ptwm_ptdir_tensor(const ptwm_ptdir *d, size_t index, ptwm_tensor_info *out,
+                                      ptwm_err *err);
+PTWM_API ptwm_error ptwm_ptdir_find(const ptwm_ptdir *d, const char *name, size_t *index,
+                                    ptwm_err *err);
+/* ptwm_reader_decode_range on the shard holding the tensor: the payload hash
+ * is checked for reads that run through the tensor in order from byte 0. */
+PTWM_API ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_t offset,
+                                            void *dst, size_t len, ptwm_err *err);
+PTWM_API size_t ptwm_ptdir_shard_count(const ptwm_ptdir *d);
+PTWM_API ptwm_reader *ptwm_ptdir_shard(const ptwm_ptdir *d, size_t i);
+PTWM_API const char *ptwm_ptdir_shard_name(const ptwm_ptdir *d, size_t i);
+/* Which shard holds tensor `index`, and its index within that shard's reader. */
+PTWM_API size_t ptwm_ptdir_shard_of(const ptwm_ptdir *d, size_t index, size_t *local);
+/* The index, or NULL for a lone model.ptwm. Owned by the handle. */
+PTWM_API const ptwm_index *ptwm_ptdir_index(const ptwm_ptdir *d);
+/* Sums over the shards: raw tensor bytes and shard file bytes. */
+PTWM_API uint64_t ptwm_ptdir_total_size(const ptwm_ptdir *d);
+PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PTWM_FORMAT_API */

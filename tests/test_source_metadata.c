@@ -1,5 +1,6 @@
 /* ptwm_source_metadata_count / ptwm_source_metadata: every metadata entry of
- * each kind of source, in file order, and {NULL, NULL} past the end: a
+ * each kind of source, in file order, and {NULL, NULL} past the end, and
+ * ptwm_source_metadata_get by key (NULL for an absent or NULL key): a
  * safetensors file, a .ptwm file, and a directory of each holding one. */
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,12 @@ static void check_source(const char *path, ptwm_source_kind want_kind) {
     }
     kv = ptwm_source_metadata(s, NMETA);
     CHECK(kv.key == NULL && kv.value == NULL);
+    /* lookup by key: a value, NULL when absent, NULL for no key at all */
+    CHECK_MSG(ptwm_source_metadata_get(s, "tied") &&
+                  strcmp(ptwm_source_metadata_get(s, "tied"), "lm_head.weight") == 0,
+              "%s: metadata_get", path);
+    CHECK(ptwm_source_metadata_get(s, "absent") == NULL);
+    CHECK(ptwm_source_metadata_get(s, NULL) == NULL);
     ptwm_source_close(s);
 }
 

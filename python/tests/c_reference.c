@@ -5,11 +5,14 @@
  * compresses every tensor of SRC, in file order, with ptwm_compress_blob and
  * writes the blob to OUT. With "standard-chains" each tensor gets one candidate
  * chain, ptwm_chain_standard(dtype, METHOD), as Python's chains_per_tensor does.
- * Uses only the public header. Exit 0 on success, 1 with the error message. */
+ * Uses only the public header (its advanced section for ptwm_st_*: the file
+ * mapped, tensors handed to the writer without a copy). Exit 0 on success, 1
+ * with the error message. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define PTWM_FORMAT_API
 #include "ptwm.h"
 
 static int fail(const ptwm_err *err) {

@@ -1,0 +1,45 @@
+/* A .ptwm file as a source (source_impl.h): the container reader's calls.
+ * Reads decode only the chunks they touch; read_many decodes whole tensors
+ * with their chunks sharing the threads, checking every payload hash. */
+#include "source_impl.h"
+
+static ptwm_error pt_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
+    ptwm_reader *r = NULL;
+    ptwm_error rc = ptwm_reader_open(path, &r, err);
+    (void)mode;
+    *out = r;
+    return rc;
+}
+static void pt_close(void *h) { ptwm_reader_close((ptwm_reader *)h); }
+static size_t pt_count(const void *h) { return ptwm_reader_count((const ptwm_reader *)h); }
+static ptwm_error pt_tensor(const void *h, size_t index, ptwm_tensor_info *out, ptwm_err *err) {
+    return ptwm_reader_tensor((const ptwm_reader *)h, index, out, err);
+}
+static ptwm_error pt_find(const void *h, const char *name, size_t *index, ptwm_err *err) {
+    return ptwm_reader_find((const ptwm_reader *)h, name, index, err);
+}
+static ptwm_error pt_read(void *h, size_t index, uint64_t offset, void *dst, size_t len,
+                          ptwm_err *err) {
+    return ptwm_reader_decode_range((ptwm_reader *)h, index, offset, dst, len, err);
+}
+static ptwm_error pt_read_many(void *h, const size_t *indices, void *const *dsts,
+                               const size_t *sizes, size_t n, ptwm_err *err) {
+    return ptwm_reader_decode_many((ptwm_reader *)h, indices, dsts, sizes, n, err);
+}
+static size_t pt_metadata_count(const void *h) {
+    return ptwm_reader_metadata_count((const ptwm_reader *)h);
+}
+static ptwm_kv pt_metadata(const void *h, size_t i) {
+    return ptwm_reader_metadata((const ptwm_reader *)h, i);
+}
+static uint64_t pt_file_size(const void *h) {
+    return ptwm_reader_file_size((const ptwm_reader *)h);
+}
+static void pt_set_threads(void *h, int threads) {
+    ptwm_reader_set_threads((ptwm_reader *)h, threads);
+}
+
+const ptwm_source_ops ptwm_source_ptwm_ops = {
+    PTWM_SOURCE_PTWM, pt_open,           pt_close,    pt_count,     pt_tensor,     pt_find,
+    pt_read,          pt_read_many,      pt_metadata_count, pt_metadata, pt_file_size,
+    pt_set_threads};

@@ -1,0 +1,48 @@
+/* Internal: the source interface. Every kind of weights file or directory
+ * implements these operations on a handle of its own (a ptwm_st, a
+ * ptwm_reader, a raw file, a sharded directory); ptwm_source_* (source.c)
+ * forwards to them, and the directory layer (shardir.c) opens and reads its
+ * shards through them, whatever their format. A new operation is one more
+ * slot: NULL where a kind has nothing to do, and source.c decides what NULL
+ * means. */
+#ifndef PTWM_SOURCE_IMPL_H
+#define PTWM_SOURCE_IMPL_H
+
+#include "common.h"
+
+typedef struct ptwm_source_ops {
+    ptwm_source_kind kind;
+    /* Open `path`; `mode` is how safetensors files read tensor bytes (other
+     * kinds ignore it). On failure *out is NULL. */
+    ptwm_error (*open)(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err);
+    void (*close)(void *h);
+    size_t (*count)(const void *h);
+    ptwm_error (*tensor)(const void *h, size_t index, ptwm_tensor_info *out, ptwm_err *err);
+    /* PTWM_ERR_NOT_FOUND if absent; the caller words the message. */
+    ptwm_error (*find)(const void *h, const char *name, size_t *index, ptwm_err *err);
+    ptwm_error (*read)(void *h, size_t index, uint64_t offset, void *dst, size_t len,
+                       ptwm_err *err);
+    /* Whole tensors, their chunks sharing the decoding threads and every
+     * payload hash checked (ptwm_source_read_many). NULL: one read each. */
+    ptwm_error (*read_many)(void *h, const size_t *indices, void *const *dsts,
+                            const size_t *sizes, size_t n, ptwm_err *err);
+    /* Metadata entries in file order ({NULL, NULL} past the end). */
+    size_t (*metadata_count)(const void *h);
+    ptwm_kv (*metadata)(const void *h, size_t i);
+    /* Bytes of the file on disk (directories sum them over the shards). */
+    uint64_t (*file_size)(const void *h);
+    /* Decoding threads (0 = all cores); NULL for kinds that do not decode. */
+    void (*set_threads)(void *h, int threads);
+} ptwm_source_ops;
+
+/* One table per kind, each beside its reader. */
+extern const ptwm_source_ops ptwm_source_st_ops;      /* safetensors_source.c */
+extern const ptwm_source_ops ptwm_source_ptwm_ops;    /* ptwm_source.c */
+extern const ptwm_source_ops ptwm_source_raw_ops;     /* raw_f32_source.c */
+extern const ptwm_source_ops ptwm_source_stdir_ops;   /* shardir.c */
+extern const ptwm_source_ops ptwm_source_ptdir_ops;   /* shardir.c */
+
+/* The table of `kind`; NULL for AUTO and unknown values. */
+const ptwm_source_ops *ptwm_source_ops_of(ptwm_source_kind kind);
+
+#endif
