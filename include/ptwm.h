@@ -67,7 +67,11 @@ typedef enum ptwm_error {
     PTWM_ERR_MISMATCH = 22,       /* a load or resume: shape, count, name or optimizer disagree */
     PTWM_ERR_INDEX = 23,          /* a sharded index disagrees with its shards */
     PTWM_ERR_EXISTS = 24,         /* output exists and overwriting was not asked for */
-    PTWM_ERR_UNSUPPORTED = 25     /* valid request this build cannot do */
+    PTWM_ERR_UNSUPPORTED = 25,    /* valid request this build cannot do */
+    PTWM_ERR_BASE_MISSING = 26,   /* a tensor is coded against a base, and none was given */
+    PTWM_ERR_BASE_MISMATCH = 27,  /* the base lacks the tensor, or its dtype or shape differ */
+    PTWM_ERR_BASE_HASH = 28,      /* the base tensor's payload hash is not the one recorded */
+    PTWM_ERR_BASE_CRC = 29        /* a base chunk's CRC32 is not the one recorded */
 } ptwm_error;
 
 #define PTWM_ERR_MESSAGE_MAX 512
