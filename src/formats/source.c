@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "container_format.h"
+#include "container_read.h"
 #include "fileio.h"
 
 struct ptwm_source {
@@ -151,6 +152,25 @@ const char *ptwm_source_path(const ptwm_source *s) { return s->path; }
 void ptwm_source_set_threads(ptwm_source *s, int threads) {
     if (s->rd) ptwm_reader_set_threads(s->rd, threads);
     if (s->ptdir) ptwm_ptdir_set_threads(s->ptdir, threads);
+}
+
+/* Bases (docs/DELTA.md): forwarded to the .ptwm readers; other kinds hold
+ * no tensor coded against a base. */
+ptwm_error ptwm_source_set_base(ptwm_source *s, ptwm_source *base, ptwm_err *err) {
+    size_t i;
+    ptwm_error rc = PTWM_OK;
+    if (!s) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_source_set_base: NULL source");
+    if (s->rd) return ptwm_reader_set_base(s->rd, base, err);
+    for (i = 0; s->ptdir && !rc && i < ptwm_ptdir_shard_count(s->ptdir); i++)
+        rc = ptwm_reader_set_base(ptwm_ptdir_shard(s->ptdir, i), base, err);
+    return rc;
+}
+
+int ptwm_source_tensor_hash(const ptwm_source *s, size_t index, uint8_t hash[16]) {
+    size_t local, shard;
+    if (s->rd) return ptwm_reader_tensor_hash(s->rd, index, hash);
+    if (!s->ptdir || (shard = ptwm_ptdir_shard_of(s->ptdir, index, &local)) == (size_t)-1) return 0;
+    return ptwm_reader_tensor_hash(ptwm_ptdir_shard(s->ptdir, shard), local, hash);
 }
 
 size_t ptwm_source_count(const ptwm_source *s) {
