@@ -679,9 +679,11 @@ typedef struct ptwm_checkpoint_options {
     uint32_t part, parts;       /* compress: only part `part` (1..parts) of the shards,
                                  * for ptwm_assemble_checkpoint to join (docs/SCALE.md);
                                  * parts 0 = one run does everything */
+    ptwm_source *base;          /* compress: code against this base (ptwm_cparams.base);
+                                 * decompress: the base the files need; NULL: none */
 } ptwm_checkpoint_options;
 
-#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0 }
+#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0, NULL }
 
 /* src: a .safetensors file (-> outdir/model.ptwm recording its header and name)
  * or a directory (model.safetensors.index.json plus shards, or model.safetensors)

@@ -21,7 +21,9 @@ typedef struct set {
 
 static uint32_t rng = 1;
 static uint32_t next(void) {
-    rng = rng * 1664525u + 1013904223u;
+    rng ^= rng << 13; /* xorshift32: every bit varies (an LCG's low bits repeat) */
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
     return rng >> 8;
 }
 /* A weight-like float: sign, exponent near 2^-6, random mantissa. */

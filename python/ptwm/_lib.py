@@ -60,13 +60,14 @@ class CParams(Structure):
     _fields_ = [("method", c_int), ("emit_payload_hash", c_int), ("emit_plane_crc", c_int),
                 ("chunk_size", c_uint64), ("threads", c_int), ("zstd_level", c_int),
                 ("progress", ProgressFn), ("progress_ctx", c_void_p),
-                ("progress_total", c_uint64)]
+                ("progress_total", c_uint64), ("base", c_void_p)]
 
 
 class CheckpointOptions(Structure):
     _fields_ = [("max_shard_size", c_uint64), ("method", c_int), ("threads", c_int),
                 ("chunk_size", c_uint64), ("force", c_int), ("progress", ProgressFn),
-                ("progress_ctx", c_void_p), ("part", ctypes.c_uint32), ("parts", ctypes.c_uint32)]
+                ("progress_ctx", c_void_p), ("part", ctypes.c_uint32), ("parts", ctypes.c_uint32),
+                ("base", c_void_p)]
 
 
 class ChainList(Structure):

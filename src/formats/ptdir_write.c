@@ -256,6 +256,7 @@ ptwm_error ptwm_ck_write_shards(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
     cp.method = o->method ? o->method : PTWM_METHOD_MICROSCALE;
     cp.threads = o->threads;
     cp.chunk_size = o->chunk_size;
+    cp.base = o->base;
     p.fn = o->progress;
     p.ctx = o->progress_ctx;
     p.done = 0;
