@@ -153,6 +153,8 @@ _SIGNATURES = {
     "ptwm_reader_metadata": (KV, [_P, _SZ]),
     "ptwm_reader_write_safetensors": (_E, [_P, _S, _ERR]),
     "ptwm_reader_file_size": (_U64, [_P]),
+    "ptwm_reader_set_base": (_E, [_P, _P, _ERR]),
+    "ptwm_reader_tensor_base": (c_int, [_P, _SZ, _PU8, _PU64]),
     # sharded .ptwm
     "ptwm_index_create": (_E, [_U64, _U64, _PP, _ERR]),
     "ptwm_index_read": (_E, [_S, _PP, _ERR]),
@@ -187,6 +189,7 @@ _SIGNATURES = {
     "ptwm_source_read_many": (_E, [_P, _PSZ, _PP, _PSZ, _SZ, _ERR]),
     "ptwm_source_metadata_count": (_SZ, [_P]),
     "ptwm_source_metadata": (KV, [_P, _SZ]),
+    "ptwm_source_set_base": (_E, [_P, _P, _ERR]),
     # whole checkpoints
     "ptwm_compress_checkpoint": (_E, [_S, _S, POINTER(CheckpointOptions), _ERR]),
     "ptwm_decompress_checkpoint": (_E, [_S, _S, POINTER(CheckpointOptions), _ERR]),
