@@ -90,7 +90,11 @@ static void test_hostile(void) {
     BAD(L(2, 2, 2, 7, 2, 1), PTWM_ERR_CORRUPT, "stage 1 (base): must be the first stage");
     BAD(L(2, 7, 4, 1, 2, 2), PTWM_ERR_CORRUPT,
         "stage 1 (planes): width 2 after base elements of width 4");
-    BAD(L(2, 7, 2, 1, 3, 2, 4, 1), PTWM_ERR_CORRUPT, "stage 1 (sparse): must be the first stage");
+    BAD(L(3, 7, 2, 1, 3, 4, 2, 1, 2, 4), PTWM_ERR_CORRUPT,
+        "stage 1 (sparse): width 4 after base elements of width 2");
+    BAD(L(3, 3, 2, 4, 1, 7, 2, 1, 2, 2), PTWM_ERR_CORRUPT, "stage 1 (base): must be the first stage");
+    BAD(L(3, 2, 2, 3, 2, 4, 1, 7, 2, 1), PTWM_ERR_CORRUPT,
+        "stage 1 (sparse): must be the first stage (or right after base)");
     BAD(L(3, 7, 2, 1, 7, 2, 1, 2, 2), PTWM_ERR_CORRUPT, "stage 1 (base): named twice");
     BAD(L(3, 7, 2, 1, 2, 2, 4, 32), PTWM_ERR_CORRUPT, "stage 2 (blocks): needs a split");
     BAD(L(2, 1, 2, 8, 7, 5, 1), PTWM_ERR_CORRUPT, "stage 1 (cols): 1 columns for 8 elements (2 to 4)");

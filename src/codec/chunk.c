@@ -189,10 +189,13 @@ static void base_chain(ptwm_chain_info *c, ptwm_dtype dtype) {
     }
 }
 
+/* BASE, then the differences as model_base codes a chunk: the weights a
+ * fine-tune did not move are zero differences, so a sparse bitmap usually
+ * leaves the planes only the ones that moved (decoding then runs the
+ * coders over those alone). */
 static ptwm_error model_delta(chunk_model *M, ptwm_dtype dtype, const uint8_t *raw,
                               const uint8_t *base, ptwm_ws *ws) {
     ptwm_stage_use u;
-    unsigned k;
     ptwm_error e;
     M->P.src = raw;
     M->P.base = base;
@@ -202,11 +205,7 @@ static ptwm_error model_delta(chunk_model *M, ptwm_dtype dtype, const uint8_t *r
     u.p[0] = M->c->width;
     u.p[1] = (uint64_t)base_ordered(dtype);
     if ((e = apply(&M->L, &M->P, &u, ws))) return e;
-    u.id = PTWM_CSTAGE_PLANES;
-    u.p[1] = 0;
-    if ((e = apply(&M->L, &M->P, &u, ws))) return e;
-    for (k = 0; k < M->L.nmain; k++) M->main[k] = ptwm_plane_estimate(M->P.main[k], M->L.main_len[k]);
-    return PTWM_OK;
+    return model_base(M, M->P.src, ws);
 }
 
 /* Every plane in payload order, with its estimate; the tail is stored. */

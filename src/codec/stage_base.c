@@ -145,9 +145,9 @@ static ptwm_error base_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_l
     return PTWM_OK;
 }
 
-/* The transform has put the differences where the chunk goes (P->el, the
- * raw bytes: BASE comes first, so no sparse region); they become the chunk
- * there. */
+/* The stages after it have put the differences where the chunk goes (the
+ * raw bytes: the transform's elements, or the sparse stage's expansion of
+ * them); they become the chunk there. */
 static ptwm_error base_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     (void)ws;
@@ -156,7 +156,7 @@ static ptwm_error base_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_c
                          "chunk payload: stage %u (base): the chunk is coded against a base "
                          "chunk, and no base was given",
                          s);
-    base_undiff(P->el, P->base, L->total, L->width, (int)u->p[1]);
+    base_undiff(P->raw, P->base, L->total, L->width, (int)u->p[1]);
     return PTWM_OK;
 }
 
