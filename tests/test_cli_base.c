@@ -150,6 +150,9 @@ int main(void) {
     CHECK(!contains(out_path, "needs a base"));
     CHECK(run("decompress -q %s -o %s --base %s", out, res, base) == 0);
     CHECK(tu_trees_equal(tuned, res) && tu_trees_equal(res, tuned));
+    CHECK(run("verify -q %s --base %s", out, base) == 0);
+    CHECK(run("verify -q %s", out) == 1);
+    EXPECT(1, err_path, "FAILED: PTWM_ERR_BASE_MISSING");
     /* The same base as .ptwm shards. */
     CHECK(run("compress -q %s -o %s", base, basep) == 0);
     CHECK(run("decompress -q -f %s -o %s --base %s", out, res, basep) == 0);
