@@ -1048,26 +1048,37 @@ static ptwm_error check_duplicates(ptwm_writer *w, ptwm_err *err) {
     return PTWM_OK;
 }
 
+/* A tensor with a base tensor none of whose chunks came out smaller against
+ * it is written as without a base (no hash, no base fields in its entries). */
+static uint8_t tensor_flags(const wtensor *t) {
+    uint64_t k;
+    if (!(t->flags & PTWM_TF_BASE)) return t->flags;
+    for (k = 0; k < t->nchunks; k++)
+        if (t->chunks[k].based) return t->flags;
+    return (uint8_t)(t->flags & ~PTWM_TF_BASE);
+}
+
 static int put_tensor(wbuf *b, const wtensor *t) {
     size_t name_len = strlen(t->name);
     const uint8_t *q;
     uint64_t k;
     unsigned i;
+    uint8_t flags = tensor_flags(t);
     int ok = wbuf_u32(b, (uint32_t)name_len) && wbuf_put(b, t->name, name_len) &&
-             wbuf_u8(b, (uint8_t)t->dtype) && wbuf_u8(b, (uint8_t)t->ndim) && wbuf_u8(b, t->flags) &&
+             wbuf_u8(b, (uint8_t)t->dtype) && wbuf_u8(b, (uint8_t)t->ndim) && wbuf_u8(b, flags) &&
              wbuf_u8(b, (uint8_t)t->nchains);
     for (i = 0; ok && i < t->ndim; i++) ok = wbuf_u64(b, t->shape[i]);
     ok = ok && wbuf_u64(b, t->nbytes) && wbuf_u64(b, t->chunk_size);
     for (i = 0, q = t->chain_bytes; ok && i < t->nchains; q += t->chain_len[i++])
         ok = wbuf_u16(b, t->chain_len[i]) && wbuf_put(b, q, t->chain_len[i]);
     if (ok && (t->flags & PTWM_TF_PAYLOAD_HASH)) ok = wbuf_put(b, t->hash, 16);
-    if (ok && (t->flags & PTWM_TF_BASE)) ok = wbuf_put(b, t->base_hash, 16);
+    if (ok && (flags & PTWM_TF_BASE)) ok = wbuf_put(b, t->base_hash, 16);
     ok = ok && wbuf_u64(b, t->nchunks);
     for (k = 0; ok && k < t->nchunks; k++) {
         const wchunk *c = &t->chunks[k];
         ok = wbuf_u64(b, c->offset) && wbuf_u32(b, c->coded) && wbuf_u32(b, c->raw) &&
              wbuf_u8(b, c->chain) && wbuf_u32(b, c->crc);
-        if (ok && (t->flags & PTWM_TF_BASE)) ok = wbuf_u8(b, c->based) && wbuf_u32(b, c->base_crc);
+        if (ok && (flags & PTWM_TF_BASE)) ok = wbuf_u8(b, c->based) && wbuf_u32(b, c->base_crc);
     }
     return ok;
 }
