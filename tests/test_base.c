@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash.h"
+#include "image.h"
 #include "testutil.h"
 
 enum { NW = 300 * 256, NF = 40000, NU = 5000, NM = 20000, NE = 64, CHUNK = 65536 };
@@ -145,6 +146,58 @@ static void check_fails(ptwm_reader *r, const char *name, ptwm_error code, const
     free(buf);
 }
 
+/* The table's fields of a tensor coded against a base, damaged one at a
+ * time (the table stored plain, CRCs resealed so the parser sees them). */
+static void test_hostile_table(const void *blob, size_t len, ptwm_source *st) {
+    tu_image good = {(uint8_t *)malloc(len), len}, im;
+    ptwm_reader *r = NULL;
+    ptwm_err err;
+    size_t at, entry;
+    uint16_t chain_len;
+    memcpy(good.p, blob, len);
+    good = tu_image_plain(good);
+    at = tu_image_find(&good, "layer.w", 7);
+    CHECK(at != 0);
+    if (!at) return;
+    /* name, dtype ndim flags nchains, shape (2 dims), nbytes, chunk_size, chain */
+    at += 7 + 4 + 16 + 16;
+    chain_len = (uint16_t)(good.p[at] | good.p[at + 1] << 8);
+    entry = at + 2 + chain_len + 16 + 16 + 8; /* payload hash, base hash, nchunks */
+    CHECK(good.p[at - 7 - 4 - 16 - 16 + 7 + 2] == 7);   /* flags: hash, plane CRCs, base */
+    CHECK(good.p[entry + 21] == 1);                    /* chunk 0 coded against the base */
+    /* A version 5 file may not carry the flag. */
+    im = tu_image_copy(&good);
+    im.p[8] = 5;
+    im.p[im.len - 48 + 20] = 5;
+    tu_image_reseal(&im);
+    CHECK_ERR(ptwm_reader_open_memory(im.p, im.len, "v5", &r, &err), &err, PTWM_ERR_UNKNOWN_ID,
+              "tensor 0 'layer.w': unknown tensor flags 0x07");
+    free(im.p);
+    /* The base flag is 0 or 1; its CRC is 0 without it. */
+    im = tu_image_copy(&good);
+    im.p[entry + 21] = 2;
+    tu_image_reseal(&im);
+    CHECK_ERR(ptwm_reader_open_memory(im.p, im.len, "b", &r, &err), &err, PTWM_ERR_CORRUPT,
+              "chunk 0 of 3: base flag 2 with base CRC32");
+    im.p[entry + 21] = 0;
+    tu_image_reseal(&im);
+    CHECK_ERR(ptwm_reader_open_memory(im.p, im.len, "b", &r, &err), &err, PTWM_ERR_CORRUPT,
+              "(0 or 1; the CRC 0 without the base)");
+    free(im.p);
+    /* A base CRC that is not the base chunk's: the base is taken as damaged. */
+    im = tu_image_copy(&good);
+    im.p[entry + 22] ^= 1;
+    tu_image_reseal(&im);
+    CHECK(ptwm_reader_open_memory(im.p, im.len, "c", &r, &err) == PTWM_OK);
+    if (r) {
+        CHECK(ptwm_reader_set_base(r, st, &err) == PTWM_OK);
+        check_fails(r, "layer.w", PTWM_ERR_BASE_CRC, "chunk 0 of 3: the base");
+        ptwm_reader_close(r);
+    }
+    free(im.p);
+    free(good.p);
+}
+
 int main(void) {
     static set base, tuned, other;
     ptwm_tensor_desc d[5];
@@ -211,6 +264,8 @@ int main(void) {
         if (!strcmp(a.name, "layer.w")) CHECK(nbased == 3);
         CHECK(ptwm_reader_tensor_base(plain_r, i, h, &nbased) == 0);
     }
+
+    test_hostile_table(blob, len, st);
 
     /* No base: every tensor that needs it fails, naming it and the hash. */
     CHECK(ptwm_reader_find(r, "layer.w", &idx, &err) == PTWM_OK);
