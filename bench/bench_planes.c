@@ -40,7 +40,7 @@ static void print_line(const char *label, const totals *t) {
            100.0 * t->zcoded / t->raw, mb / t->zct, mb / t->zdt, t->zct / t->ct, t->zdt / t->dt);
 }
 
-static int bench_file(const char *path, size_t chunk, int method, const uint8_t *user_chain,
+static int bench_file(const char *path, size_t chunk, ptwm_method method, const uint8_t *user_chain,
                       size_t user_len, int reps, totals *per_dtype) {
     ptwm_st *st = NULL;
     ptwm_err err;
@@ -136,7 +136,8 @@ static int bench_file(const char *path, size_t chunk, int method, const uint8_t 
 
 int main(int argc, char **argv) {
     size_t chunk = (size_t)PTWM_DEFAULT_CHUNK, ulen = 0;
-    int method = PTWM_METHOD_MICROSCALE, reps = 3, i, rc = 0;
+    ptwm_method method = PTWM_METHOD_MICROSCALE;
+    int reps = 3, i, rc = 0;
     uint8_t uchain[PTWM_CHAIN_MAX_BYTES];
     const uint8_t *user_chain = NULL;
     totals per_dtype[PTWM_DTYPE_COUNT];

@@ -5,7 +5,9 @@
  * decompress MB/s (10^6 bytes per second of raw data) of:
  *   ptwm, every method at 1 and 2 threads (library defaults otherwise: chunk
  *     1 MiB, plane CRCs and payload hashes on), decoding a group's tensors
- *     in one ptwm_reader_decode_many call;
+ *     in one ptwm_reader_decode_many call, with one ptwm_ctx kept across
+ *     calls as the zstd runs keep their ZSTD_CCtx/DCtx (--no-ctx: each
+ *     call's own memory);
  *   libzstd levels 1, 3, 9, 19, one frame per tensor, one thread;
  *   c-blosc 1.x (when built with it) with byte or bit shuffle and zstd or lz4,
  *     clevel 5, typesize = element size, default block size, one thread,
@@ -18,7 +20,7 @@
  * starts at a different method) so machine noise falls on all alike; the
  * figures are medians.
  *
- * usage: bench_suite [--runs N] [--slow-runs N] [--csv FILE] [--no-peers] PATH...
+ * usage: bench_suite [--runs N] [--slow-runs N] [--csv FILE] [--no-peers] [--no-ctx] PATH...
  *        bench_suite --scale MB[,MB...] [--runs N] [--csv FILE] PATH...
  *            in-memory throughput against input size (PATHs' tensors repeated)
  *        bench_suite --make OUT.safetensors MB PATH...
@@ -297,6 +299,15 @@ static int peer_decompress(const method *m, const group *g, const coded *c, uint
     return 0;
 }
 
+/* The work memory kept across ptwm calls (NULL: none). compare_builds.sh
+ * runs this binary against builds from before contexts too: there the weak
+ * symbols are NULL and each call uses its own memory. */
+extern ptwm_error ptwm_ctx_create(ptwm_ctx **out, ptwm_err *err) __attribute__((weak));
+extern ptwm_error ptwm_reader_set_ctx(ptwm_reader *r, ptwm_ctx *ctx, ptwm_err *err)
+    __attribute__((weak));
+extern void ptwm_ctx_free(ptwm_ctx *ctx) __attribute__((weak));
+static ptwm_ctx *g_ctx;
+
 static int ptwm_do_compress(const method *m, const group *g, coded *c) {
     ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
     ptwm_err err;
@@ -304,6 +315,7 @@ static int ptwm_do_compress(const method *m, const group *g, coded *c) {
     size_t len = 0;
     p.method = m->id;
     p.threads = m->threads;
+    p.ctx = g_ctx;
     if (ptwm_compress_blob(g->d, g->n, NULL, &p, &blob, &len, &err)) {
         fprintf(stderr, "bench_suite: ptwm_compress_blob (%s, %d threads): %s\n", m->label, m->threads,
                 err.message);
@@ -325,7 +337,11 @@ static int ptwm_do_decompress(const method *m, const group *g, const coded *c, u
         return -1;
     }
     ptwm_reader_set_threads(r, m->threads);
-    if (ptwm_reader_count(r) != g->n) {
+    if (g_ctx && ptwm_reader_set_ctx(r, g_ctx, &err)) {
+        fprintf(stderr, "bench_suite: ptwm_reader_set_ctx: %s\n", err.message);
+        rc = -1;
+    }
+    if (!rc && ptwm_reader_count(r) != g->n) {
         fprintf(stderr, "bench_suite: blob holds %zu tensors, expected %zu\n", ptwm_reader_count(r), g->n);
         rc = -1;
     }
@@ -931,14 +947,14 @@ static void scale(const char *list, input *ins, size_t nin, int runs) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: bench_suite [--runs N] [--slow-runs N] [--csv FILE] [--no-peers] PATH...\n"
+            "usage: bench_suite [--runs N] [--slow-runs N] [--csv FILE] [--no-peers] [--no-ctx] PATH...\n"
             "       bench_suite --scale MB[,MB...] [--runs N] [--csv FILE] PATH...\n"
             "       bench_suite --make OUT.safetensors MB PATH...\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
-    int runs = 5, slow_runs = 3, peers = 1, a;
+    int runs = 5, slow_runs = 3, peers = 1, use_ctx = 1, a;
     const char *csv = NULL, *scale_list = NULL, *make_out = NULL;
     uint64_t make_mb = 0;
     const char **paths = (const char **)xmalloc((size_t)argc * sizeof(char *));
@@ -951,6 +967,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[a], "--slow-runs") && a + 1 < argc) slow_runs = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--csv") && a + 1 < argc) csv = argv[++a];
         else if (!strcmp(argv[a], "--no-peers")) peers = 0;
+        else if (!strcmp(argv[a], "--no-ctx")) use_ctx = 0;
         else if (!strcmp(argv[a], "--scale") && a + 1 < argc) scale_list = argv[++a];
         else if (!strcmp(argv[a], "--make") && a + 2 < argc) {
             make_out = argv[++a];
@@ -959,6 +976,7 @@ int main(int argc, char **argv) {
         else paths[npaths++] = argv[a];
     }
     if (!npaths) usage();
+    if (use_ctx && ptwm_ctx_create && ptwm_ctx_create(&g_ctx, NULL)) return 2;
     if (runs < 1) runs = 1;
     if (runs > MAX_RUNS) runs = MAX_RUNS;
     if (slow_runs < 1) slow_runs = 1;
@@ -1009,6 +1027,7 @@ int main(int argc, char **argv) {
     free(ins);
     free(paths);
     free(g_res);
+    if (g_ctx) ptwm_ctx_free(g_ctx);
     if (g_csv) fclose(g_csv);
     if (g_failed) {
         fprintf(stderr, "bench_suite: SOME ROUND TRIPS FAILED (see above)\n");

@@ -95,6 +95,26 @@ PTWM_API const char *ptwm_error_string(ptwm_error code);
  * than their C runtime's free, which may not be the library's. */
 PTWM_API void ptwm_free(void *p);
 
+/* The allocator every allocation of the library goes through, and every
+ * buffer it returns comes from: the C library's malloc, realloc and free
+ * unless the program supplies its own (an arena, a tracking allocator, the
+ * host language's). realloc_fn(opaque, NULL, n) must allocate; sizes are
+ * never 0. Memory that libzstd allocates for the library goes through it
+ * too; the temporaries of jansson (JSON parsing) and libxxhash's hash
+ * states use those libraries' own allocators. */
+typedef struct ptwm_allocator {
+    void *(*malloc_fn)(void *opaque, size_t size);
+    void *(*realloc_fn)(void *opaque, void *p, size_t size);
+    void (*free_fn)(void *opaque, void *p);
+    void *opaque;
+} ptwm_allocator;
+
+/* Use `a` (copied; NULL: the C library's) for every later allocation. Call
+ * it once, from one thread, before any other function of the library:
+ * PTWM_ERR_INVALID_ARG once the library has allocated anything, or when a
+ * function of `a` is missing. */
+PTWM_API ptwm_error ptwm_set_allocator(const ptwm_allocator *a, ptwm_err *err);
+
 /* The public structs, for bindings that copy their layout (ctypes, cffi,
  * other languages) to check it when they load the library. */
 typedef enum ptwm_struct_id {
@@ -107,12 +127,33 @@ typedef enum ptwm_struct_id {
     PTWM_STRUCT_CHECKPOINT_OPTIONS = 6,
     PTWM_STRUCT_LAYOUT_ENTRY = 7,
     PTWM_STRUCT_OPTIM_STATE = 8,
-    PTWM_STRUCT_COUNT = 9
+    PTWM_STRUCT_ALLOCATOR = 9,
+    PTWM_STRUCT_COUNT = 10
 } ptwm_struct_id;
 
 /* sizeof the struct `id` names in this build of the library; 0 for an id it
  * does not know. */
 PTWM_API size_t ptwm_struct_size(ptwm_struct_id id);
+
+/* ------------------------------------------------------------------------ */
+/* Contexts: work memory kept between calls                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The work memory of compressing and decoding (a codec workspace per
+ * thread, chunk buffers), owned by the caller, as zstd's ZSTD_CCtx and
+ * ZSTD_DCtx. A writer or reader given no context makes its own and frees
+ * it with itself; memory fresh from the system costs page faults on first
+ * touch, so a program that compresses or decodes many files, or many small
+ * ones, keeps one context and passes it to each (ptwm_cparams.ctx,
+ * ptwm_reader_set_ctx). One writer or reader uses a context at a time:
+ * attaching one that is in use fails with PTWM_ERR_INVALID_ARG. A context
+ * keeps the memory its largest user needed until it is freed. */
+typedef struct ptwm_ctx ptwm_ctx;
+PTWM_API ptwm_error ptwm_ctx_create(ptwm_ctx **out, ptwm_err *err);
+/* NULL does nothing. No writer or reader may still use it. */
+PTWM_API void ptwm_ctx_free(ptwm_ctx *ctx);
+/* Bytes of work memory the context holds now. */
+PTWM_API size_t ptwm_ctx_size(const ptwm_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Instruction sets: a cap on the CPU-specific kernels                       */
@@ -369,9 +410,9 @@ typedef enum ptwm_method {
 } ptwm_method;
 
 /* "huffman", "zstd", "microscale", "rans", "identity"; NULL if unknown. */
-PTWM_API const char *ptwm_method_name(int method);
+PTWM_API const char *ptwm_method_name(ptwm_method method);
 /* Case-insensitive name or decimal id. */
-PTWM_API ptwm_error ptwm_method_from_name(const char *name, int *method, ptwm_err *err);
+PTWM_API ptwm_error ptwm_method_from_name(const char *name, ptwm_method *method, ptwm_err *err);
 
 /* A chain is data: its stable wire encoding (docs/CHAINS.md) is what callers
  * pass and what .ptwm files record. */
@@ -379,8 +420,8 @@ PTWM_API ptwm_error ptwm_method_from_name(const char *name, int *method, ptwm_er
 
 /* The standard production chain for a dtype and method (the table is
  * documented in docs/CHAINS.md). Writes at most PTWM_CHAIN_MAX_BYTES. */
-PTWM_API ptwm_error ptwm_chain_standard(ptwm_dtype dtype, int method, uint8_t *buf, size_t cap,
-                                        size_t *len, ptwm_err *err);
+PTWM_API ptwm_error ptwm_chain_standard(ptwm_dtype dtype, ptwm_method method, uint8_t *buf,
+                                        size_t cap, size_t *len, ptwm_err *err);
 /* Validate a chain blob against a dtype. */
 PTWM_API ptwm_error ptwm_chain_validate(const uint8_t *chain, size_t len, ptwm_dtype dtype,
                                         ptwm_err *err);
@@ -394,9 +435,12 @@ PTWM_API ptwm_error ptwm_chain_parse(const char *text, uint8_t *buf, size_t cap,
 typedef struct ptwm_source ptwm_source; /* any weights file or directory (below) */
 
 typedef struct ptwm_cparams {
-    int method;               /* ptwm_method used where a chain leaves the stage open */
-    int emit_payload_hash;    /* XXH3-128 of each tensor's raw bytes */
-    int emit_plane_crc;       /* CRC32 of each coded plane of each chunk */
+    ptwm_method method;       /* used where a chain leaves the stage open;
+                               * 0 = PTWM_METHOD_MICROSCALE */
+    int no_payload_hash;      /* 1: no XXH3-128 of each tensor's raw bytes (0, the
+                               * default: every tensor carries it) */
+    int no_plane_crc;         /* 1: no CRC32 of each coded plane (0: every plane
+                               * carries one) */
     uint64_t chunk_size;      /* raw bytes per chunk; 0 = default */
     int threads;              /* 0 = all cores (those this process may run on, as
                                * nproc counts them); the output is identical for
@@ -410,6 +454,8 @@ typedef struct ptwm_cparams {
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
     uint64_t progress_total;
+    ptwm_ctx *ctx;            /* work memory to use (see ptwm_ctx); NULL: the
+                               * writer's own */
     /* Optional base (docs/DELTA.md), NULL for none: a tensor whose name,
      * dtype and shape match a tensor of `base` is coded against it where
      * that is smaller, chunk by chunk (the file then records the base
@@ -423,7 +469,7 @@ typedef struct ptwm_cparams {
 #define PTWM_DEFAULT_CHUNK ((uint64_t)1 << 20)
 #define PTWM_MIN_CHUNK ((uint64_t)4096)      /* chunk_size bounds the writer accepts */
 #define PTWM_MAX_CHUNK ((uint64_t)1 << 28)
-#define PTWM_CPARAMS_DEFAULT { PTWM_METHOD_MICROSCALE, 1, 1, 0, 0, 0, NULL, NULL, 0, NULL }
+#define PTWM_CPARAMS_DEFAULT { PTWM_METHOD_MICROSCALE, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL, NULL }
 
 /* Optional per-tensor chains: `count` candidate chain blobs; each chunk is
  * coded with whichever candidate codes it smallest. */
@@ -490,6 +536,10 @@ PTWM_API ptwm_error ptwm_reader_open_memory(const void *buf, size_t size, const 
 PTWM_API void ptwm_reader_close(ptwm_reader *r);
 /* Decoding threads for later calls (0 = all cores). */
 PTWM_API void ptwm_reader_set_threads(ptwm_reader *r, int threads);
+/* Decode with the caller's work memory (see ptwm_ctx) from now until the
+ * reader closes or another context (NULL: the reader's own) is set.
+ * PTWM_ERR_INVALID_ARG if ctx is in use by another writer or reader. */
+PTWM_API ptwm_error ptwm_reader_set_ctx(ptwm_reader *r, ptwm_ctx *ctx, ptwm_err *err);
 PTWM_API size_t ptwm_reader_count(const ptwm_reader *r);
 PTWM_API ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_info *out,
                                        ptwm_err *err);
@@ -669,7 +719,7 @@ typedef void (*ptwm_progress_fn)(void *ctx, uint64_t done_bytes, uint64_t total_
 typedef struct ptwm_checkpoint_options {
     uint64_t max_shard_size;    /* 0: one output shard per input shard (byte-exact
                                  * restore); else re-plan shards by raw bytes */
-    int method;                 /* ptwm_method (compress); 0 = MICROSCALE */
+    ptwm_method method;         /* compress; 0 = PTWM_METHOD_MICROSCALE */
     int threads;                /* 0 = all cores */
     uint64_t chunk_size;        /* raw bytes per chunk (compress); 0 = default */
     int force;                  /* replace an existing outdir */

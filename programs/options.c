@@ -55,7 +55,7 @@ int opt_threads(const char *cmd, const char *text, int *out) {
     return CLI_OK;
 }
 
-int opt_method(const char *cmd, const char *text, int *out) {
+int opt_method(const char *cmd, const char *text, ptwm_method *out) {
     if (ptwm_method_from_name(text, out, NULL) != PTWM_OK)
         return cli_usage_error(cmd, "--method: unknown method '%s' (huffman, zstd, microscale, "
                                "rans, identity)", text);

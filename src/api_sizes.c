@@ -1,9 +1,6 @@
-/* Sizes of the public structs, so bindings can check their copies; and the
- * release of memory the library hands to callers. */
+/* Sizes of the public structs, so bindings can check their copies. */
 #include <stdlib.h>
 #include "common.h"
-
-void ptwm_free(void *p) { free(p); }
 
 size_t ptwm_struct_size(ptwm_struct_id id) {
     switch (id) {
@@ -16,6 +13,7 @@ size_t ptwm_struct_size(ptwm_struct_id id) {
     case PTWM_STRUCT_CHECKPOINT_OPTIONS: return sizeof(ptwm_checkpoint_options);
     case PTWM_STRUCT_LAYOUT_ENTRY: return sizeof(ptwm_layout_entry);
     case PTWM_STRUCT_OPTIM_STATE: return sizeof(ptwm_optim_state);
+    case PTWM_STRUCT_ALLOCATOR: return sizeof(ptwm_allocator);
     case PTWM_STRUCT_COUNT: break;
     }
     return 0;

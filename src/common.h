@@ -99,9 +99,17 @@ void ptwm_err_prefix(ptwm_err *err, const char *fmt, ...) PTWM_PRINTF(2, 3);
 /* Allocation wrappers that fail cleanly on absurd sizes (caps what a hostile
  * header can make us allocate). */
 #define PTWM_ALLOC_CAP ((uint64_t)1 << 40)
+/* The library's allocator (src/platform/memory.c): the C library's, or the
+ * one set with ptwm_set_allocator. Every allocation and release in the
+ * library goes through these (ptwm_free releases); NULL past PTWM_ALLOC_CAP. */
 void *ptwm_malloc(uint64_t size);
 void *ptwm_calloc(uint64_t n, uint64_t size);
 void *ptwm_realloc(void *p, uint64_t size);
+char *ptwm_strdup(const char *s);
+char *ptwm_strndup(const char *s, size_t max);
+/* ZSTD_customMem functions over the same allocator. */
+void *ptwm_zstd_alloc(void *opaque, size_t size);
+void ptwm_zstd_free(void *opaque, void *p);
 /* Room for `need` elements of `size` bytes in the array *buf of *cap elements,
  * doubling (from 64): 1, or 0 when out of memory (*buf and *cap unchanged). */
 int ptwm_grow(void **buf, size_t *cap, size_t need, size_t size);

@@ -95,23 +95,6 @@ void ptwm_err_prefix(ptwm_err *err, const char *fmt, ...) {
     }
 }
 
-void *ptwm_malloc(uint64_t size) {
-    if (size > PTWM_ALLOC_CAP || size > SIZE_MAX) return NULL;
-    return malloc(size ? (size_t)size : 1);
-}
-
-void *ptwm_calloc(uint64_t n, uint64_t size) {
-    uint64_t total;
-    if (ptwm_mul_overflow(n, size, &total) || total > PTWM_ALLOC_CAP || total > SIZE_MAX)
-        return NULL;
-    return calloc(total ? (size_t)total : 1, 1);
-}
-
-void *ptwm_realloc(void *p, uint64_t size) {
-    if (size > PTWM_ALLOC_CAP || size > SIZE_MAX) return NULL;
-    return realloc(p, size ? (size_t)size : 1);
-}
-
 int ptwm_grow(void **buf, size_t *cap, size_t need, size_t size) {
     size_t c = *cap ? *cap : 64;
     void *q;

@@ -21,6 +21,7 @@ int main(void) {
         {PTWM_STRUCT_CHECKPOINT_OPTIONS, sizeof(ptwm_checkpoint_options)},
         {PTWM_STRUCT_LAYOUT_ENTRY, sizeof(ptwm_layout_entry)},
         {PTWM_STRUCT_OPTIM_STATE, sizeof(ptwm_optim_state)},
+        {PTWM_STRUCT_ALLOCATOR, sizeof(ptwm_allocator)},
     };
     ptwm_tensor_desc d;
     uint64_t shape[1] = {4};
@@ -46,7 +47,7 @@ int main(void) {
         ptwm_tensor_info t;
         ptwm_dtype dt;
         ptwm_isa isa;
-        int method;
+        ptwm_method method;
         size_t at;
         char name[64];
         CHECK_ERR(ptwm_reader_open_memory(blob, len, "blob", &r, &err), &err, PTWM_OK, NULL);

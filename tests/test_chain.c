@@ -4,7 +4,7 @@
 #include "chain.h"
 #include "testutil.h"
 
-static const int methods[] = {PTWM_METHOD_HUFFMAN, PTWM_METHOD_ZSTD, PTWM_METHOD_MICROSCALE,
+static const ptwm_method methods[] = {PTWM_METHOD_HUFFMAN, PTWM_METHOD_ZSTD, PTWM_METHOD_MICROSCALE,
                               PTWM_METHOD_RANS, PTWM_METHOD_IDENTITY};
 
 static void test_standard_table(void) {
@@ -36,7 +36,7 @@ static void test_standard_table(void) {
 static void test_standard_entries(void) {
     static const struct {
         ptwm_dtype d;
-        int method;
+        ptwm_method method;
         const char *text;
     } want[] = {
         {PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, "split(e8m7) > microscale(32) > entropy(*:auto)"},
@@ -204,15 +204,15 @@ static void test_validation(void) {
 }
 
 static void test_method_names(void) {
-    int m, got;
-    for (m = 1; m <= 5; m++) {
+    ptwm_method m, got;
+    for (m = PTWM_METHOD_HUFFMAN; m <= PTWM_METHOD_IDENTITY; m++) {
         char num[4] = {(char)('0' + m), 0};
         CHECK(ptwm_method_name(m) != NULL);
         CHECK(ptwm_method_from_name(ptwm_method_name(m), &got, NULL) == PTWM_OK && got == m);
         CHECK(ptwm_method_from_name(num, &got, NULL) == PTWM_OK && got == m);
     }
-    CHECK(ptwm_method_from_name("MicroScale", &got, NULL) == PTWM_OK && got == 3);
-    CHECK(ptwm_method_name(0) == NULL && ptwm_method_name(6) == NULL);
+    CHECK(ptwm_method_from_name("MicroScale", &got, NULL) == PTWM_OK && got == PTWM_METHOD_MICROSCALE);
+    CHECK(ptwm_method_name((ptwm_method)0) == NULL && ptwm_method_name((ptwm_method)6) == NULL);
     CHECK(ptwm_method_from_name("lz4", &got, NULL) == PTWM_ERR_UNKNOWN_ID);
     CHECK(ptwm_method_from_name("6", &got, NULL) == PTWM_ERR_UNKNOWN_ID);
     CHECK(ptwm_method_from_name(NULL, &got, NULL) == PTWM_ERR_INVALID_ARG);

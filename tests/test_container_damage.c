@@ -37,8 +37,8 @@ static image make_image_chunked(int plane_crc, int payload_hash, uint64_t chunk)
         d[k].nbytes = sizeof(wv[k]);
     }
     p.chunk_size = chunk;
-    p.emit_plane_crc = plane_crc;
-    p.emit_payload_hash = payload_hash;
+    p.no_plane_crc = !plane_crc;
+    p.no_payload_hash = !payload_hash;
     p.threads = 2;
     CHECK(ptwm_compress_blob(d, 3, NULL, &p, &blob, &im.len, &err) == PTWM_OK);
     im.p = (uint8_t *)blob;

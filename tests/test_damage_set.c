@@ -248,8 +248,8 @@ int main(void) {
         tu_image good;
         unsigned before = copies;
         p.chunk_size = 4096;
-        p.emit_plane_crc = variants[v].crc;
-        p.emit_payload_hash = variants[v].hash;
+        p.no_plane_crc = !variants[v].crc;
+        p.no_payload_hash = !variants[v].hash;
         CHECK_MSG(ptwm_compress_safetensors(src_path, path, &p, &err) == PTWM_OK, "%s", err.message);
         good.p = tu_read_file(path, &good.len);
         if (!good.p) continue;

@@ -232,7 +232,7 @@ static void test_reader(const uint8_t *p, size_t n) {
     CHECK(off <= n);
     if (off > n) return;
     cp.chunk_size = 4096;
-    cp.emit_payload_hash = 1;
+    cp.no_payload_hash = 0;
     CHECK(ptwm_compress_blob(d, NT, NULL, &cp, &blob, &len, &err) == PTWM_OK);
     CHECK(blob && ptwm_reader_open_memory(blob, len, "mix.ptwm", &r, &err) == PTWM_OK);
     for (threads = 1; r && threads <= 2; threads++) {

@@ -38,8 +38,8 @@ static tu_image compressed(uint64_t chunk, int crc, int hash) {
     tu_image im = {NULL, 0};
     const char *path = tu_tmp_path("subset.ptwm");
     p.chunk_size = chunk;
-    p.emit_plane_crc = crc;
-    p.emit_payload_hash = hash;
+    p.no_plane_crc = !crc;
+    p.no_payload_hash = !hash;
     CHECK_MSG(ptwm_compress_safetensors(src_path, path, &p, &err) == PTWM_OK, "%s", err.message);
     im.p = tu_read_file(path, &im.len);
     return im;

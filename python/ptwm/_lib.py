@@ -57,10 +57,10 @@ ProgressFn = ctypes.CFUNCTYPE(None, c_void_p, c_uint64, c_uint64)
 
 
 class CParams(Structure):
-    _fields_ = [("method", c_int), ("emit_payload_hash", c_int), ("emit_plane_crc", c_int),
+    _fields_ = [("method", c_int), ("no_payload_hash", c_int), ("no_plane_crc", c_int),
                 ("chunk_size", c_uint64), ("threads", c_int), ("zstd_level", c_int),
                 ("progress", ProgressFn), ("progress_ctx", c_void_p),
-                ("progress_total", c_uint64), ("base", c_void_p)]
+                ("progress_total", c_uint64), ("ctx", c_void_p), ("base", c_void_p)]
 
 
 class CheckpointOptions(Structure):

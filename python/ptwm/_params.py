@@ -22,5 +22,5 @@ def cparams(method=3, emit_payload_hash: bool = True, emit_plane_crc: bool = Tru
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise PtwmValueError(ERR_INVALID_ARG, f"threads must be an int >= 0 (0 = all cores), "
                              f"got {threads!r}")
-    return CParams(method_code(method), int(bool(emit_payload_hash)), int(bool(emit_plane_crc)),
+    return CParams(method_code(method), int(not emit_payload_hash), int(not emit_plane_crc),
                    chunk_size, threads, int(zstd_level))

@@ -18,23 +18,23 @@
 static const char *const method_names[] = {NULL, "huffman", "zstd", "microscale", "rans",
                                            "identity"};
 
-const char *ptwm_method_name(int method) {
-    if (method < 1 || method > 5) return NULL;
+const char *ptwm_method_name(ptwm_method method) {
+    if ((int)method < 1 || (int)method > 5) return NULL;
     return method_names[method];
 }
 
-ptwm_error ptwm_method_from_name(const char *name, int *method, ptwm_err *err) {
+ptwm_error ptwm_method_from_name(const char *name, ptwm_method *method, ptwm_err *err) {
     int i;
     if (!name || !method)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_method_from_name: NULL argument");
     for (i = 1; i <= 5; i++) {
         if (strcasecmp(name, method_names[i]) == 0) {
-            *method = i;
+            *method = (ptwm_method)i;
             return PTWM_OK;
         }
     }
     if (name[0] >= '1' && name[0] <= '5' && name[1] == 0) {
-        *method = name[0] - '0';
+        *method = (ptwm_method)(name[0] - '0');
         return PTWM_OK;
     }
     return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID,
@@ -272,7 +272,7 @@ static int float_geometry(ptwm_dtype d, unsigned *w, unsigned *e, unsigned *m) {
     }
 }
 
-ptwm_error ptwm_chain_standard(ptwm_dtype dtype, int method, uint8_t *buf, size_t cap, size_t *len,
+ptwm_error ptwm_chain_standard(ptwm_dtype dtype, ptwm_method method, uint8_t *buf, size_t cap, size_t *len,
                                ptwm_err *err) {
     chain_builder b;
     unsigned w, e, m, mask;

@@ -1,10 +1,10 @@
 /* Work memory of the codec: one workspace per worker, owned by the caller.
  *
- * As zstd's ZSTD_CCtx/ZSTD_DCtx, a workspace holds every buffer and context
- * the chunk codec and its entropy coders need, so nothing in the codec keeps
- * memory of its own: the container writer and reader hold one per worker
- * (the pool hands every job its worker index) and free them with the writer
- * or reader. Regions grow to what the stages of a chunk ask for and are kept
+ * A workspace holds every buffer and context the chunk codec and its
+ * entropy coders need, so nothing in the codec keeps memory of its own: a
+ * context (ptwm_ctx, src/container/context.h), which the caller owns as
+ * zstd's ZSTD_CCtx, holds one per worker (the pool hands every job its
+ * worker index). Regions grow to what the stages of a chunk ask for and are kept
  * between chunks (fresh pages cost more than coding a small chunk). A
  * workspace is used by one thread at a time.
  *

@@ -10,9 +10,12 @@
  * (compression contexts hold megabytes of tables; allocating them per plane
  * dominates small planes). */
 #include <stdlib.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: contexts in the library's allocator */
 #include <zstd.h>
 #include <zstd_errors.h>
 #include "zstd_stage.h"
+
+static const ZSTD_customMem zstd_mem = {ptwm_zstd_alloc, ptwm_zstd_free, NULL};
 
 size_t ptwm_zstd_bound(size_t n) {
     size_t b = ZSTD_compressBound(n);
@@ -45,7 +48,7 @@ ptwm_error ptwm_zstd_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int level
     if (level == 0) level = 3;
     if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel()) return PTWM_ERR_INVALID_ARG;
     if (!(ws = ptwm_ws_or_temp(ws, &own))) return PTWM_ERR_NOMEM;
-    if (!ws->zstd_cctx) ws->zstd_cctx = ZSTD_createCCtx();
+    if (!ws->zstd_cctx) ws->zstd_cctx = ZSTD_createCCtx_advanced(zstd_mem);
     e = ws->zstd_cctx ? encode_with((ZSTD_CCtx *)ws->zstd_cctx, src, n, level, dst, cap, out_len)
                       : PTWM_ERR_NOMEM;
     ptwm_ws_free(own);
@@ -68,7 +71,7 @@ ptwm_error ptwm_zstd_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, ui
     r = ZSTD_findFrameCompressedSize(src, src_size);
     PTWM_CHECK(!ZSTD_isError(r) && r == src_size);
     if (!(ws = ptwm_ws_or_temp(ws, &own))) return PTWM_ERR_NOMEM;
-    if (!ws->zstd_dctx) ws->zstd_dctx = ZSTD_createDCtx();
+    if (!ws->zstd_dctx) ws->zstd_dctx = ZSTD_createDCtx_advanced(zstd_mem);
     if (!ws->zstd_dctx) {
         ptwm_ws_free(own);
         return PTWM_ERR_NOMEM;

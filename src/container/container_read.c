@@ -8,6 +8,7 @@
 #include "container_format.h"
 #include "entropy.h"
 #include "container_read.h"
+#include "context.h"
 #include "chunk.h"
 #include "fileio.h"
 #include "hash.h"
@@ -73,10 +74,12 @@ struct ptwm_reader {
     uint64_t src_file_size;
     int threads;
     ptwm_pool *pool;
-    /* One codec workspace per worker (made on first use, kept between
-     * calls as ZSTD_DCtx is: a reader decodes many tensors). */
+    /* Work memory: the caller's context (ptwm_reader_set_ctx) or the
+     * reader's own (made on first use, kept between calls as ZSTD_DCtx is:
+     * a reader decodes many tensors); ws: its workspaces, one per worker. */
+    ptwm_ctx *ctx;
+    ptwm_ctx *own_ctx;
     ptwm_ws **ws;
-    unsigned nws;
     /* decode_range reads that run through a tensor in order from byte 0
      * feed its payload hash: the tensor, where the next such read starts
      * (seq_on: a run is under way), and the running hash. */
@@ -667,25 +670,34 @@ ptwm_error ptwm_reader_open_memory(const void *buf, size_t size, const char *lab
     return finish_open(r, out, open_common(r, err), err);
 }
 
-/* Workspaces for workers 0..n-1 (more are made as a call needs them). */
+/* Workspaces for workers 0..n-1 (more are made as a call needs them), in
+ * the reader's context (its own when the caller set none). */
 static ptwm_error get_workspaces(ptwm_reader *r, unsigned n, ptwm_err *err) {
-    if (n > r->nws) {
-        ptwm_ws **a = (ptwm_ws **)realloc(r->ws, n * sizeof(*a));
-        if (!a) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u workspaces", n);
-        memset(a + r->nws, 0, (n - r->nws) * sizeof(*a));
-        r->ws = a;
-        r->nws = n;
+    ptwm_error rc;
+    if (!r->ctx) {
+        if ((rc = ptwm_ctx_create(&r->own_ctx, err))) return rc;
+        r->ctx = r->own_ctx;
     }
-    while (n--)
-        if (!r->ws[n] && !(r->ws[n] = ptwm_ws_create()))
-            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a workspace");
-    return PTWM_OK;
+    return ptwm_ctx_workspaces(r->ctx, n, &r->ws, err);
 }
 
+/* Let go of the work memory: the reader's own is freed, the caller's
+ * released for another user. */
 static void free_workspaces(ptwm_reader *r) {
-    while (r->nws) ptwm_ws_free(r->ws[--r->nws]);
-    free(r->ws);
+    if (r->own_ctx) ptwm_ctx_free(r->own_ctx);
+    else if (r->ctx) ptwm_ctx_release(r->ctx);
+    r->ctx = r->own_ctx = NULL;
     r->ws = NULL;
+}
+
+ptwm_error ptwm_reader_set_ctx(ptwm_reader *r, ptwm_ctx *ctx, ptwm_err *err) {
+    ptwm_error rc;
+    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
+    if (ctx && ctx == r->ctx) return PTWM_OK;
+    if (ctx && (rc = ptwm_ctx_claim(ctx, "reader", err))) return rc;
+    free_workspaces(r);
+    r->ctx = ctx;
+    return PTWM_OK;
 }
 
 void ptwm_reader_close(ptwm_reader *r) {
@@ -724,7 +736,7 @@ void ptwm_reader_release_pool(ptwm_reader *r) {
     if (!r) return;
     ptwm_pool_free(r->pool);
     r->pool = NULL;
-    free_workspaces(r);
+    if (r->own_ctx) free_workspaces(r);
 }
 
 size_t ptwm_reader_count(const ptwm_reader *r) {
@@ -860,7 +872,7 @@ typedef struct rrun {
     rjob *jobs;
     uint8_t **coded;     /* per worker, file mode: chunk_bound sized */
     uint8_t **raw;       /* per worker: chunk_size, for partial chunks */
-    size_t coded_cap;
+    size_t coded_cap, raw_cap;
     /* A read that carries the tensor's payload hash (else NULL): jobs feed it
      * in order, `hashed` of them so far. */
     ptwm_xxh128 *seq;
@@ -1070,8 +1082,8 @@ static ptwm_error get_pool(ptwm_reader *r, ptwm_err *err) {
 static void run_free(rrun *run, unsigned n) {
     unsigned i;
     for (i = 0; i < n; i++) {
-        if (run->coded) free(run->coded[i]);
-        if (run->raw) free(run->raw[i]);
+        if (run->coded) ptwm_ctx_give(run->r->ctx, run->coded[i], run->coded_cap);
+        if (run->raw) ptwm_ctx_give(run->r->ctx, run->raw[i], run->raw_cap);
     }
     free(run->coded);
     free(run->raw);
@@ -1087,7 +1099,7 @@ static void run_free(rrun *run, unsigned n) {
 static ptwm_error run_init(rrun *run, ptwm_reader *r, const rtensor *t, uint64_t first, uint64_t last,
                            size_t njobs, ptwm_err *err) {
     unsigned i, n = ptwm_pool_size(r->pool);
-    uint64_t k, raw_cap = 1;
+    uint64_t k, raw_cap = 1;   /* (the pool's workspaces made the context) */
     memset(run, 0, sizeof(*run));
     pthread_mutex_init(&run->mu, NULL);
     pthread_cond_init(&run->cv, NULL);
@@ -1102,9 +1114,11 @@ static ptwm_error run_init(rrun *run, ptwm_reader *r, const rtensor *t, uint64_t
         run->coded_cap = PTWM_MAX(run->coded_cap, (size_t)t->chunks[k].coded);
         raw_cap = PTWM_MAX(raw_cap, t->chunks[k].raw);
     }
+    run->raw_cap = (size_t)raw_cap;
     for (i = 0; i < n; i++) {
-        if (!r->mem && !(run->coded[i] = (uint8_t *)ptwm_malloc(run->coded_cap))) goto nomem;
-        if (!(run->raw[i] = (uint8_t *)ptwm_malloc(raw_cap))) goto nomem;
+        if (!r->mem && !(run->coded[i] = (uint8_t *)ptwm_ctx_take(r->ctx, run->coded_cap)))
+            goto nomem;
+        if (!(run->raw[i] = (uint8_t *)ptwm_ctx_take(r->ctx, run->raw_cap))) goto nomem;
     }
     return PTWM_OK;
 nomem:
@@ -1219,10 +1233,12 @@ typedef struct sdrive {
     uint8_t **coded;
     size_t *coded_cap;
     unsigned nworkers;
-    /* Work memory per worker: the reader's, or, for a stream that serves
-     * several readers (ptwm_fstream), the drive's own (own_ws set). */
+    /* Work memory: the reader's context, or, for a stream that serves
+     * several readers (ptwm_fstream), the drive's own (own_ctx); ws: its
+     * workspaces, one per worker. */
+    ptwm_ctx *ctx;
+    ptwm_ctx *own_ctx;
     ptwm_ws **ws;
-    int own_ws;
     /* Streaming: the largest raw and coded chunk of the tensors asked for.
      * Buffers are sized for them at once (up to SLOT_KEEP): growing them
      * chunk by chunk took fresh pages each time. */
@@ -1251,12 +1267,14 @@ typedef struct ptwm_fstream_file {
 #define STREAM_BUDGET ((uint64_t)64 << 20)
 #define SLOT_KEEP ((size_t)8 << 20)
 
-static int grow(uint8_t **p, size_t *cap, size_t need) {
+/* *p with room for need bytes, from the context's buffers. */
+static int grow(ptwm_ctx *ctx, uint8_t **p, size_t *cap, size_t need) {
     uint8_t *q;
     if (*cap >= need && *p) return 1;
-    q = (uint8_t *)ptwm_malloc(need ? need : 1);
+    if (!need) need = 1;
+    q = (uint8_t *)ptwm_ctx_take(ctx, need);
     if (!q) return 0;
-    free(*p);
+    ptwm_ctx_give(ctx, *p, *cap);
     *p = q;
     *cap = need;
     return 1;
@@ -1272,7 +1290,7 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
     j->rc = PTWM_OK;
     if (!src) {
         if (worker >= d->nworkers ||
-            !grow(&d->coded[worker], &d->coded_cap[worker], PTWM_MAX(c->coded, d->max_coded))) {
+            !grow(d->ctx, &d->coded[worker], &d->coded_cap[worker], PTWM_MAX(c->coded, d->max_coded))) {
             j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for %u coded bytes", c->coded);
             return;
         }
@@ -1291,23 +1309,19 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
         j->rc = ptwm_pwrite_full(j->file->fd, j->dst, c->raw, j->file_off, j->file->path, &j->err);
 }
 
-/* Workspaces for n workers: the reader's when the drive serves one reader,
- * else its own (NULL-terminated, freed by sdrive_free). */
+/* Work memory for n workers: the reader's context when the drive serves
+ * one reader, else its own (freed by sdrive_free). */
 static ptwm_error drive_workspaces(sdrive *d, unsigned n, ptwm_err *err) {
-    unsigned i;
     ptwm_error rc;
     if (d->r) {
         if ((rc = get_workspaces(d->r, n, err))) return rc;
+        d->ctx = d->r->ctx;
         d->ws = d->r->ws;
         return PTWM_OK;
     }
-    d->own_ws = 1;
-    if (!(d->ws = (ptwm_ws **)calloc(n + 1, sizeof(*d->ws))))
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u workspaces", n);
-    for (i = 0; i < n; i++)
-        if (!(d->ws[i] = ptwm_ws_create()))
-            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a workspace");
-    return PTWM_OK;
+    if ((rc = ptwm_ctx_create(&d->own_ctx, err))) return rc;
+    d->ctx = d->own_ctx;
+    return ptwm_ctx_workspaces(d->ctx, n, &d->ws, err);
 }
 
 /* `per_thread` slots of the ring per thread: enough that no thread waits
@@ -1341,14 +1355,13 @@ static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per
 static void sdrive_free(sdrive *d) {
     size_t i;
     ptwm_queue_free(d->q);   /* waits for running jobs before their buffers go */
-    for (i = 0; d->own_ws && d->ws && d->ws[i]; i++) ptwm_ws_free(d->ws[i]);
-    if (d->own_ws) free(d->ws);
     if (d->jobs)
-        for (i = 0; i < d->window; i++) free(d->jobs[i].own);
-    for (i = 0; d->coded && i < d->nworkers; i++) free(d->coded[i]);
+        for (i = 0; i < d->window; i++) ptwm_ctx_give(d->ctx, d->jobs[i].own, d->jobs[i].own_cap);
+    for (i = 0; d->coded && i < d->nworkers; i++) ptwm_ctx_give(d->ctx, d->coded[i], d->coded_cap[i]);
     free(d->coded);
     free(d->coded_cap);
     free(d->jobs);
+    ptwm_ctx_free(d->own_ctx);
 }
 
 /* Queue chunk k of tensor t (into dst, or the slot's own buffer if NULL). */
@@ -1357,7 +1370,7 @@ static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, ui
     size_t slot = (d->head + d->npending) % d->window;
     sjob *j = &d->jobs[slot];
     const rchunk *c = &d->r->t[t].chunks[k];
-    if (!dst && !grow(&j->own, &j->own_cap, PTWM_MAX(c->raw, d->max_raw)))
+    if (!dst && !grow(d->ctx, &j->own, &j->own_cap, PTWM_MAX(c->raw, d->max_raw)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk of %u bytes", c->raw);
     j->r = d->r;
     j->file = d->file;
@@ -1510,7 +1523,7 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     if (!rc && sink) rc = sink(ctx, j->dst, c->raw, err);
     if (!rc && done) rc = check_hash(j->r, t, got, err);
     if (j->own_cap > SLOT_KEEP) {
-        free(j->own);
+        ptwm_ctx_give(d->ctx, j->own, j->own_cap);
         j->own = NULL;
         j->own_cap = 0;
     }

@@ -23,6 +23,7 @@
  * a few warm buffers serve the whole ring. */
 #include "container_format.h"
 #include "container_read.h"
+#include "context.h"
 #include "chunk.h"
 #include "entropy.h"
 #include "fileio.h"
@@ -152,7 +153,9 @@ struct ptwm_writer {
                                  * in place in slot buffers (pages past what the
                                  * stages write are never touched) */
     uint8_t **scratch;          /* one slot-sized buffer per worker */
-    ptwm_ws **ws;               /* one codec workspace per worker */
+    ptwm_ws **ws;               /* one codec workspace per worker (the context's) */
+    ptwm_ctx *ctx;              /* work memory: the caller's (claimed) or own_ctx */
+    ptwm_ctx *own_ctx;
     uint8_t **outs;             /* output buffers of appended jobs, for the next
                                  * jobs, last returned first (rmu) */
     size_t nouts;
@@ -286,8 +289,9 @@ static uint64_t payload_hash(const uint8_t *p, size_t n) {
 }
 
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
-    if (!ptwm_method_name(p->method))
-        return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown method %d (1..5)", p->method);
+    if (p->method && !ptwm_method_name(p->method))
+        return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown method %d (1..5; 0 = default)",
+                         p->method);
     if (p->chunk_size && (p->chunk_size < PTWM_FMT_MIN_CHUNK || p->chunk_size > PTWM_FMT_MAX_CHUNK))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "chunk size %llu outside [%u, %llu]", (unsigned long long)p->chunk_size,
@@ -315,8 +319,21 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");
     pthread_mutex_init(&w->rmu, NULL);
     w->p = *params;
-    if (!w->p.chunk_size) w->p.chunk_size = PTWM_DEFAULT_CHUNK;
+    if (!w->p.method) w->p.method = PTWM_METHOD_MICROSCALE;
     w->af.fd = -1;
+    if (params->ctx) {
+        if ((rc = ptwm_ctx_claim(params->ctx, "writer", err))) {
+            ptwm_writer_free(w);
+            return rc;
+        }
+        w->ctx = params->ctx;
+    } else if ((rc = ptwm_ctx_create(&w->own_ctx, err))) {
+        ptwm_writer_free(w);
+        return rc;
+    } else {
+        w->ctx = w->own_ctx;
+    }
+    if (!w->p.chunk_size) w->p.chunk_size = PTWM_DEFAULT_CHUNK;
     chunk = w->p.chunk_size;
     w->bound = ptwm_chunk_bound((size_t)chunk);
     w->slot_size = ptwm_chunk_work_bound((size_t)chunk);
@@ -331,13 +348,15 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     w->jobs = (wjob *)calloc(w->window, sizeof(wjob));
     w->outs = (uint8_t **)calloc(w->window, sizeof(uint8_t *));
     w->scratch = (uint8_t **)calloc(w->nworkers, sizeof(uint8_t *));
-    w->ws = (ptwm_ws **)calloc(w->nworkers, sizeof(ptwm_ws *));
-    if (!w->jobs || !w->outs || !w->scratch || !w->ws) goto nomem;
+    if (!w->jobs || !w->outs || !w->scratch) goto nomem;
+    if ((rc = ptwm_ctx_workspaces(w->ctx, w->nworkers, &w->ws, err))) {
+        ptwm_writer_free(w);
+        return rc;
+    }
     for (i = 0; i < w->window && !borrow; i++)
-        if (!(w->jobs[i].raw = (uint8_t *)ptwm_malloc(chunk))) goto nomem;
+        if (!(w->jobs[i].raw = (uint8_t *)ptwm_ctx_take(w->ctx, chunk))) goto nomem;
     for (i = 0; i < w->nworkers; i++)
-        if (!(w->scratch[i] = (uint8_t *)ptwm_malloc(w->slot_size)) || !(w->ws[i] = ptwm_ws_create()))
-            goto nomem;
+        if (!(w->scratch[i] = (uint8_t *)ptwm_ctx_take(w->ctx, w->slot_size))) goto nomem;
     if ((rc = ptwm_queue_create(w->p.threads, w->window, encode_task, w, &w->queue, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -409,21 +428,20 @@ void ptwm_writer_free(ptwm_writer *w) {
     free(w->src_name);
     if (w->jobs)
         for (i = 0; i < w->window; i++) {
-            free(w->jobs[i].raw);
-            free(w->jobs[i].out);
+            ptwm_ctx_give(w->ctx, w->jobs[i].raw, (size_t)w->p.chunk_size);
+            ptwm_ctx_give(w->ctx, w->jobs[i].out, w->slot_size);
             free(w->jobs[i].base_buf);
         }
     free(w->jobs);
-    while (w->nouts) free(w->outs[--w->nouts]);
+    while (w->nouts) ptwm_ctx_give(w->ctx, w->outs[--w->nouts], w->slot_size);
     free(w->outs);
     if (w->scratch)
-        for (i = 0; i < w->nworkers; i++) free(w->scratch[i]);
+        for (i = 0; i < w->nworkers; i++) ptwm_ctx_give(w->ctx, w->scratch[i], w->slot_size);
     free(w->scratch);
-    if (w->ws)
-        for (i = 0; i < w->nworkers; i++) ptwm_ws_free(w->ws[i]);
-    free(w->ws);
     free(w->dedup.slot);
-    free(w->cmp);
+    if (w->cmp) ptwm_ctx_give(w->ctx, w->cmp, w->bound);
+    if (w->own_ctx) ptwm_ctx_free(w->own_ctx);
+    else if (w->ctx) ptwm_ctx_release(w->ctx);
     pthread_mutex_destroy(&w->rmu);
     free(w);
 }
@@ -597,7 +615,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     if (!j->dst && w->nouts) j->out = w->outs[--w->nouts];
     rmu_unlock(w);
     if (!j->dst) {
-        if (!j->out && !(j->out = (uint8_t *)ptwm_malloc(w->slot_size))) {
+        if (!j->out && !(j->out = (uint8_t *)ptwm_ctx_take(w->ctx, w->slot_size))) {
             j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for a chunk buffer of %zu bytes",
                               w->slot_size);
             rmu_lock(w);
@@ -637,7 +655,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
 /* Whether the `len` bytes at `offset` of the output equal p. */
 static int payload_equal(ptwm_writer *w, uint64_t offset, const uint8_t *p, size_t len) {
     if (!w->to_file) return memcmp(w->mem.p + offset, p, len) == 0;
-    if (!w->cmp && !(w->cmp = (uint8_t *)ptwm_malloc(w->bound))) return 0;
+    if (!w->cmp && !(w->cmp = (uint8_t *)ptwm_ctx_take(w->ctx, w->bound))) return 0;
     if (len > w->bound || ptwm_pread_full(w->af.fd, w->cmp, len, offset, w->af.final_path, NULL))
         return 0;
     return memcmp(w->cmp, p, len) == 0;
@@ -854,8 +872,8 @@ static ptwm_error prepare_tensor(ptwm_writer *w, const ptwm_tensor_desc *d,
     t->dtype = d->dtype;
     t->ndim = d->ndim;
     t->nbytes = nbytes;
-    t->flags = (uint8_t)((w->p.emit_payload_hash ? PTWM_TF_PAYLOAD_HASH : 0) |
-                         (w->p.emit_plane_crc ? PTWM_TF_PLANE_CRC : 0));
+    t->flags = (uint8_t)((w->p.no_payload_hash ? 0 : PTWM_TF_PAYLOAD_HASH) |
+                         (w->p.no_plane_crc ? 0 : PTWM_TF_PLANE_CRC));
     return PTWM_OK;
 }
 

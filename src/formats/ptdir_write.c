@@ -252,11 +252,14 @@ ptwm_error ptwm_ck_write_shards(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
     ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
     ptwm_ck_progress p;
     size_t k;
-    ptwm_error rc = PTWM_OK;
-    cp.method = o->method ? o->method : PTWM_METHOD_MICROSCALE;
+    ptwm_error rc;
+    cp.method = o->method;
     cp.threads = o->threads;
     cp.chunk_size = o->chunk_size;
     cp.base = o->base;
+    /* One context for every shard: each shard's writer reuses the work
+     * memory of the one before. */
+    if ((rc = ptwm_ctx_create(&cp.ctx, err))) return rc;
     p.fn = o->progress;
     p.ctx = o->progress_ctx;
     p.done = 0;
@@ -276,6 +279,7 @@ ptwm_error ptwm_ck_write_shards(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
                          pl->exact ? src_shard(s, k) : NULL, &p, &coded[k], err);
         free(path);
     }
+    ptwm_ctx_free(cp.ctx);
     return rc;
 }
 

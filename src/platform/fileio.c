@@ -162,6 +162,16 @@ ptwm_error ptwm_write_full(int fd, const void *src, size_t len, const char *path
     return PTWM_OK;
 }
 
+char *ptwm_realpath(const char *path) {
+    char *r = realpath(path, NULL), *out;
+    int e = errno;
+    if (!r) return NULL;
+    out = ptwm_strdup(r);
+    free(r); /* realpath's buffer is the C library's */
+    errno = out ? e : ENOMEM;
+    return out;
+}
+
 char *ptwm_path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
     int slash = a > 0 && dir[a - 1] != '/';

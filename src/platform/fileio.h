@@ -64,6 +64,9 @@ ptwm_error ptwm_write_small_file(const char *path, const void *data, size_t len,
                                  ptwm_err *err);
 /* Join dir and name into a malloc'd path. */
 char *ptwm_path_join(const char *dir, const char *name);
+/* realpath(path, NULL) in the library's allocator (ptwm_free it); NULL with
+ * errno set on failure. */
+char *ptwm_realpath(const char *path);
 int ptwm_is_dir(const char *path);
 int ptwm_file_exists(const char *path);
 /* 0 if path (following links) is a regular file; else an errno: ENOENT when

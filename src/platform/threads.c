@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define PTWM_POOL_MAX 256
 #define HELPER_IDLE_MS 2000
 
 /* ---- helper threads ------------------------------------------------------- */

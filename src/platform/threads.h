@@ -15,10 +15,13 @@
 
 #include "common.h"
 
+/* Threads a pool or queue may have (more are capped to this). */
+#define PTWM_POOL_MAX 256
+
 typedef struct ptwm_pool ptwm_pool;
 typedef void (*ptwm_task_fn)(void *ctx, size_t task, unsigned worker);
 
-/* threads <= 0: one per core (ptwm_cpu_count). Capped at 256. */
+/* threads <= 0: one per core (ptwm_cpu_count). Capped at PTWM_POOL_MAX. */
 ptwm_error ptwm_pool_create(int threads, ptwm_pool **out, ptwm_err *err);
 void ptwm_pool_free(ptwm_pool *p);
 unsigned ptwm_pool_size(const ptwm_pool *p);

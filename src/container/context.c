@@ -1,0 +1,119 @@
+/* Caller-owned work memory; see context.h. */
+#include <pthread.h>
+#include <stdlib.h>
+#include "context.h"
+#include "threads.h"
+
+/* Buffers kept for reuse: a writer's ring on a few threads gives back
+ * fewer than this; past it the smallest kept buffer is freed. */
+#define CTX_KEEP 64
+
+typedef struct kept {
+    void *p;
+    size_t size;
+} kept;
+
+struct ptwm_ctx {
+    pthread_mutex_t mu;
+    int busy;
+    ptwm_ws *ws[PTWM_POOL_MAX];
+    unsigned nws;
+    kept keep[CTX_KEEP];
+    unsigned nkeep;
+};
+
+ptwm_error ptwm_ctx_create(ptwm_ctx **out, ptwm_err *err) {
+    ptwm_ctx *c;
+    if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output handle");
+    if (!(*out = c = (ptwm_ctx *)calloc(1, sizeof(*c))))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a context");
+    pthread_mutex_init(&c->mu, NULL);
+    return PTWM_OK;
+}
+
+void ptwm_ctx_free(ptwm_ctx *ctx) {
+    unsigned i;
+    if (!ctx) return;
+    for (i = 0; i < ctx->nws; i++) ptwm_ws_free(ctx->ws[i]);
+    for (i = 0; i < ctx->nkeep; i++) free(ctx->keep[i].p);
+    pthread_mutex_destroy(&ctx->mu);
+    free(ctx);
+}
+
+size_t ptwm_ctx_size(const ptwm_ctx *ctx) {
+    size_t total = 0;
+    unsigned i;
+    int r;
+    if (!ctx) return 0;
+    for (i = 0; i < ctx->nkeep; i++) total += ctx->keep[i].size;
+    for (i = 0; i < ctx->nws; i++)
+        for (r = 0; ctx->ws[i] && r < PTWM_WS_REGIONS; r++) total += ctx->ws[i]->cap[r];
+    return total;
+}
+
+ptwm_error ptwm_ctx_claim(ptwm_ctx *ctx, const char *who, ptwm_err *err) {
+    int was;
+    pthread_mutex_lock(&ctx->mu);
+    was = ctx->busy;
+    ctx->busy = 1;
+    pthread_mutex_unlock(&ctx->mu);
+    if (was)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "%s: the context is in use by another writer, reader or stream", who);
+    return PTWM_OK;
+}
+
+void ptwm_ctx_release(ptwm_ctx *ctx) {
+    pthread_mutex_lock(&ctx->mu);
+    ctx->busy = 0;
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+ptwm_error ptwm_ctx_workspaces(ptwm_ctx *ctx, unsigned n, ptwm_ws ***out, ptwm_err *err) {
+    if (n > PTWM_POOL_MAX)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%u workspaces (at most %d)", n, PTWM_POOL_MAX);
+    for (; ctx->nws < n; ctx->nws++)
+        if (!(ctx->ws[ctx->nws] = ptwm_ws_create()))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a workspace");
+    *out = ctx->ws;
+    return PTWM_OK;
+}
+
+void *ptwm_ctx_take(ptwm_ctx *ctx, size_t size) {
+    unsigned i, best = CTX_KEEP;
+    void *p;
+    if (!size) size = 1;
+    pthread_mutex_lock(&ctx->mu);
+    for (i = 0; i < ctx->nkeep; i++)
+        if (ctx->keep[i].size >= size && (best == CTX_KEEP || ctx->keep[i].size < ctx->keep[best].size))
+            best = i;
+    if (best < CTX_KEEP) {
+        p = ctx->keep[best].p;
+        ctx->keep[best] = ctx->keep[--ctx->nkeep];
+        pthread_mutex_unlock(&ctx->mu);
+        return p;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    return ptwm_malloc(size);
+}
+
+void ptwm_ctx_give(ptwm_ctx *ctx, void *p, size_t size) {
+    unsigned i, small = 0;
+    if (!p) return;
+    if (!size) size = 1;
+    pthread_mutex_lock(&ctx->mu);
+    if (ctx->nkeep == CTX_KEEP) {
+        for (i = 1; i < CTX_KEEP; i++)
+            if (ctx->keep[i].size < ctx->keep[small].size) small = i;
+        if (ctx->keep[small].size >= size) {
+            pthread_mutex_unlock(&ctx->mu);
+            free(p);
+            return;
+        }
+        free(ctx->keep[small].p);
+        ctx->keep[small] = ctx->keep[--ctx->nkeep];
+    }
+    ctx->keep[ctx->nkeep].p = p;
+    ctx->keep[ctx->nkeep++].size = size;
+    pthread_mutex_unlock(&ctx->mu);
+}

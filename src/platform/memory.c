@@ -1,0 +1,87 @@
+/* Every allocation of the library: the C library's, or the allocator the
+ * program set with ptwm_set_allocator before anything else. The allocator
+ * is process-wide state, written once before the first allocation and only
+ * read after it. Sizes above PTWM_ALLOC_CAP are refused here, so a hostile
+ * header's size never reaches the allocator. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include "common.h"
+
+static ptwm_allocator g_alloc;    /* all NULL: the C library's */
+static atomic_int g_allocated;    /* set by the first allocation */
+
+ptwm_error ptwm_set_allocator(const ptwm_allocator *a, ptwm_err *err) {
+    if (a && (!a->malloc_fn || !a->realloc_fn || !a->free_fn))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "ptwm_set_allocator: malloc_fn, realloc_fn and free_fn are all required");
+    if (atomic_load(&g_allocated))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "ptwm_set_allocator: the library has allocated memory already (set the "
+                         "allocator before calling anything else)");
+    if (a) g_alloc = *a;
+    else memset(&g_alloc, 0, sizeof(g_alloc));
+    return PTWM_OK;
+}
+
+void *ptwm_malloc(uint64_t size) {
+    if (size > PTWM_ALLOC_CAP || size > SIZE_MAX) return NULL;
+    if (!size) size = 1;
+    atomic_store_explicit(&g_allocated, 1, memory_order_relaxed);
+    return g_alloc.malloc_fn ? g_alloc.malloc_fn(g_alloc.opaque, (size_t)size) : malloc((size_t)size);
+}
+
+void *ptwm_calloc(uint64_t n, uint64_t size) {
+    uint64_t total;
+    void *p;
+    if (ptwm_mul_overflow(n, size, &total) || total > PTWM_ALLOC_CAP || total > SIZE_MAX)
+        return NULL;
+    if (!total) total = 1;
+    if (!g_alloc.malloc_fn) {
+        atomic_store_explicit(&g_allocated, 1, memory_order_relaxed);
+        return calloc((size_t)total, 1);
+    }
+    if ((p = ptwm_malloc(total))) memset(p, 0, (size_t)total);
+    return p;
+}
+
+void *ptwm_realloc(void *p, uint64_t size) {
+    if (size > PTWM_ALLOC_CAP || size > SIZE_MAX) return NULL;
+    if (!size) size = 1;
+    atomic_store_explicit(&g_allocated, 1, memory_order_relaxed);
+    return g_alloc.realloc_fn ? g_alloc.realloc_fn(g_alloc.opaque, p, (size_t)size)
+                              : realloc(p, (size_t)size);
+}
+
+void ptwm_free(void *p) {
+    if (!p) return;
+    if (g_alloc.free_fn) g_alloc.free_fn(g_alloc.opaque, p);
+    else free(p);
+}
+
+char *ptwm_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = (char *)ptwm_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+char *ptwm_strndup(const char *s, size_t max) {
+    size_t n = strnlen(s, max);
+    char *d = (char *)ptwm_malloc((uint64_t)n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+/* libzstd's contexts allocate through the same allocator. */
+void *ptwm_zstd_alloc(void *opaque, size_t size) {
+    (void)opaque;
+    return ptwm_malloc(size);
+}
+
+void ptwm_zstd_free(void *opaque, void *p) {
+    (void)opaque;
+    ptwm_free(p);
+}
