@@ -67,7 +67,11 @@ typedef enum ptwm_error {
     PTWM_ERR_MISMATCH = 22,       /* a load or resume: shape, count, name or optimizer disagree */
     PTWM_ERR_INDEX = 23,          /* a sharded index disagrees with its shards */
     PTWM_ERR_EXISTS = 24,         /* output exists and overwriting was not asked for */
-    PTWM_ERR_UNSUPPORTED = 25     /* valid request this build cannot do */
+    PTWM_ERR_UNSUPPORTED = 25,    /* valid request this build cannot do */
+    PTWM_ERR_BASE_MISSING = 26,   /* a tensor is coded against a base, and none was given */
+    PTWM_ERR_BASE_MISMATCH = 27,  /* the base lacks the tensor, or its dtype or shape differ */
+    PTWM_ERR_BASE_HASH = 28,      /* the base tensor's payload hash is not the one recorded */
+    PTWM_ERR_BASE_CRC = 29        /* a base chunk's CRC32 is not the one recorded */
 } ptwm_error;
 
 #define PTWM_ERR_MESSAGE_MAX 512
@@ -339,6 +343,8 @@ PTWM_API ptwm_error ptwm_chain_describe(const uint8_t *chain, size_t len, char *
 PTWM_API ptwm_error ptwm_chain_parse(const char *text, uint8_t *buf, size_t cap, size_t *len,
                                      ptwm_err *err);
 
+typedef struct ptwm_source ptwm_source; /* any weights file or directory (below) */
+
 typedef struct ptwm_cparams {
     ptwm_method method;       /* used where a chain leaves the stage open;
                                * 0 = PTWM_METHOD_MICROSCALE */
@@ -361,12 +367,20 @@ typedef struct ptwm_cparams {
     uint64_t progress_total;
     ptwm_ctx *ctx;            /* work memory to use (see ptwm_ctx); NULL: the
                                * writer's own */
+    /* Optional base (docs/DELTA.md), NULL for none: a tensor whose name,
+     * dtype and shape match a tensor of `base` is coded against it where
+     * that is smaller, chunk by chunk (the file then records the base
+     * tensor's payload hash and each base chunk's CRC32, and decoding
+     * needs the base: ptwm_reader_set_base). Others are coded as usual. A
+     * writer with a base writes format version 6. Not owned; read on the
+     * writing thread. */
+    ptwm_source *base;
 } ptwm_cparams;
 
 #define PTWM_DEFAULT_CHUNK ((uint64_t)1 << 20)
 #define PTWM_MIN_CHUNK ((uint64_t)4096)      /* chunk_size bounds the writer accepts */
 #define PTWM_MAX_CHUNK ((uint64_t)1 << 28)
-#define PTWM_CPARAMS_DEFAULT { PTWM_METHOD_MICROSCALE, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL }
+#define PTWM_CPARAMS_DEFAULT { PTWM_METHOD_MICROSCALE, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL, NULL }
 
 /* Optional per-tensor chains: `count` candidate chain blobs; each chunk is
  * coded with whichever candidate codes it smallest. */
@@ -488,6 +502,24 @@ PTWM_API ptwm_kv ptwm_reader_metadata(const ptwm_reader *r, size_t i);
 PTWM_API ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path,
                                                   ptwm_err *err);
 PTWM_API uint64_t ptwm_reader_file_size(const ptwm_reader *r);
+/* The base that tensors coded against one need (docs/DELTA.md): any source
+ * (a safetensors or .ptwm file or directory), not owned, open while r
+ * decodes; NULL removes it. A .ptwm base is set to decode on one thread (it
+ * decodes chunk ranges on the reader's threads, one at a time). Decoding a
+ * tensor coded against a base fails, naming the tensor and the hashes or
+ * CRCs, with PTWM_ERR_BASE_MISSING (no base set), PTWM_ERR_BASE_MISMATCH (the
+ * base lacks the tensor, or its dtype or shape differ), PTWM_ERR_BASE_HASH
+ * (a .ptwm base whose tensor records another payload hash: a different
+ * base) or PTWM_ERR_BASE_CRC (a base chunk's bytes are not those the chunk
+ * was coded against: a damaged or different base), before that chunk is
+ * decoded; never with wrong bytes. Tensors not coded against a base ignore
+ * it. */
+PTWM_API ptwm_error ptwm_reader_set_base(ptwm_reader *r, ptwm_source *base, ptwm_err *err);
+/* Whether tensor `index` is coded against a base: 1 with the base tensor's
+ * payload hash (XXH3-128, canonical bytes) and the count of its chunks coded
+ * against base chunks (either may be NULL), else 0. */
+PTWM_API int ptwm_reader_tensor_base(const ptwm_reader *r, size_t index, uint8_t hash[16],
+                                     uint64_t *chunks);
 
 /* Compress a safetensors file into a .ptwm, streaming (memory bounded by
  * threads x chunk size). */
@@ -577,9 +609,11 @@ typedef struct ptwm_checkpoint_options {
     uint32_t part, parts;       /* compress: only part `part` (1..parts) of the shards,
                                  * for ptwm_assemble_checkpoint to join (docs/SCALE.md);
                                  * parts 0 = one run does everything */
+    ptwm_source *base;          /* compress: code against this base (ptwm_cparams.base);
+                                 * decompress: the base the files need; NULL: none */
 } ptwm_checkpoint_options;
 
-#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0 }
+#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0, NULL }
 
 /* src: a .safetensors file (-> outdir/model.ptwm recording its header and name)
  * or a directory (model.safetensors.index.json plus shards, or model.safetensors)
@@ -646,8 +680,6 @@ typedef enum ptwm_source_kind {
     PTWM_SOURCE_RAW_F32 = 5           /* only when asked: any file could look raw */
 } ptwm_source_kind;
 
-typedef struct ptwm_source ptwm_source;
-
 /* AUTO: a directory holding model.ptwm.index.json or model.ptwm is PTWM_DIR,
  * one holding model.safetensors.index.json or model.safetensors is
  * SAFETENSORS_DIR; a file starting with the .ptwm magic is PTWM, else it must
@@ -671,6 +703,9 @@ PTWM_API const char *ptwm_source_kind_name(ptwm_source_kind kind);
 PTWM_API const char *ptwm_source_path(const ptwm_source *s);
 /* Decoding threads for .ptwm kinds (0 = all cores); ignored by the others. */
 PTWM_API void ptwm_source_set_threads(ptwm_source *s, int threads);
+/* ptwm_reader_set_base for every .ptwm file of s; other kinds hold no tensor
+ * coded against a base (PTWM_OK). */
+PTWM_API ptwm_error ptwm_source_set_base(ptwm_source *s, ptwm_source *base, ptwm_err *err);
 PTWM_API size_t ptwm_source_count(const ptwm_source *s);
 /* Tensors in the source's own order (file order; index order for directories). */
 PTWM_API ptwm_error ptwm_source_tensor(const ptwm_source *s, size_t index, ptwm_tensor_info *out,

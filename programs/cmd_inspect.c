@@ -16,12 +16,16 @@ static void help(FILE *out) {
             "directory (model.safetensors.index.json or model.safetensors), a .ptwm file\n"
             "or a .ptwm directory (model.ptwm.index.json or model.ptwm). Each tensor's\n"
             "name, dtype, shape and raw bytes; for .ptwm also the coded bytes, the ratio\n"
-            "(coded / raw) and the chain; for directories the shard. Then the totals and\n"
+            "(coded / raw), the chain and, for a tensor coded against a base ('ptwm\n"
+            "compress --base'), the base tensor's XXH3-128 and the chunks coded against\n"
+            "it; for directories the shard. Then the totals and\n"
             "the ratio per dtype. Opening validates the whole structure (headers, index\n"
             "against shards); 'ptwm verify' also checks the coded data.\n\n"
             "options:\n"
             "  --json          one JSON object: path, kind, shards, tensors (name, dtype,\n"
-            "                  shape, bytes, coded_bytes, ratio, chain, shard), totals,\n"
+            "                  shape, bytes, coded_bytes, ratio, chain, base {hash,\n"
+            "                  chunks}, shard), totals (base_tensors: how many need the\n"
+            "                  base),\n"
             "                  dtypes\n"
             "  -h, --help      this help\n\n"
             "exit status: 0 ok, 1 bad input, 2 bad usage\n");
@@ -43,6 +47,9 @@ typedef struct row {
     ptwm_tensor_info info;
     const char *shard;      /* NULL for a single file */
     char chain[256];        /* "" for safetensors */
+    int based;              /* coded against a base tensor (docs/DELTA.md) */
+    char base_hash[33];     /* then its payload hash, */
+    uint64_t base_chunks;   /* and the chunks coded against base chunks */
 } row;
 
 static ptwm_error src_open(src *s, const char *path, ptwm_err *err) {
@@ -127,13 +134,19 @@ static ptwm_error src_row(const src *s, size_t i, row *out, ptwm_err *err) {
     }
     if (r && ptwm_reader_chain_text(r, local, out->chain, sizeof out->chain, err) != PTWM_OK)
         return err->code;
+    if (r) {
+        uint8_t h[16];
+        int k;
+        out->based = ptwm_reader_tensor_base(r, local, h, &out->base_chunks);
+        for (k = 0; out->based && k < 16; k++) snprintf(out->base_hash + 2 * k, 3, "%02x", h[k]);
+    }
     if (!r) out->info.coded_bytes = out->info.nbytes;
     return PTWM_OK;
 }
 
 /* Totals per dtype, in dtype order. */
 typedef struct sums {
-    size_t count;
+    size_t count, based;
     uint64_t raw, coded;
 } sums;
 
@@ -183,6 +196,9 @@ static int print_text(const char *path, const src *s, size_t n, const sums *by, 
         if (coded)
             printf(" %14llu %6.2f%%  %s", (unsigned long long)r->info.coded_bytes,
                    100.0 * ratio(r->info.coded_bytes, r->info.nbytes), r->chain);
+        if (r->based)
+            printf("  base %s (%llu chunks on it)", r->base_hash,
+                   (unsigned long long)r->base_chunks);
         if (dir) printf("  %s", cli_escape(r->shard, shard, sizeof shard));
         printf("\n");
     }
@@ -190,6 +206,9 @@ static int print_text(const char *path, const src *s, size_t n, const sums *by, 
     if (coded)
         printf(", %s coded, ratio %.2f%%", cli_bytes(all->coded, b, sizeof b),
                100.0 * ratio(all->coded, all->raw));
+    if (all->based)
+        printf("\nneeds a base: %zu tensors coded against base tensors (their XXH3-128 above); "
+               "decompress with --base", all->based);
     printf("\n\nper dtype:\n");
     for (d = 0; d < PTWM_DTYPE_COUNT; d++) {
         if (!by[d].count) continue;
@@ -230,6 +249,12 @@ static json_t *tensor_json(const row *r, int coded) {
         bad |= json_object_set_new(t, "chain", json_text(r->chain));
     }
     if (r->shard) bad |= json_object_set_new(t, "shard", json_text(r->shard));
+    if (r->based) {
+        json_t *b = json_object();
+        bad |= !b || json_object_set_new(b, "hash", json_string(r->base_hash)) ||
+               json_object_set_new(b, "chunks", json_integer((json_int_t)r->base_chunks));
+        bad |= json_object_set_new(t, "base", b);
+    }
     if (bad) {
         json_decref(t);
         return NULL;
@@ -283,6 +308,7 @@ static int print_json(const char *path, const src *s, size_t n, const sums *by, 
     if (coded) {
         bad |= json_object_set_new(totals, "coded_bytes", json_integer((json_int_t)all->coded));
         bad |= json_object_set_new(totals, "ratio", json_real(ratio(all->coded, all->raw)));
+        bad |= json_object_set_new(totals, "base_tensors", json_integer((json_int_t)all->based));
     }
     for (d = 0; d < PTWM_DTYPE_COUNT; d++) {
         json_t *o;
@@ -354,6 +380,7 @@ static int run(int argc, char **argv) {
             d->coded += rw.info.coded_bytes;
         }
         all.count++;
+        all.based += rw.based != 0;
         all.raw += rw.info.nbytes;
         all.coded += rw.info.coded_bytes;
     }

@@ -19,6 +19,8 @@ static void help(FILE *out) {
             "checksums).\n\n"
             "options:\n"
             "  --threads N     decoding threads (0 = all cores, the default)\n"
+            "  --base BASE     the base SRC was compressed against ('ptwm compress --base'),\n"
+            "                  needed to decode its tensors coded against one\n"
             "  -q, --quiet     print only failures\n"
             "  -h, --help      this help\n\n"
             "exit status: 0 everything verified, 1 damage, bad input or tensors that could\n"
@@ -27,6 +29,8 @@ static void help(FILE *out) {
 
 /* SRC as printed: escaped, like every name that reaches the terminal. */
 static char shown[CLI_ESCAPED_MAX(4096)];
+/* --base, opened (NULL: none). */
+static ptwm_source *base;
 
 /* ptwm_reader_verify per shard, continuing past a damaged one. */
 static int verify_shards(ptwm_reader *const *shards, const char *const *names, size_t n,
@@ -38,7 +42,8 @@ static int verify_shards(ptwm_reader *const *shards, const char *const *names, s
         ptwm_err err;
         size_t unchecked = ptwm_reader_unchecked_count(shards[i]);
         cli_escape(names[i], name, sizeof name);
-        if (ptwm_reader_verify(shards[i], &err) != PTWM_OK) {
+        if ((base && ptwm_reader_set_base(shards[i], base, &err) != PTWM_OK) ||
+            ptwm_reader_verify(shards[i], &err) != PTWM_OK) {
             bad++;
             fprintf(stderr, "%s: %s: FAILED: %s: %s\n", shown, name, ptwm_error_name(err.code),
                     cli_escape(err.message, msg, sizeof msg));
@@ -139,8 +144,9 @@ static int verify_file(const char *src, int threads, int quiet) {
 }
 
 static int run(int argc, char **argv) {
-    const char *src = NULL;
-    int i, threads = 0, quiet = 0;
+    const char *src = NULL, *base_path = NULL;
+    int i, threads = 0, quiet = 0, rc;
+    ptwm_err err;
     for (i = 1; i < argc; i++) {
         const char *v;
         int m;
@@ -148,6 +154,9 @@ static int run(int argc, char **argv) {
             quiet = 1;
         } else if ((m = opt_value("verify", argc, argv, &i, "--threads", &v)) != 0) {
             if (m < 0 || opt_threads("verify", v, &threads) != CLI_OK) return CLI_USAGE;
+        } else if ((m = opt_value("verify", argc, argv, &i, "--base", &v)) != 0) {
+            if (m < 0) return CLI_USAGE;
+            base_path = v;
         } else if (argv[i][0] == '-' || src) {
             return opt_unexpected("verify", argv[i]);
         } else {
@@ -156,8 +165,12 @@ static int run(int argc, char **argv) {
     }
     if (!src) return cli_usage_error("verify", "missing SRC");
     cli_escape(src, shown, sizeof shown);
-    if (cli_is_dir(src)) return verify_dir(src, threads, quiet);
-    return verify_file(src, threads, quiet);
+    if (base_path && ptwm_source_open(base_path, PTWM_SOURCE_AUTO, &base, &err) != PTWM_OK)
+        return cli_report(&err);
+    rc = cli_is_dir(src) ? verify_dir(src, threads, quiet) : verify_file(src, threads, quiet);
+    ptwm_source_close(base);
+    base = NULL;
+    return rc;
 }
 
 const cli_command cli_cmd_verify = {"verify", "check every CRC and hash of a .ptwm file or directory",

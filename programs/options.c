@@ -165,6 +165,9 @@ int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt
             rc = m < 0 ? CLI_USAGE : opt_chunk(cmd, v, &a->opt.chunk_size);
         } else if ((m = opt_value(cmd, argc, argv, &i, "--part", &v)) != 0) {
             rc = m < 0 ? CLI_USAGE : opt_part(cmd, v, &a->opt);
+        } else if ((m = opt_value(cmd, argc, argv, &i, "--base", &v)) != 0) {
+            if (m < 0) return CLI_USAGE;
+            a->base = v;
         } else {
             return opt_unexpected(cmd, argv[i]);
         }
@@ -185,12 +188,17 @@ int run_ckpt_command(const char *cmd, int argc, char **argv, int with_codec, ckp
     double t0;
     int rc = parse_ckpt_args(cmd, argc, argv, with_codec, a);
     if (rc != CLI_OK) return rc;
+    /* --base: any kind of weights, opened as the loaders open them. */
+    if (a->base && ptwm_source_open(a->base, PTWM_SOURCE_AUTO, &a->opt.base, &err) != PTWM_OK)
+        return cli_report(&err);
     progress_init(&bar, cmd, a->quiet);
     a->opt.progress = progress_update;
     a->opt.progress_ctx = &bar;
     t0 = cli_now();
     rc = fn(a->src, a->outdir, &a->opt, &err) == PTWM_OK ? CLI_OK : CLI_BAD_INPUT;
     progress_end(&bar);
+    ptwm_source_close(a->opt.base);
+    a->opt.base = NULL;
     *seconds = cli_now() - t0;
     *raw_bytes = bar.total;
     if (rc != CLI_OK) {

@@ -26,6 +26,7 @@ int opt_unexpected(const char *cmd, const char *arg);
  * and decompress. Returns CLI_OK or CLI_USAGE (message printed). */
 typedef struct ckpt_args {
     const char *src, *outdir;
+    const char *base;           /* --base: a weights file or directory, or NULL */
     ptwm_checkpoint_options opt;
     int quiet;
 } ckpt_args;

@@ -10,7 +10,8 @@ static const char *const error_names[] = {
     "PTWM_ERR_NOT_FOUND", "PTWM_ERR_LIMIT", "PTWM_ERR_BAD_MAGIC", "PTWM_ERR_VERSION",
     "PTWM_ERR_UNKNOWN_ID", "PTWM_ERR_CORRUPT", "PTWM_ERR_CRC", "PTWM_ERR_HASH",
     "PTWM_ERR_DST_SIZE", "PTWM_ERR_MISMATCH", "PTWM_ERR_INDEX", "PTWM_ERR_EXISTS",
-    "PTWM_ERR_UNSUPPORTED",
+    "PTWM_ERR_UNSUPPORTED", "PTWM_ERR_BASE_MISSING", "PTWM_ERR_BASE_MISMATCH",
+    "PTWM_ERR_BASE_HASH", "PTWM_ERR_BASE_CRC",
 };
 
 static const char *const error_strings[] = {
@@ -40,6 +41,10 @@ static const char *const error_strings[] = {
     "index disagrees with its shards",
     "output already exists",
     "unsupported",
+    "base required",
+    "base does not hold the tensor",
+    "base tensor differs",
+    "base chunk damaged",
 };
 
 const char *ptwm_version(void) { return PTWM_VERSION_STRING; }

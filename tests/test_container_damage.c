@@ -188,11 +188,11 @@ static void test_structure_damage(void) {
     CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_BAD_MAGIC, "no .ptwm magic");
     free(im.p);
     im = tu_image_copy(&good);
-    ptwm_store_le32(im.p + 8, PTWM_FMT_VERSION + 1);
+    ptwm_store_le32(im.p + 8, PTWM_FMT_MAX_VERSION + 1);
     {
         char msg[80];
-        snprintf(msg, sizeof(msg), "format version %u (this library reads 1..%u)", PTWM_FMT_VERSION + 1,
-                 PTWM_FMT_VERSION);
+        snprintf(msg, sizeof(msg), "format version %u (this library reads 1..%u)", PTWM_FMT_MAX_VERSION + 1,
+                 PTWM_FMT_MAX_VERSION);
         CHECK_ERR(try_all(&im, &err), &err, PTWM_ERR_VERSION, msg);
     }
     free(im.p);

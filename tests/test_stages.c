@@ -82,6 +82,21 @@ static void test_hostile(void) {
     BAD(L(2, 3, 4, 2, 1, 1, 2, 8, 7), PTWM_ERR_CORRUPT,
         "stage 1 (split): width 2 after sparse elements of width 4");
     BAD(L(1, 3, 2, 4, 1), PTWM_ERR_CORRUPT, "sparse elements, but no transform stage follows");
+    /* BASE: first, then a transform of its width. */
+    BAD(L(1, 7, 2, 1), PTWM_ERR_CORRUPT, "base difference elements, but no transform stage follows");
+    BAD(L(2, 7, 9, 1, 2, 9), PTWM_ERR_CORRUPT, "stage 0 (base): width 9 (1..8), ordered 1 (0 or 1)");
+    BAD(L(2, 7, 0, 1, 2, 2), PTWM_ERR_CORRUPT, "stage 0 (base): width 0 (1..8), ordered 1");
+    BAD(L(2, 7, 2, 2, 2, 2), PTWM_ERR_CORRUPT, "stage 0 (base): width 2 (1..8), ordered 2 (0 or 1)");
+    BAD(L(2, 2, 2, 7, 2, 1), PTWM_ERR_CORRUPT, "stage 1 (base): must be the first stage");
+    BAD(L(2, 7, 4, 1, 2, 2), PTWM_ERR_CORRUPT,
+        "stage 1 (planes): width 2 after base elements of width 4");
+    BAD(L(3, 7, 2, 1, 3, 4, 2, 1, 2, 4), PTWM_ERR_CORRUPT,
+        "stage 1 (sparse): width 4 after base elements of width 2");
+    BAD(L(3, 3, 2, 4, 1, 7, 2, 1, 2, 2), PTWM_ERR_CORRUPT, "stage 1 (base): must be the first stage");
+    BAD(L(3, 2, 2, 3, 2, 4, 1, 7, 2, 1), PTWM_ERR_CORRUPT,
+        "stage 1 (sparse): must be the first stage (or right after base)");
+    BAD(L(3, 7, 2, 1, 7, 2, 1, 2, 2), PTWM_ERR_CORRUPT, "stage 1 (base): named twice");
+    BAD(L(3, 7, 2, 1, 2, 2, 4, 32), PTWM_ERR_CORRUPT, "stage 2 (blocks): needs a split");
     BAD(L(2, 1, 2, 8, 7, 5, 1), PTWM_ERR_CORRUPT, "stage 1 (cols): 1 columns for 8 elements (2 to 4)");
     BAD(L(2, 1, 2, 8, 7, 5, 5), PTWM_ERR_CORRUPT, "stage 1 (cols): 5 columns for 8 elements");
     BAD(L(3, 3, 2, 8, 1, 1, 2, 8, 7, 5, 2), PTWM_ERR_CORRUPT,
@@ -123,11 +138,107 @@ static void test_blocks_by_hand(void) {
     CHECK(ptwm_stage_find(PTWM_CSTAGE_IDS) == NULL && ptwm_stage_find(0) == NULL);
 }
 
+/* The ordered difference's reference, written the long way (branches, as
+ * docs/DELTA.md defines it) for 16-bit elements. */
+static uint16_t ord16(uint16_t u) { return (u & 0x8000u) ? (uint16_t)~u : (uint16_t)(u | 0x8000u); }
+static uint16_t unord16(uint16_t v) { return (v & 0x8000u) ? (uint16_t)(v & 0x7fffu) : (uint16_t)~v; }
+
+/* BASE by hand: BF16 differences of 2 (low plane) and 0 (high plane), i.e.
+ * +1 ulp in float order, over a base of special values; then integers. */
+static void test_base_by_hand(void) {
+    static const uint8_t ordered[] = {2, 7, 2, 1, 2, 2}, integer[] = {2, 7, 2, 0, 2, 2};
+    static const uint16_t b[8] = {0x3f80, 0xbf80, 0x8000, 0x0000, 0x7f80, 0xff80, 0x7fff, 0xffff};
+    /* 1.0 -> next up; -1.0 -> toward zero; -0 -> +0; +0 -> smallest
+     * subnormal; +inf -> a NaN; -inf -> the most negative finite; the
+     * largest positive NaN and the negative NaN wrap around the order. */
+    static const uint16_t want[8] = {0x3f81, 0xbf7f, 0x0000, 0x0001, 0x7f81, 0xff7f, 0xffff, 0xfffe};
+    static const size_t lens[2] = {8, 8};
+    uint8_t buf[128], base[16], dec[16];
+    ptwm_err err;
+    size_t l, k, o;
+    for (k = 0; k < 8; k++) ptwm_store_le16(base + 2 * k, b[k]);
+    /* plane 0 all 2, plane 1 all 0 */
+    l = payload(buf, ordered, sizeof(ordered), 2, lens, 0);
+    o = l - 16;
+    memset(buf + o, 2, 8);
+    CHECK(ptwm_chunk_decode_base(NULL, 5, chain, clen, PTWM_DTYPE_BF16, buf, l, base, dec, 16, 0,
+                                 &err) == PTWM_OK);
+    for (k = 0; k < 8; k++) {
+        CHECK_MSG(ptwm_load_le16(dec + 2 * k) == want[k], "element %zu: %04x, want %04x", k,
+                  ptwm_load_le16(dec + 2 * k), want[k]);
+        CHECK(unord16((uint16_t)(ord16(b[k]) + 1)) == want[k]);
+    }
+    /* Integers: plain difference +1, wrapping. */
+    l = payload(buf, integer, sizeof(integer), 2, lens, 0);
+    memset(buf + l - 16, 2, 8);
+    CHECK(ptwm_chunk_decode_base(NULL, 5, chain, clen, PTWM_DTYPE_BF16, buf, l, base, dec, 16, 0,
+                                 &err) == PTWM_OK);
+    for (k = 0; k < 8; k++) CHECK(ptwm_load_le16(dec + 2 * k) == (uint16_t)(b[k] + 1));
+    /* Odd zigzag values are negative: 1 is -1 (+0 -> -0). */
+    l = payload(buf, ordered, sizeof(ordered), 2, lens, 0);
+    memset(buf + l - 16, 1, 8);
+    CHECK(ptwm_chunk_decode_base(NULL, 5, chain, clen, PTWM_DTYPE_BF16, buf, l, base, dec, 16, 0,
+                                 &err) == PTWM_OK);
+    CHECK(ptwm_load_le16(dec + 6) == 0x8000 && ptwm_load_le16(dec) == 0x3f7f);
+    /* Without a base it is an error, not a wrong chunk. */
+    CHECK_ERR(ptwm_chunk_decode(NULL, chain, clen, PTWM_DTYPE_BF16, buf, l, dec, 16, &err), &err,
+              PTWM_ERR_BASE_MISSING,
+              "stage 0 (base): the chunk is coded against a base chunk, and no base was given");
+}
+
+/* Encoding against a base and decoding with it gives back every bit
+ * pattern, for each element width and both kinds of difference; a chunk
+ * equal to its base codes to a few bytes. */
+static void test_base_round_trip(void) {
+    static const ptwm_dtype types[] = {PTWM_DTYPE_BF16, PTWM_DTYPE_F16, PTWM_DTYPE_F32,
+                                       PTWM_DTYPE_F64,  PTWM_DTYPE_U8,  PTWM_DTYPE_I32,
+                                       PTWM_DTYPE_F8_E4M3, PTWM_DTYPE_F4, PTWM_DTYPE_C64};
+    enum { N = 8192 };
+    uint8_t *t = (uint8_t *)malloc(N), *b = (uint8_t *)malloc(N), *dec = (uint8_t *)malloc(N);
+    uint8_t *out = (uint8_t *)malloc(ptwm_chunk_bound(N)), ch[PTWM_CHAIN_MAX_BYTES];
+    uint32_t x = 12345;
+    size_t i, k, len, cl;
+    ptwm_err err;
+    for (i = 0; i < N; i++) {
+        x = x * 1103515245u + 12345u;
+        b[i] = (uint8_t)(x >> 24);
+        /* most bytes unchanged, some moved a little, some anything */
+        t[i] = (i % 7 == 0) ? (uint8_t)(b[i] + (x >> 8) % 3) : (i % 61 == 0) ? (uint8_t)(x >> 16) : b[i];
+    }
+    for (k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+        CHECK(ptwm_chain_standard(types[k], PTWM_METHOD_MICROSCALE, ch, sizeof(ch), &cl, &err) ==
+              PTWM_OK);
+        CHECK(ptwm_chunk_encode_base(NULL, ch, cl, types[k], NULL, t, b, N, out,
+                                     ptwm_chunk_bound(N), &len, &err) == PTWM_OK);
+        memset(dec, 0, N);
+        CHECK(ptwm_chunk_decode_base(NULL, 5, ch, cl, types[k], out, len, b, dec, N, 0, &err) ==
+              PTWM_OK);
+        CHECK_MSG(memcmp(dec, t, N) == 0, "dtype %s", ptwm_dtype_name(types[k]));
+        CHECK_ERR(ptwm_chunk_decode(NULL, ch, cl, types[k], out, len, dec, N, &err), &err,
+                  PTWM_ERR_BASE_MISSING, "no base was given");
+        /* equal to the base: constant zero planes */
+        CHECK(ptwm_chunk_encode_base(NULL, ch, cl, types[k], NULL, b, b, N, out,
+                                     ptwm_chunk_bound(N), &len, &err) == PTWM_OK);
+        CHECK_MSG(len < 16 + 8 * 8, "%s: %zu bytes", ptwm_dtype_name(types[k]), len);
+        CHECK(ptwm_chunk_decode_base(NULL, 5, ch, cl, types[k], out, len, b, dec, N, 0, &err) ==
+              PTWM_OK && memcmp(dec, b, N) == 0);
+    }
+    CHECK_ERR(ptwm_chunk_encode_base(NULL, ch, cl, PTWM_DTYPE_U8, NULL, t, NULL, N, out,
+                                     ptwm_chunk_bound(N), &len, &err),
+              &err, PTWM_ERR_INVALID_ARG, "NULL base chunk");
+    free(t);
+    free(b);
+    free(dec);
+    free(out);
+}
+
 int main(void) {
     ptwm_err err;
     CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen,
                               &err) == PTWM_OK);
     test_hostile();
     test_blocks_by_hand();
+    test_base_by_hand();
+    test_base_round_trip();
     return tu_finish("test_stages");
 }

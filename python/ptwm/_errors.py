@@ -25,6 +25,10 @@ ERR_NOT_FOUND = 13
 ERR_LIMIT = 14
 ERR_EXISTS = 24
 ERR_UNSUPPORTED = 25
+ERR_BASE_MISSING = 26    # coded against a base, and none was given
+ERR_BASE_MISMATCH = 27   # the base lacks the tensor, or its dtype or shape differ
+ERR_BASE_HASH = 28       # the base tensor is another one (its payload hash)
+ERR_BASE_CRC = 29        # a base chunk's bytes are not those it was coded against
 
 
 class PtwmError(Exception):

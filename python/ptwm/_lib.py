@@ -60,13 +60,14 @@ class CParams(Structure):
     _fields_ = [("method", c_int), ("no_payload_hash", c_int), ("no_plane_crc", c_int),
                 ("chunk_size", c_uint64), ("threads", c_int), ("zstd_level", c_int),
                 ("progress", ProgressFn), ("progress_ctx", c_void_p),
-                ("progress_total", c_uint64), ("ctx", c_void_p)]
+                ("progress_total", c_uint64), ("ctx", c_void_p), ("base", c_void_p)]
 
 
 class CheckpointOptions(Structure):
     _fields_ = [("max_shard_size", c_uint64), ("method", c_int), ("threads", c_int),
                 ("chunk_size", c_uint64), ("force", c_int), ("progress", ProgressFn),
-                ("progress_ctx", c_void_p), ("part", ctypes.c_uint32), ("parts", ctypes.c_uint32)]
+                ("progress_ctx", c_void_p), ("part", ctypes.c_uint32), ("parts", ctypes.c_uint32),
+                ("base", c_void_p)]
 
 
 class ChainList(Structure):
@@ -152,6 +153,8 @@ _SIGNATURES = {
     "ptwm_reader_metadata": (KV, [_P, _SZ]),
     "ptwm_reader_write_safetensors": (_E, [_P, _S, _ERR]),
     "ptwm_reader_file_size": (_U64, [_P]),
+    "ptwm_reader_set_base": (_E, [_P, _P, _ERR]),
+    "ptwm_reader_tensor_base": (c_int, [_P, _SZ, _PU8, _PU64]),
     # sharded .ptwm
     "ptwm_index_create": (_E, [_U64, _U64, _PP, _ERR]),
     "ptwm_index_read": (_E, [_S, _PP, _ERR]),
@@ -186,6 +189,7 @@ _SIGNATURES = {
     "ptwm_source_read_many": (_E, [_P, _PSZ, _PP, _PSZ, _SZ, _ERR]),
     "ptwm_source_metadata_count": (_SZ, [_P]),
     "ptwm_source_metadata": (KV, [_P, _SZ]),
+    "ptwm_source_set_base": (_E, [_P, _P, _ERR]),
     # whole checkpoints
     "ptwm_compress_checkpoint": (_E, [_S, _S, POINTER(CheckpointOptions), _ERR]),
     "ptwm_decompress_checkpoint": (_E, [_S, _S, POINTER(CheckpointOptions), _ERR]),

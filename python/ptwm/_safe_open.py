@@ -40,23 +40,26 @@ class safe_open:   # noqa: N801 (the name safetensors users call)
     .safetensors file or a Hugging Face directory.
 
     safe_open(filename, framework, device="cpu") as in safetensors; extras:
-    threads (decoding threads, 0 = all cores) and, for NumPy, bf16="uint16"
-    to read BF16 tensors as their raw uint16 bits where ml_dtypes is absent."""
+    threads (decoding threads, 0 = all cores), base (the weights a file
+    written against a base needs: a .safetensors or .ptwm file or a directory
+    of either; docs/DELTA.md) and, for NumPy, bf16="uint16" to read BF16
+    tensors as their raw uint16 bits where ml_dtypes is absent."""
 
     def __init__(self, filename, framework: str, device="cpu", *, threads: int = 0,
-                 bf16: Optional[str] = None):
+                 bf16: Optional[str] = None, base=None):
         self._fw = adapter(framework, bf16)
         self._device = self._fw.device(device)
         self._stored: Optional[Stored] = None
-        self._stored = open_path(filename, threads)
+        self._stored = open_path(filename, threads, base)
 
     @classmethod
-    def _from_bytes(cls, data, framework: str, threads: int = 0, bf16=None) -> "safe_open":
+    def _from_bytes(cls, data, framework: str, threads: int = 0, bf16=None,
+                    base=None) -> "safe_open":
         self = cls.__new__(cls)
         self._fw = adapter(framework, bf16)
         self._device = self._fw.device("cpu")
         self._stored = None
-        self._stored = open_data(data, threads)
+        self._stored = open_data(data, threads, base)
         return self
 
     def __enter__(self) -> "safe_open":

@@ -4,6 +4,7 @@ ptwm_writer_*: a .ptwm file, .ptwm bytes, or a sharded directory with its index.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -68,10 +69,32 @@ def _write(writer_open, items: Sequence[Item], meta: List[Tuple[str, str]],
     return w
 
 
+@contextlib.contextmanager
+def _base_params(params, base):
+    """params with the base (a path to any weights file or directory) open in
+    it while the block writes; tensors matching a base tensor are coded
+    against it (docs/DELTA.md)."""
+    if base is None:
+        yield params
+        return
+    from ._stored import open_path
+    stored = open_path(base, 1)
+    try:
+        params.base = stored._handle.value
+        yield params
+    finally:
+        params.base = None
+        stored.close()
+
+
 def write_bytes(items: Sequence[Item], metadata=None, method=3, threads: int = 0,
-                chunk_size: Optional[int] = None) -> bytes:
-    """The .ptwm image of items, in memory."""
-    params = cparams(method, threads=threads, chunk_size=chunk_size)
+                chunk_size: Optional[int] = None, base=None) -> bytes:
+    """The .ptwm image of items, in memory (coded against base, if given)."""
+    with _base_params(cparams(method, threads=threads, chunk_size=chunk_size), base) as params:
+        return _write_bytes(items, metadata, params)
+
+
+def _write_bytes(items: Sequence[Item], metadata, params) -> bytes:
     meta = check_metadata(metadata)
 
     def opener(ref, err):
@@ -143,9 +166,14 @@ def _write_sharded(path: str, items: Sequence[Item], meta, params, max_shard_siz
 
 
 def write_file(filename, items: Sequence[Item], metadata=None, method=3, threads: int = 0,
-               chunk_size: Optional[int] = None, max_shard_size=None) -> None:
-    """One .ptwm file, or with max_shard_size ("5GB" or bytes) a sharded directory."""
-    params = cparams(method, threads=threads, chunk_size=chunk_size)
+               chunk_size: Optional[int] = None, max_shard_size=None, base=None) -> None:
+    """One .ptwm file, or with max_shard_size ("5GB" or bytes) a sharded directory;
+    tensors matching a tensor of base (a weights path) are coded against it."""
+    with _base_params(cparams(method, threads=threads, chunk_size=chunk_size), base) as params:
+        _write_file(filename, items, metadata, params, max_shard_size)
+
+
+def _write_file(filename, items: Sequence[Item], metadata, params, max_shard_size) -> None:
     meta = check_metadata(metadata)
     path = os.fsdecode(os.fspath(filename))
     if max_shard_size is None:

@@ -59,6 +59,7 @@ class Stored:
         self._api = api
         self._handle = handle
         self._keep = keep   # the bytes an in-memory handle reads from
+        self._base: Optional["Stored"] = None   # the base its tensors need (set_base)
         self._lock = threading.Lock()
         self.label = label
         self.entries: Dict[str, Entry] = {}
@@ -116,12 +117,32 @@ class Stored:
                 raise ValueError(f"'{self.label}' is closed")
             check(self._api.many(self._handle, idx, dsts, sizes, n, ctypes.byref(err)), err)
 
+    def set_base(self, base) -> None:
+        """Decode tensors coded against a base with `base` (a path to any
+        weights file or directory, or None), which stays open with this handle."""
+        new = open_path(base, 1) if base is not None else None
+        err = ErrStruct()
+        with self._lock:
+            set_fn = lib.ptwm_reader_set_base if self._api is _READER else lib.ptwm_source_set_base
+            if self._api is not _ST:
+                rc = set_fn(self._handle, new._handle if new else None, ctypes.byref(err))
+                if rc:
+                    if new:
+                        new.close()
+                    check(rc, err)
+            old, self._base = self._base, new
+        if old:
+            old.close()
+
     def close(self) -> None:
         with self._lock:
             if self._handle:
                 self._api.close(self._handle)
                 self._handle = ctypes.c_void_p(None)
             self._keep = None
+            base, self._base = self._base, None
+        if base:   # after the handle that used it
+            base.close()
 
     def __del__(self):
         try:
@@ -130,8 +151,9 @@ class Stored:
             pass
 
 
-def open_path(filename, threads: int = 0) -> Stored:
-    """Open a .ptwm file or directory, a safetensors file or a Hugging Face directory."""
+def open_path(filename, threads: int = 0, base=None) -> Stored:
+    """Open a .ptwm file or directory, a safetensors file or a Hugging Face directory;
+    base: the weights its tensors were coded against (ptwm compress --base), if any."""
     _check_threads(threads)
     path = os.fsencode(filename)
     handle = ctypes.c_void_p(None)
@@ -141,14 +163,25 @@ def open_path(filename, threads: int = 0) -> Stored:
         check_path(rc, err, path)
     lib.ptwm_source_set_threads(handle, threads)
     try:
-        return Stored(_SOURCE, handle, os.fsdecode(filename))
+        stored = Stored(_SOURCE, handle, os.fsdecode(filename))
     except BaseException:
         lib.ptwm_source_close(handle)
         handle.value = None   # the half-built Stored holds it too: its __del__ must not close again
         raise
+    return _with_base(stored, base)
 
 
-def open_data(data, threads: int = 0) -> Stored:
+def _with_base(stored: Stored, base) -> Stored:
+    if base is not None:
+        try:
+            stored.set_base(base)
+        except BaseException:
+            stored.close()
+            raise
+    return stored
+
+
+def open_data(data, threads: int = 0, base=None) -> Stored:
     """Open .ptwm or safetensors bytes (kept referenced while the handle is open)."""
     _check_threads(threads)
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -170,11 +203,12 @@ def open_data(data, threads: int = 0) -> Stored:
     if is_ptwm:
         lib.ptwm_reader_set_threads(handle, threads)
     try:
-        return Stored(api, handle, "<bytes>", keep=data)
+        stored = Stored(api, handle, "<bytes>", keep=data)
     except BaseException:
         api.close(handle)
         handle.value = None   # the half-built Stored holds it too: its __del__ must not close again
         raise
+    return _with_base(stored, base)
 
 
 def _check_threads(threads) -> None:

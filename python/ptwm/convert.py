@@ -11,6 +11,7 @@ from ._errors import ERR_INVALID_ARG, WRITE_FILE_KINDS, PtwmValueError, check, c
 from ._lib import KV, CheckpointOptions, ErrStruct, ProgressFn, TensorInfo as _CInfo, lib
 from ._memory import filled_bytes
 from ._params import cparams
+from ._stored import open_path
 from ._tensors import described
 from .reader import TensorInfo, info_from_c, open as open_ptwm
 
@@ -87,8 +88,9 @@ def compress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union[i
                         method: Union[int, str] = 3, threads: int = 0,
                         chunk_size: Optional[int] = None, force: bool = False,
                         progress: Optional[Callable[[int, int], Any]] = None,
-                        part: Optional[Tuple[int, int]] = None) -> None:
+                        part: Optional[Tuple[int, int]] = None, base: Optional[PathLike] = None) -> None:
     """A .safetensors file or Hugging Face directory -> a sharded .ptwm directory.
+    base: weights (any kind) to code tensors against (`ptwm compress --base`).
 
     max_shard_size 0 keeps one output shard per input shard (byte-exact restore);
     else shards are re-planned by raw bytes ("5GB" or an int). part=(K, N)
@@ -96,7 +98,19 @@ def compress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union[i
     done, assemble_checkpoint(outdir) finishes the directory."""
     cb = _Progress(progress)
     opt = _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb, part)
-    cb.run(lib.ptwm_compress_checkpoint, src, outdir, opt)
+    _run_with_base(cb, lib.ptwm_compress_checkpoint, src, outdir, opt, base)
+
+
+def _run_with_base(cb, fn, src, outdir, opt, base) -> None:
+    """cb.run(fn, ...) with opt.base open on `base` (a weights path), if given."""
+    stored = open_path(base, 1) if base is not None else None
+    try:
+        opt.base = stored._handle.value if stored else None
+        cb.run(fn, src, outdir, opt)
+    finally:
+        opt.base = None
+        if stored:
+            stored.close()
 
 
 def assemble_checkpoint(outdir: PathLike) -> None:
@@ -114,13 +128,14 @@ def assemble_checkpoint(outdir: PathLike) -> None:
 def decompress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union[int, str] = 0,
                           threads: int = 0, force: bool = False,
                           progress: Optional[Callable[[int, int], Any]] = None,
-                          part: Optional[Tuple[int, int]] = None) -> None:
+                          part: Optional[Tuple[int, int]] = None,
+                          base: Optional[PathLike] = None) -> None:
     """A .ptwm file or directory -> the original safetensors files, byte for byte.
     part=(K, N) writes only part K of N of the output files; then
-    assemble_checkpoint(outdir)."""
+    assemble_checkpoint(outdir). base: the weights it was compressed against."""
     cb = _Progress(progress)
     opt = _checkpoint_options(max_shard_size, 3, threads, None, force, cb, part)
-    cb.run(lib.ptwm_decompress_checkpoint, src, outdir, opt)
+    _run_with_base(cb, lib.ptwm_decompress_checkpoint, src, outdir, opt, base)
 
 
 def decompress_to_safetensors(src: PathLike, dst: PathLike, threads: int = 0) -> None:

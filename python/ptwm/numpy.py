@@ -104,32 +104,37 @@ def _items(tensors) -> Tuple[List[Item], list]:
 
 
 def save(tensor_dict: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None, *,
-         method="microscale", threads: int = 0) -> bytes:
-    """The arrays as the bytes of a .ptwm file."""
+         method="microscale", threads: int = 0, base=None) -> bytes:
+    """The arrays as the bytes of a .ptwm file; with base (a weights path), each
+    array matching a base tensor's name, dtype and shape is coded against it."""
     items, keep = _items(tensor_dict)
-    out = write_bytes(items, metadata, method=method, threads=threads)
+    out = write_bytes(items, metadata, method=method, threads=threads, base=base)
     del keep
     return out
 
 
 def save_file(tensor_dict: Dict[str, np.ndarray], filename,
               metadata: Optional[Dict[str, str]] = None, *, method="microscale",
-              threads: int = 0, max_shard_size=None) -> None:
-    """Write the arrays as a .ptwm file, or with max_shard_size a sharded directory."""
+              threads: int = 0, max_shard_size=None, base=None) -> None:
+    """Write the arrays as a .ptwm file, or with max_shard_size a sharded directory;
+    base as for save()."""
     items, keep = _items(tensor_dict)
     write_file(filename, items, metadata, method=method, threads=threads,
-               max_shard_size=max_shard_size)
+               max_shard_size=max_shard_size, base=base)
     del keep
 
 
-def load_file(filename, *, threads: int = 0, bf16: Optional[str] = None) -> Dict[str, np.ndarray]:
+def load_file(filename, *, threads: int = 0, bf16: Optional[str] = None,
+              base=None) -> Dict[str, np.ndarray]:
     """Every tensor of a .ptwm file or directory, a .safetensors file or a Hugging
-    Face directory, by name in file order, decoded into its array."""
-    with safe_open(filename, framework="np", threads=threads, bf16=bf16) as f:
+    Face directory, by name in file order, decoded into its array; base: the
+    weights a file saved against a base needs."""
+    with safe_open(filename, framework="np", threads=threads, bf16=bf16, base=base) as f:
         return f._load_all()
 
 
-def load(data: bytes, *, threads: int = 0, bf16: Optional[str] = None) -> Dict[str, np.ndarray]:
+def load(data: bytes, *, threads: int = 0, bf16: Optional[str] = None,
+         base=None) -> Dict[str, np.ndarray]:
     """Every tensor of .ptwm (or safetensors) bytes, by name in file order."""
-    with safe_open._from_bytes(data, "np", threads, bf16) as f:
+    with safe_open._from_bytes(data, "np", threads, bf16, base=base) as f:
         return f._load_all()

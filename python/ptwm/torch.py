@@ -197,42 +197,44 @@ def _items(tensors) -> Tuple[List[Item], list]:
 
 
 def save(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None, *,
-         method="microscale", threads: int = 0) -> bytes:
-    """The tensors as the bytes of a .ptwm file."""
+         method="microscale", threads: int = 0, base=None) -> bytes:
+    """The tensors as the bytes of a .ptwm file; with base (a weights path), each
+    tensor matching a base tensor's name, dtype and shape is coded against it."""
     items, keep = _items(tensors)
-    out = write_bytes(items, metadata, method=method, threads=threads)
+    out = write_bytes(items, metadata, method=method, threads=threads, base=base)
     del keep
     return out
 
 
 def save_file(tensors: Dict[str, torch.Tensor], filename, metadata: Optional[Dict[str, str]] = None,
-              *, method="microscale", threads: int = 0, max_shard_size=None) -> None:
+              *, method="microscale", threads: int = 0, max_shard_size=None,
+              base=None) -> None:
     """Write the tensors as a .ptwm file (atomically: a temporary file renamed into
     place), or with max_shard_size ("5GB" or bytes) as a directory of shards
-    model-0000k-of-0000n.ptwm with model.ptwm.index.json."""
+    model-0000k-of-0000n.ptwm with model.ptwm.index.json; base as for save()."""
     items, keep = _items(tensors)
     write_file(filename, items, metadata, method=method, threads=threads,
-               max_shard_size=max_shard_size)
+               max_shard_size=max_shard_size, base=base)
     del keep
 
 
-def load_file(filename, device="cpu", *, threads: int = 0) -> Dict[str, torch.Tensor]:
+def load_file(filename, device="cpu", *, threads: int = 0, base=None) -> Dict[str, torch.Tensor]:
     """Every tensor of a .ptwm file or directory, a .safetensors file or a Hugging
     Face directory, by name in file order, decoded into its own storage, then moved
-    to `device`."""
-    with safe_open(filename, framework="pt", device=device, threads=threads) as f:
+    to `device`; base: the weights a file saved against a base needs."""
+    with safe_open(filename, framework="pt", device=device, threads=threads, base=base) as f:
         return f._load_all()
 
 
-def load(data: bytes, *, threads: int = 0) -> Dict[str, torch.Tensor]:
+def load(data: bytes, *, threads: int = 0, base=None) -> Dict[str, torch.Tensor]:
     """Every tensor of .ptwm (or safetensors) bytes, by name in file order."""
-    with safe_open._from_bytes(data, "pt", threads) as f:
+    with safe_open._from_bytes(data, "pt", threads, base=base) as f:
         return f._load_all()
 
 
 def save_model(model: torch.nn.Module, filename, metadata: Optional[Dict[str, str]] = None,
                force_contiguous: bool = False, *, method="microscale", threads: int = 0,
-               max_shard_size=None) -> None:
+               max_shard_size=None, base=None) -> None:
     """Save a module's state_dict; tensors that share storage (tied weights) are
     stored once, the other names recorded in metadata as name -> kept name.
     (Non-contiguous tensors are always saved contiguous: force_contiguous is
@@ -248,15 +250,15 @@ def save_model(model: torch.nn.Module, filename, metadata: Optional[Dict[str, st
     if force_contiguous:
         state_dict = {k: v.contiguous() for k, v in state_dict.items()}
     save_file(state_dict, filename, metadata, method=method, threads=threads,
-              max_shard_size=max_shard_size)
+              max_shard_size=max_shard_size, base=base)
 
 
 def load_model(model: torch.nn.Module, filename, strict: bool = True, device="cpu", *,
-               threads: int = 0) -> Tuple[List[str], List[str]]:
+               threads: int = 0, base=None) -> Tuple[List[str], List[str]]:
     """Load a file into a module (tied weights filled from the one stored copy).
     Returns (missing, unexpected) names; with strict, raises RuntimeError when
     either is not empty, as safetensors does."""
-    state_dict = load_file(filename, device=device, threads=threads)
+    state_dict = load_file(filename, device=device, threads=threads, base=base)
     to_removes = _remove_duplicate_names(model.state_dict(), preferred_names=state_dict.keys())
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     missing = set(missing)

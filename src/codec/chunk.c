@@ -161,6 +161,53 @@ static void model_exponent(chunk_model *M, size_t want_cols, ptwm_ws *ws) {
         try_joint(M, blocks ? &pL : &M->L, blocks ? &pP : &M->P, ex_hist, ws);
 }
 
+/* Coding against a base chunk (docs/DELTA.md): BASE then byte planes of
+ * the element width, whatever the chain's transform; each plane takes the
+ * entropy settings of the chain's first plane. Floats are differenced in
+ * their order (ordered), everything else as integers; sub-byte dtypes as
+ * bytes. */
+static int base_ordered(ptwm_dtype dtype) {
+    switch (dtype) {
+    case PTWM_DTYPE_F16: case PTWM_DTYPE_BF16: case PTWM_DTYPE_F32: case PTWM_DTYPE_F64:
+    case PTWM_DTYPE_F8_E5M2: case PTWM_DTYPE_F8_E4M3: case PTWM_DTYPE_F8_E4M3FNUZ:
+    case PTWM_DTYPE_F8_E5M2FNUZ:
+        return 1;
+    default: return 0;
+    }
+}
+
+static void base_chain(ptwm_chain_info *c, ptwm_dtype dtype) {
+    unsigned bits = ptwm_dtype_bits(dtype), w = bits % 8 ? 1 : bits / 8, k;
+    if (w > PTWM_MAX_BASE_PLANES - 1) w = 1;
+    c->xform = PTWM_XFORM_PLANES;
+    c->width = c->nplanes = w;
+    c->exp_bits = c->man_bits = c->exp_planes = c->sm_planes = c->micro_block = 0;
+    for (k = 1; k < PTWM_MAX_BASE_PLANES; k++) {
+        c->mask[k] = c->mask[0];
+        c->zstd_level[k] = c->zstd_level[0];
+        c->rans_order[k] = c->rans_order[0];
+    }
+}
+
+/* BASE, then the differences as model_base codes a chunk: the weights a
+ * fine-tune did not move are zero differences, so a sparse bitmap usually
+ * leaves the planes only the ones that moved (decoding then runs the
+ * coders over those alone). */
+static ptwm_error model_delta(chunk_model *M, ptwm_dtype dtype, const uint8_t *raw,
+                              const uint8_t *base, ptwm_ws *ws) {
+    ptwm_stage_use u;
+    ptwm_error e;
+    M->P.src = raw;
+    M->P.base = base;
+    M->P.base_len = M->L.raw_len;
+    memset(&u, 0, sizeof(u));
+    u.id = PTWM_CSTAGE_BASE;
+    u.p[0] = M->c->width;
+    u.p[1] = (uint64_t)base_ordered(dtype);
+    if ((e = apply(&M->L, &M->P, &u, ws))) return e;
+    return model_base(M, M->P.src, ws);
+}
+
 /* Every plane in payload order, with its estimate; the tail is stored. */
 static void model_finish(chunk_model *M, const uint8_t *raw) {
     ptwm_chunk_layout *L = &M->L;
@@ -265,8 +312,8 @@ static ptwm_error code_planes(const chunk_model *M, const ptwm_chunk_params *prm
 
 static ptwm_error encode_ws(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
                             ptwm_dtype dtype, const ptwm_chunk_params *prm, const uint8_t *raw,
-                            size_t raw_len, uint8_t *dst, size_t cap, size_t *out_len,
-                            ptwm_err *err) {
+                            const uint8_t *base, size_t raw_len, uint8_t *dst, size_t cap,
+                            size_t *out_len, ptwm_err *err) {
     ptwm_chain_info c;
     chunk_model model, *M = &model;
     uint8_t *cb;
@@ -278,12 +325,13 @@ static ptwm_error encode_ws(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
     if (!out_len || (!raw && raw_len) || (!dst && cap))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "chunk_encode: NULL argument");
     if ((e = ptwm_chain_info_parse(chain, chain_len, (int)dtype, &c, err))) return e;
+    if (base) base_chain(&c, dtype);
     M->c = &c;
     memset(&M->P, 0, sizeof(M->P));
     ptwm_chunk_layout_start(raw_len, &M->L);
-    if ((e = model_base(M, raw, ws)))
-        return ptwm_fail(err, e, "chunk_encode: %zu bytes: %s", raw_len, ptwm_error_string(e));
-    model_exponent(M, prm ? prm->columns : 0, ws);
+    e = base ? model_delta(M, dtype, raw, base, ws) : model_base(M, raw, ws);
+    if (e) return ptwm_fail(err, e, "chunk_encode: %zu bytes: %s", raw_len, ptwm_error_string(e));
+    if (!base) model_exponent(M, prm ? prm->columns : 0, ws);
     model_finish(M, raw);
 
     for (k = 0; k < M->L.count; k++)
@@ -302,16 +350,34 @@ static ptwm_error encode_ws(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
     return ptwm_chunk_frame(crc, NULL, 0, 1, &ident, &rl, raw, raw_len, dst, cap, out_len, err);
 }
 
-ptwm_error ptwm_chunk_encode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
-                             ptwm_dtype dtype, const ptwm_chunk_params *prm, const uint8_t *raw,
-                             size_t raw_len, uint8_t *dst, size_t cap, size_t *out_len,
-                             ptwm_err *err) {
+static ptwm_error encode_with(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
+                              ptwm_dtype dtype, const ptwm_chunk_params *prm, const uint8_t *raw,
+                              const uint8_t *base, size_t raw_len, uint8_t *dst, size_t cap,
+                              size_t *out_len, ptwm_err *err) {
     ptwm_ws *own;
     ptwm_error e;
     if (!(ws = ptwm_ws_or_temp(ws, &own)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: no workspace memory");
-    e = encode_ws(ws, chain, chain_len, dtype, prm, raw, raw_len, dst, cap, out_len, err);
+    e = encode_ws(ws, chain, chain_len, dtype, prm, raw, base, raw_len, dst, cap, out_len, err);
     ptwm_ws_trim(ws, PTWM_WS_KEEP);
     ptwm_ws_free(own);
     return e;
+}
+
+ptwm_error ptwm_chunk_encode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
+                             ptwm_dtype dtype, const ptwm_chunk_params *prm, const uint8_t *raw,
+                             size_t raw_len, uint8_t *dst, size_t cap, size_t *out_len,
+                             ptwm_err *err) {
+    return encode_with(ws, chain, chain_len, dtype, prm, raw, NULL, raw_len, dst, cap, out_len,
+                       err);
+}
+
+ptwm_error ptwm_chunk_encode_base(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
+                                  ptwm_dtype dtype, const ptwm_chunk_params *prm,
+                                  const uint8_t *raw, const uint8_t *base, size_t raw_len,
+                                  uint8_t *dst, size_t cap, size_t *out_len, ptwm_err *err) {
+    if (!base && raw_len)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "chunk_encode: NULL base chunk");
+    return encode_with(ws, chain, chain_len, dtype, prm, raw, base ? base : raw, raw_len, dst,
+                       cap, out_len, err);
 }

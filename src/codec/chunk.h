@@ -44,6 +44,16 @@ ptwm_error ptwm_chunk_encode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len
                              size_t raw_len, uint8_t *dst, size_t cap, size_t *out_len,
                              ptwm_err *err);
 
+/* Encode raw[0..raw_len) against base[0..raw_len), the same chunk of a base
+ * tensor (docs/DELTA.md): the BASE stage (the elements' ordered or integer
+ * difference) and byte planes, coded with the entropy settings of the
+ * chain's first plane. The caller keeps it or the plain coding, whichever
+ * is smaller; decoding it needs the same base chunk. */
+ptwm_error ptwm_chunk_encode_base(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
+                                  ptwm_dtype dtype, const ptwm_chunk_params *p,
+                                  const uint8_t *raw, const uint8_t *base, size_t raw_len,
+                                  uint8_t *dst, size_t cap, size_t *out_len, ptwm_err *err);
+
 /* Decode a payload into exactly raw_len bytes, checking every plane CRC that
  * is present before decoding that plane. Errors name the stage or plane and
  * the numbers; the container prefixes tensor and chunk. Payloads are read as
@@ -61,6 +71,13 @@ ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_
 ptwm_error ptwm_chunk_decode_checked(ptwm_ws *ws, unsigned version, const uint8_t *chain,
                                      size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
                                      size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err);
+/* Either of the two above (checked: the caller checked every byte), with
+ * the base chunk base[0..raw_len) for a payload that names the BASE stage
+ * (NULL: none; such a payload is then PTWM_ERR_BASE_MISSING). */
+ptwm_error ptwm_chunk_decode_base(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                                  size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                  size_t src_len, const uint8_t *base, uint8_t *raw,
+                                  size_t raw_len, int checked, ptwm_err *err);
 /* The same, as PTWM_CHUNK_VERSION. */
 ptwm_error ptwm_chunk_decode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
                              ptwm_dtype dtype, const uint8_t *src, size_t src_len, uint8_t *raw,

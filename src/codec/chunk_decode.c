@@ -53,7 +53,7 @@ static ptwm_error decode_planes(ptwm_ws *ws, const ptwm_chunk_head *h, int plane
 
 /* The stages' inverses, last first, from the decoded planes to the chunk. */
 static ptwm_error run_inverses(ptwm_ws *ws, const ptwm_chunk_layout *L, const uint8_t **plane,
-                               uint8_t *raw, ptwm_err *err) {
+                               const uint8_t *base, uint8_t *raw, ptwm_err *err) {
     ptwm_pipe P;
     unsigned s, k;
     ptwm_error e;
@@ -67,6 +67,8 @@ static ptwm_error run_inverses(ptwm_ws *ws, const ptwm_chunk_layout *L, const ui
         for (k = 0; k < L->nside[s]; k++) P.side[s][k] = plane[L->side_at[s] + k];
     P.raw = raw;
     P.el = raw;
+    P.base = base;
+    P.base_len = base ? L->raw_len : 0;
     /* A sparse chunk's transform gives the nonzero elements, which the
      * sparse stage then spreads out into the chunk. */
     if (ptwm_chunk_layout_has(L, PTWM_CSTAGE_SPARSE, NULL) &&
@@ -82,8 +84,8 @@ static ptwm_error run_inverses(ptwm_ws *ws, const ptwm_chunk_layout *L, const ui
 
 static ptwm_error decode_payload(ptwm_ws *ws, unsigned version, const uint8_t *chain,
                                  size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
-                                 size_t src_len, uint8_t *raw, size_t raw_len, int plane_crcs,
-                                 ptwm_err *err) {
+                                 size_t src_len, const uint8_t *base, uint8_t *raw, size_t raw_len,
+                                 int plane_crcs, ptwm_err *err) {
     ptwm_chain_info c;
     ptwm_chunk_head h;
     const uint8_t *plane[PTWM_CHUNK_PLANES];
@@ -94,19 +96,19 @@ static ptwm_error decode_payload(ptwm_ws *ws, unsigned version, const uint8_t *c
         (e = ptwm_chunk_head_parse(version, &c, src, src_len, raw_len, &h, err)) ||
         (e = decode_planes(ws, &h, plane_crcs, raw, plane, err)))
         return e;
-    return run_inverses(ws, &h.L, plane, raw, err);
+    return run_inverses(ws, &h.L, plane, base, raw, err);
 }
 
 static ptwm_error decode_with(ptwm_ws *ws, unsigned version, const uint8_t *chain,
                               size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
-                              size_t src_len, uint8_t *raw, size_t raw_len, int plane_crcs,
-                              ptwm_err *err) {
+                              size_t src_len, const uint8_t *base, uint8_t *raw, size_t raw_len,
+                              int plane_crcs, ptwm_err *err) {
     ptwm_ws *own;
     ptwm_error e;
     if (!(ws = ptwm_ws_or_temp(ws, &own)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: no workspace memory");
-    e = decode_payload(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, plane_crcs,
-                       err);
+    e = decode_payload(ws, version, chain, chain_len, dtype, src, src_len, base, raw, raw_len,
+                       plane_crcs, err);
     ptwm_ws_trim(ws, PTWM_WS_KEEP);
     ptwm_ws_free(own);
     return e;
@@ -115,13 +117,23 @@ static ptwm_error decode_with(ptwm_ws *ws, unsigned version, const uint8_t *chai
 ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,
                                      size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
                                      size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err) {
-    return decode_with(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, 1, err);
+    return decode_with(ws, version, chain, chain_len, dtype, src, src_len, NULL, raw, raw_len, 1,
+                       err);
 }
 
 ptwm_error ptwm_chunk_decode_checked(ptwm_ws *ws, unsigned version, const uint8_t *chain,
                                      size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
                                      size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err) {
-    return decode_with(ws, version, chain, chain_len, dtype, src, src_len, raw, raw_len, 0, err);
+    return decode_with(ws, version, chain, chain_len, dtype, src, src_len, NULL, raw, raw_len, 0,
+                       err);
+}
+
+ptwm_error ptwm_chunk_decode_base(ptwm_ws *ws, unsigned version, const uint8_t *chain,
+                                  size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
+                                  size_t src_len, const uint8_t *base, uint8_t *raw,
+                                  size_t raw_len, int checked, ptwm_err *err) {
+    return decode_with(ws, version, chain, chain_len, dtype, src, src_len, base, raw, raw_len,
+                       !checked, err);
 }
 
 ptwm_error ptwm_chunk_decode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,

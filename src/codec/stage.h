@@ -27,7 +27,8 @@
 #define PTWM_CSTAGE_BLOCKS 4  /* block: exponents relative to a scale per block */
 #define PTWM_CSTAGE_COLS 5    /* columns: exponents relative to a scale per column */
 #define PTWM_CSTAGE_JOINT 6   /* escapes: exponent and top sign:mantissa bits as one symbol */
-#define PTWM_CSTAGE_IDS 7     /* ids are below this */
+#define PTWM_CSTAGE_BASE 7    /* width, ordered: the difference from the base chunk */
+#define PTWM_CSTAGE_IDS 8     /* ids are below this */
 
 #define PTWM_CSTAGES_MAX 6    /* stages in one chunk */
 #define PTWM_CSTAGE_PARAMS 3  /* parameters of one stage, at most */
@@ -76,6 +77,8 @@ typedef struct ptwm_pipe {
     int merged;          /* decode: the elements are assembled already (a stage
                           * fused its inverse with the transform's) */
     const uint32_t *ex_hist; /* encode: counts of plane 0 (JOINT picks its map) */
+    const uint8_t *base; /* the base chunk (BASE's other input), or NULL: none */
+    size_t base_len;
 } ptwm_pipe;
 
 typedef struct ptwm_stage {
@@ -124,7 +127,7 @@ ptwm_error ptwm_stage_needs_exponent(const ptwm_stage_use *u, unsigned s, const 
 
 /* Stage definitions (one file each). */
 extern const ptwm_stage ptwm_stage_split, ptwm_stage_planes, ptwm_stage_sparse,
-    ptwm_stage_blocks, ptwm_stage_cols, ptwm_stage_joint;
+    ptwm_stage_blocks, ptwm_stage_cols, ptwm_stage_joint, ptwm_stage_base;
 
 /* A plan's error: "chunk payload: stage S (name): ..." */
 ptwm_error ptwm_stage_fail(ptwm_err *err, unsigned s, const ptwm_stage_use *u, const char *fmt,

@@ -1,6 +1,7 @@
 /* SPARSE: only the nonzero elements go on to the transform; a bitmap marks
  * them and a signs plane gives the top bit of each zero (+0 and -0 of
- * pruned weights; docs/CHAINS.md, "Sparse"). Parameters: the element width,
+ * pruned weights; docs/CHAINS.md, "Sparse"; after BASE, the weights a
+ * fine-tune did not move). Parameters: the element width,
  * the count of nonzero elements, and whether the signs plane is present
  * (format versions 1 and 2 have none: every zero was +0). */
 #include "planes.h"
@@ -11,10 +12,14 @@ static size_t bytes_for_bits(size_t bits) { return bits / 8 + (bits % 8 != 0); }
 static ptwm_error sparse_plan(const ptwm_stage_use *u, unsigned s, ptwm_chunk_layout *L,
                               ptwm_err *err) {
     uint64_t w = u->p[0], nz = u->p[1];
-    if (L->seen) return ptwm_stage_fail(err, s, u, "must be the first stage");
+    if (L->seen & ~(1u << PTWM_CSTAGE_BASE))
+        return ptwm_stage_fail(err, s, u, "must be the first stage (or right after base)");
     if (w < 1 || w > 8 || u->p[2] > 1)
         return ptwm_stage_fail(err, s, u, "width %llu (1..8), signs %llu (0 or 1)",
                                (unsigned long long)w, (unsigned long long)u->p[2]);
+    if (L->seen && w != L->width) /* the base differences' elements */
+        return ptwm_stage_fail(err, s, u, "width %llu after base elements of width %u",
+                               (unsigned long long)w, L->width);
     L->width = (unsigned)w;
     L->total = L->raw_len / w;
     L->tail = L->raw_len % w;

@@ -6,16 +6,21 @@
 
 #define TRANSFORMS ((1u << PTWM_CSTAGE_SPLIT) | (1u << PTWM_CSTAGE_PLANES))
 
+/* The stages that hand a transform its elements (one of them, first). */
+#define ELEMENTS ((1u << PTWM_CSTAGE_SPARSE) | (1u << PTWM_CSTAGE_BASE))
+
 /* Shared by both: the order and the element width. */
 static ptwm_error plan_elements(const ptwm_stage_use *u, unsigned s, unsigned width,
                                 ptwm_chunk_layout *L, ptwm_err *err) {
     if (L->seen & TRANSFORMS) return ptwm_stage_fail(err, s, u, "a second transform");
-    if (L->seen & ~(1u << PTWM_CSTAGE_SPARSE))
-        return ptwm_stage_fail(err, s, u, "a transform must come first (or right after sparse)");
-    if (L->seen & (1u << PTWM_CSTAGE_SPARSE)) {
+    if (L->seen & ~ELEMENTS)
+        return ptwm_stage_fail(err, s, u,
+                               "a transform must come first (or right after sparse or base)");
+    if (L->seen & ELEMENTS) {
         if (L->width != width)
-            return ptwm_stage_fail(err, s, u, "width %u after sparse elements of width %u",
-                                   width, L->width);
+            return ptwm_stage_fail(err, s, u, "width %u after %s elements of width %u", width,
+                                   (L->seen & (1u << PTWM_CSTAGE_SPARSE)) ? "sparse" : "base",
+                                   L->width);
     } else {
         L->width = width;
         L->total = L->n = L->raw_len / width;

@@ -15,6 +15,7 @@ static const ptwm_stage *const registry[PTWM_CSTAGE_IDS] = {
     &ptwm_stage_blocks, /* 4 */
     &ptwm_stage_cols,   /* 5 */
     &ptwm_stage_joint,  /* 6 */
+    &ptwm_stage_base,   /* 7 */
 };
 
 const ptwm_stage *ptwm_stage_find(unsigned id) {
@@ -84,11 +85,12 @@ ptwm_error ptwm_chunk_layout_make(const ptwm_stage_use *use, unsigned n, size_t 
                          PTWM_CSTAGES_MAX);
     for (s = 0; s < n; s++)
         if ((e = ptwm_chunk_layout_add(&use[s], L, err))) return e;
-    /* A sparse stage hands its elements to a transform. */
-    if ((L->seen & (1u << PTWM_CSTAGE_SPARSE)) &&
+    /* A sparse or base stage hands its elements to a transform. */
+    if ((L->seen & ((1u << PTWM_CSTAGE_SPARSE) | (1u << PTWM_CSTAGE_BASE))) &&
         !(L->seen & ((1u << PTWM_CSTAGE_SPLIT) | (1u << PTWM_CSTAGE_PLANES))))
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                         "chunk payload: sparse elements, but no transform stage follows");
+                         "chunk payload: %s elements, but no transform stage follows",
+                         (L->seen & (1u << PTWM_CSTAGE_SPARSE)) ? "sparse" : "base difference");
     ptwm_chunk_layout_finish(L);
     return PTWM_OK;
 }

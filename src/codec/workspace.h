@@ -33,6 +33,7 @@ typedef enum ptwm_ws_region {
     PTWM_WS_RANS_DTAB0,/* rANS order-0 decoder table */
     PTWM_WS_RANS_DTAB1,/* rANS order-1 decoder tables (see rans_dtab1_built) */
     PTWM_WS_RANS_FREQ1,/* rANS order-1 frequencies */
+    PTWM_WS_BASE,      /* chunk encode: the differences from the base chunk */
     PTWM_WS_REGIONS
 } ptwm_ws_region;
 

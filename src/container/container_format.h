@@ -18,6 +18,10 @@
                                           * zeros in sparse chunks; 4: a CRC32 of the
                                           * payload in every chunk entry; 5: chunk
                                           * payloads name their stages) */
+#define PTWM_FMT_BASE_VERSION 6u         /* written when the writer has a base: tensors
+                                          * coded against a base tensor (tensor flag 4,
+                                          * the base's hashes) */
+#define PTWM_FMT_MAX_VERSION 6u          /* newest version read */
 #define PTWM_FMT_MIN_VERSION 1u          /* oldest version read */
 
 #define PTWM_FMT_HEAD_SIZE 16u
@@ -56,11 +60,13 @@
 #define PTWM_TF_PAYLOAD_HASH 0x01u
 #define PTWM_TF_PLANE_CRC 0x02u
 #define PTWM_TF_KNOWN (PTWM_TF_PAYLOAD_HASH | PTWM_TF_PLANE_CRC)
+#define PTWM_TF_BASE 0x04u          /* version 6 on: coded against a base tensor */
 
 /* Sizes of fixed parts, for caps derived from the table size. */
 #define PTWM_FMT_CHUNK_ENTRY 17u     /* u64 offset, u32 coded, u32 raw, u8 chain */
 #define PTWM_FMT_CHUNK_ENTRY_V4 21u  /* from version 4: then u32 CRC32 of the payload */
 #define PTWM_FMT_ENTRY_CRC_VERSION 4u
+#define PTWM_FMT_CHUNK_ENTRY_BASE 26u /* a base tensor's: then u8 based, u32 base chunk CRC32 */
 #define PTWM_FMT_TENSOR_MIN 32u      /* name_len..nchunks with empty name, one empty chain */
 #define PTWM_FMT_MAX_CHAINS 16u      /* candidate chains per tensor */
 

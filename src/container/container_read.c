@@ -23,6 +23,8 @@ typedef struct rchunk {
     uint32_t coded, raw;
     uint8_t chain;
     uint32_t crc;                /* CRC32 of the payload (version 4 on) */
+    uint8_t based;               /* coded against the base chunk (version 6 on) */
+    uint32_t base_crc;           /* then the CRC32 of the base chunk's raw bytes */
 } rchunk;
 
 /* Names, shapes, chain lists and chunk entries of all tensors live in one
@@ -43,6 +45,7 @@ typedef struct rtensor {
     unsigned nchains;
     uint8_t flags;
     uint8_t hash[16];
+    uint8_t base_hash[16];                 /* PTWM_TF_BASE: the base tensor's payload hash */
 } rtensor;
 
 /* A growable array: `len` of `cap` elements in use. */
@@ -84,6 +87,14 @@ struct ptwm_reader {
     uint64_t seq_next;
     int seq_on;
     ptwm_xxh128 seq_hash;
+    /* The base of tensors coded against one (ptwm_reader_set_base; not
+     * owned): per tensor its index in the base, or why it has none. A .ptwm
+     * base decodes one range at a time (base_mu). */
+    ptwm_source *base;
+    size_t *base_idx;
+    ptwm_error *base_rc;
+    int base_locked, base_mu_ready;
+    pthread_mutex_t base_mu;
 };
 
 /* ---- cursor over the table ----------------------------------------------- */
@@ -159,8 +170,9 @@ static int arena_take(rarena *a, size_t more, size_t size, size_t *at) {
 
 static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *err) {
     uint64_t k, expect, start = 0;
-    int has_crc = r->version >= PTWM_FMT_ENTRY_CRC_VERSION;
-    unsigned entry = has_crc ? PTWM_FMT_CHUNK_ENTRY_V4 : PTWM_FMT_CHUNK_ENTRY;
+    int has_crc = r->version >= PTWM_FMT_ENTRY_CRC_VERSION, based = (t->flags & PTWM_TF_BASE) != 0;
+    unsigned entry = based ? PTWM_FMT_CHUNK_ENTRY_BASE
+                           : has_crc ? PTWM_FMT_CHUNK_ENTRY_V4 : PTWM_FMT_CHUNK_ENTRY;
     if (!cur_u64(c, &t->nchunks)) return TRUNC("the chunk count");
     expect = t->nbytes / t->chunk_size + (t->nbytes % t->chunk_size != 0);
     if (t->nchunks != expect)
@@ -181,6 +193,18 @@ static ptwm_error parse_chunks(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
         cur_u32(c, &ch->raw);
         cur_u8(c, &ch->chain);
         if (has_crc) cur_u32(c, &ch->crc);
+        ch->based = 0;
+        ch->base_crc = 0;
+        if (based) {
+            cur_u8(c, &ch->based);
+            cur_u32(c, &ch->base_crc);
+            if (ch->based > 1 || (!ch->based && ch->base_crc))
+                return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                                 "chunk %llu of %llu: base flag %u with base CRC32 %08x (0 or 1; "
+                                 "the CRC 0 without the base)",
+                                 (unsigned long long)k, (unsigned long long)t->nchunks, ch->based,
+                                 (unsigned)ch->base_crc);
+        }
         ch->start = start;
         if (ptwm_add_overflow(ch->offset, ch->coded, &end) || ch->offset < PTWM_FMT_HEAD_SIZE ||
             end > r->table_offset)
@@ -228,7 +252,7 @@ static ptwm_error parse_tensor(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
     t->dtype = (ptwm_dtype)dtype;
     if (ndim > PTWM_MAX_NDIM) return ptwm_fail(err, PTWM_ERR_SHAPE, "%u dims (max %d)", ndim, PTWM_MAX_NDIM);
     t->ndim = ndim;
-    if (t->flags & ~PTWM_TF_KNOWN)
+    if (t->flags & ~(PTWM_TF_KNOWN | (r->version >= PTWM_FMT_BASE_VERSION ? PTWM_TF_BASE : 0)))
         return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown tensor flags 0x%02x", t->flags);
     if (nchains < 1 || nchains > PTWM_FMT_MAX_CHAINS)
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "%u candidate chains (1..%u)", nchains, PTWM_FMT_MAX_CHAINS);
@@ -270,6 +294,11 @@ static ptwm_error parse_tensor(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
         const uint8_t *q;
         if (!cur_take(c, 16, &q)) return TRUNC("a payload hash");
         memcpy(t->hash, q, 16);
+    }
+    if (t->flags & PTWM_TF_BASE) {
+        const uint8_t *q;
+        if (!cur_take(c, 16, &q)) return TRUNC("a base hash");
+        memcpy(t->base_hash, q, 16);
     }
     return parse_chunks(r, t, c, err);
 }
@@ -550,9 +579,9 @@ static ptwm_error open_common(ptwm_reader *r, ptwm_err *err) {
                          (unsigned long long)r->size, PTWM_FMT_HEAD_SIZE + PTWM_FMT_FOOT_SIZE);
     if ((rc = read_at(r, 0, head, sizeof(head), err))) return rc;
     version = ptwm_load_le32(head + 8);
-    if (version < PTWM_FMT_MIN_VERSION || version > PTWM_FMT_VERSION)
+    if (version < PTWM_FMT_MIN_VERSION || version > PTWM_FMT_MAX_VERSION)
         return ptwm_fail(err, PTWM_ERR_VERSION, "format version %u (this library reads %u..%u)", version,
-                         PTWM_FMT_MIN_VERSION, PTWM_FMT_VERSION);
+                         PTWM_FMT_MIN_VERSION, PTWM_FMT_MAX_VERSION);
     if (ptwm_load_le32(head + 12) != 0)
         return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "unknown file flags 0x%08x", ptwm_load_le32(head + 12));
     r->version = version;
@@ -688,6 +717,9 @@ void ptwm_reader_close(ptwm_reader *r) {
     ptwm_pool_free(r->pool);
     free_workspaces(r);
     ptwm_xxh128_free(&r->seq_hash);
+    free(r->base_idx);
+    free(r->base_rc);
+    if (r->base_mu_ready) pthread_mutex_destroy(&r->base_mu);
     free(r);
 }
 
@@ -855,6 +887,9 @@ typedef struct rrun {
  * CRCs, inside the payload, cannot tell), are caught before decoding, and the
  * plane CRCs, over a subset of the bytes just checked, are skipped. The check
  * lives in the table, so entries sharing one payload share it too. */
+static ptwm_error decode_based(ptwm_reader *r, ptwm_ws *ws, const rtensor *t, const rchunk *c,
+                               const uint8_t *src, uint8_t *out, ptwm_err *err);
+
 static ptwm_error decode_chunk(const ptwm_reader *r, ptwm_ws *ws, const rtensor *t,
                                const rchunk *c, const uint8_t *src, uint8_t *out, ptwm_err *err) {
     uint32_t got;
@@ -868,8 +903,132 @@ static ptwm_error decode_chunk(const ptwm_reader *r, ptwm_ws *ws, const rtensor 
                          "(damaged, or the bytes of another chunk)",
                          (unsigned long long)c->offset, (unsigned long long)(c->offset + c->coded),
                          (unsigned)got, (unsigned)c->crc);
+    if (c->based) return decode_based((ptwm_reader *)r, ws, t, c, src, out, err);
     return ptwm_chunk_decode_checked(ws, r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
                                      t->dtype, src, c->coded, out, c->raw, err);
+}
+
+/* ---- bases (docs/DELTA.md) ------------------------------------------------ */
+
+/* Why tensor t cannot have its base, into err: no base given, the base
+ * lacks it (or its dtype or shape differ), or the base's tensor hashes
+ * differently; the messages name the tensor and the hashes. */
+static ptwm_error base_fail(const ptwm_reader *r, const rtensor *t, ptwm_error rc, ptwm_err *err) {
+    char want[33], got[33];
+    uint8_t h[16];
+    size_t bi = r->base_idx ? r->base_idx[t - r->t] : SIZE_MAX;
+    ptwm_hex128(t->base_hash, want);
+    if (rc == PTWM_ERR_BASE_MISSING)
+        return ptwm_fail(err, rc,
+                         "coded against a base tensor of XXH3-128 %s, and no base was given "
+                         "(--base)",
+                         want);
+    if (rc == PTWM_ERR_BASE_HASH && bi != SIZE_MAX && ptwm_source_tensor_hash(r->base, bi, h))
+        return ptwm_fail(err, rc,
+                         "coded against a base tensor of XXH3-128 %s, the base '%s' holds one of "
+                         "XXH3-128 %s (a different base)",
+                         want, ptwm_source_path(r->base), ptwm_hex128(h, got));
+    return ptwm_fail(err, PTWM_ERR_BASE_MISMATCH,
+                     "coded against a base tensor of XXH3-128 %s, and the base '%s' %s", want,
+                     ptwm_source_path(r->base),
+                     bi == SIZE_MAX ? "has no tensor of this name"
+                                    : "holds one of another dtype or shape");
+}
+
+/* A chunk coded against its base chunk (its payload's CRC32 checked): the
+ * base's bytes of the same range, checked against the CRC32 the chunk entry
+ * records, then the payload. */
+static ptwm_error decode_based(ptwm_reader *r, ptwm_ws *ws, const rtensor *t, const rchunk *c,
+                               const uint8_t *src, uint8_t *out, ptwm_err *err) {
+    size_t ti = (size_t)(t - r->t);
+    uint8_t *b;
+    uint32_t got;
+    ptwm_error rc;
+    if (!r->base) return base_fail(r, t, PTWM_ERR_BASE_MISSING, err);
+    if (r->base_rc[ti]) return base_fail(r, t, r->base_rc[ti], err);
+    if (!(b = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_BASE, c->raw, 0)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a base chunk of %u bytes", c->raw);
+    if (r->base_locked) pthread_mutex_lock(&r->base_mu);
+    rc = ptwm_source_read(r->base, r->base_idx[ti], c->start, b, c->raw, err);
+    if (r->base_locked) pthread_mutex_unlock(&r->base_mu);
+    if (rc) {
+        ptwm_err_prefix(err, "its base '%s'", ptwm_source_path(r->base));
+        return rc;
+    }
+    got = ptwm_crc32(0, b, c->raw);
+    if (got != c->base_crc) {
+        char want[33];
+        return ptwm_fail(err, PTWM_ERR_BASE_CRC,
+                         "the base '%s' has bytes %llu..%llu of CRC32 %08x, this chunk was coded "
+                         "against CRC32 %08x (a damaged or different base; base tensor XXH3-128 "
+                         "%s)",
+                         ptwm_source_path(r->base), (unsigned long long)c->start,
+                         (unsigned long long)(c->start + c->raw), (unsigned)got,
+                         (unsigned)c->base_crc, ptwm_hex128(t->base_hash, want));
+    }
+    return ptwm_chunk_decode_base(ws, r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
+                                  t->dtype, src, c->coded, b, out, c->raw, 1, err);
+}
+
+ptwm_error ptwm_reader_set_base(ptwm_reader *r, ptwm_source *base, ptwm_err *err) {
+    size_t i;
+    ptwm_tensor_info bi;
+    uint8_t h[16];
+    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_reader_set_base: NULL reader");
+    free(r->base_idx);
+    free(r->base_rc);
+    r->base_idx = NULL;
+    r->base_rc = NULL;
+    r->base = base;
+    if (!base) return PTWM_OK;
+    r->base_idx = (size_t *)ptwm_calloc(r->nt ? r->nt : 1, sizeof(size_t));
+    r->base_rc = (ptwm_error *)ptwm_calloc(r->nt ? r->nt : 1, sizeof(ptwm_error));
+    if (!r->base_idx || !r->base_rc) {
+        r->base = NULL;
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu base entries", r->nt);
+    }
+    if (!r->base_mu_ready) pthread_mutex_init(&r->base_mu, NULL);
+    r->base_mu_ready = 1;
+    /* A .ptwm base decodes with its reader's state, one range at a time, on
+     * the thread that asks (no pool inside a pool); safetensors kinds read
+     * with pread, from any thread at once. */
+    r->base_locked = ptwm_source_get_kind(base) == PTWM_SOURCE_PTWM ||
+                     ptwm_source_get_kind(base) == PTWM_SOURCE_PTWM_DIR;
+    if (r->base_locked) ptwm_source_set_threads(base, 1);
+    for (i = 0; i < r->nt; i++) {
+        const rtensor *t = &r->t[i];
+        r->base_idx[i] = SIZE_MAX;
+        if (!(t->flags & PTWM_TF_BASE)) continue;
+        if (ptwm_source_find(base, t->name, &r->base_idx[i], NULL)) {
+            r->base_idx[i] = SIZE_MAX;
+            r->base_rc[i] = PTWM_ERR_BASE_MISMATCH;
+        } else if (ptwm_source_tensor(base, r->base_idx[i], &bi, NULL) || bi.dtype != t->dtype ||
+                   bi.ndim != t->ndim || (t->ndim && memcmp(bi.shape, t->shape, t->ndim * 8))) {
+            r->base_rc[i] = PTWM_ERR_BASE_MISMATCH;
+        } else if (ptwm_source_tensor_hash(base, r->base_idx[i], h) &&
+                   memcmp(h, t->base_hash, 16) != 0) {
+            r->base_rc[i] = PTWM_ERR_BASE_HASH;
+        }
+    }
+    return PTWM_OK;
+}
+
+int ptwm_reader_tensor_base(const ptwm_reader *r, size_t index, uint8_t hash[16],
+                            uint64_t *chunks) {
+    const rtensor *t;
+    uint64_t k, n = 0;
+    if (!r || index >= r->nt || !(r->t[index].flags & PTWM_TF_BASE)) return 0;
+    t = &r->t[index];
+    for (k = 0; k < t->nchunks; k++) n += t->chunks[k].based;
+    if (hash) memcpy(hash, t->base_hash, 16);
+    if (chunks) *chunks = n;
+    return 1;
+}
+
+int ptwm_reader_tensor_hash(const ptwm_reader *r, size_t index, uint8_t hash[16]) {
+    if (!r || index >= r->nt || !(r->t[index].flags & PTWM_TF_PAYLOAD_HASH)) return 0;
+    memcpy(hash, r->t[index].hash, 16);
+    return 1;
 }
 
 static void decode_job(rrun *run, size_t i, unsigned worker) {

@@ -53,6 +53,12 @@ uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
 ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t chunk,
                                   uint64_t *offset, uint32_t *coded, uint32_t *raw,
                                   uint64_t *nchunks);
+/* The payload hash tensor `index` records, into hash: 1, or 0 if it records
+ * none. */
+int ptwm_reader_tensor_hash(const ptwm_reader *r, size_t index, uint8_t hash[16]);
+/* The same for a source's tensor: .ptwm kinds give the hash their table
+ * records (no data read); other kinds record none (0). */
+int ptwm_source_tensor_hash(const ptwm_source *s, size_t index, uint8_t hash[16]);
 /* Free the reader's thread pool now (it is made again when next needed). */
 void ptwm_reader_release_pool(ptwm_reader *r);
 /* Label for messages: the path, or the label given to open_memory. */

@@ -38,6 +38,8 @@ typedef struct wchunk {
     uint32_t coded, raw;
     uint8_t chain;
     uint32_t crc;               /* CRC32 of the payload (the entry's check) */
+    uint8_t based;              /* coded against the base chunk */
+    uint32_t base_crc;          /* then the CRC32 of the base chunk */
 } wchunk;
 
 /* A tensor's variable parts share one allocation, `chunks`: the chunk
@@ -56,6 +58,7 @@ typedef struct wtensor {
     uint16_t chain_len[PTWM_FMT_MAX_CHAINS];    /* at most PTWM_CHAIN_MAX_BYTES each */
     uint8_t flags;
     uint8_t hash[16];
+    uint8_t base_hash[16];                      /* PTWM_TF_BASE: the base tensor's */
 } wtensor;
 
 /* A job carries copies of what a worker needs from its tensor: the tensor
@@ -83,6 +86,10 @@ typedef struct wjob {
     uint8_t chain;
     uint64_t phash;             /* payload_hash of out[0..out_len) */
     uint32_t pcrc;              /* CRC32 of out[0..out_len): the chunk entry's check */
+    uint8_t *base_buf;          /* the slot's copy of a base chunk (made when first needed) */
+    const uint8_t *base;        /* the base chunk (base_buf), or NULL: the tensor has none */
+    uint8_t based;              /* the payload is coded against it */
+    uint32_t base_crc;          /* then the base chunk's CRC32 */
     int hash_raw;               /* the chunk is its tensor: hash it (into raw_hash) */
     uint8_t raw_hash[16];
     int coded;                  /* done, not yet appended (under rmu) */
@@ -366,7 +373,7 @@ nomem:
 static ptwm_error write_head(ptwm_writer *w, ptwm_err *err) {
     uint8_t head[PTWM_FMT_HEAD_SIZE];
     memcpy(head, PTWM_FMT_MAGIC, PTWM_FMT_MAGIC_LEN);
-    ptwm_store_le32(head + 8, PTWM_FMT_VERSION);
+    ptwm_store_le32(head + 8, w->p.base ? PTWM_FMT_BASE_VERSION : PTWM_FMT_VERSION);
     ptwm_store_le32(head + 12, 0);
     return w_emit(w, head, sizeof(head), err);
 }
@@ -424,6 +431,7 @@ void ptwm_writer_free(ptwm_writer *w) {
         for (i = 0; i < w->window; i++) {
             ptwm_ctx_give(w->ctx, w->jobs[i].raw, (size_t)w->p.chunk_size);
             ptwm_ctx_give(w->ctx, w->jobs[i].out, w->slot_size);
+            free(w->jobs[i].base_buf);
         }
     free(w->jobs);
     while (w->nouts) ptwm_ctx_give(w->ctx, w->outs[--w->nouts], w->slot_size);
@@ -544,6 +552,39 @@ ptwm_error ptwm_writer_set_metadata(ptwm_writer *w, const ptwm_kv *meta, size_t 
 
 static void retire_ready(ptwm_writer *w);
 
+/* The payload in the worker's scratch buffer (len bytes, chain c) is
+ * smaller than the job's: it becomes the job's. */
+static void keep_scratch(ptwm_writer *w, wjob *j, unsigned worker, size_t len, unsigned c) {
+    if (j->dst == j->out) {
+        /* Both buffers are slot-sized: swap instead of copying. */
+        uint8_t *tmp = j->out;
+        j->dst = j->out = w->scratch[worker];
+        w->scratch[worker] = tmp;
+    } else {
+        memcpy(j->dst, w->scratch[worker], len);
+    }
+    j->out_len = len;
+    j->chain = (uint8_t)c;
+}
+
+/* A chunk with a base chunk is coded against it too (with the first
+ * chain's entropy settings), and that payload kept where it is smaller:
+ * a base never makes a chunk larger (docs/DELTA.md). */
+static void encode_on_base(ptwm_writer *w, wjob *j, const ptwm_chunk_params *cp, unsigned worker) {
+    size_t len;
+    ptwm_error rc = ptwm_chunk_encode_base(w->ws[worker], j->chain_ptr[0], j->chain_len[0],
+                                           j->dtype, cp, j->src, j->base, j->raw_len,
+                                           w->scratch[worker], w->slot_size, &len, &j->err);
+    if (rc) {
+        j->rc = rc;
+        return;
+    }
+    if (len >= j->out_len) return;
+    keep_scratch(w, j, worker, len, 0);
+    j->based = 1;
+    j->base_crc = ptwm_crc32(0, j->base, j->raw_len);
+}
+
 /* Code job i. The oldest pending job of an in-memory writer is coded
  * straight into the image's end: every earlier payload is in the image, and
  * nothing else grows the image until this job is appended. Then the coded
@@ -590,26 +631,17 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     j->rc = ptwm_chunk_encode(w->ws[worker], j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
                               j->dst, j->dst_cap, &j->out_len, &j->err);
     j->chain = 0;
+    j->based = 0;
+    j->base_crc = 0;
     for (c = 1; c < j->nchains && !j->rc; c++) {
         size_t len;
         ptwm_error rc = ptwm_chunk_encode(w->ws[worker], j->chain_ptr[c], j->chain_len[c], j->dtype, &cp, j->src,
                                           j->raw_len, w->scratch[worker], w->slot_size, &len,
                                           &j->err);
-        if (rc) {
-            j->rc = rc;
-        } else if (len < j->out_len) {
-            if (j->dst == j->out) {
-                /* Both buffers are slot-sized: swap instead of copying. */
-                uint8_t *tmp = j->out;
-                j->dst = j->out = w->scratch[worker];
-                w->scratch[worker] = tmp;
-            } else {
-                memcpy(j->dst, w->scratch[worker], len);
-            }
-            j->out_len = len;
-            j->chain = (uint8_t)c;
-        }
+        if (rc) j->rc = rc;
+        else if (len < j->out_len) keep_scratch(w, j, worker, len, c);
     }
+    if (j->base && !j->rc) encode_on_base(w, j, &cp, worker);
     if (!j->rc) {
         j->phash = payload_hash(j->dst, j->out_len);
         j->pcrc = ptwm_crc32(0, j->dst, j->out_len);
@@ -691,6 +723,8 @@ static void retire_job(ptwm_writer *w, wjob *j) {
     c->raw = (uint32_t)j->raw_len;
     c->chain = j->chain;
     c->crc = j->pcrc;   /* a shared payload has equal bytes, so the same CRC */
+    c->based = j->based;
+    c->base_crc = j->base_crc;
     if (c->offset == UINT64_MAX) {
         c->offset = w->pos;
         if (j->dst != j->out) {
@@ -848,10 +882,40 @@ static void wtensor_free(wtensor *t) {
     free(t->chunks);
 }
 
+/* The base tensor of t: the writer's base holds one of its name, dtype and
+ * shape (and bytes). Its index into *bi. */
+static int base_match(const ptwm_writer *w, const wtensor *t, size_t *bi) {
+    ptwm_tensor_info b;
+    if (!w->p.base || !t->nbytes || ptwm_source_find(w->p.base, t->name, bi, NULL) ||
+        ptwm_source_tensor(w->p.base, *bi, &b, NULL))
+        return 0;
+    return b.dtype == t->dtype && b.ndim == t->ndim &&
+           (!t->ndim || memcmp(b.shape, t->shape, (size_t)t->ndim * 8) == 0);
+}
+
+/* The base chunk of job j, bytes [off, off + len) of base tensor bi, read
+ * on the writing thread (a .ptwm base decodes them) and hashed in order. */
+static ptwm_error read_base_chunk(ptwm_writer *w, wjob *j, size_t bi, uint64_t off, size_t len,
+                                  ptwm_xxh128 *bh, ptwm_err *err) {
+    ptwm_error rc;
+    if (!j->base_buf && !(j->base_buf = (uint8_t *)ptwm_malloc(w->p.chunk_size)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a base chunk of %llu bytes",
+                         (unsigned long long)w->p.chunk_size);
+    if ((rc = ptwm_source_read(w->p.base, bi, off, j->base_buf, len, err))) {
+        ptwm_err_prefix(err, "reading its base's bytes %llu..%llu", (unsigned long long)off,
+                        (unsigned long long)(off + len));
+        return rc;
+    }
+    ptwm_xxh128_update(bh, j->base_buf, len);
+    j->base = j->base_buf;
+    return PTWM_OK;
+}
+
 static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const ptwm_chain_list *chains,
                              ptwm_read_fn read, void *ctx, ptwm_err *err) {
     wtensor t;
-    ptwm_xxh128 h = {NULL};
+    ptwm_xxh128 h = {NULL}, bh = {NULL};
+    size_t bi = 0;
     ptwm_error rc;
     uint64_t k, off = 0;
     size_t ti;
@@ -862,6 +926,13 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     if ((rc = prepare_tensor(w, d, chains, &t, err))) {
         wtensor_free(&t);
         return rc;   /* a rejected tensor leaves the writer usable */
+    }
+    if (base_match(w, &t, &bi)) {
+        if ((rc = ptwm_xxh128_begin(&bh, err))) {
+            wtensor_free(&t);
+            return rc;
+        }
+        t.flags |= PTWM_TF_BASE;
     }
     /* Appending threads read the tensor array: it moves under rmu. */
     rmu_lock(w);
@@ -910,6 +981,12 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
             j->src = j->raw;
         }
         if (h.state) ptwm_xxh128_update(&h, j->src, len);
+        j->base = NULL;
+        if (bh.state && (rc = read_base_chunk(w, j, bi, off, len, &bh, err))) {
+            ptwm_err_prefix(err, "tensor '%s'", t.name);
+            w_fail_caller(w, rc);
+            break;
+        }
         j->tensor = ti;
         j->chunk = k;
         j->dtype = t.dtype;
@@ -933,7 +1010,15 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     }
     if (rc) {
         ptwm_xxh128_free(&h);
+        ptwm_xxh128_free(&bh);
         return rc;
+    }
+    if (bh.state) {
+        uint8_t hash[16];
+        ptwm_xxh128_end(&bh, hash);
+        rmu_lock(w);
+        memcpy(w->t[ti].base_hash, hash, 16);
+        rmu_unlock(w);
     }
     if (h.state) {
         uint8_t hash[16];
@@ -982,24 +1067,37 @@ static ptwm_error check_duplicates(ptwm_writer *w, ptwm_err *err) {
     return PTWM_OK;
 }
 
+/* A tensor with a base tensor none of whose chunks came out smaller against
+ * it is written as without a base (no hash, no base fields in its entries). */
+static uint8_t tensor_flags(const wtensor *t) {
+    uint64_t k;
+    if (!(t->flags & PTWM_TF_BASE)) return t->flags;
+    for (k = 0; k < t->nchunks; k++)
+        if (t->chunks[k].based) return t->flags;
+    return (uint8_t)(t->flags & ~PTWM_TF_BASE);
+}
+
 static int put_tensor(wbuf *b, const wtensor *t) {
     size_t name_len = strlen(t->name);
     const uint8_t *q;
     uint64_t k;
     unsigned i;
+    uint8_t flags = tensor_flags(t);
     int ok = wbuf_u32(b, (uint32_t)name_len) && wbuf_put(b, t->name, name_len) &&
-             wbuf_u8(b, (uint8_t)t->dtype) && wbuf_u8(b, (uint8_t)t->ndim) && wbuf_u8(b, t->flags) &&
+             wbuf_u8(b, (uint8_t)t->dtype) && wbuf_u8(b, (uint8_t)t->ndim) && wbuf_u8(b, flags) &&
              wbuf_u8(b, (uint8_t)t->nchains);
     for (i = 0; ok && i < t->ndim; i++) ok = wbuf_u64(b, t->shape[i]);
     ok = ok && wbuf_u64(b, t->nbytes) && wbuf_u64(b, t->chunk_size);
     for (i = 0, q = t->chain_bytes; ok && i < t->nchains; q += t->chain_len[i++])
         ok = wbuf_u16(b, t->chain_len[i]) && wbuf_put(b, q, t->chain_len[i]);
     if (ok && (t->flags & PTWM_TF_PAYLOAD_HASH)) ok = wbuf_put(b, t->hash, 16);
+    if (ok && (flags & PTWM_TF_BASE)) ok = wbuf_put(b, t->base_hash, 16);
     ok = ok && wbuf_u64(b, t->nchunks);
     for (k = 0; ok && k < t->nchunks; k++) {
         const wchunk *c = &t->chunks[k];
         ok = wbuf_u64(b, c->offset) && wbuf_u32(b, c->coded) && wbuf_u32(b, c->raw) &&
              wbuf_u8(b, c->chain) && wbuf_u32(b, c->crc);
+        if (ok && (flags & PTWM_TF_BASE)) ok = wbuf_u8(b, c->based) && wbuf_u32(b, c->base_crc);
     }
     return ok;
 }
@@ -1093,7 +1191,7 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     ptwm_store_le64(foot + PTWM_FOOT_TABLE_OFFSET, table_offset);
     ptwm_store_le64(foot + PTWM_FOOT_TABLE_SIZE, tab.len);
     ptwm_store_le32(foot + PTWM_FOOT_TABLE_CRC, ptwm_crc32(0, tab.p, tab.len));
-    ptwm_store_le32(foot + PTWM_FOOT_VERSION, PTWM_FMT_VERSION);
+    ptwm_store_le32(foot + PTWM_FOOT_VERSION, w->p.base ? PTWM_FMT_BASE_VERSION : PTWM_FMT_VERSION);
     ptwm_store_le64(foot + PTWM_FOOT_FILE_SIZE, table_offset + tab.len + PTWM_FMT_FOOT_SIZE);
     ptwm_store_le32(foot + PTWM_FOOT_CRC, ptwm_crc32(0, foot, PTWM_FOOT_CRC));
     memcpy(foot + PTWM_FOOT_END_MAGIC, PTWM_FMT_END_MAGIC, PTWM_FMT_MAGIC_LEN);

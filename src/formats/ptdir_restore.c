@@ -428,6 +428,14 @@ static ptwm_error dsrc_open(dsrc *s, const char *path, int threads, ptwm_err *er
     return PTWM_OK;
 }
 
+/* The base its tensors coded against one need (docs/DELTA.md), for every shard. */
+static ptwm_error dsrc_set_base(dsrc *s, ptwm_source *base, ptwm_err *err) {
+    size_t i;
+    ptwm_error rc = PTWM_OK;
+    for (i = 0; base && !rc && i < d_nshards(s); i++) rc = ptwm_reader_set_base(d_shard(s, i), base, err);
+    return rc;
+}
+
 /* The output files of a decompression: the recorded source files, or fresh
  * shards; for parts, which part writes each, and the plan's fingerprint. */
 typedef struct dk_plan {
@@ -622,7 +630,7 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
     if (!opt) opt = &defaults;
     if ((rc = ptwm_parts_check(opt, err))) return rc;
     memset(&stage, 0, sizeof stage);
-    if ((rc = dsrc_open(&s, src, opt->threads, err))) {
+    if ((rc = dsrc_open(&s, src, opt->threads, err)) || (rc = dsrc_set_base(&s, opt->base, err))) {
         dsrc_close(&s);
         return rc;
     }

@@ -256,6 +256,7 @@ ptwm_error ptwm_ck_write_shards(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
     cp.method = o->method;
     cp.threads = o->threads;
     cp.chunk_size = o->chunk_size;
+    cp.base = o->base;
     /* One context for every shard: each shard's writer reuses the work
      * memory of the one before. */
     if ((rc = ptwm_ctx_create(&cp.ctx, err))) return rc;

@@ -1,6 +1,7 @@
 /* A .ptwm file as a source (source_impl.h): the container reader's calls.
  * Reads decode only the chunks they touch; read_many decodes whole tensors
  * with their chunks sharing the threads, checking every payload hash. */
+#include "container_read.h"
 #include "source_impl.h"
 
 static ptwm_error pt_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
@@ -38,8 +39,14 @@ static uint64_t pt_file_size(const void *h) {
 static void pt_set_threads(void *h, int threads) {
     ptwm_reader_set_threads((ptwm_reader *)h, threads);
 }
+static ptwm_error pt_set_base(void *h, ptwm_source *base, ptwm_err *err) {
+    return ptwm_reader_set_base((ptwm_reader *)h, base, err);
+}
+static int pt_tensor_hash(const void *h, size_t index, uint8_t hash[16]) {
+    return ptwm_reader_tensor_hash((const ptwm_reader *)h, index, hash);
+}
 
 const ptwm_source_ops ptwm_source_ptwm_ops = {
     PTWM_SOURCE_PTWM, pt_open,           pt_close,    pt_count,     pt_tensor,     pt_find,
     pt_read,          pt_read_many,      pt_metadata_count, pt_metadata, pt_file_size,
-    pt_set_threads};
+    pt_set_threads,   pt_set_base,       pt_tensor_hash};

@@ -378,6 +378,21 @@ static void dir_set_threads(void *h, int threads) {
     for (i = 0; i < d->nshards; i++) d->k->shard->set_threads(d->shards[i], threads);
 }
 
+static ptwm_error dir_set_base(void *h, ptwm_source *base, ptwm_err *err) {
+    ptwm_shardir *d = (ptwm_shardir *)h;
+    size_t i;
+    ptwm_error rc = PTWM_OK;
+    for (i = 0; d->k->shard->set_base && !rc && i < d->nshards; i++)
+        rc = d->k->shard->set_base(d->shards[i], base, err);
+    return rc;
+}
+
+static int dir_tensor_hash(const void *h, size_t index, uint8_t hash[16]) {
+    const ptwm_shardir *d = (const ptwm_shardir *)h;
+    if (index >= d->n || !d->k->shard->tensor_hash) return 0;
+    return d->k->shard->tensor_hash(d->shards[d->t[index].shard], d->t[index].local, hash);
+}
+
 /* Each shard's tensors in one read_many call (in list order), so their
  * chunks share the decoding threads shard by shard. */
 static ptwm_error dir_read_many(void *h, const size_t *indices, void *const *dsts,
@@ -425,7 +440,8 @@ static uint64_t dir_file_size(const void *h) {
 const ptwm_source_ops ptwm_source_stdir_ops = {
     PTWM_SOURCE_SAFETENSORS_DIR, stdir_open, dir_close, dir_count, dir_tensor, dir_find, dir_read,
     NULL /* read_many: safetensors reads are copies, one per tensor */, dir_metadata_count,
-    dir_metadata, dir_file_size, dir_set_threads};
+    dir_metadata, dir_file_size, dir_set_threads, dir_set_base, dir_tensor_hash};
 const ptwm_source_ops ptwm_source_ptdir_ops = {
     PTWM_SOURCE_PTWM_DIR, ptdir_open, dir_close, dir_count, dir_tensor, dir_find, dir_read,
-    dir_read_many, dir_metadata_count, dir_metadata, dir_file_size, dir_set_threads};
+    dir_read_many, dir_metadata_count, dir_metadata, dir_file_size, dir_set_threads, dir_set_base,
+    dir_tensor_hash};

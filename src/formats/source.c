@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "container_format.h"
+#include "container_read.h"
 #include "fileio.h"
 #include "source_impl.h"
 
@@ -131,6 +132,17 @@ const char *ptwm_source_path(const ptwm_source *s) { return s->path; }
 
 void ptwm_source_set_threads(ptwm_source *s, int threads) {
     if (s->ops->set_threads) s->ops->set_threads(s->h, threads);
+}
+
+/* Bases (docs/DELTA.md): kinds without a set_base slot hold no tensor coded
+ * against a base. */
+ptwm_error ptwm_source_set_base(ptwm_source *s, ptwm_source *base, ptwm_err *err) {
+    if (!s) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_source_set_base: NULL source");
+    return s->ops->set_base ? s->ops->set_base(s->h, base, err) : PTWM_OK;
+}
+
+int ptwm_source_tensor_hash(const ptwm_source *s, size_t index, uint8_t hash[16]) {
+    return s->ops->tensor_hash ? s->ops->tensor_hash(s->h, index, hash) : 0;
 }
 
 size_t ptwm_source_count(const ptwm_source *s) { return s->ops->count(s->h); }

@@ -33,6 +33,12 @@ typedef struct ptwm_source_ops {
     uint64_t (*file_size)(const void *h);
     /* Decoding threads (0 = all cores); NULL for kinds that do not decode. */
     void (*set_threads)(void *h, int threads);
+    /* The base tensors coded against a base decode with (docs/DELTA.md);
+     * NULL for kinds that hold none. */
+    ptwm_error (*set_base)(void *h, ptwm_source *base, ptwm_err *err);
+    /* The payload hash the file records for a tensor: 1, or 0 if none (no
+     * data is read); NULL for kinds that record none. */
+    int (*tensor_hash)(const void *h, size_t index, uint8_t hash[16]);
 } ptwm_source_ops;
 
 /* One table per kind, each beside its reader. */

@@ -112,6 +112,18 @@ PTWM_INLINE void merge_bytes_body(const uint8_t *const *planes, size_t n, unsign
         }
         return;
     }
+    if (width == 4) { /* one interleaving pass (four strided stores a pass were 4x slower) */
+        const uint8_t *restrict p0 = planes[0], *restrict p1 = planes[1];
+        const uint8_t *restrict p2 = planes[2], *restrict p3 = planes[3];
+        uint8_t *restrict d = dst;
+        for (i = 0; i < n; i++) {
+            d[4 * i] = p0[i];
+            d[4 * i + 1] = p1[i];
+            d[4 * i + 2] = p2[i];
+            d[4 * i + 3] = p3[i];
+        }
+        return;
+    }
     for (k = 0; k < width; k++) {
         const uint8_t *restrict p = planes[k];
         uint8_t *restrict d = dst + k;
