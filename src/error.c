@@ -111,10 +111,10 @@ void ptwm_kv_free(ptwm_kv *kv, size_t n) {
     size_t i;
     if (!kv) return;
     for (i = 0; i < n; i++) {
-        free((char *)kv[i].key);
-        free((char *)kv[i].value);
+        ptwm_free((char *)kv[i].key);
+        ptwm_free((char *)kv[i].value);
     }
-    free(kv);
+    ptwm_free(kv);
 }
 
 ptwm_error ptwm_fail_index(ptwm_err *err, const char *where, size_t index, size_t n) {

@@ -3,15 +3,15 @@
 #include <zstd.h>
 #include "workspace.h"
 
-ptwm_ws *ptwm_ws_create(void) { return (ptwm_ws *)calloc(1, sizeof(ptwm_ws)); }
+ptwm_ws *ptwm_ws_create(void) { return (ptwm_ws *)ptwm_calloc(1, sizeof(ptwm_ws)); }
 
 void ptwm_ws_free(ptwm_ws *ws) {
     int r;
     if (!ws) return;
-    for (r = 0; r < PTWM_WS_REGIONS; r++) free(ws->buf[r]);
+    for (r = 0; r < PTWM_WS_REGIONS; r++) ptwm_free(ws->buf[r]);
     ZSTD_freeCCtx((ZSTD_CCtx *)ws->zstd_cctx);
     ZSTD_freeDCtx((ZSTD_DCtx *)ws->zstd_dctx);
-    free(ws);
+    ptwm_free(ws);
 }
 
 void *ptwm_ws_get(ptwm_ws *ws, ptwm_ws_region r, size_t size, int zero) {
@@ -20,7 +20,7 @@ void *ptwm_ws_get(ptwm_ws *ws, ptwm_ws_region r, size_t size, int zero) {
     if (size > SIZE_MAX - 64) return NULL;
     p = (uint8_t *)(zero ? ptwm_calloc(size + 64, 1) : ptwm_malloc(size + 64));
     if (!p) return NULL;
-    free(ws->buf[r]);
+    ptwm_free(ws->buf[r]);
     ws->buf[r] = p;
     ws->cap[r] = size;
     if (r == PTWM_WS_RANS_DTAB1) memset(ws->rans_dtab1_built, 0, sizeof(ws->rans_dtab1_built));
@@ -31,7 +31,7 @@ void ptwm_ws_trim(ptwm_ws *ws, size_t keep) {
     int r;
     for (r = 0; r < PTWM_WS_REGIONS; r++) {
         if (ws->cap[r] > keep) {
-            free(ws->buf[r]);
+            ptwm_free(ws->buf[r]);
             ws->buf[r] = NULL;
             ws->cap[r] = 0;
             if (r == PTWM_WS_RANS_DTAB1)

@@ -148,7 +148,7 @@ static ptwm_error cur_string(cursor *c, uint64_t len, uint64_t max, const char *
                          (unsigned long long)len);
     if (len && memchr(q, 0, (size_t)len))
         return ptwm_fail(err, PTWM_ERR_CORRUPT, "%s contains a NUL byte", what);
-    *out = (char *)malloc((size_t)len + 1);
+    *out = (char *)ptwm_malloc((size_t)len + 1);
     if (!*out) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (len) memcpy(*out, q, (size_t)len);
     (*out)[len] = 0;
@@ -240,11 +240,11 @@ static ptwm_error parse_tensor(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
     /* The name goes to the arena; t->name points at the copy until the
      * table is parsed (messages name the tensor). */
     if (!arena_take(&r->names, (size_t)name_len + 1, 1, &t->name_at)) {
-        free(name);
+        ptwm_free(name);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for tensor names");
     }
     memcpy((char *)r->names.p + t->name_at, name, (size_t)name_len + 1);
-    free(name);
+    ptwm_free(name);
     t->name = (char *)r->names.p + t->name_at;
     if (!cur_u8(c, &dtype) || !cur_u8(c, &ndim) || !cur_u8(c, &t->flags) || !cur_u8(c, &nchains))
         return TRUNC("a tensor entry");
@@ -322,7 +322,7 @@ static ptwm_error sort_by_name(ptwm_reader *r, size_t n, ptwm_err *err) {
         }
         memcpy(r->by_name, tmp, n * sizeof(size_t));
     }
-    free(tmp);
+    ptwm_free(tmp);
     return PTWM_OK;
 }
 
@@ -375,11 +375,11 @@ static ptwm_error attribute_shared(ptwm_reader *r, ptwm_err *err) {
                 (unsigned long long)(b->offset + b->coded), r->t[a->tensor].name,
                 (unsigned long long)a->chunk, (unsigned long long)a->offset,
                 (unsigned long long)(a->offset + a->coded));
-            free(refs);
+            ptwm_free(refs);
             return rc;
         }
     }
-    free(refs);
+    ptwm_free(refs);
     return PTWM_OK;
 }
 
@@ -498,12 +498,12 @@ static ptwm_error unpack_table(ptwm_reader *r, cursor *body, uint8_t **out, uint
     /* Worker 0's workspace: its zstd context then serves the chunks too. */
     rc = get_workspaces(r, 1, err);
     if (rc) {
-        free(buf);
+        ptwm_free(buf);
         return rc;
     }
     rc = ptwm_zstd_decode(r->ws[0], body->p, (size_t)body->left, buf, (size_t)raw);
     if (rc) {
-        free(buf);
+        ptwm_free(buf);
         if (rc == PTWM_ERR_NOMEM) return ptwm_fail(err, rc, "out of memory unpacking the table");
         return ptwm_fail(err, PTWM_ERR_CORRUPT,
                          "packed table: %llu zstd bytes are not one frame of exactly the declared %llu bytes",
@@ -542,7 +542,7 @@ static ptwm_error parse_table(ptwm_reader *r, const uint8_t *p, uint64_t size, i
             if (!stored || body.p != p + PTWM_FMT_SECTION_HEAD || c.left)
                 return ptwm_fail(err, PTWM_ERR_CORRUPT, "a packed table section that is not the whole table");
             if ((rc = unpack_table(r, &body, &raw, &raw_len, err))) return rc;
-            free(r->table);
+            ptwm_free(r->table);
             r->table = raw;
             return parse_table(r, raw, raw_len, 0, err);
         }
@@ -622,12 +622,12 @@ static ptwm_error open_common(ptwm_reader *r, ptwm_err *err) {
 }
 
 static ptwm_reader *reader_new(const char *label) {
-    ptwm_reader *r = (ptwm_reader *)calloc(1, sizeof(*r));
+    ptwm_reader *r = (ptwm_reader *)ptwm_calloc(1, sizeof(*r));
     if (!r) return NULL;
     r->fd = -1;
-    r->label = (char *)malloc(strlen(label) + 1);
+    r->label = (char *)ptwm_malloc(strlen(label) + 1);
     if (!r->label) {
-        free(r);
+        ptwm_free(r);
         return NULL;
     }
     strcpy(r->label, label);
@@ -703,24 +703,24 @@ ptwm_error ptwm_reader_set_ctx(ptwm_reader *r, ptwm_ctx *ctx, ptwm_err *err) {
 void ptwm_reader_close(ptwm_reader *r) {
     if (!r) return;
     if (r->fd >= 0) close(r->fd);
-    free(r->t);
-    free(r->by_name);
-    free(r->names.p);
-    free(r->dims.p);
-    free(r->chain_ptrs.p);
-    free(r->chain_lens.p);
-    free(r->chunk_pool.p);
+    ptwm_free(r->t);
+    ptwm_free(r->by_name);
+    ptwm_free(r->names.p);
+    ptwm_free(r->dims.p);
+    ptwm_free(r->chain_ptrs.p);
+    ptwm_free(r->chain_lens.p);
+    ptwm_free(r->chunk_pool.p);
     ptwm_kv_free(r->meta, r->nmeta);
-    free(r->src_name);
-    free(r->table);
-    free(r->label);
+    ptwm_free(r->src_name);
+    ptwm_free(r->table);
+    ptwm_free(r->label);
     ptwm_pool_free(r->pool);
     free_workspaces(r);
     ptwm_xxh128_free(&r->seq_hash);
-    free(r->base_idx);
-    free(r->base_rc);
+    ptwm_free(r->base_idx);
+    ptwm_free(r->base_rc);
     if (r->base_mu_ready) pthread_mutex_destroy(&r->base_mu);
-    free(r);
+    ptwm_free(r);
 }
 
 /* ---- accessors ----------------------------------------------------------- */
@@ -975,8 +975,8 @@ ptwm_error ptwm_reader_set_base(ptwm_reader *r, ptwm_source *base, ptwm_err *err
     ptwm_tensor_info bi;
     uint8_t h[16];
     if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_reader_set_base: NULL reader");
-    free(r->base_idx);
-    free(r->base_rc);
+    ptwm_free(r->base_idx);
+    ptwm_free(r->base_rc);
     r->base_idx = NULL;
     r->base_rc = NULL;
     r->base = base;
@@ -1085,9 +1085,9 @@ static void run_free(rrun *run, unsigned n) {
         if (run->coded) ptwm_ctx_give(run->r->ctx, run->coded[i], run->coded_cap);
         if (run->raw) ptwm_ctx_give(run->r->ctx, run->raw[i], run->raw_cap);
     }
-    free(run->coded);
-    free(run->raw);
-    free(run->jobs);
+    ptwm_free(run->coded);
+    ptwm_free(run->raw);
+    ptwm_free(run->jobs);
     pthread_mutex_destroy(&run->mu);
     pthread_cond_destroy(&run->cv);
 }
@@ -1105,9 +1105,9 @@ static ptwm_error run_init(rrun *run, ptwm_reader *r, const rtensor *t, uint64_t
     pthread_cond_init(&run->cv, NULL);
     run->r = r;
     run->t = t;
-    run->jobs = (rjob *)calloc(njobs ? njobs : 1, sizeof(rjob));
-    run->coded = (uint8_t **)calloc(n, sizeof(uint8_t *));
-    run->raw = (uint8_t **)calloc(n, sizeof(uint8_t *));
+    run->jobs = (rjob *)ptwm_calloc(njobs ? njobs : 1, sizeof(rjob));
+    run->coded = (uint8_t **)ptwm_calloc(n, sizeof(uint8_t *));
+    run->raw = (uint8_t **)ptwm_calloc(n, sizeof(uint8_t *));
     if (!run->jobs || !run->coded || !run->raw) goto nomem;
     run->coded_cap = 1;
     for (k = first; k <= last && k < t->nchunks; k++) {
@@ -1334,7 +1334,7 @@ static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per
     memset(d, 0, sizeof(*d));
     d->r = r;
     d->window = per_thread * (size_t)ptwm_threads_resolve(threads) + 2;
-    d->jobs = (sjob *)calloc(d->window, sizeof(sjob));
+    d->jobs = (sjob *)ptwm_calloc(d->window, sizeof(sjob));
     if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if ((rc = ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err))) return rc;
     d->nworkers = ptwm_queue_size(d->q);
@@ -1343,8 +1343,8 @@ static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per
         d->nworkers = 0;
         return rc;
     }
-    d->coded = (uint8_t **)calloc(d->nworkers, sizeof(uint8_t *));
-    d->coded_cap = (size_t *)calloc(d->nworkers, sizeof(size_t));
+    d->coded = (uint8_t **)ptwm_calloc(d->nworkers, sizeof(uint8_t *));
+    d->coded_cap = (size_t *)ptwm_calloc(d->nworkers, sizeof(size_t));
     if (!d->coded || !d->coded_cap) {
         d->nworkers = 0;   /* no task runs before the first submit */
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
@@ -1358,9 +1358,9 @@ static void sdrive_free(sdrive *d) {
     if (d->jobs)
         for (i = 0; i < d->window; i++) ptwm_ctx_give(d->ctx, d->jobs[i].own, d->jobs[i].own_cap);
     for (i = 0; d->coded && i < d->nworkers; i++) ptwm_ctx_give(d->ctx, d->coded[i], d->coded_cap[i]);
-    free(d->coded);
-    free(d->coded_cap);
-    free(d->jobs);
+    ptwm_free(d->coded);
+    ptwm_free(d->coded_cap);
+    ptwm_free(d->jobs);
     ptwm_ctx_free(d->own_ctx);
 }
 
@@ -1501,7 +1501,7 @@ ptwm_error ptwm_reader_decode(ptwm_reader *r, size_t index, void *dst, size_t ds
  * owner, once. */
 static ptwm_error file_finish(ptwm_fstream_file *f, ptwm_error rc, ptwm_err *err) {
     ptwm_error r2 = f->done(f->ctx, rc, rc ? NULL : err);
-    free(f);
+    ptwm_free(f);
     return rc ? rc : r2;
 }
 
@@ -1625,13 +1625,13 @@ ptwm_error ptwm_fstream_open(int threads, ptwm_sink_fn progress, void *ctx, ptwm
     ptwm_error rc;
     if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output handle");
     *out = NULL;
-    if (!(s = (ptwm_fstream *)calloc(1, sizeof(*s))))
+    if (!(s = (ptwm_fstream *)ptwm_calloc(1, sizeof(*s))))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a stream");
     s->sink = progress;
     s->ctx = ctx;
     if ((rc = sdrive_init(&s->d, NULL, threads, 3, err))) {
         sdrive_free(&s->d);
-        free(s);
+        ptwm_free(s);
         return rc;
     }
     *out = s;
@@ -1663,7 +1663,7 @@ ptwm_error ptwm_fstream_begin(ptwm_fstream *s, int fd, const char *path, ptwm_fs
         if (s->rc) return fstream_failed(s, err);
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream to file: the last file was not ended");
     }
-    if (!(f = (ptwm_fstream_file *)calloc(1, sizeof(*f)))) {
+    if (!(f = (ptwm_fstream_file *)ptwm_calloc(1, sizeof(*f)))) {
         done(ctx, PTWM_ERR_NOMEM, NULL);
         return fstream_note(s, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory"), err);
     }
@@ -1708,7 +1708,7 @@ ptwm_error ptwm_fstream_close(ptwm_fstream *s, ptwm_err *err) {
     rc = drain(&s->d, &s->h, s->sink, s->ctx, rc, err);
     ptwm_xxh128_free(&s->h);
     sdrive_free(&s->d);
-    free(s);
+    ptwm_free(s);
     return rc;
 }
 

@@ -316,7 +316,7 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     *out = NULL;
     if (!params) params = &defaults;
     if ((rc = check_params(params, err))) return rc;
-    w = (ptwm_writer *)calloc(1, sizeof(*w));
+    w = (ptwm_writer *)ptwm_calloc(1, sizeof(*w));
     if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");
     pthread_mutex_init(&w->rmu, NULL);
     w->p = *params;
@@ -346,9 +346,9 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
      * One thread codes each
      * job as it waits for it: one slot, reused while warm in cache. */
     w->window = w->nworkers == 1 ? 1 : borrow ? 8 * (size_t)w->nworkers : 3 * (size_t)w->nworkers + 2;
-    w->jobs = (wjob *)calloc(w->window, sizeof(wjob));
-    w->outs = (uint8_t **)calloc(w->window, sizeof(uint8_t *));
-    w->scratch = (uint8_t **)calloc(w->nworkers, sizeof(uint8_t *));
+    w->jobs = (wjob *)ptwm_calloc(w->window, sizeof(wjob));
+    w->outs = (uint8_t **)ptwm_calloc(w->window, sizeof(uint8_t *));
+    w->scratch = (uint8_t **)ptwm_calloc(w->nworkers, sizeof(uint8_t *));
     if (!w->jobs || !w->outs || !w->scratch) goto nomem;
     if ((rc = ptwm_ctx_workspaces(w->ctx, w->nworkers, &w->ws, err))) {
         ptwm_writer_free(w);
@@ -421,30 +421,30 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (!w) return;
     ptwm_queue_free(w->queue);   /* first: workers may still use the buffers */
     if (w->to_file) ptwm_atomic_abort(&w->af);
-    free(w->mem.p);
-    for (i = 0; i < w->nt; i++) free(w->t[i].chunks);
-    free(w->t);
+    ptwm_free(w->mem.p);
+    for (i = 0; i < w->nt; i++) ptwm_free(w->t[i].chunks);
+    ptwm_free(w->t);
     ptwm_kv_free(w->meta, w->nmeta);
-    free(w->src_header);
-    free(w->src_name);
+    ptwm_free(w->src_header);
+    ptwm_free(w->src_name);
     if (w->jobs)
         for (i = 0; i < w->window; i++) {
             ptwm_ctx_give(w->ctx, w->jobs[i].raw, (size_t)w->p.chunk_size);
             ptwm_ctx_give(w->ctx, w->jobs[i].out, w->slot_size);
-            free(w->jobs[i].base_buf);
+            ptwm_free(w->jobs[i].base_buf);
         }
-    free(w->jobs);
+    ptwm_free(w->jobs);
     while (w->nouts) ptwm_ctx_give(w->ctx, w->outs[--w->nouts], w->slot_size);
-    free(w->outs);
+    ptwm_free(w->outs);
     if (w->scratch)
         for (i = 0; i < w->nworkers; i++) ptwm_ctx_give(w->ctx, w->scratch[i], w->slot_size);
-    free(w->scratch);
-    free(w->dedup.slot);
+    ptwm_free(w->scratch);
+    ptwm_free(w->dedup.slot);
     if (w->cmp) ptwm_ctx_give(w->ctx, w->cmp, w->bound);
     if (w->own_ctx) ptwm_ctx_free(w->own_ctx);
     else if (w->ctx) ptwm_ctx_release(w->ctx);
     pthread_mutex_destroy(&w->rmu);
-    free(w);
+    ptwm_free(w);
 }
 
 uint64_t ptwm_writer_coded_bytes(const ptwm_writer *w) {
@@ -458,7 +458,7 @@ uint64_t ptwm_writer_coded_bytes(const ptwm_writer *w) {
 
 static char *dup_str(const char *s, size_t *len_out) {
     size_t n = strlen(s);
-    char *d = (char *)malloc(n + 1);
+    char *d = (char *)ptwm_malloc(n + 1);
     if (d) memcpy(d, s, n + 1);
     if (len_out) *len_out = n;
     return d;
@@ -482,8 +482,8 @@ ptwm_error ptwm_writer_borrow_source_json(ptwm_writer *w, const char *json, size
     if ((!json && json_len) || json_len > PTWM_ST_MAX_HEADER)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "source header of %zu bytes (NULL or over the cap)",
                          json_len);
-    free(w->src_header);
-    free(w->src_name);
+    ptwm_free(w->src_header);
+    ptwm_free(w->src_name);
     w->src_header = NULL;
     w->src_name = NULL;
     w->has_source = 0;
@@ -503,8 +503,8 @@ ptwm_error ptwm_writer_set_source_header(ptwm_writer *w, const void *header, siz
     if (len < 8 || ptwm_load_le64(header) != len - 8 || len - 8 > PTWM_ST_MAX_HEADER)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "source header of %zu bytes does not start with its own JSON length", len);
-    free(w->src_header);
-    free(w->src_name);
+    ptwm_free(w->src_header);
+    ptwm_free(w->src_name);
     w->src_name = NULL;
     w->src_json = NULL;
     w->has_source = 0;
@@ -536,7 +536,7 @@ ptwm_error ptwm_writer_set_metadata(ptwm_writer *w, const ptwm_kv *meta, size_t 
     }
     ptwm_kv_free(w->meta, w->nmeta);
     w->nmeta = 0;
-    w->meta = (ptwm_kv *)calloc(n ? n : 1, sizeof(ptwm_kv));
+    w->meta = (ptwm_kv *)ptwm_calloc(n ? n : 1, sizeof(ptwm_kv));
     if (!w->meta) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for metadata");
     for (i = 0; i < n; i++) {
         w->meta[i].key = dup_str(meta[i].key, NULL);
@@ -680,7 +680,7 @@ static uint64_t payload_find_or_add(ptwm_writer *w, const uint8_t *p, size_t len
             }
             ns[j] = d->slot[k];
         }
-        free(d->slot);
+        ptwm_free(d->slot);
         d->slot = ns;
         d->cap = cap;
     }
@@ -879,7 +879,7 @@ static ptwm_error prepare_tensor(ptwm_writer *w, const ptwm_tensor_desc *d,
 }
 
 static void wtensor_free(wtensor *t) {
-    free(t->chunks);
+    ptwm_free(t->chunks);
 }
 
 /* The base tensor of t: the writer's base holds one of its name, dtype and
@@ -1060,10 +1060,10 @@ static ptwm_error check_duplicates(ptwm_writer *w, ptwm_err *err) {
     for (i = 1; i < w->nt; i++)
         if (strcmp(v[i - 1]->name, v[i]->name) == 0) {
             ptwm_error rc = ptwm_fail(err, PTWM_ERR_DUPLICATE, "tensor name '%s' added twice", v[i]->name);
-            free(v);
+            ptwm_free(v);
             return rc;
         }
-    free(v);
+    ptwm_free(v);
     return PTWM_OK;
 }
 
@@ -1157,19 +1157,19 @@ static ptwm_error pack_table(ptwm_ws *ws, wbuf *tab, ptwm_err *err) {
     rc = ptwm_zstd_encode(ws, tab->p, tab->len, PTWM_FMT_PACK_LEVEL, packed.p + PTWM_FMT_SECTION_HEAD + 8, bound,
                           &zlen);
     if (rc == PTWM_ERR_NOMEM) {
-        free(packed.p);
+        ptwm_free(packed.p);
         return ptwm_fail(err, rc, "out of memory packing the tensor table");
     }
     stored = PTWM_FMT_SECTION_HEAD + 8 + (uint64_t)zlen;
     if (rc || stored >= tab->len || tab->len > PTWM_FMT_PACK_RATIO * stored) {
-        free(packed.p);     /* not worth it (or not allowed): keep the plain table */
+        ptwm_free(packed.p);     /* not worth it (or not allowed): keep the plain table */
         return PTWM_OK;
     }
     packed.p[0] = PTWM_SEC_PACKED;
     ptwm_store_le64(packed.p + 1, 8 + (uint64_t)zlen);
     ptwm_store_le64(packed.p + PTWM_FMT_SECTION_HEAD, tab->len);
     packed.len = (size_t)stored;
-    free(tab->p);
+    ptwm_free(tab->p);
     *tab = packed;
     return PTWM_OK;
 }
@@ -1183,7 +1183,7 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     if ((rc = drain(w, err))) return rc;
     if ((rc = check_duplicates(w, err))) return rc;
     if ((rc = build_table(w, &tab, err)) || (rc = pack_table(w->ws[0], &tab, err))) {
-        free(tab.p);
+        ptwm_free(tab.p);
         return rc;
     }
     table_offset = w->pos;
@@ -1196,7 +1196,7 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     ptwm_store_le32(foot + PTWM_FOOT_CRC, ptwm_crc32(0, foot, PTWM_FOOT_CRC));
     memcpy(foot + PTWM_FOOT_END_MAGIC, PTWM_FMT_END_MAGIC, PTWM_FMT_MAGIC_LEN);
     rc = w_emit(w, tab.p, tab.len, err);
-    free(tab.p);
+    ptwm_free(tab.p);
     if (!rc) rc = w_emit(w, foot, sizeof(foot), err);
     return rc;
 }

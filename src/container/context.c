@@ -25,7 +25,7 @@ struct ptwm_ctx {
 ptwm_error ptwm_ctx_create(ptwm_ctx **out, ptwm_err *err) {
     ptwm_ctx *c;
     if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output handle");
-    if (!(*out = c = (ptwm_ctx *)calloc(1, sizeof(*c))))
+    if (!(*out = c = (ptwm_ctx *)ptwm_calloc(1, sizeof(*c))))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a context");
     pthread_mutex_init(&c->mu, NULL);
     return PTWM_OK;
@@ -35,9 +35,9 @@ void ptwm_ctx_free(ptwm_ctx *ctx) {
     unsigned i;
     if (!ctx) return;
     for (i = 0; i < ctx->nws; i++) ptwm_ws_free(ctx->ws[i]);
-    for (i = 0; i < ctx->nkeep; i++) free(ctx->keep[i].p);
+    for (i = 0; i < ctx->nkeep; i++) ptwm_free(ctx->keep[i].p);
     pthread_mutex_destroy(&ctx->mu);
-    free(ctx);
+    ptwm_free(ctx);
 }
 
 size_t ptwm_ctx_size(const ptwm_ctx *ctx) {
@@ -107,10 +107,10 @@ void ptwm_ctx_give(ptwm_ctx *ctx, void *p, size_t size) {
             if (ctx->keep[i].size < ctx->keep[small].size) small = i;
         if (ctx->keep[small].size >= size) {
             pthread_mutex_unlock(&ctx->mu);
-            free(p);
+            ptwm_free(p);
             return;
         }
-        free(ctx->keep[small].p);
+        ptwm_free(ctx->keep[small].p);
         ctx->keep[small] = ctx->keep[--ctx->nkeep];
     }
     ctx->keep[ctx->nkeep].p = p;

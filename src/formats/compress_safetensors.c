@@ -105,8 +105,8 @@ static ptwm_error build_header(ptwm_reader *r, void **hdr, size_t *len, ptwm_err
     ptwm_kv *meta = (ptwm_kv *)ptwm_calloc(nmeta ? nmeta : 1, sizeof(*meta));
     ptwm_error rc;
     if (!d || !meta) {
-        free(d);
-        free(meta);
+        ptwm_free(d);
+        ptwm_free(meta);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     }
     for (i = 0; i < n; i++) {
@@ -116,8 +116,8 @@ static ptwm_error build_header(ptwm_reader *r, void **hdr, size_t *len, ptwm_err
     }
     for (i = 0; i < nmeta; i++) meta[i] = ptwm_reader_metadata(r, i);
     rc = ptwm_st_build_header(d, n, meta, nmeta, hdr, len, err);
-    free(d);
-    free(meta);
+    ptwm_free(d);
+    ptwm_free(meta);
     return rc;
 }
 
@@ -142,8 +142,8 @@ static ptwm_error write_tensors(ptwm_reader *r, int fd, const char *path, uint64
         }
         rc = ptwm_reader_stream_to_file(r, idx, n, fd, path, offs, NULL, NULL, err);
     }
-    free(idx);
-    free(offs);
+    ptwm_free(idx);
+    ptwm_free(offs);
     return rc;
 }
 
@@ -167,6 +167,6 @@ ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path, ptwm_
     rc = ptwm_atomic_commit(&f, err);
 out:
     if (rc) ptwm_atomic_abort(&f);
-    free(fresh);
+    ptwm_free(fresh);
     return rc;
 }

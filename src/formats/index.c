@@ -87,7 +87,7 @@ static int table_reserve(const ptwm_index *idx, name_table *t, name_at_fn name_a
     grown.slots = slots;
     grown.n = n;
     for (i = 0; i + 1 < count; i++) *table_find(idx, &grown, name_at, name_at(idx, i)) = i + 1;
-    free(t->slots);
+    ptwm_free(t->slots);
     *t = grown;
     return 0;
 }
@@ -139,7 +139,7 @@ ptwm_error ptwm_index_new(ptwm_index_kind kind, ptwm_index **out, ptwm_err *err)
     ptwm_index *idx;
     if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_create: out is NULL");
     *out = NULL;
-    idx = (ptwm_index *)calloc(1, sizeof *idx);
+    idx = (ptwm_index *)ptwm_calloc(1, sizeof *idx);
     if (!idx || table_reserve(idx, &idx->by_tensor, tensor_at, 1) != 0 ||
         table_reserve(idx, &idx->by_shard, shard_at, 1) != 0) {
         ptwm_index_free(idx);
@@ -154,18 +154,18 @@ ptwm_error ptwm_index_new(ptwm_index_kind kind, ptwm_index **out, ptwm_err *err)
 void ptwm_index_free(ptwm_index *idx) {
     size_t i;
     if (!idx) return;
-    for (i = 0; i < idx->count; i++) free(idx->entries[i].tensor);
-    for (i = 0; i < idx->nshards; i++) free(idx->shards[i]);
+    for (i = 0; i < idx->count; i++) ptwm_free(idx->entries[i].tensor);
+    for (i = 0; i < idx->nshards; i++) ptwm_free(idx->shards[i]);
     for (i = 0; i < idx->nmeta; i++) {
-        free(idx->meta[i].key);
-        free(idx->meta[i].value);
+        ptwm_free(idx->meta[i].key);
+        ptwm_free(idx->meta[i].value);
     }
-    free(idx->entries);
-    free(idx->shards);
-    free(idx->meta);
-    free(idx->by_tensor.slots);
-    free(idx->by_shard.slots);
-    free(idx);
+    ptwm_free(idx->entries);
+    ptwm_free(idx->shards);
+    ptwm_free(idx->meta);
+    ptwm_free(idx->by_tensor.slots);
+    ptwm_free(idx->by_shard.slots);
+    ptwm_free(idx);
 }
 
 uint64_t ptwm_index_total_size(const ptwm_index *idx) { return idx ? idx->total_size : 0; }
@@ -223,7 +223,7 @@ static ptwm_error intern_shard(ptwm_index *idx, const char *shard, size_t *out, 
     if (!idx->shards[idx->nshards]) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     idx->nshards++;
     if (table_reserve(idx, &idx->by_shard, shard_at, idx->nshards) != 0) {
-        free(idx->shards[--idx->nshards]);
+        ptwm_free(idx->shards[--idx->nshards]);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     }
     /* The table may be new: look the slot up again. */
@@ -266,7 +266,7 @@ ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard
     idx->entries[idx->count].shard = si;
     idx->count++;
     if (table_reserve(idx, &idx->by_tensor, tensor_at, idx->count) != 0) {
-        free(idx->entries[--idx->count].tensor);
+        ptwm_free(idx->entries[--idx->count].tensor);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing the index");
     }
     *find_slot(idx, tensor) = idx->count;   /* the table may be new: look again */
@@ -290,7 +290,7 @@ ptwm_error ptwm_index_set_meta(ptwm_index *idx, const char *key, const char *val
     if (!v) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     for (i = 0; i < idx->nmeta; i++) {
         if (strcmp(idx->meta[i].key, key) == 0) {
-            free(idx->meta[i].value);
+            ptwm_free(idx->meta[i].value);
             idx->meta[i].value = v;
             idx->meta[i].len = value_len;
             return PTWM_OK;
@@ -299,13 +299,13 @@ ptwm_error ptwm_index_set_meta(ptwm_index *idx, const char *key, const char *val
     {
         meta_entry *p = (meta_entry *)ptwm_realloc(idx->meta, (uint64_t)(idx->nmeta + 1) * sizeof *p);
         if (!p) {
-            free(v);
+            ptwm_free(v);
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         }
         idx->meta = p;
         p[idx->nmeta].key = dup_str(key, strlen(key));
         if (!p[idx->nmeta].key) {
-            free(v);
+            ptwm_free(v);
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         }
         p[idx->nmeta].value = v;
@@ -520,7 +520,7 @@ ptwm_error ptwm_index_read_kind(const char *path, ptwm_index_kind kind, ptwm_ind
     rc = ptwm_read_small_file(path, file_max(kind), &text, &len, err);
     if (rc != PTWM_OK) return rc;
     rc = ptwm_index_parse_kind(text, len, path, kind, out, err);
-    free(text);
+    ptwm_free(text);
     return rc;
 }
 

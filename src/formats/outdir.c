@@ -36,26 +36,26 @@ int ptwm_plain_name(const char *name) {
 static char *canonical(const char *path) {
     char *dup, *slash, *parent, *out;
     const char *base;
-    char *r = realpath(path, NULL);
+    char *r = ptwm_realpath(path);
     if (r) return r;
-    dup = strdup(path);
+    dup = ptwm_strdup(path);
     if (!dup) return NULL;
     while (strlen(dup) > 1 && dup[strlen(dup) - 1] == '/') dup[strlen(dup) - 1] = 0;
     slash = strrchr(dup, '/');
     if (slash == dup) {
-        parent = realpath("/", NULL);
+        parent = ptwm_realpath("/");
         base = dup + 1;
     } else if (slash) {
         *slash = 0;
-        parent = realpath(dup, NULL);
+        parent = ptwm_realpath(dup);
         base = slash + 1;
     } else {
-        parent = realpath(".", NULL);
+        parent = ptwm_realpath(".");
         base = dup;
     }
     out = parent ? ptwm_path_join(parent, base) : NULL;
-    free(parent);
-    free(dup);
+    ptwm_free(parent);
+    ptwm_free(dup);
     return out;
 }
 
@@ -67,7 +67,7 @@ static int path_within(const char *inner, const char *outer) {
 }
 
 ptwm_error ptwm_check_overlap(const char *outdir, const char *src, ptwm_err *err) {
-    char *ro = canonical(outdir), *rs = src ? realpath(src, NULL) : NULL;
+    char *ro = canonical(outdir), *rs = src ? ptwm_realpath(src) : NULL;
     ptwm_error rc = PTWM_OK;
     if (!ro)
         rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': its parent directory does not exist: %s",
@@ -75,14 +75,14 @@ ptwm_error ptwm_check_overlap(const char *outdir, const char *src, ptwm_err *err
     else if (rs && (path_within(ro, rs) || path_within(rs, ro)))
         rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                        "output '%s' and source '%s' overlap (one contains the other)", outdir, src);
-    free(ro);
-    free(rs);
+    ptwm_free(ro);
+    ptwm_free(rs);
     return rc;
 }
 
 /* mkdir -p of the directories above `path` (not `path` itself). */
 ptwm_error ptwm_make_parents(const char *path, ptwm_err *err) {
-    char *p = strdup(path), *s;
+    char *p = ptwm_strdup(path), *s;
     ptwm_error rc = PTWM_OK;
     if (!p) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     for (s = strchr(p + 1, '/'); s && rc == PTWM_OK; s = strchr(s + 1, '/')) {
@@ -93,7 +93,7 @@ ptwm_error ptwm_make_parents(const char *path, ptwm_err *err) {
                            strerror(errno));
         *s = '/';
     }
-    free(p);
+    ptwm_free(p);
     return rc;
 }
 
@@ -120,7 +120,7 @@ static ptwm_error sync_tree(const char *path, int depth, ptwm_err *err) {
             rc = sync_tree(p, depth + 1, err);
         else if (S_ISREG(sb.st_mode))
             rc = ptwm_sync_path(p, err);
-        free(p);
+        ptwm_free(p);
     }
     closedir(dir);
     return rc ? rc : ptwm_sync_path(path, err);
@@ -151,10 +151,10 @@ static ptwm_error leftovers(const char *final, int force, char **names, int *res
     size_t cap = 256, len = 0, count = 0;
     time_t newest_time = 0;
     struct stat sb;
-    *names = (char *)calloc(1, cap);
+    *names = (char *)ptwm_calloc(1, cap);
     *restored = 0;
     if (!dir || !*names) {
-        free(dir);
+        ptwm_free(dir);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     }
     if (lstat(final, &sb) != 0 && (d = opendir(dir)) != NULL) {
@@ -163,16 +163,16 @@ static ptwm_error leftovers(const char *final, int force, char **names, int *res
             if (leftover_kind(e->d_name, base) != 'o' || !(p = ptwm_path_join(dir, e->d_name)))
                 continue;
             if (lstat(p, &sb) == 0 && (!newest || sb.st_mtime > newest_time)) {
-                free(newest);
+                ptwm_free(newest);
                 newest = p;
                 newest_time = sb.st_mtime;
             } else {
-                free(p);
+                ptwm_free(p);
             }
         }
         closedir(d);
         if (newest && rename(newest, final) == 0) *restored = 1;
-        free(newest);
+        ptwm_free(newest);
     }
     d = opendir(dir);
     while (d && (e = readdir(d)) != NULL) {
@@ -180,7 +180,7 @@ static ptwm_error leftovers(const char *final, int force, char **names, int *res
         if (!leftover_kind(e->d_name, base)) continue;
         if (force) {
             if ((p = ptwm_path_join(dir, e->d_name)) != NULL) ptwm_remove_tree(p);
-            free(p);
+            ptwm_free(p);
         } else if (++count <= 3) {
             len += (size_t)snprintf(*names + len, cap - len, "%s'%s'", count > 1 ? ", " : "",
                                     e->d_name);
@@ -189,7 +189,7 @@ static ptwm_error leftovers(const char *final, int force, char **names, int *res
     }
     if (count > 3 && len + 24 < cap) snprintf(*names + len, cap - len, " and %zu more", count - 3);
     if (d) closedir(d);
-    free(dir);
+    ptwm_free(dir);
     return PTWM_OK;
 }
 
@@ -214,7 +214,7 @@ static ptwm_error claim_output(const char *shown, const char *final, int force, 
                        "output '%s': left over from an interrupted run: %s (remove them, or "
                        "force removes them)", shown, left);
     }
-    free(left);
+    ptwm_free(left);
     return rc;
 }
 
@@ -230,8 +230,8 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
     if ((rc = ptwm_check_overlap(outdir, src, err)) != PTWM_OK) return rc;
     n = strlen(outdir);
     while (n > 1 && outdir[n - 1] == '/') n--;
-    st->final_path = (char *)malloc(n + 1);
-    st->tmp_path = (char *)malloc(n + 16);
+    st->final_path = (char *)ptwm_malloc(n + 1);
+    st->tmp_path = (char *)ptwm_malloc(n + 16);
     if (!st->final_path || !st->tmp_path) {
         ptwm_stage_abort(st);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
@@ -246,7 +246,7 @@ ptwm_error ptwm_stage_begin(const char *outdir, const char *src, int force, ptwm
     if ((e = ptwm_tmp_create(st->tmp_path, NULL)) != 0) {
         rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot create temporary directory: %s",
                        outdir, e == EINTR ? "interrupted by a signal" : strerror(e));
-        free(st->tmp_path);
+        ptwm_free(st->tmp_path);
         st->tmp_path = NULL;
         ptwm_stage_abort(st);
         return rc;
@@ -288,13 +288,13 @@ static int exchange(const char *tmp, const char *final) {
  * renames leaves OUT missing; the next ptwm_stage_begin puts OUT.old-* back. */
 static ptwm_error replace_in_two_steps(ptwm_stage *st, ptwm_err *err) {
     size_t n = strlen(st->final_path) + 16;
-    char *old = (char *)malloc(n);
+    char *old = (char *)ptwm_malloc(n);
     ptwm_error rc = PTWM_OK;
     struct stat sb;
     if (!old) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (lstat(st->final_path, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         /* a file or link where the directory goes: nothing worth parking */
-        free(old);
+        ptwm_free(old);
         if (unlink(st->final_path) != 0 || rename(st->tmp_path, st->final_path) != 0)
             return ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot replace: %s",
                              st->final_path, strerror(errno));
@@ -307,7 +307,7 @@ static ptwm_error replace_in_two_steps(ptwm_stage *st, ptwm_err *err) {
         rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': cannot move the old output aside: %s",
                        st->final_path, strerror(errno));
         rmdir(old);
-        free(old);
+        ptwm_free(old);
         return rc;
     }
     ptwm_test_kill_point("parked");
@@ -315,13 +315,13 @@ static ptwm_error replace_in_two_steps(ptwm_stage *st, ptwm_err *err) {
         rc = ptwm_fail(err, PTWM_ERR_IO, "output '%s': rename from '%s': %s", st->final_path,
                        st->tmp_path, strerror(errno));
         rename(old, st->final_path); /* put the old output back */
-        free(old);
+        ptwm_free(old);
         return rc;
     }
     ptwm_test_kill_point("renamed");
     rc = ptwm_sync_parent(st->final_path, err);
     ptwm_remove_tree(old);
-    free(old);
+    ptwm_free(old);
     return rc;
 }
 
@@ -356,7 +356,7 @@ ptwm_error ptwm_stage_commit(ptwm_stage *st, ptwm_err *err) {
     }
     if (rc == PTWM_OK) {
         ptwm_tmp_drop(st->tmp_path);
-        free(st->tmp_path);
+        ptwm_free(st->tmp_path);
         st->tmp_path = NULL;
     }
     ptwm_tmp_unlock();
@@ -370,8 +370,8 @@ ptwm_error ptwm_stage_commit(ptwm_stage *st, ptwm_err *err) {
 void ptwm_stage_abort(ptwm_stage *st) {
     if (!st) return;
     if (st->tmp_path) ptwm_tmp_remove(st->tmp_path);
-    free(st->tmp_path);
-    free(st->final_path);
+    ptwm_free(st->tmp_path);
+    ptwm_free(st->final_path);
     st->tmp_path = NULL;
     st->final_path = NULL;
 }
@@ -382,7 +382,7 @@ ptwm_error ptwm_copy_file(const char *src, const char *dst, ptwm_err *err) {
     uint8_t *buf;
     ptwm_error rc = ptwm_open_read(src, &in, &size, err);
     if (rc) return rc;
-    buf = (uint8_t *)malloc(COPY_BUF);
+    buf = (uint8_t *)ptwm_malloc(COPY_BUF);
     out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (!buf || out < 0) {
         rc = buf ? ptwm_fail(err, PTWM_ERR_IO, "'%s': cannot create: %s", dst, strerror(errno))
@@ -403,7 +403,7 @@ ptwm_error ptwm_copy_file(const char *src, const char *dst, ptwm_err *err) {
     if (out >= 0 && close(out) != 0 && rc == PTWM_OK)
         rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': close: %s", dst, strerror(errno));
     close(in);
-    free(buf);
+    ptwm_free(buf);
     return rc;
 }
 
@@ -444,8 +444,8 @@ static ptwm_error copy_tree(const char *srcdir, const char *dstdir, int depth,
         } else if (S_ISREG(sb.st_mode)) {
             rc = ptwm_copy_file(s, d, err);
         }
-        free(s);
-        free(d);
+        ptwm_free(s);
+        ptwm_free(d);
     }
     closedir(dir);
     return rc;
@@ -469,10 +469,10 @@ ptwm_error ptwm_outfile_open(const char *path, int force, ptwm_outfile **out, pt
     *out = NULL;
     if (!path || !path[0]) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "no output file given");
     if ((rc = claim_output(path, path, force, &exists, err)) != PTWM_OK) return rc;
-    if (!(f = (ptwm_outfile *)calloc(1, sizeof *f)))
+    if (!(f = (ptwm_outfile *)ptwm_calloc(1, sizeof *f)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if ((rc = ptwm_atomic_open(path, &f->f, err)) != PTWM_OK) {
-        free(f);
+        ptwm_free(f);
         return rc;
     }
     *out = f;
@@ -494,5 +494,5 @@ ptwm_error ptwm_outfile_commit(ptwm_outfile *f, ptwm_err *err) {
 void ptwm_outfile_abort(ptwm_outfile *f) {
     if (!f) return;
     ptwm_atomic_abort(&f->f);
-    free(f);
+    ptwm_free(f);
 }

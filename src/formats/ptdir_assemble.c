@@ -78,10 +78,10 @@ static ptwm_error check_plan(const char *outdir, const ptwm_parts_manifest *m, s
 static char *shard_path(const char *outdir, const char *name, int *moved) {
     char *staged = ptwm_path_join(outdir, SHARDS_DIR "/"), *p = NULL;
     if (staged) p = ptwm_path_join(staged, name);
-    free(staged);
+    ptwm_free(staged);
     *moved = p && !ptwm_file_exists(p);
     if (*moved) {
-        free(p);
+        ptwm_free(p);
         p = ptwm_path_join(outdir, name);
     }
     return p;
@@ -108,7 +108,7 @@ static ptwm_error check_files(const char *outdir, const ptwm_parts_manifest *m, 
                                outdir, sh->name, (unsigned)m[i].part, (unsigned long long)size,
                                hex, (unsigned long long)sh->file_bytes, sh->xxh3,
                                (unsigned)m[i].part);
-            free(path);
+            ptwm_free(path);
         }
     }
     return rc;
@@ -131,8 +131,8 @@ ptwm_error ptwm_parts_publish(const char *outdir, const ptwm_parts_manifest *m, 
             else if (!moved && rename(from, to) != 0)
                 rc = ptwm_fail(err, PTWM_ERR_IO, "cannot move '%s' to '%s': %s", from, to,
                                strerror(errno));
-            free(from);
-            free(to);
+            ptwm_free(from);
+            ptwm_free(to);
         }
     }
     return rc ? rc : ptwm_sync_path(outdir, err);
@@ -141,7 +141,7 @@ ptwm_error ptwm_parts_publish(const char *outdir, const ptwm_parts_manifest *m, 
 void ptwm_parts_done(const char *outdir) {
     char *parts_dir = ptwm_path_join(outdir, PARTS_DIR);
     if (parts_dir) ptwm_remove_tree(parts_dir);
-    free(parts_dir);
+    ptwm_free(parts_dir);
 }
 
 ptwm_error ptwm_parts_verify(const char *outdir, const ptwm_parts_manifest *m, size_t n,
@@ -150,7 +150,7 @@ ptwm_error ptwm_parts_verify(const char *outdir, const ptwm_parts_manifest *m, s
     ptwm_error rc = seen ? check_plan(outdir, m, n, f, file_bytes, seen, err)
                          : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (!rc) rc = check_files(outdir, m, n, err);
-    free(seen);
+    ptwm_free(seen);
     return rc;
 }
 
@@ -187,7 +187,7 @@ static ptwm_error assemble_compressed(const char *outdir, const ptwm_parts_manif
     if (!rc) rc = ptwm_ck_write_index(&s, &pl, coded, outdir, err);
     if (!rc) rc = ptwm_parts_publish(outdir, m, n, PTWM_SINGLE_NAME, 1, err);
     if (!rc) ptwm_parts_done(outdir);
-    free(coded);
+    ptwm_free(coded);
     ptwm_parts_files_free(&f);
     ptwm_ck_plan_free(&pl);
     ptwm_ck_src_close(&s);
@@ -217,7 +217,7 @@ ptwm_error ptwm_assemble_checkpoint(const char *outdir, ptwm_err *err) {
     else if (!(rc = check_set(outdir, m, n, err)))
         rc = strcmp(m[0].direction, "compress") == 0 ? assemble_compressed(outdir, m, n, err)
                                                       : ptwm_dk_assemble(outdir, m, n, err);
-    free(parts_dir);
+    ptwm_free(parts_dir);
     ptwm_parts_free(m, n);
     return rc;
 }

@@ -34,8 +34,8 @@ void ptwm_parts_assign(const uint64_t *raw, size_t n, uint32_t parts, uint32_t *
     uint32_t k, best;
     if (!load || !done) { /* no memory: round robin, still the same in every process */
         for (i = 0; i < n; i++) part_of[i] = (uint32_t)(i % parts);
-        free(load);
-        free(done);
+        ptwm_free(load);
+        ptwm_free(done);
         return;
     }
     for (step = 0; step < n; step++) {
@@ -48,8 +48,8 @@ void ptwm_parts_assign(const uint64_t *raw, size_t n, uint32_t parts, uint32_t *
         part_of[pick] = best;
         load[best] += raw[pick];
     }
-    free(load);
-    free(done);
+    ptwm_free(load);
+    ptwm_free(done);
 }
 
 void ptwm_parts_hash_u64(ptwm_xxh128 *h, uint64_t v) {
@@ -120,7 +120,7 @@ ptwm_error ptwm_parts_hash_file(const char *path, char hex[33], uint64_t *size, 
         ptwm_hex128(d, hex);
     }
     ptwm_xxh128_free(&h);
-    free(buf);
+    ptwm_free(buf);
     close(fd);
     return rc;
 }
@@ -132,7 +132,7 @@ static char *manifest_name(uint32_t part, uint32_t parts, char buf[64]) {
 
 static char *join3(const char *a, const char *b, const char *c) {
     char *ab = ptwm_path_join(a, b), *abc = ab ? ptwm_path_join(ab, c) : NULL;
-    free(ab);
+    ptwm_free(ab);
     return abc;
 }
 
@@ -141,7 +141,7 @@ ptwm_error ptwm_parts_write_manifest(const char *outdir, const char *src, const 
                                      const char *direction, const ptwm_checkpoint_options *o,
                                      const ptwm_parts_files *f, ptwm_err *err) {
     json_t *root = json_object(), *shards = json_array();
-    char name[64], *path = NULL, *text = NULL, *abs_src = realpath(src, NULL);
+    char name[64], *path = NULL, *text = NULL, *abs_src = ptwm_realpath(src);
     size_t k;
     ptwm_error rc = PTWM_OK;
     int bad = !root || !shards || !abs_src;
@@ -155,7 +155,7 @@ ptwm_error ptwm_parts_write_manifest(const char *outdir, const char *src, const 
             break;
         }
         rc = ptwm_parts_hash_file(spath, hex, &size, err);
-        free(spath);
+        ptwm_free(spath);
         e = rc ? NULL
                : json_pack("{s:I, s:s, s:I, s:I, s:s}", "index", (json_int_t)k, "name",
                            f->name[k], "raw_bytes", (json_int_t)f->raw[k], "file_bytes",
@@ -183,8 +183,8 @@ ptwm_error ptwm_parts_write_manifest(const char *outdir, const char *src, const 
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (!rc) rc = ptwm_write_small_file(path, text, strlen(text), "\n", err);
     free(text); /* json_dumps allocates with jansson's allocator */
-    free(abs_src); /* realpath allocates with malloc */
-    free(path);
+    ptwm_free(abs_src);
+    ptwm_free(path);
     json_decref(shards);
     json_decref(root);
     return rc;
@@ -215,7 +215,7 @@ int ptwm_parts_finished(const char *outdir) {
     while (d && !yes && (e = readdir(d)) != NULL)
         yes = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
     if (d) closedir(d);
-    free(parts);
+    ptwm_free(parts);
     return yes;
 }
 
@@ -242,8 +242,8 @@ static ptwm_error prepare_outdir(const char *outdir, const char *src, ptwm_err *
     if (!rc) rc = make_dir(outdir, err);
     if (!rc) rc = make_dir(parts, err);
     if (!rc) rc = make_dir(shards, err);
-    free(parts);
-    free(shards);
+    ptwm_free(parts);
+    ptwm_free(shards);
     return rc;
 }
 
@@ -272,10 +272,10 @@ ptwm_error ptwm_parts_begin(const char *outdir, const char *src, const char *fp,
 
 void ptwm_parts_files_free(ptwm_parts_files *f) {
     size_t i;
-    for (i = 0; f->name && i < f->n; i++) free(f->name[i]);
-    free(f->name);
-    free(f->raw);
-    free(f->part_of);
+    for (i = 0; f->name && i < f->n; i++) ptwm_free(f->name[i]);
+    ptwm_free(f->name);
+    ptwm_free(f->raw);
+    ptwm_free(f->part_of);
     memset(f, 0, sizeof *f);
 }
 
@@ -294,7 +294,7 @@ ptwm_error ptwm_parts_files_new(size_t n, uint32_t parts, ptwm_parts_files *f, p
 }
 
 ptwm_error ptwm_parts_files_name(ptwm_parts_files *f, size_t k, const char *name, ptwm_err *err) {
-    if (!(f->name[k] = strdup(name))) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!(f->name[k] = ptwm_strdup(name))) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     return PTWM_OK;
 }
 
@@ -338,9 +338,9 @@ ptwm_error ptwm_parts_compress(const ptwm_ck_src *s, const char *outdir,
     for (k = 0; !rc && k < pl.nshards; k++) wanted[k] = f.part_of[k] + 1 == o->part;
     if (!rc) rc = ptwm_ck_write_shards(s, &pl, o, dir, wanted, coded, err);
     if (!rc) rc = ptwm_parts_write_manifest(outdir, s->path, fp, "compress", o, &f, err);
-    free(dir);
-    free(coded);
-    free(wanted);
+    ptwm_free(dir);
+    ptwm_free(coded);
+    ptwm_free(wanted);
     ptwm_parts_files_free(&f);
     ptwm_ck_plan_free(&pl);
     return rc;
@@ -367,7 +367,7 @@ static char *dup_json_str(json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
     const char *s = json_string_value(v);
     if (!s || strlen(s) != json_string_length(v)) return NULL;
-    return strdup(s);
+    return ptwm_strdup(s);
 }
 
 static ptwm_error parse_shards(ptwm_parts_manifest *m, json_t *arr, const char *label,
@@ -458,13 +458,13 @@ static int by_part(const void *a, const void *b) {
 void ptwm_parts_free(ptwm_parts_manifest *m, size_t n) {
     size_t i, j;
     for (i = 0; m && i < n; i++) {
-        for (j = 0; j < m[i].nshards; j++) free(m[i].shards[j].name);
-        free(m[i].shards);
-        free(m[i].source);
-        free(m[i].direction);
-        free(m[i].file);
+        for (j = 0; j < m[i].nshards; j++) ptwm_free(m[i].shards[j].name);
+        ptwm_free(m[i].shards);
+        ptwm_free(m[i].source);
+        ptwm_free(m[i].direction);
+        ptwm_free(m[i].file);
     }
-    free(m);
+    ptwm_free(m);
 }
 
 static ptwm_error read_one(const char *dir, const char *name, ptwm_parts_manifest *m,
@@ -473,12 +473,12 @@ static ptwm_error read_one(const char *dir, const char *name, ptwm_parts_manifes
     size_t len = 0;
     ptwm_error rc = path ? ptwm_read_small_file(path, MANIFEST_MAX, &text, &len, err)
                          : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    m->file = strdup(name);
+    m->file = ptwm_strdup(name);
     if (!rc && !m->file) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (!rc) rc = parse_manifest(text, len, name, m, err);
     if (rc) ptwm_err_prefix(err, "'%s'", dir);
-    free(text);
-    free(path);
+    ptwm_free(text);
+    ptwm_free(path);
     return rc;
 }
 
@@ -497,7 +497,7 @@ ptwm_error ptwm_parts_read_all(const char *outdir, ptwm_parts_manifest **out, si
     if (!d) {
         rc = errno == ENOENT ? PTWM_OK
                              : ptwm_fail(err, PTWM_ERR_IO, "cannot list '%s': %s", dir, strerror(errno));
-        free(dir);
+        ptwm_free(dir);
         return rc;
     }
     while (!rc && (e = readdir(d)) != NULL) {
@@ -513,7 +513,7 @@ ptwm_error ptwm_parts_read_all(const char *outdir, ptwm_parts_manifest **out, si
         count++;
     }
     closedir(d);
-    free(dir);
+    ptwm_free(dir);
     if (rc) {
         ptwm_parts_free(m, count);
         return rc;

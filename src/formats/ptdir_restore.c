@@ -54,7 +54,7 @@ static ptwm_error out_done(void *ctx, ptwm_error rc, ptwm_err *err) {
     out_file *o = (out_file *)ctx;
     if (!rc) rc = ptwm_atomic_commit(&o->f, err);
     ptwm_atomic_abort(&o->f);
-    free(o);
+    ptwm_free(o);
     return rc;
 }
 
@@ -69,7 +69,7 @@ static ptwm_error out_begin(dsrc *s, const char *path, const void *hdr, size_t h
     if ((rc = ptwm_atomic_open(path, &o->f, err)) ||
         (rc = ptwm_write_full(o->f.fd, hdr, hlen, path, err))) {
         ptwm_atomic_abort(&o->f);
-        free(o);
+        ptwm_free(o);
         return rc;
     }
     return ptwm_fstream_begin(s->out, o->f.fd, o->f.final_path, out_done, o, err);
@@ -152,8 +152,8 @@ static ptwm_error restore_file(dsrc *s, ptwm_reader *r, const char *shard, const
         if (!rc) rc = r2;
     }
 done:
-    free(local);
-    free(offs);
+    ptwm_free(local);
+    ptwm_free(offs);
     ptwm_st_parsed_free(&parsed);
     return rc;
 }
@@ -192,7 +192,7 @@ static ptwm_error restore_files(dsrc *s, const char *dir, const uint8_t *wanted,
         path = ptwm_path_join(dir, ptwm_reader_source_name(r));
         rc = path ? restore_file(s, r, shard_label(s, i), path, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        free(path);
+        ptwm_free(path);
     }
     return rc;
 }
@@ -213,7 +213,7 @@ static ptwm_error restore_index(const dsrc *s, const char *dir, ptwm_err *err) {
     if (!(path = ptwm_path_join(dir, iname)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     rc = ptwm_write_small_file(path, text, len, NULL, err);
-    free(path);
+    ptwm_free(path);
     return rc;
 }
 
@@ -233,7 +233,7 @@ static ptwm_error write_hf_index(const char *path, const fresh_tensor *t, const 
     if (!names) return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': out of memory", path);
     for (i = 0; i < n; i++) names[i] = t[i].info.name;
     rc = ptwm_hf_index_write(path, names, shard_of, n, nshards, total, err);
-    free(names);
+    ptwm_free(names);
     return rc;
 }
 
@@ -249,9 +249,9 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
     void *hdr = NULL;
     ptwm_error rc, r2;
     if (!descs || !local || !offs) {
-        free(descs);
-        free(local);
-        free(offs);
+        ptwm_free(descs);
+        ptwm_free(local);
+        ptwm_free(offs);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     }
     /* The header builder wants a data pointer but reads only the sizes; the
@@ -261,19 +261,19 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
         nmeta = ptwm_reader_metadata_count(t[0].r);
         meta = (ptwm_kv *)ptwm_calloc(nmeta + 1, sizeof *meta);
         if (!meta) {
-            free(descs);
-            free(local);
-            free(offs);
+            ptwm_free(descs);
+            ptwm_free(local);
+            ptwm_free(offs);
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         }
         for (i = 0; i < nmeta; i++) meta[i] = ptwm_reader_metadata(t[0].r, i);
     }
     rc = ptwm_st_build_header(descs, n, meta, nmeta, &hdr, &hlen, err);
-    free(descs);
-    free(meta);
+    ptwm_free(descs);
+    ptwm_free(meta);
     if (rc) {
-        free(local);
-        free(offs);
+        ptwm_free(local);
+        ptwm_free(offs);
         ptwm_err_prefix(err, "'%s'", path);
         return rc;
     }
@@ -282,7 +282,7 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
         offs[i] = (i ? offs[i - 1] + t[i - 1].info.nbytes : hlen);
     }
     rc = out_begin(s, path, hdr, hlen, err);
-    free(hdr);
+    ptwm_free(hdr);
     if (!rc) {
         /* One addition per run of tensors from one .ptwm shard. */
         for (i = 0; i < n && !rc; i = j) {
@@ -292,8 +292,8 @@ static ptwm_error write_fresh_shard(dsrc *s, const char *path, const fresh_tenso
         r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
         if (!rc) rc = r2;
     }
-    free(local);
-    free(offs);
+    ptwm_free(local);
+    ptwm_free(offs);
     return rc;
 }
 
@@ -305,9 +305,9 @@ typedef struct fresh_plan {
 } fresh_plan;
 
 static void fresh_free(fresh_plan *p) {
-    free(p->t);
-    free(p->shard_of);
-    free(p->start);
+    ptwm_free(p->t);
+    ptwm_free(p->shard_of);
+    ptwm_free(p->start);
     memset(p, 0, sizeof *p);
 }
 
@@ -348,7 +348,7 @@ static ptwm_error fresh_make(dsrc *s, uint64_t max_shard_size, fresh_plan *p, pt
     }
     if (!rc) p->start[p->nshards] = p->n;
 done:
-    free(sizes);
+    ptwm_free(sizes);
     if (rc) fresh_free(p);
     return rc;
 }
@@ -377,7 +377,7 @@ static ptwm_error reshard_files(dsrc *s, const fresh_plan *p, const char *dir,
             break;
         }
         rc = write_fresh_shard(s, path, p->t + p->start[k], p->start[k + 1] - p->start[k], err);
-        free(path);
+        ptwm_free(path);
     }
     return rc;
 }
@@ -390,7 +390,7 @@ static ptwm_error reshard_index(const dsrc *s, const fresh_plan *p, const char *
     path = ptwm_path_join(dir, PTWM_ST_INDEX_NAME);
     rc = path ? write_hf_index(path, p->t, p->shard_of, p->n, p->nshards, s->total, err)
               : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    free(path);
+    ptwm_free(path);
     return rc;
 }
 
@@ -575,8 +575,8 @@ static ptwm_error dk_part(dsrc *s, const char *outdir, const ptwm_checkpoint_opt
     for (k = 0; !rc && k < p.f.n; k++) wanted[k] = p.f.part_of[k] + 1 == o->part;
     if (!rc) rc = dk_write(s, &p, o, dir, wanted, err);
     if (!rc) rc = ptwm_parts_write_manifest(outdir, s->path, p.fp, "decompress", o, &p.f, err);
-    free(wanted);
-    free(dir);
+    ptwm_free(wanted);
+    ptwm_free(dir);
     dk_free(&p);
     return rc;
 }
@@ -612,7 +612,7 @@ ptwm_error ptwm_dk_assemble(const char *outdir, const ptwm_parts_manifest *m, si
     if (!rc) rc = dk_index(&s, &p, outdir, err);
     if (!rc) rc = ptwm_parts_publish(outdir, m, n, last, 1, err);
     if (!rc) ptwm_parts_done(outdir);
-    free(sizes);
+    ptwm_free(sizes);
     dk_free(&p);
     dsrc_close(&s);
     return rc;

@@ -46,7 +46,7 @@ void ptwm_ck_progress_add(ptwm_ck_progress *p, uint64_t bytes) {
 void ptwm_ck_src_close(ptwm_ck_src *s) {
     ptwm_st_close(s->single);
     ptwm_stdir_close(s->dir);
-    free(s->hf_index);
+    ptwm_free(s->hf_index);
 }
 
 /* A source that fails as safetensors but opens as .ptwm: say what it is. */
@@ -72,7 +72,7 @@ ptwm_error ptwm_ck_src_open(ptwm_ck_src *s, const char *path, ptwm_err *err) {
         if (rc == PTWM_OK && ptwm_file_exists(ipath))
             rc = ptwm_read_small_file(ipath, (uint64_t)256 << 20, &s->hf_index, &s->hf_index_len,
                                       err);
-        free(ipath);
+        ptwm_free(ipath);
     } else {
         rc = ptwm_st_open(path, PTWM_OPEN_PREAD, &s->single, err);
     }
@@ -118,7 +118,7 @@ ptwm_error ptwm_ck_record_metadata(ptwm_writer *w, const ptwm_st *st, ptwm_err *
     if (!kv) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     for (i = 0; i < n; i++) kv[i] = ptwm_st_metadata(st, i);
     rc = ptwm_writer_set_metadata(w, kv, n, err);
-    free(kv);
+    ptwm_free(kv);
     return rc;
 }
 
@@ -169,10 +169,10 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const pt
 }
 
 void ptwm_ck_plan_free(ptwm_ck_plan *p) {
-    free(p->items);
-    free(p->shard_of);
-    free(p->start);
-    free(p->raw);
+    ptwm_free(p->items);
+    ptwm_free(p->shard_of);
+    ptwm_free(p->start);
+    ptwm_free(p->raw);
     memset(p, 0, sizeof *p);
 }
 
@@ -231,7 +231,7 @@ ptwm_error ptwm_ck_plan_make(const ptwm_ck_src *s, uint64_t max_shard_size, ptwm
     if (p->nshards == 0) p->nshards = 1;   /* no tensors: still one (empty) model.ptwm */
     if (!rc) rc = plan_spans(p, sizes, err);
 done:
-    free(sizes);
+    ptwm_free(sizes);
     if (rc) ptwm_ck_plan_free(p);
     return rc;
 }
@@ -277,7 +277,7 @@ ptwm_error ptwm_ck_write_shards(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
         }
         rc = write_shard(path, &cp, pl->items + first, pl->start[k + 1] - first, pl->raw[k],
                          pl->exact ? src_shard(s, k) : NULL, &p, &coded[k], err);
-        free(path);
+        ptwm_free(path);
     }
     ptwm_ctx_free(cp.ctx);
     return rc;
@@ -312,7 +312,7 @@ ptwm_error ptwm_ck_write_index(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
         ipath = ptwm_path_join(dir, PTWM_INDEX_NAME);
         rc = ipath ? ptwm_index_write(idx, ipath, err)
                    : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        free(ipath);
+        ptwm_free(ipath);
     }
     ptwm_index_free(idx);
     return rc;
@@ -351,7 +351,7 @@ static ptwm_error write_all(const ptwm_ck_src *s, const ptwm_stage *stage,
     if (!rc) rc = ptwm_ck_copy_other_files(s, stage->tmp_path, err);
     /* The index last: a directory is only whole once it is there. */
     if (!rc) rc = ptwm_ck_write_index(s, &pl, coded, stage->tmp_path, err);
-    free(coded);
+    ptwm_free(coded);
     ptwm_ck_plan_free(&pl);
     return rc;
 }

@@ -89,7 +89,7 @@ ptwm_error ptwm_raw_pread_bf16(int fd, const char *path, uint64_t off, float *ds
         ptwm_bf16_to_f32(buf, dst + done, (size_t)k);
         done += k;
     }
-    free(buf);
+    ptwm_free(buf);
     return rc;
 }
 

@@ -16,8 +16,8 @@ static void raw_close(void *h) {
     raw_src *r = (raw_src *)h;
     if (!r) return;
     if (r->fd >= 0) close(r->fd);
-    free(r->path);
-    free(r);
+    ptwm_free(r->path);
+    ptwm_free(r);
 }
 
 static ptwm_error raw_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {
@@ -27,7 +27,7 @@ static ptwm_error raw_open(const char *path, ptwm_open_mode mode, void **out, pt
     *out = NULL;
     if (r) r->path = (char *)ptwm_malloc(strlen(path) + 1);
     if (!r || !r->path) {
-        free(r);
+        ptwm_free(r);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "source '%s': out of memory", path);
     }
     memcpy(r->path, path, strlen(path) + 1);

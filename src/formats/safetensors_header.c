@@ -243,7 +243,7 @@ static int rehash(ptwm_st_parsed *p, size_t nslots) {
     size_t i;
     uint32_t *s = ptwm_calloc(nslots, sizeof(*s));
     if (!s) return 0;
-    free(p->slots);
+    ptwm_free(p->slots);
     p->slots = s;
     p->nslots = nslots;
     for (i = 0; i < p->n; i++) p->slots[find_slot(p, p->names + p->t[i].name_at)] = (uint32_t)(i + 1);
@@ -564,22 +564,22 @@ ptwm_error ptwm_st_parse_header(const char *json, size_t len, const char *label,
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
         goto fail;
     }
-    free(b.meta_at);
+    ptwm_free(b.meta_at);
     *out = b.p;
     return PTWM_OK;
 fail:
-    free(b.meta_at);
+    ptwm_free(b.meta_at);
     ptwm_st_parsed_free(p);
     return rc;
 }
 
 void ptwm_st_parsed_free(ptwm_st_parsed *p) {
     if (!p) return;
-    free(p->t);
-    free(p->meta);
-    free(p->names);
-    free(p->dims);
-    free(p->slots);
+    ptwm_free(p->t);
+    ptwm_free(p->meta);
+    ptwm_free(p->names);
+    ptwm_free(p->dims);
+    ptwm_free(p->slots);
     memset(p, 0, sizeof(*p));
 }
 

@@ -27,7 +27,7 @@ static ptwm_st *st_new(const char *label, ptwm_err *err) {
     const char *l = label ? label : "<memory>";
     if (st) st->label = ptwm_malloc(strlen(l) + 1);
     if (!st || !st->label) {
-        free(st);
+        ptwm_free(st);
         ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory opening '%s'", l);
         return NULL;
     }
@@ -154,11 +154,11 @@ ptwm_error ptwm_st_open_memory(const void *buf, size_t size, const char *label, 
 void ptwm_st_close(ptwm_st *st) {
     if (!st) return;
     ptwm_st_parsed_free(&st->p);
-    free(st->header_copy);
+    ptwm_free(st->header_copy);
     if (st->fd >= 0) close(st->fd);
     ptwm_unmap(&st->map);
-    free(st->label);
-    free(st);
+    ptwm_free(st->label);
+    ptwm_free(st);
 }
 
 size_t ptwm_st_count(const ptwm_st *st) { return st ? st->p.n : 0; }

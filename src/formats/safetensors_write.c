@@ -195,7 +195,7 @@ static ptwm_error check_input(const ptwm_tensor_desc *tensors, size_t n, const p
     for (i = 0; i < nmeta && !rc; i++) names[i] = meta[i].key;
     dup = rc ? NULL : find_duplicate(names, nmeta);
     if (dup) rc = ptwm_fail(err, PTWM_ERR_DUPLICATE, "metadata key '%s' is given twice", dup);
-    free(names);
+    ptwm_free(names);
     return rc;
 }
 
@@ -247,13 +247,13 @@ ptwm_error ptwm_st_build_header(const ptwm_tensor_desc *tensors, size_t n, const
     sb_put(&b, "}", 1);
     while (!b.oom && b.len % 8) sb_put(&b, " ", 1);
     if (b.oom) {
-        free(b.p);
+        ptwm_free(b.p);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory building a safetensors header");
     }
     if (b.len - 8 > PTWM_ST_MAX_HEADER) {
         rc = ptwm_fail(err, PTWM_ERR_LIMIT, "safetensors header of %zu bytes is over the cap of %llu",
                        b.len - 8, (unsigned long long)PTWM_ST_MAX_HEADER);
-        free(b.p);
+        ptwm_free(b.p);
         return rc;
     }
     ptwm_store_le64(b.p, (uint64_t)(b.len - 8));
@@ -284,7 +284,7 @@ ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tensors, size
     f.fd = -1;
     rc = ptwm_atomic_open(path, &f, err);
     if (!rc) rc = ptwm_write_full(f.fd, hdr, hlen, path, err);
-    free(hdr);
+    ptwm_free(hdr);
     for (i = 0; i < n && !rc; i++) {
         /* Pieces: nbytes is 64-bit, and a size_t may not hold it (32-bit hosts). */
         const uint8_t *p = tensors[i].data;

@@ -62,14 +62,14 @@ void ptwm_shardir_close(ptwm_shardir *d) {
     if (!d) return;
     for (i = 0; i < d->nshards; i++) {
         if (d->shards[i]) d->k->shard->close(d->shards[i]);
-        free(d->shard_names[i]);
+        ptwm_free(d->shard_names[i]);
     }
-    free(d->shards);
-    free(d->shard_names);
-    free(d->t);
-    free(d->slots);
+    ptwm_free(d->shards);
+    ptwm_free(d->shard_names);
+    ptwm_free(d->t);
+    ptwm_free(d->slots);
     ptwm_index_free(d->index);
-    free(d);
+    ptwm_free(d);
 }
 
 /* ---- the name table ------------------------------------------------------ */
@@ -105,9 +105,9 @@ static ptwm_error open_shards(ptwm_shardir *d, const char *dir, const char *cons
     for (i = 0; i < nnames; i++) {
         char *path = ptwm_path_join(dir, names[i]);
         ptwm_error rc;
-        d->shard_names[i] = path ? strdup(names[i]) : NULL;
+        d->shard_names[i] = path ? ptwm_strdup(names[i]) : NULL;
         if (!d->shard_names[i]) {
-            free(path);
+            ptwm_free(path);
             return no_memory(dir, err);
         }
         d->nshards++;
@@ -120,7 +120,7 @@ static ptwm_error open_shards(ptwm_shardir *d, const char *dir, const char *cons
                                         listed_in, names[i]);
         else
             rc = d->k->shard->open(path, mode, &d->shards[i], err);
-        free(path);
+        ptwm_free(path);
         if (rc) return rc;
     }
     return PTWM_OK;
@@ -254,7 +254,7 @@ static ptwm_error open_index(ptwm_shardir *d, const char *dir, const char *index
         if (!rc) rc = collect_tensors(d, dir, err);
         if (!rc) rc = check_index(d, idx, dir, index_path, err);
     }
-    free(names);
+    ptwm_free(names);
     if (d->k->ptwm) d->index = idx;   /* ptwm_ptdir_index hands it out */
     else ptwm_index_free(idx);
     return rc;
@@ -279,8 +279,8 @@ static ptwm_error open_dir(ptwm_shardir *d, const char *dir, ptwm_open_mode mode
         rc = ptwm_fail(err, PTWM_ERR_NOT_FOUND, "directory '%s' has neither %s nor %s", dir,
                        d->k->index_name, d->k->single_name);
     }
-    free(index_path);
-    free(single);
+    ptwm_free(index_path);
+    ptwm_free(single);
     return rc;
 }
 
@@ -416,8 +416,8 @@ static ptwm_error dir_read_many(void *h, const size_t *indices, void *const *dst
         }
         if (m) rc = d->k->shard->read_many(d->shards[shard], loc, dst, len, m, err);
     }
-    free(loc);
-    free(dst);
+    ptwm_free(loc);
+    ptwm_free(dst);
     return rc;
 }
 

@@ -44,7 +44,7 @@ const char *ptwm_source_kind_name(ptwm_source_kind kind) {
 static int dir_has(const char *dir, const char *name) {
     char *p = ptwm_path_join(dir, name);
     int yes = p && ptwm_file_state(p) != ENOENT;
-    free(p);
+    ptwm_free(p);
     return yes;
 }
 
@@ -99,11 +99,11 @@ ptwm_error ptwm_source_open_mode(const char *path, ptwm_source_kind kind, ptwm_o
         rc = detect_kind(path, &kind, err);
         if (rc) return rc;
     }
-    s = (ptwm_source *)calloc(1, sizeof(*s));
+    s = (ptwm_source *)ptwm_calloc(1, sizeof(*s));
     plen = strlen(path);
-    if (s) s->path = (char *)malloc(plen + 1);
+    if (s) s->path = (char *)ptwm_malloc(plen + 1);
     if (!s || !s->path) {
-        free(s);
+        ptwm_free(s);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "source '%s': out of memory", path);
     }
     memcpy(s->path, path, plen + 1);
@@ -122,8 +122,8 @@ ptwm_error ptwm_source_open_mode(const char *path, ptwm_source_kind kind, ptwm_o
 void ptwm_source_close(ptwm_source *s) {
     if (!s) return;
     if (s->h) s->ops->close(s->h);
-    free(s->path);
-    free(s);
+    ptwm_free(s->path);
+    ptwm_free(s);
 }
 
 ptwm_source_kind ptwm_source_get_kind(const ptwm_source *s) { return s->ops->kind; }

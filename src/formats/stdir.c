@@ -103,8 +103,8 @@ static ptwm_error write_index(const char *dir, const ptwm_tensor_desc *tensors, 
         }
         rc = ptwm_hf_index_write(path, names, shard_of, n, nshards, total, err);
     }
-    free(names);
-    free(path);
+    ptwm_free(names);
+    ptwm_free(path);
     return rc;
 }
 
@@ -120,7 +120,7 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
     if (!dir) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_write: dir is NULL");
     /* Validate the whole set once (names unique across shards, sizes agree). */
     rc = ptwm_st_build_header(tensors, n, meta, nmeta, &hdr, &hlen, err);
-    free(hdr);
+    ptwm_free(hdr);
     if (rc) {
         ptwm_err_prefix(err, "writing '%s'", dir);
         return rc;
@@ -142,11 +142,11 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
          * shadow it, so it goes. */
         path = ptwm_path_join(dir, INDEX_NAME);
         if (path && ptwm_file_exists(path)) unlink(path);
-        free(path);
+        ptwm_free(path);
         path = ptwm_path_join(dir, SINGLE_NAME);
         rc = path ? ptwm_st_write(path, tensors, n, meta, nmeta, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
-        free(path);
+        ptwm_free(path);
         goto out;
     }
     /* Greedy packing keeps each shard's tensors contiguous in input order. */
@@ -158,12 +158,12 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
         path = ptwm_path_join(dir, name);
         rc = path ? ptwm_st_write(path, tensors + first, end - first, meta, nmeta, err)
                   : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
-        free(path);
+        ptwm_free(path);
         first = end;
     }
     if (!rc) rc = write_index(dir, tensors, n, shard_of, nshards, err);
 out:
-    free(sizes);
-    free(shard_of);
+    ptwm_free(sizes);
+    ptwm_free(shard_of);
     return rc;
 }

@@ -140,7 +140,7 @@ static ptwm_error save_raw(const char *path, const ptwm_optim_state *st, ptwm_er
     ckpt_buf b[CKPT_MAX_BUFFERS];
     size_t k = state_buffers(st, b), i;
     ptwm_atomic_file f;
-    uint8_t *stage = (uint8_t *)malloc(CKPT_PIECE * 4);
+    uint8_t *stage = (uint8_t *)ptwm_malloc(CKPT_PIECE * 4);
     ptwm_error rc;
     memset(&f, 0, sizeof(f));
     f.fd = -1;
@@ -157,7 +157,7 @@ static ptwm_error save_raw(const char *path, const ptwm_optim_state *st, ptwm_er
     }
     if (!rc) rc = ptwm_atomic_commit(&f, err);
     ptwm_atomic_abort(&f);
-    free(stage);
+    ptwm_free(stage);
     return rc;
 }
 
@@ -240,7 +240,7 @@ static float *meta_float(ptwm_optim_state *st, int i) {
 /* "<prefix><name>", malloc'd. */
 static char *join_name(const char *prefix, const char *name) {
     size_t a = strlen(prefix), b = strlen(name);
-    char *s = (char *)malloc(a + b + 1);
+    char *s = (char *)ptwm_malloc(a + b + 1);
     if (!s) return NULL;
     memcpy(s, prefix, a);
     memcpy(s + a, name, b + 1);
@@ -294,8 +294,8 @@ static ptwm_error save_described(const char *path, ptwm_ckpt_format fmt,
         if (!rc) rc = ptwm_writer_finish(w, err);
         else ptwm_writer_free(w);
     }
-    for (i = 0; i < nt; i++) free((void *)d[i].name);
-    free(d);
+    for (i = 0; i < nt; i++) ptwm_free((void *)d[i].name);
+    ptwm_free(d);
     return rc;
 }
 
@@ -398,7 +398,7 @@ static ptwm_error load_described(const char *path, ptwm_ckpt_format fmt,
             rc = name ? read_tensor(s, name, &layout[i], b[j].dtype,
                                     (uint8_t *)b[j].data + pos * width, cnt, err)
                       : ptwm_fail(err, PTWM_ERR_NOMEM, "checkpoint: out of memory");
-            free(name);
+            ptwm_free(name);
             pos += cnt;
         }
     }

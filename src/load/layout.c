@@ -17,11 +17,11 @@ void ptwm_layout_free(ptwm_layout *l) {
     size_t i;
     if (!l) return;
     for (i = 0; i < l->n; i++) {
-        free((void *)l->e[i].name);
-        free((void *)l->e[i].shape);
+        ptwm_free((void *)l->e[i].name);
+        ptwm_free((void *)l->e[i].shape);
     }
-    free(l->e);
-    free(l);
+    ptwm_free(l->e);
+    ptwm_free(l);
 }
 
 const ptwm_layout_entry *ptwm_layout_entries(const ptwm_layout *l, size_t *n) {
@@ -30,11 +30,11 @@ const ptwm_layout_entry *ptwm_layout_entries(const ptwm_layout *l, size_t *n) {
 }
 
 static ptwm_layout *layout_alloc(size_t n) {
-    ptwm_layout *l = (ptwm_layout *)calloc(1, sizeof(*l));
+    ptwm_layout *l = (ptwm_layout *)ptwm_calloc(1, sizeof(*l));
     if (!l) return NULL;
     l->e = (ptwm_layout_entry *)ptwm_calloc(n ? n : 1, sizeof(*l->e));
     if (!l->e) {
-        free(l);
+        ptwm_free(l);
         return NULL;
     }
     return l;
@@ -43,11 +43,11 @@ static ptwm_layout *layout_alloc(size_t n) {
 /* Copy name and shape into entry l->n and count it. */
 static int layout_push(ptwm_layout *l, const char *name, const uint64_t *shape, uint32_t ndim) {
     size_t len = strlen(name);
-    char *nm = (char *)malloc(len + 1);
-    uint64_t *sh = (uint64_t *)malloc((ndim ? ndim : 1) * sizeof(uint64_t));
+    char *nm = (char *)ptwm_malloc(len + 1);
+    uint64_t *sh = (uint64_t *)ptwm_malloc((ndim ? ndim : 1) * sizeof(uint64_t));
     if (!nm || !sh) {
-        free(nm);
-        free(sh);
+        ptwm_free(nm);
+        ptwm_free(sh);
         return -1;
     }
     memcpy(nm, name, len + 1);
@@ -144,7 +144,7 @@ ptwm_error ptwm_layout_read_json(const char *path, ptwm_layout **out, ptwm_err *
     ptwm_error rc = ptwm_read_small_file(path, LAYOUT_JSON_MAX, &text, &len, err);
     if (rc) return rc;
     rc = ptwm_layout_parse_json(text, len, path, out, err);
-    free(text);
+    ptwm_free(text);
     return rc;
 }
 
@@ -202,7 +202,7 @@ void ptwm_layout_sort_by_name(ptwm_layout *l) {
     }
     qsort(items, l->n, sizeof(*items), cmp_items);
     for (i = 0; i < l->n; i++) l->e[i] = items[i].e;
-    free(items);
+    ptwm_free(items);
 }
 
 /* Length of a name's layer key: with depth 0, up to its last '/' or '.';

@@ -219,7 +219,7 @@ static ptwm_error load_part(ptwm_source *s, const ptwm_layout_entry *e, const lo
         convert(p->dtype, buf, dst + done, (size_t)k);
         done += k;
     }
-    free(stage);
+    ptwm_free(stage);
     return rc;
 }
 
@@ -287,6 +287,6 @@ ptwm_error ptwm_load_layout(ptwm_source *s, const ptwm_layout_entry *entries, si
         rc = load_part(s, &entries[i], &plans[i], 0, dst + pos, plans[i].count, err);
         pos += plans[i].count;
     }
-    free(plans);
+    ptwm_free(plans);
     return rc;
 }

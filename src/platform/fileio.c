@@ -175,7 +175,7 @@ char *ptwm_realpath(const char *path) {
 char *ptwm_path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
     int slash = a > 0 && dir[a - 1] != '/';
-    char *out = malloc(a + (size_t)slash + b + 1);
+    char *out = ptwm_malloc(a + (size_t)slash + b + 1);
     if (!out) return NULL;
     memcpy(out, dir, a);
     if (slash) out[a] = '/';
@@ -188,8 +188,8 @@ ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err
     int e;
     memset(f, 0, sizeof(*f));
     f->fd = -1;
-    f->final_path = malloc(n + 1);
-    f->tmp_path = malloc(n + 16);
+    f->final_path = ptwm_malloc(n + 1);
+    f->tmp_path = ptwm_malloc(n + 16);
     if (!f->final_path || !f->tmp_path) {
         ptwm_atomic_abort(f);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "%s: out of memory", path);
@@ -198,7 +198,7 @@ ptwm_error ptwm_atomic_open(const char *path, ptwm_atomic_file *f, ptwm_err *err
     /* Same directory as the target, so rename() is atomic (same filesystem). */
     snprintf(f->tmp_path, n + 16, "%s.tmp-XXXXXX", path);
     if ((e = ptwm_tmp_create(f->tmp_path, &f->fd)) != 0) {
-        free(f->tmp_path);
+        ptwm_free(f->tmp_path);
         f->tmp_path = NULL;
         ptwm_atomic_abort(f);
         return ptwm_fail(err, e == ENOMEM ? PTWM_ERR_NOMEM : PTWM_ERR_IO,
@@ -233,7 +233,7 @@ ptwm_error ptwm_sync_path(const char *path, ptwm_err *err) {
 char *ptwm_parent_dir(const char *path, const char **base) {
     const char *slash = strrchr(path, '/');
     size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 1;
-    char *dir = (char *)malloc(n + 1);
+    char *dir = (char *)ptwm_malloc(n + 1);
     if (!dir) return NULL;
     memcpy(dir, slash ? path : ".", n);
     dir[n] = 0;
@@ -246,7 +246,7 @@ ptwm_error ptwm_sync_parent(const char *path, ptwm_err *err) {
     ptwm_error rc;
     if (!dir) return ptwm_fail(err, PTWM_ERR_NOMEM, "%s: out of memory", path);
     rc = ptwm_sync_path(dir, err);
-    free(dir);
+    ptwm_free(dir);
     return rc;
 }
 
@@ -292,10 +292,10 @@ ptwm_error ptwm_atomic_commit(ptwm_atomic_file *f, ptwm_err *err) {
         ptwm_atomic_abort(f);
         return rc;
     }
-    free(f->tmp_path);
+    ptwm_free(f->tmp_path);
     f->tmp_path = NULL;
     rc = ptwm_sync_parent(f->final_path, err);
-    free(f->final_path);
+    ptwm_free(f->final_path);
     f->final_path = NULL;
     return rc;
 }
@@ -305,8 +305,8 @@ void ptwm_atomic_abort(ptwm_atomic_file *f) {
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;
     if (f->tmp_path) ptwm_tmp_remove(f->tmp_path);
-    free(f->tmp_path);
-    free(f->final_path);
+    ptwm_free(f->tmp_path);
+    ptwm_free(f->final_path);
     f->tmp_path = NULL;
     f->final_path = NULL;
 }
@@ -332,7 +332,7 @@ ptwm_error ptwm_read_small_file(const char *path, uint64_t max, char **out, size
     rc = ptwm_pread_full(fd, buf, (size_t)size, 0, path, err);
     close(fd);
     if (rc) {
-        free(buf);
+        ptwm_free(buf);
         return rc;
     }
     buf[size] = 0;

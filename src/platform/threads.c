@@ -60,7 +60,7 @@ static void join_ended(helper *h) {
         next = h->next;
         pthread_join(h->th, NULL);
         pthread_cond_destroy(&h->wake);
-        free(h);
+        ptwm_free(h);
     }
 }
 
@@ -150,7 +150,7 @@ static int helper_lend(void *(*fn)(void *), void *arg) {
     pthread_mutex_unlock(&park_mu);
     join_ended(done);
     if (h) return 0;
-    h = (helper *)calloc(1, sizeof(*h));
+    h = (helper *)ptwm_calloc(1, sizeof(*h));
     if (!h) return -1;
     pthread_cond_init(&h->wake, NULL);
     h->fn = fn;
@@ -163,7 +163,7 @@ static int helper_lend(void *(*fn)(void *), void *arg) {
     pthread_mutex_unlock(&park_mu);
     if (!ok) {
         pthread_cond_destroy(&h->wake);
-        free(h);
+        ptwm_free(h);
         return -1;
     }
     return 0;
@@ -257,14 +257,14 @@ ptwm_error ptwm_pool_create(int threads, ptwm_pool **out, ptwm_err *err) {
     ptwm_pool *p;
     unsigned n = ptwm_threads_resolve(threads);
     *out = NULL;
-    p = (ptwm_pool *)calloc(1, sizeof(*p));
+    p = (ptwm_pool *)ptwm_calloc(1, sizeof(*p));
     if (!p) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a thread pool");
     p->size = n;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->start, NULL);
     pthread_cond_init(&p->done, NULL);
     if (n > 1) {
-        p->w = (pool_worker *)calloc(n - 1, sizeof(pool_worker));
+        p->w = (pool_worker *)ptwm_calloc(n - 1, sizeof(pool_worker));
         if (!p->w) {
             ptwm_pool_free(p);
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u threads", n);
@@ -287,8 +287,8 @@ void ptwm_pool_free(ptwm_pool *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->start);
     pthread_cond_destroy(&p->done);
-    free(p->w);
-    free(p);
+    ptwm_free(p->w);
+    ptwm_free(p);
 }
 
 unsigned ptwm_pool_size(const ptwm_pool *p) {
@@ -414,7 +414,7 @@ ptwm_error ptwm_queue_create(int threads, size_t nslots, ptwm_task_fn fn, void *
     ptwm_queue *q;
     unsigned n = ptwm_threads_resolve(threads);
     *out = NULL;
-    q = (ptwm_queue *)calloc(1, sizeof(*q));
+    q = (ptwm_queue *)ptwm_calloc(1, sizeof(*q));
     if (!q) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a work queue");
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->work, NULL);
@@ -423,10 +423,10 @@ ptwm_error ptwm_queue_create(int threads, size_t nslots, ptwm_task_fn fn, void *
     q->ctx = ctx;
     q->nslots = nslots ? nslots : 1;
     q->size = 1;
-    q->state = (uint8_t *)calloc(q->nslots, 1);
-    q->weight = (uint64_t *)calloc(q->nslots, sizeof(uint64_t));
-    q->ready = (size_t *)calloc(q->nslots, sizeof(size_t));
-    if (n > 1) q->w = (pool_worker *)calloc(n - 1, sizeof(pool_worker));
+    q->state = (uint8_t *)ptwm_calloc(q->nslots, 1);
+    q->weight = (uint64_t *)ptwm_calloc(q->nslots, sizeof(uint64_t));
+    q->ready = (size_t *)ptwm_calloc(q->nslots, sizeof(size_t));
+    if (n > 1) q->w = (pool_worker *)ptwm_calloc(n - 1, sizeof(pool_worker));
     if (!q->state || !q->weight || !q->ready || (n > 1 && !q->w)) {
         ptwm_queue_free(q);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a work queue");
@@ -483,9 +483,9 @@ void ptwm_queue_free(ptwm_queue *q) {
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->work);
     pthread_cond_destroy(&q->done);
-    free(q->w);
-    free(q->state);
-    free(q->weight);
-    free(q->ready);
-    free(q);
+    ptwm_free(q->w);
+    ptwm_free(q->state);
+    ptwm_free(q->weight);
+    ptwm_free(q->ready);
+    ptwm_free(q);
 }

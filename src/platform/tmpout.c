@@ -25,7 +25,7 @@ int ptwm_tmp_cancelled(void) { return tmp_cancel; }
 
 static int tmp_add(const char *path) {
     size_t n = strlen(path) + 1;
-    tmp_node *t = (tmp_node *)malloc(sizeof(*t) + n);
+    tmp_node *t = (tmp_node *)ptwm_malloc(sizeof(*t) + n);
     if (!t) return -1;
     memcpy(t->path, path, n);
     t->next = tmp_list;
@@ -39,7 +39,7 @@ void ptwm_tmp_drop(const char *path) {
         if (strcmp((*p)->path, path) == 0) {
             tmp_node *t = *p;
             *p = t->next;
-            free(t);
+            ptwm_free(t);
             return;
         }
     }
@@ -87,7 +87,7 @@ void ptwm_remove_temporary_outputs(void) {
     while (tmp_list) {
         t = tmp_list;
         tmp_list = t->next;
-        free(t);
+        ptwm_free(t);
     }
     ptwm_tmp_unlock();
 }
