@@ -316,6 +316,10 @@ static int ptwm_do_compress(const method *m, const group *g, coded *c) {
     p.method = m->id;
     p.threads = m->threads;
     p.ctx = g_ctx;
+    /* Builds from before contexts (compare_builds.sh) read these two fields
+     * as emit_payload_hash and emit_plane_crc: 1 asks them for the same
+     * checks as the default here. */
+    if (!ptwm_ctx_create) p.no_payload_hash = p.no_plane_crc = 1;
     if (ptwm_compress_blob(g->d, g->n, NULL, &p, &blob, &len, &err)) {
         fprintf(stderr, "bench_suite: ptwm_compress_blob (%s, %d threads): %s\n", m->label, m->threads,
                 err.message);

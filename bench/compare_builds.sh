@@ -61,7 +61,7 @@ fi
 # One benchmark binary for both: compiled from this tree, linked by soname.
 # Libraries before ptwm_free allocate with malloc: free() releases their
 # buffers and the new library's alike (its ptwm_free is free()).
-cc -O2 -std=c11 -D_GNU_SOURCE -Dptwm_free=free -I"$here/include" "$here/bench/bench_suite.c" \
+cc -O2 -std=c11 -D_GNU_SOURCE -DPTWM_FORMAT_API -Dptwm_free=free -I"$here/include" "$here/bench/bench_suite.c" \
     -o "$work/bench_suite" -L"$new" -l:libptwm.so.0 -lzstd -lm -lpthread
 
 files=$(ls "$corpus"/${FILES:-*}.safetensors 2>/dev/null || ls "$corpus"/${FILES:-*})
