@@ -13,19 +13,9 @@
 #include <emmintrin.h> /* SSE2: baseline x86-64 */
 #endif
 
-/* One element of any geometry: the generic path (F64, FP8 splits, custom
- * chains). The hot geometries have their own loops below. */
-PTWM_INLINE uint64_t load_elem(const uint8_t *p, unsigned width) {
-    uint64_t v = 0;
-    unsigned k;
-    for (k = 0; k < width; k++) v |= (uint64_t)p[k] << (8 * k);
-    return v;
-}
-
-PTWM_INLINE void store_elem(uint8_t *p, unsigned width, uint64_t v) {
-    unsigned k;
-    for (k = 0; k < width; k++) p[k] = (uint8_t)(v >> (8 * k));
-}
+/* Elements of any geometry (ptwm_load_elem, planes.h) take the generic
+ * path (F64, FP8 splits, custom chains); the hot geometries have their own
+ * loops below. */
 
 static uint64_t low_mask(unsigned bits) { return bits >= 64 ? ~0ull : ((1ull << bits) - 1); }
 
@@ -35,7 +25,7 @@ static void split_generic(const uint8_t *src, size_t n, unsigned width, unsigned
     uint64_t emask = low_mask(e), mmask = low_mask(m);
     size_t i;
     for (i = 0; i < n; i++) {
-        uint64_t v = load_elem(src + i * width, width);
+        uint64_t v = ptwm_load_elem(src + i * width, width);
         uint64_t ex = (v >> m) & emask;
         uint64_t sm = ((v >> (e + m)) << m) | (v & mmask);
         for (j = 0; j < ep; j++) planes[j][i] = (uint8_t)(ex >> (8 * (ep - 1 - j)));
@@ -55,7 +45,7 @@ static void merge_generic(const uint8_t *const *planes, size_t n, unsigned width
         v = ((sm >> m) & 1) << (e + m);
         v |= (ex & emask) << m;
         v |= sm & mmask;
-        store_elem(dst + i * width, width, v);
+        ptwm_store_elem(dst + i * width, width, v);
     }
 }
 

@@ -71,4 +71,17 @@ size_t ptwm_bitmap_count(const uint8_t *bitmap, size_t n);
 void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, unsigned width,
                         const uint8_t *signs, size_t signs_len, uint8_t *dst);
 
+/* One little-endian element of `width` bytes (at most 8) as an integer. */
+PTWM_INLINE uint64_t ptwm_load_elem(const uint8_t *p, unsigned width) {
+    uint64_t v = 0;
+    unsigned k;
+    for (k = 0; k < width; k++) v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+PTWM_INLINE void ptwm_store_elem(uint8_t *p, unsigned width, uint64_t v) {
+    unsigned k;
+    for (k = 0; k < width; k++) p[k] = (uint8_t)(v >> (8 * k));
+}
+
 #endif

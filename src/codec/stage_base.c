@@ -8,6 +8,7 @@
  * pattern (NaNs and infinities too), and inverted as ord^-1(ord(B) +
  * unzigzag(D)). Parameters: width (1..8) and ordered (0 or 1). It comes
  * first, and a transform of the same width takes its elements. */
+#include "planes.h"
 #include "stage.h"
 
 /* One loop per element type and kind, so the compiler vectorises each (a
@@ -69,16 +70,6 @@ BASE_LOOPS(uint64_t, 64)
 
 /* Widths of 3, 5, 6 and 7 bytes (no dtype has them, but the stage allows
  * them): each element's bytes as an integer of 8w bits in a uint64_t. */
-static uint64_t load_w(const uint8_t *p, unsigned w) {
-    uint64_t v = 0;
-    unsigned k;
-    for (k = 0; k < w; k++) v |= (uint64_t)p[k] << (8 * k);
-    return v;
-}
-static void store_w(uint8_t *p, uint64_t v, unsigned w) {
-    unsigned k;
-    for (k = 0; k < w; k++) p[k] = (uint8_t)(v >> (8 * k));
-}
 static uint64_t ord_w(uint64_t u, unsigned bits, uint64_t mask) {
     uint64_t sign = (uint64_t)1 << (bits - 1);
     return ((u & sign) ? ~u : u | sign) & mask;
@@ -94,10 +85,10 @@ static void diff_any(const uint8_t *x, const uint8_t *b, size_t n, unsigned w, i
     uint64_t mask = ((uint64_t)1 << bits) - 1, sign = (uint64_t)1 << (bits - 1);
     size_t i;
     for (i = 0; i < n; i++) {
-        uint64_t u = load_w(x + i * w, w), v = load_w(b + i * w, w), r;
+        uint64_t u = ptwm_load_elem(x + i * w, w), v = ptwm_load_elem(b + i * w, w), r;
         if (ordered) u = ord_w(u, bits, mask), v = ord_w(v, bits, mask);
         r = (u - v) & mask;
-        store_w(d + i * w, ((r << 1) ^ ((r & sign) ? mask : 0)) & mask, w);
+        ptwm_store_elem(d + i * w, w, ((r << 1) ^ ((r & sign) ? mask : 0)) & mask);
     }
 }
 
@@ -106,10 +97,10 @@ static void undiff_any(uint8_t *x, const uint8_t *b, size_t n, unsigned w, int o
     uint64_t mask = ((uint64_t)1 << bits) - 1;
     size_t i;
     for (i = 0; i < n; i++) {
-        uint64_t z = load_w(x + i * w, w), v = load_w(b + i * w, w), r;
+        uint64_t z = ptwm_load_elem(x + i * w, w), v = ptwm_load_elem(b + i * w, w), r;
         if (ordered) v = ord_w(v, bits, mask);
         r = (v + ((z >> 1) ^ ((z & 1) ? mask : 0))) & mask;
-        store_w(x + i * w, ordered ? unord_w(r, bits, mask) : r, w);
+        ptwm_store_elem(x + i * w, w, ordered ? unord_w(r, bits, mask) : r);
     }
 }
 
