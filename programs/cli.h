@@ -50,6 +50,8 @@ double cli_now(void);
  * ptwm_remove_temporary_outputs) and exit with 128 + the signal number. Call
  * once, before any thread starts. */
 void cli_signals_start(void);
+/* rc, unless a signal is being handled: then wait for its exit status. */
+int cli_signals_exit(int rc);
 /* Human-readable byte count into buf. */
 const char *cli_bytes(uint64_t n, char *buf, size_t cap);
 

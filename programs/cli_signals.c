@@ -6,18 +6,28 @@
  * 143, 129), as a shell reports a process the signal killed. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "cli.h"
 
 static sigset_t wait_set;
+static atomic_int signalled;
 
 static void *wait_for_signal(void *arg) {
     int sig = 0;
     (void)arg;
     if (sigwait(&wait_set, &sig) != 0) return NULL;
+    atomic_store(&signalled, 1);
     ptwm_remove_temporary_outputs();   /* and no commit renames one after this */
     _exit(128 + sig);
+}
+
+/* The removal above makes the command's next write or commit fail: its
+ * error exit must not win the race with the signal's status. */
+int cli_signals_exit(int rc) {
+    if (!atomic_load(&signalled)) return rc;
+    for (;;) pause(); /* the waiting thread exits the process */
 }
 
 void cli_signals_start(void) {

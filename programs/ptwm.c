@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
             }
         }
         cli_signals_start();
-        return finish(c->run(argc - 1, argv + 1));
+        return cli_signals_exit(finish(c->run(argc - 1, argv + 1)));
     }
     fprintf(stderr, "ptwm: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
