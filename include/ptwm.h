@@ -312,10 +312,10 @@ PTWM_API ptwm_error ptwm_shard_filename(size_t idx_one_based, size_t total, cons
 
 /* Methods: what a writer does where a chain leaves the coding open; wire
  * ids. HUFFMAN, ZSTD, RANS and IDENTITY name one coder for every plane.
- * MICROSCALE, the default, names no coder of its own: it models exponents
- * (block, column and joint scales) and keeps, per plane, the smallest of the
- * coders, so a plane's coded form is always one of the other four (or a
- * constant), never "MICROSCALE". */
+ * MICROSCALE, the default, names no coder of its own: it adds exponent
+ * scales (per block or per column, where they pay) and keeps, per plane, the
+ * smallest of the coders, so a plane's coded form is always one of the other
+ * four (or a constant), never "MICROSCALE". */
 typedef enum ptwm_method {
     PTWM_METHOD_HUFFMAN = 1,
     PTWM_METHOD_ZSTD = 2,
