@@ -311,7 +311,8 @@ PTWM_API ptwm_error ptwm_shard_filename(size_t idx_one_based, size_t total, cons
 /* ------------------------------------------------------------------------ */
 
 /* Methods: what a writer does where a chain leaves the coding open; wire
- * ids. HUFFMAN, ZSTD, RANS and IDENTITY name one coder for every plane.
+ * ids. HUFFMAN, ZSTD, RANS and IDENTITY name the coder of the planes (a
+ * plane it would not shrink is stored as it is).
  * MICROSCALE, the default, names no coder of its own: it adds exponent
  * scales (per block or per column, where they pay) and keeps, per plane, the
  * smallest of the coders, so a plane's coded form is always one of the other
