@@ -248,6 +248,24 @@ int main(void) {
     CHECK(ptwm_reader_open_memory(plain, plain_len, "plain.ptwm", &plain_r, &err) == PTWM_OK);
     if (!r || !plain_r) return tu_finish("test_base");
     CHECK(blob && ((const uint8_t *)blob)[8] == 6 && ((const uint8_t *)plain)[8] == 5);
+    /* A base that matches no tensor: the file without a base, byte for byte
+     * (version 5, readable where version 6 is not). */
+    {
+        static const uint64_t one[1] = {4};
+        static const float x[4] = {1, 2, 3, 4};
+        ptwm_tensor_desc u = {"unrelated", PTWM_DTYPE_F32, 1, one, x, sizeof(x)};
+        ptwm_source *none;
+        size_t none_len = 0;
+        void *none_blob;
+        CHECK(ptwm_st_write(tu_tmp_path("none.safetensors"), &u, 1, NULL, 0, &err) == PTWM_OK);
+        none = open_src(tu_tmp_path("none.safetensors"));
+        none_blob = none ? compress(&tuned, none, &none_len) : NULL;
+        CHECK_MSG(none_blob && none_len == plain_len && !memcmp(none_blob, plain, plain_len),
+                  "a base matching nothing changed the file (%zu bytes, %zu without a base)",
+                  none_len, plain_len);
+        ptwm_free(none_blob);
+        ptwm_source_close(none);
+    }
     printf("with the base %zu bytes, without %zu\n", len, plain_len);
     CHECK(len * 2 < plain_len);
     /* Per tensor: never larger than without the base beyond the hashes; the

@@ -373,7 +373,7 @@ nomem:
 static ptwm_error write_head(ptwm_writer *w, ptwm_err *err) {
     uint8_t head[PTWM_FMT_HEAD_SIZE];
     memcpy(head, PTWM_FMT_MAGIC, PTWM_FMT_MAGIC_LEN);
-    ptwm_store_le32(head + 8, w->p.base ? PTWM_FMT_BASE_VERSION : PTWM_FMT_VERSION);
+    ptwm_store_le32(head + 8, PTWM_FMT_VERSION); /* raised at the end if a base was used */
     ptwm_store_le32(head + 12, 0);
     return w_emit(w, head, sizeof(head), err);
 }
@@ -1174,10 +1174,32 @@ static ptwm_error pack_table(ptwm_ws *ws, wbuf *tab, ptwm_err *err) {
     return PTWM_OK;
 }
 
+/* Version 6 only when a tensor is coded against a base: a file whose base
+ * matched nothing is a version-5 file, readable where version 6 is not. */
+static uint32_t file_version(const ptwm_writer *w) {
+    size_t i;
+    for (i = 0; w->p.base && i < w->nt; i++)
+        if (tensor_flags(&w->t[i]) & PTWM_TF_BASE) return PTWM_FMT_BASE_VERSION;
+    return PTWM_FMT_VERSION;
+}
+
+/* The header's version, written before the tensors were known. */
+static ptwm_error set_head_version(ptwm_writer *w, uint32_t version, ptwm_err *err) {
+    uint8_t v[4];
+    if (version == PTWM_FMT_VERSION) return PTWM_OK;
+    ptwm_store_le32(v, version);
+    if (!w->to_file) {
+        memcpy(w->mem.p + 8, v, sizeof(v));
+        return PTWM_OK;
+    }
+    return ptwm_pwrite_full(w->af.fd, v, sizeof(v), 8, w->af.final_path, err);
+}
+
 static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     wbuf tab = {NULL, 0, 0};
     uint8_t foot[PTWM_FMT_FOOT_SIZE];
     uint64_t table_offset;
+    uint32_t version;
     ptwm_error rc;
     if ((rc = w_failed(w, err))) return rc;
     if ((rc = drain(w, err))) return rc;
@@ -1186,12 +1208,17 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
         ptwm_free(tab.p);
         return rc;
     }
+    version = file_version(w);
+    if ((rc = set_head_version(w, version, err))) {
+        ptwm_free(tab.p);
+        return rc;
+    }
     table_offset = w->pos;
     memset(foot, 0, sizeof(foot));
     ptwm_store_le64(foot + PTWM_FOOT_TABLE_OFFSET, table_offset);
     ptwm_store_le64(foot + PTWM_FOOT_TABLE_SIZE, tab.len);
     ptwm_store_le32(foot + PTWM_FOOT_TABLE_CRC, ptwm_crc32(0, tab.p, tab.len));
-    ptwm_store_le32(foot + PTWM_FOOT_VERSION, w->p.base ? PTWM_FMT_BASE_VERSION : PTWM_FMT_VERSION);
+    ptwm_store_le32(foot + PTWM_FOOT_VERSION, version);
     ptwm_store_le64(foot + PTWM_FOOT_FILE_SIZE, table_offset + tab.len + PTWM_FMT_FOOT_SIZE);
     ptwm_store_le32(foot + PTWM_FOOT_CRC, ptwm_crc32(0, foot, PTWM_FOOT_CRC));
     memcpy(foot + PTWM_FOOT_END_MAGIC, PTWM_FMT_END_MAGIC, PTWM_FMT_MAGIC_LEN);
