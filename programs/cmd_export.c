@@ -41,6 +41,8 @@ static void help(FILE *out) {
             "  --convert float|f64|int\n"
             "                     also accept F64 (rounded) or integer tensors (by value)\n"
             "  --raw              SRC is a raw little-endian F32 file\n"
+            "  --base BASE        the base SRC was compressed against ('ptwm compress\n"
+            "                     --base'); a missing, different or damaged base is an error\n"
             "  --threads N        decoding threads for .ptwm sources (0 = all cores)\n"
             "  -f, --force        replace OUT if it exists, and remove OUT.tmp-* an\n"
             "                     interrupted run left\n"
@@ -50,7 +52,7 @@ static void help(FILE *out) {
 }
 
 typedef struct export_args {
-    const char *src, *layout, *out;
+    const char *src, *layout, *out, *base;
     int bf16, raw, threads, force;
     ptwm_convert conv;
 } export_args;
@@ -83,6 +85,9 @@ static int parse(int argc, char **argv, export_args *a) {
             else if (!strcmp(v, "f64")) a->conv = PTWM_CONVERT_F64_ROUND;
             else if (!strcmp(v, "int")) a->conv = PTWM_CONVERT_INT;
             else return cli_usage_error("export", "--convert takes float, f64 or int, not '%s'", v);
+        } else if ((m = opt_value("export", argc, argv, &i, "--base", &v)) != 0) {
+            if (m < 0) return CLI_USAGE;
+            a->base = v;
         } else if ((m = opt_value("export", argc, argv, &i, "--threads", &v)) != 0) {
             if (m < 0 || opt_threads("export", v, &a->threads) != CLI_OK) return CLI_USAGE;
         } else if (argv[i][0] == '-' || a->src) {
@@ -201,9 +206,25 @@ static int export_all(ptwm_source *s, const ptwm_layout_entry *e, size_t n, cons
     return rc;
 }
 
+/* SRC and, with --base, its base (NULL if none). */
+static int open_sources(const export_args *a, ptwm_source **s, ptwm_source **base) {
+    ptwm_err err;
+    *s = *base = NULL;
+    if (ptwm_source_open(a->src, a->raw ? PTWM_SOURCE_RAW_F32 : PTWM_SOURCE_AUTO, s, &err) != PTWM_OK)
+        return cli_report(&err);
+    if (a->base && (ptwm_source_open(a->base, PTWM_SOURCE_AUTO, base, &err) != PTWM_OK ||
+                    ptwm_source_set_base(*s, *base, &err) != PTWM_OK)) {
+        ptwm_source_close(*s);
+        ptwm_source_close(*base);
+        *s = *base = NULL;
+        return cli_report(&err);
+    }
+    return CLI_OK;
+}
+
 static int run(int argc, char **argv) {
     export_args a;
-    ptwm_source *s = NULL;
+    ptwm_source *s = NULL, *base = NULL;
     ptwm_layout *l = NULL;
     ptwm_err err;
     ptwm_outfile *of = NULL;
@@ -222,10 +243,10 @@ static int run(int argc, char **argv) {
         ptwm_outfile_abort(of);
         return cli_report(&err);
     }
-    if (ptwm_source_open(a.src, a.raw ? PTWM_SOURCE_RAW_F32 : PTWM_SOURCE_AUTO, &s, &err) != PTWM_OK) {
+    if ((rc = open_sources(&a, &s, &base)) != CLI_OK) {
         ptwm_outfile_abort(of);
         ptwm_layout_free(l);
-        return cli_report(&err);
+        return rc;
     }
     ptwm_source_set_threads(s, a.threads);
     e = ptwm_layout_entries(l, &n);
@@ -238,6 +259,7 @@ static int run(int argc, char **argv) {
         printf("%s: %zu tensors, %llu bytes of %s\n", a.out, n, (unsigned long long)written,
                a.bf16 ? "BF16" : "F32");
     ptwm_source_close(s);
+    ptwm_source_close(base);
     ptwm_layout_free(l);
     return rc;
 }

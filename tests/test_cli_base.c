@@ -192,6 +192,28 @@ int main(void) {
     CHECK(st == 1);
     EXPECT(st, err_path, "missing");
 
+    /* export reads through the base too: the fine-tune's values, or the
+     * base error without it. */
+    {
+        const char *layout = "[{\"name\": \"b.weight\", \"shape\": [300, 200]}, "
+                             "{\"name\": \"a.weight\", \"shape\": [300, 200]}]";
+        tu_write_file(tu_tmp_path("layout.json"), layout, strlen(layout));
+        CHECK(run("export %s --layout %s -o %s --base %s", out, tu_tmp_path("layout.json"),
+                  tu_tmp_path("ex.f32"), base) == 0);
+        CHECK(run("export %s --layout %s -o %s", tuned, tu_tmp_path("layout.json"),
+                  tu_tmp_path("want.f32")) == 0);
+        CHECK(tu_files_equal(tu_tmp_path("ex.f32"), tu_tmp_path("want.f32")));
+        st = run("export %s --layout %s -o %s", out, tu_tmp_path("layout.json"),
+                 tu_tmp_path("ex2.f32"));
+        CHECK(st == 1);
+        EXPECT(st, err_path, "base required");
+        CHECK(!tu_files_equal(tu_tmp_path("ex2.f32"), tu_tmp_path("want.f32")));
+        st = run("export %s --layout %s -o %s --base %s", out, tu_tmp_path("layout.json"),
+                 tu_tmp_path("ex3.f32"), otherp);
+        CHECK(st == 1);
+        EXPECT(st, err_path, "base tensor differs");
+    }
+
     /* A training checkpoint (weights and AdamW moments) against the one
      * before it, a single file. */
     write_ckpt(tu_tmp_path("step1.safetensors"), 0);
