@@ -148,7 +148,8 @@ fail:
 
 /* Compress and decompress a set `runs` times with ptwm (params) and with
  * zstd at `zlevel` (each tensor one frame, one thread), alternating; check
- * every round trip on the first run. zlevel 0 skips zstd. */
+ * every round trip on the first run. zlevel 0 skips zstd. Each side keeps its
+ * work memory across the runs: zstd its CCtx and DCtx, ptwm a ptwm_ctx. */
 static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int runs, int zlevel,
                              bc_result *out, ptwm_err *err) {
     double tc[BC_MAX_RUNS], td[BC_MAX_RUNS], zc[BC_MAX_RUNS], zd[BC_MAX_RUNS];
@@ -157,8 +158,16 @@ static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int ru
     size_t *idx = NULL, *sizes = NULL;
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
-    ptwm_error rc = PTWM_OK;
+    ptwm_cparams p = *params;
+    ptwm_ctx *ctx = NULL;
+    ptwm_error rc = ptwm_ctx_create(&ctx, err);
     int r;
+    if (rc) {
+        ZSTD_freeCCtx(cctx);
+        ZSTD_freeDCtx(dctx);
+        return rc;
+    }
+    p.ctx = ctx;
     if (runs < 1) runs = 1;
     if (runs > BC_MAX_RUNS) runs = BC_MAX_RUNS;
     memset(out, 0, sizeof(*out));
@@ -191,7 +200,7 @@ static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int ru
         size_t len = 0;
         ptwm_reader *rd = NULL;
         double t0 = bench_now();
-        if ((rc = ptwm_compress_blob(s->d, s->n, NULL, params, &blob, &len, err))) break;
+        if ((rc = ptwm_compress_blob(s->d, s->n, NULL, &p, &blob, &len, err))) break;
         tc[r] = bench_now() - t0;
         out->coded = len;
         if (zlevel) {
@@ -213,6 +222,7 @@ static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int ru
         t0 = bench_now();
         if (!rc) rc = ptwm_reader_open_memory(blob, len, "bench", &rd, err);
         if (!rc) ptwm_reader_set_threads(rd, params->threads);
+        if (!rc) rc = ptwm_reader_set_ctx(rd, ctx, err);
         if (!rc) rc = ptwm_reader_decode_many(rd, idx, (void *const *)dsts, sizes, s->n, err);
         td[r] = bench_now() - t0;
         for (i = 0; i < s->n && !rc && r == 0; i++)
@@ -254,6 +264,7 @@ out:
     free(dsts);
     ZSTD_freeCCtx(cctx);
     ZSTD_freeDCtx(dctx);
+    ptwm_ctx_free(ctx);
     return rc;
 }
 
