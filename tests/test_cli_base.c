@@ -97,21 +97,9 @@ static long long dir_bytes(const char *dir) {
     return n;
 }
 
-static int contains(const char *path, const char *s) {
-    size_t len;
-    char *t = (char *)tu_read_file(path, &len);
-    int found;
-    if (!t) return 0;
-    t = (char *)realloc(t, len + 1);
-    t[len] = 0;
-    found = strstr(t, s) != NULL;
-    free(t);
-    return found;
-}
-
 #define EXPECT(status, stream, text)                                                          \
     do {                                                                                      \
-        CHECK_MSG(contains(stream, text), "'%s' not in %s", text, stream);                    \
+        CHECK(tu_file_expect(stream, text));                    \
         (void)(status);                                                                       \
     } while (0)
 
@@ -147,7 +135,7 @@ int main(void) {
     CHECK(run("inspect --json %s", out) == 0);
     EXPECT(0, out_path, "\"base_tensors\": 2");
     CHECK(run("inspect %s", plain) == 0);
-    CHECK(!contains(out_path, "needs a base"));
+    CHECK(!tu_file_has(out_path, "needs a base"));
     CHECK(run("decompress -q %s -o %s --base %s", out, res, base) == 0);
     CHECK(tu_trees_equal(tuned, res) && tu_trees_equal(res, tuned));
     CHECK(run("verify -q %s --base %s", out, base) == 0);
@@ -225,6 +213,6 @@ int main(void) {
     CHECK(tu_files_equal(tu_tmp_path("r2/step2.safetensors"), tu_tmp_path("step2.safetensors")));
     CHECK(run("inspect %s", tu_tmp_path("c2")) == 0);
     EXPECT(0, out_path, "param/w");
-    CHECK(contains(out_path, "needs a base"));
+    CHECK(tu_file_has(out_path, "needs a base"));
     return tu_finish("test_cli_base");
 }

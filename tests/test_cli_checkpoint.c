@@ -29,26 +29,8 @@ static int sh(const char *fmt, ...) {
     return system(cmd);
 }
 
-static char *slurp(const char *path) {
-    size_t len = 0;
-    char *p = (char *)tu_read_file(path, &len);
-    if (!p) return NULL;
-    p = (char *)realloc(p, len + 1);
-    p[len] = 0;
-    return p;
-}
-
-/* Whether the captured stream at `path` contains `s` (printed if not). */
-static int has(const char *path, const char *what, const char *s) {
-    char *t = slurp(path);
-    int r = t && strstr(t, s) != NULL;
-    if (!r) fprintf(stderr, "%s lacks '%s':\n%s\n", what, s, t ? t : "(none)");
-    free(t);
-    return r;
-}
-
-static int out_has(const char *s) { return has(out_path, "stdout", s); }
-static int err_has(const char *s) { return has(err_path, "stderr", s); }
+static int out_has(const char *s) { return tu_file_expect(out_path, s); }
+static int err_has(const char *s) { return tu_file_expect(err_path, s); }
 
 static int file_size(const char *path) {
     struct stat sb;

@@ -53,18 +53,7 @@ static int run_hooked(const char *at, int no_exchange, const char *fmt, ...) {
 /* Exit status of a run the hook killed: the shell may report it as 128 + 9. */
 static int killed(int rc) { return rc == -1 || rc == 128 + SIGKILL; }
 
-static int err_has(const char *s) {
-    size_t len = 0;
-    char *t = (char *)tu_read_file(err_path, &len);
-    int r;
-    if (!t) return 0;
-    t = (char *)realloc(t, len + 1);
-    t[len] = 0;
-    r = strstr(t, s) != NULL;
-    if (!r) fprintf(stderr, "stderr lacks '%s':\n%s\n", s, t);
-    free(t);
-    return r;
-}
+static int err_has(const char *s) { return tu_file_expect(err_path, s); }
 
 /* Entries named OUTDIR.tmp-* or OUTDIR.old-*. */
 static int leftovers(void) { return tu_count_prefixed("out.tmp-") + tu_count_prefixed("out.old-"); }

@@ -76,18 +76,6 @@ static int clean(const char *path) {
     return ok;
 }
 
-static int has(const char *path, const char *s) {
-    size_t len = 0;
-    char *t = (char *)tu_read_file(path, &len);
-    int r;
-    if (!t) return 0;
-    t = (char *)realloc(t, len + 1);
-    t[len] = 0;
-    r = strstr(t, s) != NULL;
-    if (!r) fprintf(stderr, "%s lacks '%s':\n%s\n", path, s, t);
-    free(t);
-    return r;
-}
 
 static int file_empty(const char *path) {
     size_t len = 0;
@@ -116,10 +104,10 @@ static void test_cli_output(void) {
 
     CHECK(run("inspect '%s'", file) == 0);
     CHECK(clean(out_path) && clean(err_path));
-    CHECK(has(out_path, "evil\\x1B[2J\\x07name\\u009B\\u202E"));
+    CHECK(tu_file_expect(out_path, "evil\\x1B[2J\\x07name\\u009B\\u202E"));
     CHECK(run("inspect --json '%s'", file) == 0);
     CHECK(clean(out_path));
-    CHECK(has(out_path, "\"evil\\u001B[2J\\u0007name\\u009B\\u202E\""));
+    CHECK(tu_file_expect(out_path, "\"evil\\u001B[2J\\u0007name\\u009B\\u202E\""));
     CHECK(run("verify '%s'", file) == 0);
     CHECK(clean(out_path) && clean(err_path));
 
@@ -133,20 +121,20 @@ static void test_cli_output(void) {
         CHECK(ptwm_st_write(file, &t, 1, NULL, 0, &err) == PTWM_OK);
         CHECK(run("inspect '%s'", file) == 0);
         snprintf(want, sizeof want, "\nname%*s  dtype", 56, "");
-        CHECK(has(out_path, want));
+        CHECK(tu_file_expect(out_path, want));
     }
 
     /* A path that is not UTF-8 and carries an escape, in an error message. */
     snprintf(bad_path, sizeof bad_path, "%s/no\x1b[31m\xff.safetensors", tu_tmpdir());
     CHECK(run("inspect '%s'", bad_path) == 1);
     CHECK(clean(err_path));
-    CHECK(has(err_path, "no\\x1B[31m\\xFF.safetensors"));
+    CHECK(tu_file_expect(err_path, "no\\x1B[31m\\xFF.safetensors"));
     CHECK(run("inspect --json '%s'", bad_path) == 1);
     CHECK(clean(err_path));
     /* Usage errors quote the command line. */
     CHECK(run("inspect '--bogus\x1b[31m'") == 2);
     CHECK(clean(err_path));
-    CHECK(has(err_path, "unknown option '--bogus\\x1B[31m'"));
+    CHECK(tu_file_expect(err_path, "unknown option '--bogus\\x1B[31m'"));
 }
 
 /* The error's name in "ptwm: <name>: <message>" fits every file that can
@@ -159,10 +147,10 @@ static void test_error_names(void) {
     CHECK(mkdir(dir, 0777) == 0 || access(dir, F_OK) == 0);
     CHECK(tu_write_file(index, broken, strlen(broken)) == 0);
     CHECK(run("inspect '%s'", dir) == 1);
-    CHECK(has(err_path, "ptwm: not valid JSON: index '"));
+    CHECK(tu_file_expect(err_path, "ptwm: not valid JSON: index '"));
     CHECK(tu_write_file(index, wrong, strlen(wrong)) == 0);
     CHECK(run("inspect '%s'", dir) == 1);
-    CHECK(has(err_path, "ptwm: wrong structure: index '"));
+    CHECK(tu_file_expect(err_path, "ptwm: wrong structure: index '"));
 }
 
 /* verify on a damaged safetensors file or directory shows the safetensors
@@ -177,13 +165,13 @@ static void test_verify_reports_safetensors_error(void) {
     CHECK_MSG(bytes != NULL, "cannot read %s (PTWM_SOURCE_DIR)", src);
     if (!bytes) return;
     CHECK(run("verify '%s'", src) == 1);
-    CHECK(has(err_path, "hole in the data region"));
+    CHECK(tu_file_expect(err_path, "hole in the data region"));
     snprintf(dir, sizeof dir, "%s/holedir", tu_tmpdir());
     snprintf(copy, sizeof copy, "%s/model.safetensors", dir);
     CHECK(mkdir(dir, 0777) == 0 || access(dir, F_OK) == 0);
     CHECK(tu_write_file(copy, bytes, len) == 0);
     CHECK(run("verify '%s'", dir) == 1);
-    CHECK(has(err_path, "hole in the data region"));
+    CHECK(tu_file_expect(err_path, "hole in the data region"));
     free(bytes);
 }
 
@@ -211,11 +199,11 @@ static void test_misread_inputs(void) {
     CHECK(tu_write_file(bad, bytes, len) == 0);
     free(bytes);
     CHECK(run("verify '%s'", bad) == 1);
-    CHECK(has(err_path, "ptwm: not a .ptwm file: file '"));
-    CHECK(has(err_path, "bad magic 89 58 54 57 4D 0D 0A 1A, a .ptwm file starts 89 50 54 57 4D "
+    CHECK(tu_file_expect(err_path, "ptwm: not a .ptwm file: file '"));
+    CHECK(tu_file_expect(err_path, "bad magic 89 58 54 57 4D 0D 0A 1A, a .ptwm file starts 89 50 54 57 4D "
                         "0D 0A 1A"));
     CHECK(run("inspect '%s'", bad) == 1);
-    CHECK(has(err_path, "bad magic 89 58 54 57"));
+    CHECK(tu_file_expect(err_path, "bad magic 89 58 54 57"));
     CHECK_ERR(ptwm_source_open(bad, PTWM_SOURCE_AUTO, &s, &err), &err, PTWM_ERR_BAD_MAGIC,
               "bad magic 89 58 54 57 4D 0D 0A 1A");
     CHECK_ERR(ptwm_st_open(bad, PTWM_OPEN_PREAD, &st, &err), &err, PTWM_ERR_BAD_MAGIC,
@@ -226,9 +214,9 @@ static void test_misread_inputs(void) {
     CHECK(mkdir(dir, 0777) == 0);
     CHECK(symlink("model.safetensors", link) == 0);
     CHECK(run("verify '%s'", dir) == 1);
-    CHECK(has(err_path, "model.safetensors': Too many levels of symbolic links"));
+    CHECK(tu_file_expect(err_path, "model.safetensors': Too many levels of symbolic links"));
     CHECK(run("compress '%s' -o '%s/never'", dir, dir) == 1);
-    CHECK(has(err_path, "model.safetensors': Too many levels of symbolic links"));
+    CHECK(tu_file_expect(err_path, "model.safetensors': Too many levels of symbolic links"));
     CHECK_ERR(ptwm_source_open(dir, PTWM_SOURCE_AUTO, &s, &err), &err, PTWM_ERR_IO,
               "model.safetensors': Too many levels of symbolic links");
     /* The same for a model.ptwm, which inspect and verify look for themselves. */
@@ -237,9 +225,9 @@ static void test_misread_inputs(void) {
     snprintf(link, sizeof link, "%s/model.ptwm", dir);
     CHECK(symlink("model.ptwm", link) == 0);
     CHECK(run("verify '%s'", dir) == 1);
-    CHECK(has(err_path, "model.ptwm': Too many levels of symbolic links"));
+    CHECK(tu_file_expect(err_path, "model.ptwm': Too many levels of symbolic links"));
     CHECK(run("inspect '%s'", dir) == 1);
-    CHECK(has(err_path, "model.ptwm': Too many levels of symbolic links"));
+    CHECK(tu_file_expect(err_path, "model.ptwm': Too many levels of symbolic links"));
 }
 
 /* A file whose tensors carry no CRC and no hash (version 3, both options
@@ -252,12 +240,12 @@ static void test_unchecked_file(void) {
     snprintf(checked, sizeof checked, "%s/tests/golden/emotion.bf16.microscale.v4.ptwm", src);
     snprintf(out, sizeof out, "%s/nocheck.out", tu_tmpdir());
     CHECK(run("verify '%s'", nocheck) == 1);
-    CHECK(has(err_path, "NOT VERIFIED: 21 of 21 tensors carry no CRC or hash"));
-    CHECK(has(err_path, "1 of 1 shard could not be verified"));
+    CHECK(tu_file_expect(err_path, "NOT VERIFIED: 21 of 21 tensors carry no CRC or hash"));
+    CHECK(tu_file_expect(err_path, "1 of 1 shard could not be verified"));
     CHECK(run("decompress '%s' -o '%s' -q", nocheck, out) == 0);
-    CHECK(has(err_path, "warning: "));
-    CHECK(has(err_path, "21 tensors carry no CRC or hash"));
-    CHECK(run("verify '%s'", checked) == 0 && has(out_path, "1 shard verified"));
+    CHECK(tu_file_expect(err_path, "warning: "));
+    CHECK(tu_file_expect(err_path, "21 tensors carry no CRC or hash"));
+    CHECK(run("verify '%s'", checked) == 0 && tu_file_expect(out_path, "1 shard verified"));
     CHECK(run("decompress '%s' -o '%s' -q -f", checked, out) == 0);
     CHECK(file_empty(err_path));
 }
@@ -270,7 +258,7 @@ static void test_write_failure(const char *file) {
     snprintf(cmd, sizeof cmd, "'%s' inspect '%s' >/dev/full 2>'%s'", bin, file, err_path);
     st = system(cmd);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "inspect >/dev/full: status %d", st);
-    CHECK(has(err_path, "cannot write the output"));
+    CHECK(tu_file_expect(err_path, "cannot write the output"));
     snprintf(cmd, sizeof cmd, "'%s' --help >/dev/full 2>/dev/null", bin);
     st = system(cmd);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "--help >/dev/full: status %d", st);

@@ -315,14 +315,6 @@ static void decompress_parts(void) {
     CHECK_ERR(run_dpart(whole, out, 1, 2, 0, &err), &err, PTWM_ERR_MISMATCH, "of another plan");
 }
 
-static int file_has(const char *path, const char *s) {
-    size_t len = 0;
-    char *text = (char *)tu_read_file(path, &len);
-    int yes = text && strstr(text, s) != NULL;
-    if (!yes) fprintf(stderr, "'%s' lacks \"%s\": %s\n", path, s, text ? text : "(unreadable)");
-    free(text);
-    return yes;
-}
 
 /* The command line: --part K/N and auto, ptwm index. */
 static void cli_parts(void) {
@@ -338,44 +330,44 @@ static void cli_parts(void) {
         CHECK_MSG(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part '%s'", src_dir, dir,
                              bad[i]) == 2,
                   "--part %s", bad[i]);
-        CHECK(file_has(errp, "give K/N with 1 <= K <= N"));
+        CHECK(tu_file_expect(errp, "give K/N with 1 <= K <= N"));
     }
     CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part 1/2 --force", src_dir, dir) ==
           2);
-    CHECK(file_has(errp, "--force cannot be combined with --part"));
+    CHECK(tu_file_expect(errp, "--force cannot be combined with --part"));
     unsetenv("SLURM_ARRAY_TASK_ID");
     unsetenv("JOB_COMPLETION_INDEX");
     CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 2);
-    CHECK(file_has(errp, "no Slurm job array"));
+    CHECK(tu_file_expect(errp, "no Slurm job array"));
     /* A Slurm array --array=1-2: task 2 is part 2 of 2. */
     setenv("SLURM_ARRAY_TASK_ID", "2", 1);
     setenv("SLURM_ARRAY_TASK_MIN", "1", 1);
     setenv("SLURM_ARRAY_TASK_COUNT", "2", 1);
     CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 0);
-    CHECK(file_has(out, "part 2 of 2"));
+    CHECK(tu_file_expect(out, "part 2 of 2"));
     setenv("SLURM_ARRAY_TASK_ID", "3", 1);
     CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 2);
-    CHECK(file_has(errp, "not a task of a contiguous array"));
+    CHECK(tu_file_expect(errp, "not a task of a contiguous array"));
     unsetenv("SLURM_ARRAY_TASK_ID");
     /* index before part 1: exit 1, the part named, no index. */
     CHECK(tu_run_cli(bin, out, errp, "index '%s'", dir) == 1);
-    CHECK(file_has(errp, "part 1 of 2 is missing"));
+    CHECK(tu_file_expect(errp, "part 1 of 2 is missing"));
     /* A Kubernetes indexed Job: completion index 0 is part 1. */
     setenv("JOB_COMPLETION_INDEX", "0", 1);
     setenv("PTWM_PARTS", "2", 1);
     CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 0);
-    CHECK(file_has(out, "part 1 of 2"));
+    CHECK(tu_file_expect(out, "part 1 of 2"));
     setenv("JOB_COMPLETION_INDEX", "2", 1);
     CHECK(tu_run_cli(bin, out, errp, "compress '%s' -o '%s' --part auto", src_dir, dir) == 2);
-    CHECK(file_has(errp, "must be below PTWM_PARTS=2"));
+    CHECK(tu_file_expect(errp, "must be below PTWM_PARTS=2"));
     unsetenv("JOB_COMPLETION_INDEX");
     CHECK(tu_run_cli(bin, out, errp, "index") == 2);
     CHECK(tu_run_cli(bin, out, errp, "index '%s' extra", dir) == 2);
     CHECK(tu_run_cli(bin, out, errp, "index '%s'", dir) == 0);
-    CHECK(file_has(out, "assembled"));
+    CHECK(tu_file_expect(out, "assembled"));
     CHECK(tu_trees_equal(whole, dir));
     CHECK(tu_run_cli(bin, out, errp, "index --help") == 0);
-    CHECK(file_has(out, "usage: ptwm index OUTDIR"));
+    CHECK(tu_file_expect(out, "usage: ptwm index OUTDIR"));
 }
 
 int main(void) {

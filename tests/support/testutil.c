@@ -80,8 +80,25 @@ uint8_t *tu_read_file(const char *path, size_t *len) {
         buf = NULL;
     }
     fclose(f);
+    if (buf) buf[size] = 0;
     if (buf && len) *len = (size_t)size;
     return buf;
+}
+
+int tu_file_has(const char *path, const char *s) {
+    char *t = (char *)tu_read_file(path, NULL);
+    int r = t && strstr(t, s) != NULL;
+    free(t);
+    return r;
+}
+
+int tu_file_expect(const char *path, const char *s) {
+    char *t;
+    if (tu_file_has(path, s)) return 1;
+    t = (char *)tu_read_file(path, NULL);
+    fprintf(stderr, "'%s' lacks '%s':\n%s\n", path, s, t ? t : "(unreadable)");
+    free(t);
+    return 0;
 }
 
 int tu_write_file(const char *path, const void *data, size_t len) {

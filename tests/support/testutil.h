@@ -51,8 +51,13 @@ const char *const *tu_corpus_files(void);
 /* Full path of a corpus file into a static buffer; a missing file is reported
  * on stderr (the test's own check then fails). */
 const char *tu_corpus_path(const char *name);
-/* Read a whole file; malloc'd, NULL on failure. */
+/* Read a whole file; malloc'd with a 0 byte after the contents (so text can
+ * be searched as a string), NULL on failure. */
 uint8_t *tu_read_file(const char *path, size_t *len);
+/* Whether the file (a captured stream, a manifest) contains s. */
+int tu_file_has(const char *path, const char *s);
+/* The same, printing the file on stderr when it does not. */
+int tu_file_expect(const char *path, const char *s);
 int tu_write_file(const char *path, const void *data, size_t len);
 /* A fresh temporary directory (static buffer); removed by tu_finish. */
 const char *tu_tmpdir(void);
