@@ -617,8 +617,6 @@ static void test_golden(void) {
     text = (char *)tu_read_file(path, &len);
     CHECK_MSG(text != NULL, "no %s", path);
     if (!text) return;
-    text = (char *)realloc(text, len + 1);
-    text[len] = 0;
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *f1, *f2, *f3, *s2 = NULL;
         if (line[0] == '#' || !line[0]) continue;

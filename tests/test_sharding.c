@@ -160,8 +160,6 @@ static void run_case(const char *hdir, const fixture *fx, const char *file, cons
         size_t len = 0;
         char *text = (char *)tu_read_file(path, &len), *sub;
         CHECK_MSG(text != NULL, "cannot read %s", path);
-        text = (char *)realloc(text, len + 1);
-        text[len] = 0;
         /* Substitute only when there is a placeholder: NUL bytes stay intact. */
         sub = strchr(text, '@') ? substitute(text, fx) : NULL;
         got = ptwm_index_parse(sub ? sub : text, sub ? strlen(sub) : len, file, &idx, &err);
@@ -184,8 +182,6 @@ static void run_case(const char *hdir, const fixture *fx, const char *file, cons
             char *path = join(hdir, file), *ipath = join(dir, "model.ptwm.index.json");
             char *text = (char *)tu_read_file(path, &len), *sub;
             CHECK_MSG(text != NULL, "cannot read %s", path);
-            text = (char *)realloc(text, len + 1);
-            text[len] = 0;
             sub = substitute(text, fx);
             CHECK(tu_write_file(ipath, sub, strlen(sub)) == 0);
             free(sub);
@@ -494,8 +490,6 @@ static void test_hf_index_writers_agree(void) {
     text = (char *)tu_read_file(i2, &len);
     CHECK(text && len > 2 && text[len - 1] == '\n');
     if (text) {
-        text = (char *)realloc(text, len + 1);
-        text[len] = 0;
         CHECK_MSG(strstr(text, "\"caf\\u00E9.weight\"") != NULL, "%s", text);
         CHECK_MSG(strstr(text, "\"\\u6743\"") != NULL, "%s", text);
     }
