@@ -725,6 +725,8 @@ void ptwm_reader_close(ptwm_reader *r) {
 
 /* ---- accessors ----------------------------------------------------------- */
 
+int ptwm_reader_get_threads(const ptwm_reader *r) { return r ? r->threads : 0; }
+
 void ptwm_reader_set_threads(ptwm_reader *r, int threads) {
     if (!r || r->threads == threads) return;
     r->threads = threads;

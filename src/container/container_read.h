@@ -46,6 +46,8 @@ ptwm_error ptwm_fstream_add(ptwm_fstream *s, ptwm_reader *r, const size_t *indic
                             const uint64_t *offs, ptwm_err *err);
 ptwm_error ptwm_fstream_end(ptwm_fstream *s, ptwm_err *err);
 ptwm_error ptwm_fstream_close(ptwm_fstream *s, ptwm_err *err);
+/* The decoding threads set (0 = all cores). */
+int ptwm_reader_get_threads(const ptwm_reader *r);
 /* Size of the source file recorded with the source header (0 if none). */
 uint64_t ptwm_reader_source_file_size(const ptwm_reader *r);
 /* Where chunk `chunk` of tensor `index` lies in the file (for tests and

@@ -154,43 +154,46 @@ ptwm_error ptwm_parts_verify(const char *outdir, const ptwm_parts_manifest *m, s
     return rc;
 }
 
-static ptwm_error assemble_compressed(const char *outdir, const ptwm_parts_manifest *m,
-                                      size_t n, ptwm_err *err) {
+/* The plan recomputed from the manifests' source and options, then the
+ * parts checked against it, the source's other files, the shards in place
+ * and last the index (or, without one, the one file). */
+static ptwm_error assemble(const char *outdir, const ptwm_parts_manifest *m, size_t n,
+                           ptwm_err *err) {
+    int compress = strcmp(m[0].direction, "compress") == 0;
+    const ptwm_sink_ops *sink = compress ? &ptwm_sink_ptwm_ops : &ptwm_sink_safetensors_ops;
     ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
-    ptwm_ck_src s;
-    ptwm_ck_plan pl;
+    ptwm_conv_src s;
+    ptwm_conv_plan pl;
     ptwm_parts_files f;
-    uint64_t *coded = NULL;
+    uint64_t *sizes = NULL;
+    const char *last;
     char fp[33];
-    ptwm_error rc = ptwm_ck_src_open(&s, m[0].source, err);
-    if (rc) {
-        ptwm_ck_src_close(&s);
-        ptwm_err_prefix(err, "'%s': the parts' source", outdir);
-        return rc;
-    }
+    ptwm_error rc = ptwm_conv_src_open(
+        &s, m[0].source, compress ? PTWM_SOURCE_SAFETENSORS : PTWM_SOURCE_PTWM, err);
     o.parts = m[0].parts;
     o.max_shard_size = m[0].max_shard_size;
-    o.method = m[0].method;
+    o.method = (ptwm_method)m[0].method;
     o.chunk_size = m[0].chunk_size;
-    if ((rc = ptwm_parts_plan(&s, &o, &pl, &f, fp, err))) {
-        ptwm_ck_src_close(&s);
+    if (rc || (rc = ptwm_parts_plan(&s, sink, &o, &pl, &f, fp, err))) {
+        if (rc) ptwm_err_prefix(err, "'%s': the parts' source", outdir);
+        ptwm_conv_src_close(&s);
         return rc;
     }
-    if (strcmp(fp, m[0].plan) != 0)
-        rc = ptwm_parts_changed(outdir, m, fp, err);
-    coded = (uint64_t *)ptwm_calloc(pl.nshards + 1, sizeof *coded);
-    if (!rc && !coded) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    if (!rc) rc = ptwm_parts_verify(outdir, m, n, &f, coded, err);
-    if (!rc) rc = ptwm_ck_copy_other_files(&s, outdir, err);
-    /* The index (or a lone model.ptwm) last: OUTDIR is whole once it is there. */
-    if (!rc) rc = ptwm_parts_publish(outdir, m, n, PTWM_SINGLE_NAME, 0, err);
-    if (!rc) rc = ptwm_ck_write_index(&s, &pl, coded, outdir, err);
-    if (!rc) rc = ptwm_parts_publish(outdir, m, n, PTWM_SINGLE_NAME, 1, err);
+    if (strcmp(fp, m[0].plan) != 0) rc = ptwm_parts_changed(outdir, m, fp, err);
+    sizes = (uint64_t *)ptwm_calloc(pl.nfiles + 1, sizeof *sizes);
+    if (!rc && !sizes) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = ptwm_parts_verify(outdir, m, n, &f, sizes, err);
+    if (!rc) rc = ptwm_conv_copy_other_files(&s, outdir, err);
+    last = pl.with_index ? NULL : pl.names[0];
+    /* The index (or the one file) last: OUTDIR is whole once it is there. */
+    if (!rc) rc = ptwm_parts_publish(outdir, m, n, last, 0, err);
+    if (!rc && pl.with_index) rc = sink->index(&s, &pl, sizes, outdir, err);
+    if (!rc) rc = ptwm_parts_publish(outdir, m, n, last, 1, err);
     if (!rc) ptwm_parts_done(outdir);
-    ptwm_free(coded);
+    ptwm_free(sizes);
     ptwm_parts_files_free(&f);
-    ptwm_ck_plan_free(&pl);
-    ptwm_ck_src_close(&s);
+    ptwm_conv_plan_free(&pl);
+    ptwm_conv_src_close(&s);
     return rc;
 }
 
@@ -215,8 +218,7 @@ ptwm_error ptwm_assemble_checkpoint(const char *outdir, ptwm_err *err) {
     if (n == 0 && parts_dir && !ptwm_is_dir(parts_dir) && ptwm_parts_finished(outdir))
         rc = PTWM_OK;
     else if (!(rc = check_set(outdir, m, n, err)))
-        rc = strcmp(m[0].direction, "compress") == 0 ? assemble_compressed(outdir, m, n, err)
-                                                      : ptwm_dk_assemble(outdir, m, n, err);
+        rc = assemble(outdir, m, n, err);
     ptwm_free(parts_dir);
     ptwm_parts_free(m, n);
     return rc;

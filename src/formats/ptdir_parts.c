@@ -20,7 +20,6 @@
 #include "fileio.h"
 #include "hash.h"
 #include "outdir.h"
-#include "ptdir_internal.h"
 #include "ptdir_parts.h"
 
 #define PARTS_DIR ".ptwm-parts"
@@ -62,34 +61,40 @@ void ptwm_parts_hash_u64(ptwm_xxh128 *h, uint64_t v) {
 void ptwm_parts_hash_str(ptwm_xxh128 *h, const char *s) { ptwm_xxh128_update(h, s, strlen(s) + 1); }
 
 
-/* Everything that decides the output bytes and who writes them: the part
- * count, the options that change coded bytes, every tensor and its shard,
- * the source files and their index. Threads do not change the output. */
-static ptwm_error fingerprint(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
-                              const ptwm_checkpoint_options *o, char out[33], ptwm_err *err) {
+/* Everything that decides the output files and who writes them: the
+ * direction, the part count, the options that change coded bytes, every
+ * output file, every tensor and its file, the input files and the index.
+ * Threads do not change the output. */
+static ptwm_error fingerprint(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                              const ptwm_conv_plan *pl, const ptwm_checkpoint_options *o,
+                              char out[33], ptwm_err *err) {
     ptwm_xxh128 h = {0};
     uint8_t d[16];
     size_t i;
     ptwm_error rc = ptwm_xxh128_begin(&h, err);
     if (rc) return rc;
-    ptwm_parts_hash_str(&h, "ptwm parts plan 1");
+    ptwm_parts_hash_str(&h, "ptwm parts plan 2");
+    ptwm_parts_hash_str(&h, sink->direction);
     ptwm_parts_hash_u64(&h, o->parts);
     ptwm_parts_hash_u64(&h, o->max_shard_size);
     ptwm_parts_hash_u64(&h, (uint64_t)(o->method ? o->method : PTWM_METHOD_MICROSCALE));
     ptwm_parts_hash_u64(&h, o->chunk_size);
-    ptwm_parts_hash_u64(&h, pl->nshards);
     ptwm_parts_hash_u64(&h, (uint64_t)pl->with_index * 2 + (uint64_t)pl->exact);
-    for (i = 0; i < pl->n; i++) {
-        ptwm_tensor_info t;
-        ptwm_st_tensor(pl->items[i].st, pl->items[i].local, &t, NULL);
-        ptwm_parts_hash_str(&h, t.name);
-        ptwm_parts_hash_u64(&h, t.nbytes);
-        ptwm_parts_hash_u64(&h, pl->shard_of[i]);
-        ptwm_parts_hash_str(&h, ptwm_base_name(ptwm_st_path(pl->items[i].st)));
-        ptwm_parts_hash_u64(&h, ptwm_st_file_size(pl->items[i].st));
+    for (i = 0; i < pl->nfiles; i++) {
+        ptwm_parts_hash_str(&h, pl->names[i]);
+        ptwm_parts_hash_u64(&h, pl->raw[i]);
     }
-    ptwm_parts_hash_u64(&h, s->hf_index_len);
-    if (s->hf_index) ptwm_xxh128_update(&h, s->hf_index, s->hf_index_len);
+    for (i = 0; i < pl->n; i++) {
+        ptwm_parts_hash_str(&h, pl->items[i].info.name);
+        ptwm_parts_hash_u64(&h, pl->items[i].info.nbytes);
+        ptwm_parts_hash_u64(&h, pl->shard_of[i]);
+    }
+    for (i = 0; i < s->nin; i++) {
+        ptwm_parts_hash_str(&h, s->nin > 1 ? s->in[i].label : "");
+        ptwm_parts_hash_u64(&h, s->in[i].ops->file_size(s->in[i].h));
+    }
+    ptwm_parts_hash_u64(&h, s->index_len);
+    if (s->index_text) ptwm_xxh128_update(&h, s->index_text, s->index_len);
     ptwm_xxh128_end(&h, d);
     ptwm_hex128(d, out);
     return PTWM_OK;
@@ -302,47 +307,52 @@ void ptwm_parts_files_assign(ptwm_parts_files *f) {
     if (f->parts) ptwm_parts_assign(f->raw, f->n, f->parts, f->part_of);
 }
 
-ptwm_error ptwm_parts_plan(const ptwm_ck_src *s, const ptwm_checkpoint_options *o,
-                           ptwm_ck_plan *pl, ptwm_parts_files *f, char fp[33], ptwm_err *err) {
+ptwm_error ptwm_parts_plan(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                           const ptwm_checkpoint_options *o, ptwm_conv_plan *pl,
+                           ptwm_parts_files *f, char fp[33], ptwm_err *err) {
     size_t k;
-    char name[64];
-    ptwm_error rc = ptwm_ck_plan_make(s, o->max_shard_size, pl, err);
-    if (!rc) rc = fingerprint(s, pl, o, fp, err);
-    if (!rc) rc = ptwm_parts_files_new(pl->nshards, o->parts, f, err);
-    for (k = 0; !rc && k < pl->nshards; k++) {
+    ptwm_error rc = ptwm_conv_plan_make(s, sink, o->max_shard_size, pl, err);
+    if (rc) return rc;
+    rc = fingerprint(s, sink, pl, o, fp, err);
+    if (!rc) rc = ptwm_parts_files_new(pl->nfiles, o->parts, f, err);
+    for (k = 0; !rc && k < pl->nfiles; k++) {
         f->raw[k] = pl->raw[k];
-        if (!(rc = ptwm_ck_shard_name(pl, k, name, err))) rc = ptwm_parts_files_name(f, k, name, err);
+        rc = ptwm_parts_files_name(f, k, pl->names[k], err);
     }
     if (!rc) ptwm_parts_files_assign(f);
     if (rc) {
         ptwm_parts_files_free(f);
-        ptwm_ck_plan_free(pl);
+        ptwm_conv_plan_free(pl);
     }
     return rc;
 }
 
-ptwm_error ptwm_parts_compress(const ptwm_ck_src *s, const char *outdir,
-                               const ptwm_checkpoint_options *o, ptwm_err *err) {
-    ptwm_ck_plan pl;
+ptwm_error ptwm_parts_convert(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                              const char *outdir, const ptwm_checkpoint_options *o,
+                              ptwm_err *err) {
+    ptwm_conv_progress pr;
+    ptwm_conv_opts co;
+    ptwm_conv_plan pl;
     ptwm_parts_files f;
     uint8_t *wanted = NULL;
-    uint64_t *coded = NULL;
+    uint64_t *sizes = NULL;
     char fp[33], *dir = NULL;
     size_t k;
     ptwm_error rc;
-    if ((rc = ptwm_parts_plan(s, o, &pl, &f, fp, err))) return rc;
+    if ((rc = ptwm_parts_plan(s, sink, o, &pl, &f, fp, err))) return rc;
     rc = ptwm_parts_begin(outdir, s->path, fp, o, &dir, err);
-    wanted = (uint8_t *)ptwm_calloc(pl.nshards + 1, 1);
-    coded = (uint64_t *)ptwm_calloc(pl.nshards + 1, sizeof *coded);
-    if (!rc && (!wanted || !coded)) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    for (k = 0; !rc && k < pl.nshards; k++) wanted[k] = f.part_of[k] + 1 == o->part;
-    if (!rc) rc = ptwm_ck_write_shards(s, &pl, o, dir, wanted, coded, err);
-    if (!rc) rc = ptwm_parts_write_manifest(outdir, s->path, fp, "compress", o, &f, err);
+    wanted = (uint8_t *)ptwm_calloc(pl.nfiles + 1, 1);
+    sizes = (uint64_t *)ptwm_calloc(pl.nfiles + 1, sizeof *sizes);
+    if (!rc && (!wanted || !sizes)) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (k = 0; !rc && k < pl.nfiles; k++) wanted[k] = f.part_of[k] + 1 == o->part;
+    ptwm_conv_opts_of(o, &pr, &co);
+    if (!rc) rc = ptwm_conv_write(s, &pl, sink, &co, dir, wanted, sizes, err);
+    if (!rc) rc = ptwm_parts_write_manifest(outdir, s->path, fp, sink->direction, o, &f, err);
     ptwm_free(dir);
-    ptwm_free(coded);
+    ptwm_free(sizes);
     ptwm_free(wanted);
     ptwm_parts_files_free(&f);
-    ptwm_ck_plan_free(&pl);
+    ptwm_conv_plan_free(&pl);
     return rc;
 }
 

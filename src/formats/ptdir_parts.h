@@ -4,7 +4,7 @@
 #define PTWM_PTDIR_PARTS_H
 
 #include "hash.h"
-#include "ptdir_internal.h"
+#include "sink.h"
 
 #define PTWM_PARTS_MAX 100000u
 
@@ -48,9 +48,10 @@ ptwm_error ptwm_parts_files_name(ptwm_parts_files *f, size_t k, const char *name
 void ptwm_parts_files_assign(ptwm_parts_files *f);
 void ptwm_parts_files_free(ptwm_parts_files *f);
 
-/* A compression's plan, its fingerprint and its files, for o->parts parts. */
-ptwm_error ptwm_parts_plan(const ptwm_ck_src *s, const ptwm_checkpoint_options *o,
-                           ptwm_ck_plan *pl, ptwm_parts_files *f, char fp[33], ptwm_err *err);
+/* A conversion's plan into `sink`, its fingerprint and its files, for o->parts parts. */
+ptwm_error ptwm_parts_plan(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                           const ptwm_checkpoint_options *o, ptwm_conv_plan *pl,
+                           ptwm_parts_files *f, char fp[33], ptwm_err *err);
 /* o->part and o->parts name a part (or none: both 0). */
 ptwm_error ptwm_parts_check(const ptwm_checkpoint_options *o, ptwm_err *err);
 /* Before a part writes: OUTDIR new, empty or holding parts of the plan `fp`;
@@ -74,12 +75,10 @@ ptwm_error ptwm_parts_changed(const char *outdir, const ptwm_parts_manifest *m, 
                               ptwm_err *err);
 /* Remove OUTDIR/.ptwm-parts once the checkpoint is whole. */
 void ptwm_parts_done(const char *outdir);
-/* Assemble decompression parts (ptdir_restore.c). */
-ptwm_error ptwm_dk_assemble(const char *outdir, const ptwm_parts_manifest *m, size_t n,
-                            ptwm_err *err);
 /* Part o->part of o->parts: its shards and its manifest, under OUTDIR. */
-ptwm_error ptwm_parts_compress(const ptwm_ck_src *s, const char *outdir,
-                               const ptwm_checkpoint_options *o, ptwm_err *err);
+ptwm_error ptwm_parts_convert(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                              const char *outdir, const ptwm_checkpoint_options *o,
+                              ptwm_err *err);
 /* Every manifest in OUTDIR (none when it has no .ptwm-parts), by part. */
 ptwm_error ptwm_parts_read_all(const char *outdir, ptwm_parts_manifest **out, size_t *n,
                                ptwm_err *err);

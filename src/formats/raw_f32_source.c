@@ -89,4 +89,5 @@ static uint64_t raw_file_size(const void *h) { return ((const raw_src *)h)->byte
 const ptwm_source_ops ptwm_source_raw_ops = {
     PTWM_SOURCE_RAW_F32, raw_open, raw_close, raw_count, raw_tensor, raw_find, raw_read,
     NULL /* read_many */, NULL /* metadata: none */, NULL, raw_file_size,
-    NULL /* set_threads */, NULL /* set_base */, NULL /* tensor_hash */};
+    NULL /* set_threads */, NULL /* set_base */, NULL /* tensor_hash */,
+    NULL /* record: none */, NULL /* stream_into: read and written */};

@@ -309,6 +309,8 @@ ptwm_error ptwm_shardir_open(const char *dir, ptwm_source_kind kind, ptwm_open_m
 /* ---- what only a directory has ------------------------------------------ */
 
 size_t ptwm_shardir_shard_count(const ptwm_shardir *d) { return d ? d->nshards : 0; }
+const ptwm_source_ops *ptwm_shardir_shard_ops(const ptwm_shardir *d) { return d->k->shard; }
+
 void *ptwm_shardir_shard(const ptwm_shardir *d, size_t i) {
     return d && i < d->nshards ? d->shards[i] : NULL;
 }
@@ -440,8 +442,9 @@ static uint64_t dir_file_size(const void *h) {
 const ptwm_source_ops ptwm_source_stdir_ops = {
     PTWM_SOURCE_SAFETENSORS_DIR, stdir_open, dir_close, dir_count, dir_tensor, dir_find, dir_read,
     NULL /* read_many: safetensors reads are copies, one per tensor */, dir_metadata_count,
-    dir_metadata, dir_file_size, dir_set_threads, dir_set_base, dir_tensor_hash};
+    dir_metadata, dir_file_size, dir_set_threads, dir_set_base, dir_tensor_hash,
+    NULL /* record: per shard */, NULL /* stream_into: per shard */};
 const ptwm_source_ops ptwm_source_ptdir_ops = {
     PTWM_SOURCE_PTWM_DIR, ptdir_open, dir_close, dir_count, dir_tensor, dir_find, dir_read,
     dir_read_many, dir_metadata_count, dir_metadata, dir_file_size, dir_set_threads, dir_set_base,
-    dir_tensor_hash};
+    dir_tensor_hash, NULL /* record: per shard */, NULL /* stream_into: per shard */};

@@ -22,6 +22,8 @@ size_t ptwm_shardir_shard_count(const ptwm_shardir *d);
 /* The shard's own handle (a ptwm_st or a ptwm_reader), and its file name. */
 void *ptwm_shardir_shard(const ptwm_shardir *d, size_t i);
 const char *ptwm_shardir_shard_name(const ptwm_shardir *d, size_t i);
+/* The source operations of its shards. */
+const ptwm_source_ops *ptwm_shardir_shard_ops(const ptwm_shardir *d);
 /* The shard holding tensor `index` and its index there; (size_t)-1 past the end. */
 size_t ptwm_shardir_shard_of(const ptwm_shardir *d, size_t index, size_t *local);
 /* The .ptwm index (NULL for a lone model.ptwm and for safetensors directories). */

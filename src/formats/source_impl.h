@@ -10,6 +10,19 @@
 
 #include "common.h"
 
+/* The safetensors file a file reproduces byte for byte: its header JSON
+ * (without the 8-byte length before it), file name and size (0: not
+ * recorded). A safetensors file reproduces itself; a .ptwm file the file it
+ * was compressed from, if it recorded one. */
+typedef struct ptwm_file_record {
+    const char *json;
+    size_t len;
+    const char *name;
+    uint64_t size;
+} ptwm_file_record;
+
+struct ptwm_fstream;
+
 typedef struct ptwm_source_ops {
     ptwm_source_kind kind;
     /* Open `path`; `mode` is how safetensors files read tensor bytes (other
@@ -39,6 +52,14 @@ typedef struct ptwm_source_ops {
     /* The payload hash the file records for a tensor: 1, or 0 if none (no
      * data is read); NULL for kinds that record none. */
     int (*tensor_hash)(const void *h, size_t index, uint8_t hash[16]);
+    /* The file's record (out->json NULL: none); a damaged record is an error
+     * naming `label`. NULL for kinds that reproduce no safetensors file. */
+    ptwm_error (*record)(const void *h, const char *label, ptwm_file_record *out, ptwm_err *err);
+    /* Tensors indices[0..n) decoded by the stream's threads straight into its
+     * current file, tensor i at offset offs[i]. NULL: the caller reads and
+     * writes them. */
+    ptwm_error (*stream_into)(void *h, struct ptwm_fstream *s, const size_t *indices, size_t n,
+                              const uint64_t *offs, ptwm_err *err);
 } ptwm_source_ops;
 
 /* One table per kind, each beside its reader. */

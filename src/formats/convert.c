@@ -1,0 +1,300 @@
+/* The one conversion path (sink.h): plan the output files, write them
+ * through one sink state, then the index and the source's other files.
+ * Compressing and decompressing files and directories, whole or in parts
+ * (ptdir_parts.c), all run through here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "container_read.h"
+#include "fileio.h"
+#include "outdir.h"
+#include "ptdir_parts.h"
+#include "sink.h"
+
+void ptwm_conv_plan_free(ptwm_conv_plan *p) {
+    size_t k;
+    for (k = 0; p->names && k < p->nfiles; k++) ptwm_free(p->names[k]);
+    ptwm_free(p->names);
+    ptwm_free(p->items);
+    ptwm_free(p->shard_of);
+    ptwm_free(p->start);
+    ptwm_free(p->raw);
+    memset(p, 0, sizeof *p);
+}
+
+/* An exact plan reproduces every input file's record; a sink that names
+ * files after them needs plain, distinct names. */
+static int can_be_exact(const ptwm_conv_src *s, const ptwm_sink_ops *sink) {
+    size_t i, j;
+    for (i = 0; i < s->nin; i++) {
+        const char *name = s->in[i].rec.name;
+        if (!s->in[i].rec.json) return 0;
+        if (!sink->record_names) continue;
+        if (!name || !ptwm_plain_name(name)) return 0;
+        for (j = 0; j < i; j++)
+            if (!strcmp(name, s->in[j].rec.name)) return 0;
+    }
+    return 1;
+}
+
+static ptwm_error list_items(const ptwm_conv_src *s, ptwm_conv_plan *p, uint64_t **sizes,
+                             ptwm_err *err) {
+    size_t i, j, k = 0;
+    for (i = 0; i < s->nin; i++) p->n += s->in[i].ops->count(s->in[i].h);
+    p->items = (ptwm_conv_item *)ptwm_calloc(p->n + 1, sizeof *p->items);
+    p->shard_of = (size_t *)ptwm_calloc(p->n + 1, sizeof *p->shard_of);
+    *sizes = (uint64_t *)ptwm_calloc(p->n + 1, sizeof **sizes);
+    if (!p->items || !p->shard_of || !*sizes)
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory planning %zu tensors", p->n);
+    for (i = 0; i < s->nin; i++) {
+        const ptwm_conv_in *in = &s->in[i];
+        for (j = 0; j < in->ops->count(in->h); j++, k++) {
+            p->items[k].in = (uint32_t)i;
+            p->items[k].local = j;
+            in->ops->tensor(in->h, j, &p->items[k].info, NULL);
+            (*sizes)[k] = p->items[k].info.nbytes;
+            p->shard_of[k] = i;
+        }
+    }
+    return PTWM_OK;
+}
+
+/* Where each file's tensors begin, their bytes, and the file names. */
+static ptwm_error plan_files(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                             ptwm_conv_plan *p, ptwm_err *err) {
+    size_t i, k = 0;
+    p->start = (size_t *)ptwm_calloc(p->nfiles + 1, sizeof *p->start);
+    p->raw = (uint64_t *)ptwm_calloc(p->nfiles + 1, sizeof *p->raw);
+    p->names = (char **)ptwm_calloc(p->nfiles + 1, sizeof *p->names);
+    if (!p->start || !p->raw || !p->names)
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory planning %zu files", p->nfiles);
+    for (i = 0; i < p->n; i++) {
+        while (k < p->shard_of[i]) p->start[++k] = i;
+        p->raw[k] += p->items[i].info.nbytes;
+    }
+    while (k < p->nfiles) p->start[++k] = p->n;
+    for (k = 0; k < p->nfiles; k++) {
+        char name[64];
+        if (p->exact && sink->record_names) {
+            p->names[k] = ptwm_strdup(s->in[k].rec.name);
+        } else if (p->with_index) {
+            if (ptwm_shard_filename(k + 1, p->nfiles, sink->ext, name, sizeof name, NULL))
+                return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "cannot name shard %zu of %zu", k + 1,
+                                 p->nfiles);
+            p->names[k] = ptwm_strdup(name);
+        } else {
+            p->names[k] = ptwm_strdup(sink->single_name);
+        }
+        if (!p->names[k]) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
+    return PTWM_OK;
+}
+
+/* A file named after its record must not take the place of the index. */
+static ptwm_error check_names(const ptwm_conv_src *s, const ptwm_conv_plan *p, ptwm_err *err) {
+    size_t k;
+    for (k = 0; p->with_index && s->index_name && k < p->nfiles; k++)
+        if (!strcmp(p->names[k], s->index_name))
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "'%s': shard '%s' restores to '%s', the name of the source index",
+                             s->path, s->in[k].label, s->index_name);
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_conv_plan_make(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                               uint64_t max_shard_size, ptwm_conv_plan *p, ptwm_err *err) {
+    uint64_t *sizes = NULL;
+    ptwm_error rc;
+    memset(p, 0, sizeof *p);
+    rc = list_items(s, p, &sizes, err);
+    p->exact = max_shard_size == 0 && can_be_exact(s, sink);
+    if (!rc && max_shard_size)
+        rc = ptwm_plan_shards(sizes, p->n, max_shard_size, p->shard_of, &p->nfiles, err);
+    else
+        p->nfiles = s->nin;
+    if (p->nfiles == 0) p->nfiles = 1;   /* no tensors: still one (empty) file */
+    p->with_index = sink->with_index(s, p->nfiles, p->exact);
+    if (!rc) rc = plan_files(s, sink, p, err);
+    if (!rc) rc = check_names(s, p, err);
+    ptwm_free(sizes);
+    if (rc) ptwm_conv_plan_free(p);
+    return rc;
+}
+
+const ptwm_conv_in *ptwm_conv_meta_from(const ptwm_conv_file *f) {
+    if (f->exact) return f->exact;
+    return f->n ? &f->src->in[f->items[0].in] : NULL;
+}
+
+void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
+                       ptwm_conv_opts *out) {
+    ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
+    cp.method = o->method;
+    cp.threads = o->threads;
+    cp.chunk_size = o->chunk_size;
+    cp.base = o->base;
+    memset(out, 0, sizeof *out);
+    out->cp = cp;
+    out->threads = o->threads;
+    out->progress = p;
+    p->fn = o->progress;
+    p->ctx = o->progress_ctx;
+    p->done = 0;
+    p->total = 0;
+}
+
+ptwm_error ptwm_conv_write(const ptwm_conv_src *s, const ptwm_conv_plan *p,
+                           const ptwm_sink_ops *sink, const ptwm_conv_opts *o, const char *dir,
+                           const uint8_t *wanted, uint64_t *sizes, ptwm_err *err) {
+    void *state = NULL;
+    size_t k;
+    ptwm_error rc, r2;
+    if (o->progress && !o->progress->total)
+        for (k = 0; k < p->nfiles; k++)
+            if (!wanted || wanted[k]) o->progress->total += p->raw[k];
+    if ((rc = sink->open(o, &state, err))) return rc;
+    for (k = 0; k < p->nfiles && !rc; k++) {
+        ptwm_conv_file f;
+        char *path;
+        if (wanted && !wanted[k]) continue;
+        if (!(path = dir ? ptwm_path_join(dir, p->names[k]) : ptwm_strdup(p->names[k]))) {
+            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+            break;
+        }
+        f.path = path;
+        f.src = s;
+        f.items = p->items + p->start[k];
+        f.n = p->start[k + 1] - p->start[k];
+        f.exact = p->exact ? &s->in[k] : NULL;
+        rc = sink->file(state, &f, &sizes[k], err);
+        ptwm_free(path);
+    }
+    r2 = sink->close(state, rc ? NULL : err);
+    return rc ? rc : r2;
+}
+
+/* The whole conversion into a staged directory, committed when complete. */
+static ptwm_error convert_dir(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                              const ptwm_checkpoint_options *o, const char *outdir,
+                              const char *src, ptwm_err *err) {
+    ptwm_conv_progress pr;
+    ptwm_conv_opts co;
+    ptwm_conv_plan p;
+    ptwm_stage stage;
+    uint64_t *sizes = NULL;
+    ptwm_error rc = ptwm_stage_begin(outdir, src, o->force, &stage, err);
+    if (rc) return rc;
+    ptwm_conv_opts_of(o, &pr, &co);
+    if (!(rc = ptwm_conv_plan_make(s, sink, o->max_shard_size, &p, err))) {
+        if (!(sizes = (uint64_t *)ptwm_calloc(p.nfiles + 1, sizeof *sizes)))
+            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        if (!rc) rc = ptwm_conv_write(s, &p, sink, &co, stage.tmp_path, NULL, sizes, err);
+        if (!rc) rc = ptwm_conv_copy_other_files(s, stage.tmp_path, err);
+        /* The index last: a directory is only whole once it is there. */
+        if (!rc && p.with_index) rc = sink->index(s, &p, sizes, stage.tmp_path, err);
+        ptwm_free(sizes);
+        ptwm_conv_plan_free(&p);
+    }
+    if (!rc) rc = ptwm_stage_commit(&stage, err);
+    ptwm_stage_abort(&stage);
+    return rc;
+}
+
+/* A source that fails as safetensors but opens as .ptwm: say what it is. */
+static int already_ptwm(const char *path) {
+    ptwm_conv_src s;
+    int yes = ptwm_conv_src_open(&s, path, PTWM_SOURCE_PTWM, NULL) == PTWM_OK;
+    ptwm_conv_src_close(&s);
+    return yes;
+}
+
+static ptwm_error convert_checkpoint(const char *src, const char *outdir,
+                                     const ptwm_checkpoint_options *opt,
+                                     ptwm_source_kind family, const ptwm_sink_ops *sink,
+                                     const char *fn, ptwm_err *err) {
+    ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+    ptwm_conv_src s;
+    size_t i;
+    ptwm_error rc;
+    if (!src || !outdir) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: NULL path", fn);
+    if (!opt) opt = &defaults;
+    if ((rc = ptwm_parts_check(opt, err))) return rc;
+    rc = ptwm_conv_src_open(&s, src, family, err);
+    if (rc && family == PTWM_SOURCE_SAFETENSORS && already_ptwm(src))
+        rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                       "'%s' is already a .ptwm checkpoint (decompress it instead)", src);
+    /* Tensors coded against a base decode with it (docs/DELTA.md). */
+    for (i = 0; !rc && opt->base && s.nin && s.in[0].ops->set_base && i < s.nin; i++)
+        rc = s.in[i].ops->set_base(s.in[i].h, opt->base, err);
+    if (!rc) rc = opt->parts ? ptwm_parts_convert(&s, sink, outdir, opt, err)
+                             : convert_dir(&s, sink, opt, outdir, src, err);
+    ptwm_conv_src_close(&s);
+    return rc;
+}
+
+ptwm_error ptwm_compress_checkpoint(const char *src, const char *outdir,
+                                    const ptwm_checkpoint_options *opt, ptwm_err *err) {
+    return convert_checkpoint(src, outdir, opt, PTWM_SOURCE_SAFETENSORS, &ptwm_sink_ptwm_ops,
+                              "ptwm_compress_checkpoint", err);
+}
+
+ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
+                                      const ptwm_checkpoint_options *opt, ptwm_err *err) {
+    return convert_checkpoint(src, outdir, opt, PTWM_SOURCE_PTWM, &ptwm_sink_safetensors_ops,
+                              "ptwm_decompress_checkpoint", err);
+}
+
+/* One file to one file: an exact plan of one file, written at `dst`. */
+static ptwm_error convert_file(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                               const ptwm_conv_opts *o, const char *dst, ptwm_err *err) {
+    ptwm_conv_plan p;
+    uint64_t size = 0;
+    char *name;
+    ptwm_error rc = ptwm_conv_plan_make(s, sink, 0, &p, err);
+    if (rc) return rc;
+    /* The plan names the file; here the caller does. */
+    if (!(name = ptwm_strdup(dst))) {
+        ptwm_conv_plan_free(&p);
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    }
+    ptwm_free(p.names[0]);
+    p.names[0] = name;
+    rc = ptwm_conv_write(s, &p, sink, o, NULL, NULL, &size, err);
+    ptwm_conv_plan_free(&p);
+    return rc;
+}
+
+ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
+                                     const ptwm_cparams *params, ptwm_err *err) {
+    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
+    ptwm_conv_progress pr;
+    ptwm_conv_opts o;
+    ptwm_conv_src s;
+    ptwm_error rc;
+    if (!src_path || !dst_path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL path");
+    memset(&o, 0, sizeof o);
+    memset(&pr, 0, sizeof pr);
+    o.cp = params ? *params : defaults;
+    o.threads = o.cp.threads;
+    o.progress = &pr;
+    pr.fn = o.cp.progress;
+    pr.ctx = o.cp.progress_ctx;
+    pr.total = o.cp.progress_total;
+    if ((rc = ptwm_conv_src_open(&s, src_path, PTWM_SOURCE_SAFETENSORS, err)) == PTWM_OK)
+        rc = convert_file(&s, &ptwm_sink_ptwm_ops, &o, dst_path, err);
+    ptwm_conv_src_close(&s);
+    return rc;
+}
+
+ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path, ptwm_err *err) {
+    ptwm_conv_opts o;
+    ptwm_conv_src s;
+    ptwm_error rc;
+    if (!r || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader or path");
+    memset(&o, 0, sizeof o);
+    o.threads = ptwm_reader_get_threads(r);
+    if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_ptwm_ops, r, ptwm_reader_label(r), err)) ==
+        PTWM_OK)
+        rc = convert_file(&s, &ptwm_sink_safetensors_ops, &o, path, err);
+    ptwm_conv_src_close(&s);
+    return rc;
+}

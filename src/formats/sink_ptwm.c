@@ -1,0 +1,160 @@
+/* The .ptwm sink (sink.h): each output file is a container writer pulling
+ * its tensors chunk by chunk from their input files (memory is the writer's
+ * window of chunks, whatever the model size). A file that reproduces a
+ * safetensors file records its header, name and size, so decompression
+ * rebuilds it byte for byte; a directory keeps the source's Hugging Face
+ * index in its own index's metadata. One context serves every file. */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include "container_read.h"
+#include "fileio.h"
+#include "index.h"
+#include "sink.h"
+
+typedef struct pt_sink {
+    ptwm_cparams cp;
+    ptwm_conv_progress *p;
+    uint64_t base;              /* progress before the current file */
+    ptwm_ctx *own_ctx;          /* when the caller gave none */
+} pt_sink;
+
+/* The writer reports raw bytes coded within its own file; add the files before. */
+static void on_progress(void *ctx, uint64_t done, uint64_t total) {
+    pt_sink *s = (pt_sink *)ctx;
+    (void)total;
+    if (s->base + done > s->p->done) ptwm_conv_progress_add(s->p, s->base + done - s->p->done);
+}
+
+static ptwm_error pt_open(const ptwm_conv_opts *o, void **out, ptwm_err *err) {
+    pt_sink *s = (pt_sink *)ptwm_calloc(1, sizeof *s);
+    ptwm_error rc;
+    if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    s->cp = o->cp;
+    s->p = o->progress;
+    if (s->p && s->p->fn) {
+        s->cp.progress = on_progress;
+        s->cp.progress_ctx = s;
+    } else {
+        s->cp.progress = NULL;
+    }
+    /* One context for every file: each writer reuses the work memory of the
+     * one before. */
+    if (!o->cp.ctx) {
+        if ((rc = ptwm_ctx_create(&s->own_ctx, err))) {
+            ptwm_free(s);
+            return rc;
+        }
+        s->cp.ctx = s->own_ctx;
+    }
+    *out = s;
+    return PTWM_OK;
+}
+
+static ptwm_error pt_close(void *h, ptwm_err *err) {
+    pt_sink *s = (pt_sink *)h;
+    (void)err;
+    ptwm_ctx_free(s->own_ctx);
+    ptwm_free(s);
+    return PTWM_OK;
+}
+
+typedef struct pull {
+    const ptwm_conv_in *in;
+    size_t local;
+} pull;
+
+static ptwm_error read_chunk(void *ctx, uint64_t offset, void *dst, size_t len, ptwm_err *err) {
+    pull *r = (pull *)ctx;
+    return r->in->ops->read(r->in->h, r->local, offset, dst, len, err);
+}
+
+static ptwm_error put_metadata(ptwm_writer *w, const ptwm_conv_in *in, ptwm_err *err) {
+    size_t i, n = in && in->ops->metadata_count ? in->ops->metadata_count(in->h) : 0;
+    ptwm_kv *kv;
+    ptwm_error rc;
+    if (n == 0) return PTWM_OK;
+    if (!(kv = (ptwm_kv *)ptwm_calloc(n, sizeof *kv)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (i = 0; i < n; i++) kv[i] = in->ops->metadata(in->h, i);
+    rc = ptwm_writer_set_metadata(w, kv, n, err);
+    ptwm_free(kv);
+    return rc;
+}
+
+/* The record is borrowed by the writer (the input stays open until the file
+ * is finished): no copy of a header that may be 100 MB. */
+static ptwm_error put_record(ptwm_writer *w, const ptwm_file_record *rec, ptwm_err *err) {
+    ptwm_error rc = ptwm_writer_borrow_source_json(w, rec->json, rec->len, rec->name, err);
+    /* The rebuild checks it writes exactly the source's bytes. */
+    if (!rc) ptwm_writer_set_source_size(w, rec->size);
+    return rc;
+}
+
+static ptwm_error pt_file(void *h, const ptwm_conv_file *f, uint64_t *size, ptwm_err *err) {
+    pt_sink *s = (pt_sink *)h;
+    ptwm_writer *w = NULL;
+    uint64_t raw = 0;
+    struct stat sb;
+    size_t i;
+    ptwm_error rc;
+    s->base = s->p ? s->p->done : 0;
+    if ((rc = ptwm_writer_open_file(f->path, &s->cp, &w, err))) return rc;
+    if (f->exact) rc = put_record(w, &f->exact->rec, err);
+    if (!rc) rc = put_metadata(w, ptwm_conv_meta_from(f), err);
+    for (i = 0; i < f->n && !rc; i++) {
+        pull r;
+        ptwm_tensor_desc desc = ptwm_desc_of(&f->items[i].info, NULL);
+        r.in = &f->src->in[f->items[i].in];
+        r.local = f->items[i].local;
+        raw += desc.nbytes;
+        rc = ptwm_writer_add_stream(w, &desc, NULL, read_chunk, &r, err);
+        if (rc) ptwm_err_prefix(err, "'%s'", r.in->label);
+    }
+    if (rc) {
+        ptwm_writer_free(w);
+        return rc;
+    }
+    if ((rc = ptwm_writer_finish(w, err))) return rc;
+    if (s->p && s->base + raw > s->p->done) ptwm_conv_progress_add(s->p, s->base + raw - s->p->done);
+    if (stat(f->path, &sb) != 0) return ptwm_fail(err, PTWM_ERR_IO, "'%s': stat failed", f->path);
+    *size = (uint64_t)sb.st_size;
+    return PTWM_OK;
+}
+
+static int pt_with_index(const ptwm_conv_src *s, size_t nfiles, int exact) {
+    /* Always for a directory that had a Hugging Face index, so it comes back. */
+    return nfiles > 1 || (exact && s->index_text);
+}
+
+static ptwm_error pt_index(const ptwm_conv_src *s, const ptwm_conv_plan *p, const uint64_t *sizes,
+                           const char *dir, ptwm_err *err) {
+    ptwm_index *idx = NULL;
+    uint64_t coded = 0;
+    size_t i, k;
+    char *path;
+    ptwm_error rc = ptwm_index_create(s->total, 0, &idx, err);
+    if (rc) return rc;
+    if (p->exact && s->index_text) {
+        const char *name = s->index_name ? s->index_name : PTWM_ST_INDEX_NAME;
+        rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX_NAME, name, strlen(name), err);
+        if (!rc)
+            rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX, s->index_text, s->index_len, err);
+    }
+    for (k = 0; k < p->nfiles && !rc; k++) {
+        coded += sizes[k];
+        for (i = p->start[k]; i < p->start[k + 1] && !rc; i++)
+            rc = ptwm_index_add(idx, p->items[i].info.name, p->names[k], err);
+    }
+    if (!rc) {
+        ptwm_index_set_totals(idx, s->total, coded);
+        path = ptwm_path_join(dir, PTWM_INDEX_NAME);
+        rc = path ? ptwm_index_write(idx, path, err) : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        ptwm_free(path);
+    }
+    ptwm_index_free(idx);
+    return rc;
+}
+
+const ptwm_sink_ops ptwm_sink_ptwm_ops = {"ptwm",  PTWM_SINGLE_NAME, "compress",   0,
+                                          pt_open, pt_file,          pt_close,     pt_with_index,
+                                          pt_index};

@@ -1,0 +1,309 @@
+/* The safetensors sink (sink.h). A file that reproduces a recorded source
+ * is rebuilt byte for byte: the recorded header as it was, then each tensor
+ * at the place that header gives it (the header parser proves the tensors
+ * tile the data region). Otherwise a fresh header is built from the tensors
+ * and metadata. Tensors of .ptwm files are decoded by one stream's threads
+ * straight into the output file (a ring of chunks across every file of the
+ * conversion: memory does not grow with the model, a small file's last
+ * chunks decode beside the next one's first); the stream checks each
+ * payload hash as its tensor's chunks retire, and a file that fails is
+ * never committed. Other inputs are read and written here. */
+#include <stdlib.h>
+#include "container_read.h"
+#include "fileio.h"
+#include "outdir.h"
+#include "safetensors.h"
+#include "sink.h"
+
+#define COPY_CHUNK ((size_t)1 << 20)
+
+typedef struct st_sink {
+    ptwm_fstream *out;
+    ptwm_conv_progress *p;
+    uint8_t *buf;               /* copies of inputs that do not decode into the stream */
+} st_sink;
+
+static ptwm_error progress_sink(void *ctx, const uint8_t *p, size_t n, ptwm_err *err) {
+    (void)p;
+    (void)err;
+    ptwm_conv_progress_add((ptwm_conv_progress *)ctx, n);
+    return PTWM_OK;
+}
+
+static ptwm_error st_open(const ptwm_conv_opts *o, void **out, ptwm_err *err) {
+    st_sink *s = (st_sink *)ptwm_calloc(1, sizeof *s);
+    int progress = o->progress && o->progress->fn;
+    ptwm_error rc;
+    if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    s->p = progress ? o->progress : NULL;
+    if ((rc = ptwm_fstream_open(o->threads, progress ? progress_sink : NULL, s->p, &s->out, err))) {
+        ptwm_free(s);
+        return rc;
+    }
+    *out = s;
+    return PTWM_OK;
+}
+
+static ptwm_error st_close(void *h, ptwm_err *err) {
+    st_sink *s = (st_sink *)h;
+    ptwm_error rc = ptwm_fstream_close(s->out, err);
+    ptwm_free(s->buf);
+    ptwm_free(s);
+    return rc;
+}
+
+/* An output file in the stream: committed when its last chunk is in and
+ * every hash has matched, discarded otherwise. */
+typedef struct out_file {
+    ptwm_atomic_file f;
+} out_file;
+
+static ptwm_error out_done(void *ctx, ptwm_error rc, ptwm_err *err) {
+    out_file *o = (out_file *)ctx;
+    if (!rc) rc = ptwm_atomic_commit(&o->f, err);
+    ptwm_atomic_abort(&o->f);
+    ptwm_free(o);
+    return rc;
+}
+
+/* Start output file `path` with its header (le64 length, then json); the
+ * stream owns it from here (out_done). *fd: where to write tensors. */
+static ptwm_error out_begin(st_sink *s, const char *path, const void *json, size_t len, int *fd,
+                            ptwm_err *err) {
+    out_file *o = (out_file *)ptwm_calloc(1, sizeof *o);
+    uint8_t le[8];
+    ptwm_error rc;
+    if (!o) return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': out of memory", path);
+    o->f.fd = -1;
+    ptwm_store_le64(le, len);
+    if ((rc = ptwm_atomic_open(path, &o->f, err)) ||
+        (rc = ptwm_write_full(o->f.fd, le, sizeof le, path, err)) ||
+        (rc = ptwm_write_full(o->f.fd, json, len, path, err))) {
+        ptwm_atomic_abort(&o->f);
+        ptwm_free(o);
+        return rc;
+    }
+    *fd = o->f.fd;
+    return ptwm_fstream_begin(s->out, o->f.fd, o->f.final_path, out_done, o, err);
+}
+
+/* Tensors local[0..n) of `in`, tensor i at offs[i] of the file. */
+static ptwm_error put_run(st_sink *s, const ptwm_conv_in *in, const size_t *local, size_t n,
+                          const uint64_t *offs, int fd, const char *path, ptwm_err *err) {
+    size_t i;
+    ptwm_error rc = PTWM_OK;
+    if (in->ops->stream_into) return in->ops->stream_into(in->h, s->out, local, n, offs, err);
+    if (!s->buf && !(s->buf = (uint8_t *)ptwm_malloc(COPY_CHUNK)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (i = 0; i < n && !rc; i++) {
+        ptwm_tensor_info info;
+        uint64_t off;
+        in->ops->tensor(in->h, local[i], &info, NULL);
+        for (off = 0; off < info.nbytes && !rc; off += COPY_CHUNK) {
+            size_t len = (size_t)PTWM_MIN((uint64_t)COPY_CHUNK, info.nbytes - off);
+            rc = in->ops->read(in->h, local[i], off, s->buf, len, err);
+            if (!rc) rc = ptwm_pwrite_full(fd, s->buf, len, offs[i] + off, path, err);
+            if (!rc && s->p) ptwm_conv_progress_add(s->p, len);
+        }
+    }
+    return rc;
+}
+
+/* Every run of tensors from one input file, then the file's end. */
+static ptwm_error put_all(st_sink *s, const ptwm_conv_file *f, const size_t *local,
+                          const uint32_t *in, const uint64_t *offs, size_t n, int fd,
+                          ptwm_err *err) {
+    size_t i, j;
+    ptwm_error rc = PTWM_OK, r2;
+    for (i = 0; i < n && !rc; i = j) {
+        for (j = i + 1; j < n && in[j] == in[i]; j++) continue;
+        rc = put_run(s, &f->src->in[in[i]], local + i, j - i, offs + i, fd, f->path, err);
+    }
+    r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
+    return rc ? rc : r2;
+}
+
+static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
+    uint32_t d;
+    if (a->dtype != e->dtype || a->ndim != e->ndim) return 0;
+    for (d = 0; d < e->ndim; d++)
+        if (a->shape[d] != e->shape[d]) return 0;
+    return 1;
+}
+
+/* The input's index of the recorded header's tensor i (in data order): the
+ * writers add a file's tensors in that order, so it is normally i itself,
+ * found without a lookup by name per tensor. */
+static ptwm_error input_index(const ptwm_conv_in *in, size_t i, const char *name, size_t *local) {
+    ptwm_tensor_info info;
+    if (in->ops->tensor(in->h, i, &info, NULL) == PTWM_OK && strcmp(info.name, name) == 0) {
+        *local = i;
+        return PTWM_OK;
+    }
+    return in->ops->find(in->h, name, local, NULL);
+}
+
+/* Where each tensor of the recorded header lies, checked against the input
+ * before anything is written. */
+static ptwm_error map_record(const ptwm_conv_in *in, const ptwm_st_parsed *parsed, size_t *local,
+                             uint64_t *offs, ptwm_err *err) {
+    const char *shard = in->label;
+    uint64_t at = 8 + (uint64_t)in->rec.len, end = at;
+    size_t i;
+    for (i = 0; i < parsed->n; i++) {
+        const ptwm_st_entry *e = &parsed->t[i];
+        ptwm_tensor_info info;
+        if (input_index(in, i, e->name, &local[i]) != PTWM_OK)
+            return ptwm_fail(err, PTWM_ERR_MISMATCH,
+                             "shard '%s': tensor '%s' of the recorded header is not in the shard",
+                             shard, e->name);
+        in->ops->tensor(in->h, local[i], &info, NULL);
+        offs[i] = at + e->begin;
+        if (!same_shape(&info, e) || info.nbytes != e->end - e->begin)
+            return ptwm_fail(err, PTWM_ERR_MISMATCH,
+                             "shard '%s': tensor '%s': %s of %llu bytes in the shard, %s of %llu "
+                             "in the recorded header",
+                             shard, e->name, ptwm_dtype_name(info.dtype),
+                             (unsigned long long)info.nbytes, ptwm_dtype_name(e->dtype),
+                             (unsigned long long)(e->end - e->begin));
+        if (at + e->end > end) end = at + e->end;
+    }
+    /* 0: not recorded (directories written before the size was), when the
+     * source is the header and the tensors it tiles. */
+    if (in->rec.size != 0 && in->rec.size != end)
+        return ptwm_fail(err, PTWM_ERR_MISMATCH,
+                         "shard '%s': source was %llu bytes, header and tensors make %llu", shard,
+                         (unsigned long long)in->rec.size, (unsigned long long)end);
+    return PTWM_OK;
+}
+
+/* Rebuild the file input `in` records. */
+static ptwm_error write_recorded(st_sink *s, const ptwm_conv_file *f, ptwm_err *err) {
+    const ptwm_conv_in *in = f->exact;
+    ptwm_st_parsed parsed;
+    size_t *local = NULL, i, count = in->ops->count(in->h);
+    uint32_t *ins = NULL;
+    uint64_t *offs = NULL;
+    int fd = -1;
+    ptwm_error rc;
+    memset(&parsed, 0, sizeof parsed);
+    if ((rc = ptwm_st_parse_header(in->rec.json, in->rec.len, in->label, &parsed, err))) return rc;
+    if (parsed.n != count) {
+        rc = ptwm_fail(err, PTWM_ERR_MISMATCH,
+                       "shard '%s': recorded source header lists %zu tensors, the shard holds %zu",
+                       in->label, parsed.n, count);
+        goto done;
+    }
+    local = (size_t *)ptwm_calloc(parsed.n + 1, sizeof *local);
+    ins = (uint32_t *)ptwm_calloc(parsed.n + 1, sizeof *ins);
+    offs = (uint64_t *)ptwm_calloc(parsed.n + 1, sizeof *offs);
+    if (!local || !ins || !offs) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "shard '%s': out of memory for %zu tensors", in->label,
+                       parsed.n);
+        goto done;
+    }
+    for (i = 0; i < parsed.n; i++) ins[i] = (uint32_t)(in - f->src->in);
+    if (!(rc = map_record(in, &parsed, local, offs, err)) &&
+        !(rc = out_begin(s, f->path, in->rec.json, in->rec.len, &fd, err)))
+        rc = put_all(s, f, local, ins, offs, parsed.n, fd, err);
+done:
+    ptwm_free(local);
+    ptwm_free(ins);
+    ptwm_free(offs);
+    ptwm_st_parsed_free(&parsed);
+    return rc;
+}
+
+static const uint8_t header_only = 0;
+
+/* A fresh header from the tensors and the metadata of the file's first input. */
+static ptwm_error fresh_header(const ptwm_conv_file *f, void **hdr, size_t *len, ptwm_err *err) {
+    const ptwm_conv_in *m = ptwm_conv_meta_from(f);
+    size_t i, nmeta = m && m->ops->metadata_count ? m->ops->metadata_count(m->h) : 0;
+    ptwm_tensor_desc *d = (ptwm_tensor_desc *)ptwm_calloc(f->n + 1, sizeof *d);
+    ptwm_kv *meta = (ptwm_kv *)ptwm_calloc(nmeta + 1, sizeof *meta);
+    ptwm_error rc;
+    if (!d || !meta) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    } else {
+        /* The header builder wants a data pointer but reads only the sizes. */
+        for (i = 0; i < f->n; i++) d[i] = ptwm_desc_of(&f->items[i].info, &header_only);
+        for (i = 0; i < nmeta; i++) meta[i] = m->ops->metadata(m->h, i);
+        rc = ptwm_st_build_header(d, f->n, meta, nmeta, hdr, len, err);
+        if (rc) ptwm_err_prefix(err, "'%s'", f->path);
+    }
+    ptwm_free(d);
+    ptwm_free(meta);
+    return rc;
+}
+
+static ptwm_error write_fresh(st_sink *s, const ptwm_conv_file *f, ptwm_err *err) {
+    size_t *local = (size_t *)ptwm_calloc(f->n + 1, sizeof *local);
+    uint32_t *ins = (uint32_t *)ptwm_calloc(f->n + 1, sizeof *ins);
+    uint64_t *offs = (uint64_t *)ptwm_calloc(f->n + 1, sizeof *offs);
+    void *hdr = NULL;
+    size_t i, hlen = 0;
+    int fd = -1;
+    ptwm_error rc = !local || !ins || !offs ? ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory")
+                                            : fresh_header(f, &hdr, &hlen, err);
+    /* The builder's header starts with its 8-byte length. */
+    for (i = 0; !rc && i < f->n; i++) {
+        local[i] = f->items[i].local;
+        ins[i] = f->items[i].in;
+        offs[i] = i ? offs[i - 1] + f->items[i - 1].info.nbytes : hlen;
+    }
+    if (!rc && !(rc = out_begin(s, f->path, (const uint8_t *)hdr + 8, hlen - 8, &fd, err)))
+        rc = put_all(s, f, local, ins, offs, f->n, fd, err);
+    ptwm_free(hdr);
+    ptwm_free(local);
+    ptwm_free(ins);
+    ptwm_free(offs);
+    return rc;
+}
+
+static ptwm_error st_file(void *h, const ptwm_conv_file *f, uint64_t *size, ptwm_err *err) {
+    size_t i;
+    *size = f->exact ? 8 + f->exact->rec.len : 0;
+    for (i = 0; i < f->n; i++) *size += f->items[i].info.nbytes;
+    return f->exact ? write_recorded((st_sink *)h, f, err) : write_fresh((st_sink *)h, f, err);
+}
+
+static int st_with_index(const ptwm_conv_src *s, size_t nfiles, int exact) {
+    return exact ? s->index_name != NULL : nfiles > 1;
+}
+
+/* The source's own index as it was, or Hugging Face's index over fresh shards. */
+static ptwm_error st_index(const ptwm_conv_src *s, const ptwm_conv_plan *p, const uint64_t *sizes,
+                           const char *dir, ptwm_err *err) {
+    const char **names;
+    char *path;
+    size_t i;
+    ptwm_error rc;
+    (void)sizes;
+    if (p->exact) {
+        if (!s->index_text || !ptwm_plain_name(s->index_name))
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "'%s': %s names source index '%s' but is missing its text or the "
+                             "name is not a plain file name", s->path, PTWM_INDEX_NAME, s->index_name);
+        if (!(path = ptwm_path_join(dir, s->index_name)))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        rc = ptwm_write_small_file(path, s->index_text, s->index_len, NULL, err);
+        ptwm_free(path);
+        return rc;
+    }
+    names = (const char **)ptwm_calloc(p->n + 1, sizeof *names);
+    path = ptwm_path_join(dir, PTWM_ST_INDEX_NAME);
+    if (!names || !path) {
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    } else {
+        for (i = 0; i < p->n; i++) names[i] = p->items[i].info.name;
+        rc = ptwm_hf_index_write(path, names, p->shard_of, p->n, p->nfiles, s->total, err);
+    }
+    ptwm_free(names);
+    ptwm_free(path);
+    return rc;
+}
+
+const ptwm_sink_ops ptwm_sink_safetensors_ops = {
+    "safetensors", "model.safetensors", "decompress", 1,       st_open,
+    st_file,       st_close,            st_with_index, st_index};
