@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "container_read.h"
 #include "fileio.h"
+#include "index.h"
 #include "outdir.h"
 #include "ptdir_parts.h"
 #include "sink.h"
@@ -117,6 +118,37 @@ ptwm_error ptwm_conv_plan_make(const ptwm_conv_src *s, const ptwm_sink_ops *sink
     if (!rc) rc = check_names(s, p, err);
     ptwm_free(sizes);
     if (rc) ptwm_conv_plan_free(p);
+    return rc;
+}
+
+ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const ptwm_conv_plan *p,
+                           const uint64_t *sizes, const char *dir, const char *name,
+                           ptwm_err *err) {
+    ptwm_index *idx = NULL;
+    uint64_t coded = 0;
+    size_t i, k;
+    char *path;
+    ptwm_error rc = s->total > INT64_MAX
+                        ? ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index '%s': totals exceed 2^63-1", name)
+                        : ptwm_index_new(kind, &idx, err);
+    /* A .ptwm directory keeps the Hugging Face index it reproduces. */
+    if (!rc && kind == PTWM_INDEX_PTWM && p->exact && s->index_text) {
+        const char *iname = s->index_name ? s->index_name : PTWM_ST_INDEX_NAME;
+        rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX_NAME, iname, strlen(iname), err);
+        if (!rc) rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX, s->index_text, s->index_len, err);
+    }
+    for (k = 0; k < p->nfiles && !rc; k++) {
+        coded += sizes[k];
+        for (i = p->start[k]; i < p->start[k + 1] && !rc; i++)
+            rc = ptwm_index_add(idx, p->items[i].info.name, p->names[k], err);
+    }
+    if (!rc) {
+        ptwm_index_set_totals(idx, s->total, kind == PTWM_INDEX_PTWM ? coded : 0);
+        path = ptwm_path_join(dir, name);
+        rc = path ? ptwm_index_write(idx, path, err) : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        ptwm_free(path);
+    }
+    ptwm_index_free(idx);
     return rc;
 }
 

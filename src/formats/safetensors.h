@@ -48,12 +48,10 @@ ptwm_error ptwm_st_check_prefix(const uint8_t prefix[8], uint64_t file_size, con
 ptwm_error ptwm_st_check_size(const ptwm_st_parsed *p, uint64_t header_len, uint64_t file_size,
                               const char *label, ptwm_err *err);
 
-/* Write a Hugging Face model.safetensors.index.json at `path`: tensor i in
- * shard model-<shard_of[i]+1>-of-<nshards>.safetensors, metadata.total_size
- * `total`, laid out as transformers writes it. */
-ptwm_error ptwm_hf_index_write(const char *path, const char *const *tensor_names,
-                               const size_t *shard_of, size_t n, size_t nshards, uint64_t total,
-                               ptwm_err *err);
+/* Every tensor with bytes to write has data (PTWM_ERR_INVALID_ARG naming
+ * `path` and the tensor otherwise). */
+ptwm_error ptwm_st_check_data(const char *path, const ptwm_tensor_desc *tensors, size_t n,
+                              ptwm_err *err);
 
 /* A JSON value (a json_t *) as messages quote one of the wrong kind: "-3",
  * "1.5 (not an integer)", "a string", "an array", "null"... */

@@ -262,6 +262,18 @@ ptwm_error ptwm_st_build_header(const ptwm_tensor_desc *tensors, size_t n, const
     return PTWM_OK;
 }
 
+/* build_header takes descriptions without data (a container rebuilding a
+ * file streams the bytes itself); writing needs them. */
+ptwm_error ptwm_st_check_data(const char *path, const ptwm_tensor_desc *tensors, size_t n,
+                              ptwm_err *err) {
+    size_t i;
+    for (i = 0; i < n && tensors; i++)
+        if (tensors[i].nbytes && !tensors[i].data && tensors[i].name)
+            return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "writing '%s': tensor '%s': data is NULL",
+                             path, tensors[i].name);
+    return PTWM_OK;
+}
+
 ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tensors, size_t n,
                          const ptwm_kv *meta, size_t nmeta, ptwm_err *err) {
     ptwm_atomic_file f;
@@ -269,13 +281,8 @@ ptwm_error ptwm_st_write(const char *path, const ptwm_tensor_desc *tensors, size
     size_t hlen = 0, i;
     ptwm_error rc;
     if (!path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_st_write: path is NULL");
-    /* build_header takes descriptions without data (a container rebuilding a
-     * file streams the bytes itself); writing needs them. */
-    for (i = 0; i < n && tensors; i++)
-        if (tensors[i].nbytes && !tensors[i].data && tensors[i].name)
-            return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "writing '%s': tensor '%s': data is NULL",
-                             path, tensors[i].name);
-    rc = ptwm_st_build_header(tensors, n, meta, nmeta, &hdr, &hlen, err);
+    rc = ptwm_st_check_data(path, tensors, n, err);
+    if (!rc) rc = ptwm_st_build_header(tensors, n, meta, nmeta, &hdr, &hlen, err);
     if (rc) {
         ptwm_err_prefix(err, "writing '%s'", path);
         return rc;

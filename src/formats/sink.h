@@ -12,6 +12,7 @@
 #ifndef PTWM_SINK_H
 #define PTWM_SINK_H
 
+#include "index.h"
 #include "source_impl.h"
 
 #define PTWM_ST_INDEX_NAME "model.safetensors.index.json"
@@ -134,8 +135,13 @@ ptwm_error ptwm_conv_copy_other_files(const ptwm_conv_src *s, const char *dir, p
 void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
                        ptwm_conv_opts *out);
 
-/* The sinks' shared steps: the tensors of a .ptwm index or Hugging Face
- * index, and the metadata an output file carries. */
+/* The sinks' shared steps: the index of a plan (either kind: every tensor
+ * and its file, the totals; a .ptwm index of an exact plan keeps the Hugging
+ * Face index it reproduces) written at dir/name, and the input whose
+ * metadata an output file carries. */
+ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const ptwm_conv_plan *p,
+                           const uint64_t *sizes, const char *dir, const char *name,
+                           ptwm_err *err);
 const ptwm_conv_in *ptwm_conv_meta_from(const ptwm_conv_file *f);
 
 #endif

@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include "container_read.h"
 #include "fileio.h"
-#include "index.h"
 #include "sink.h"
 
 typedef struct pt_sink {
@@ -128,31 +127,7 @@ static int pt_with_index(const ptwm_conv_src *s, size_t nfiles, int exact) {
 
 static ptwm_error pt_index(const ptwm_conv_src *s, const ptwm_conv_plan *p, const uint64_t *sizes,
                            const char *dir, ptwm_err *err) {
-    ptwm_index *idx = NULL;
-    uint64_t coded = 0;
-    size_t i, k;
-    char *path;
-    ptwm_error rc = ptwm_index_create(s->total, 0, &idx, err);
-    if (rc) return rc;
-    if (p->exact && s->index_text) {
-        const char *name = s->index_name ? s->index_name : PTWM_ST_INDEX_NAME;
-        rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX_NAME, name, strlen(name), err);
-        if (!rc)
-            rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX, s->index_text, s->index_len, err);
-    }
-    for (k = 0; k < p->nfiles && !rc; k++) {
-        coded += sizes[k];
-        for (i = p->start[k]; i < p->start[k + 1] && !rc; i++)
-            rc = ptwm_index_add(idx, p->items[i].info.name, p->names[k], err);
-    }
-    if (!rc) {
-        ptwm_index_set_totals(idx, s->total, coded);
-        path = ptwm_path_join(dir, PTWM_INDEX_NAME);
-        rc = path ? ptwm_index_write(idx, path, err) : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        ptwm_free(path);
-    }
-    ptwm_index_free(idx);
-    return rc;
+    return ptwm_conv_index(PTWM_INDEX_PTWM, s, p, sizes, dir, PTWM_INDEX_NAME, err);
 }
 
 const ptwm_sink_ops ptwm_sink_ptwm_ops = {"ptwm",  PTWM_SINGLE_NAME, "compress",   0,

@@ -18,7 +18,8 @@
 #define COPY_CHUNK ((size_t)1 << 20)
 
 typedef struct st_sink {
-    ptwm_fstream *out;
+    ptwm_fstream *out;          /* opened for the first file with .ptwm inputs */
+    int threads;
     ptwm_conv_progress *p;
     uint8_t *buf;               /* copies of inputs that do not decode into the stream */
 } st_sink;
@@ -32,21 +33,16 @@ static ptwm_error progress_sink(void *ctx, const uint8_t *p, size_t n, ptwm_err 
 
 static ptwm_error st_open(const ptwm_conv_opts *o, void **out, ptwm_err *err) {
     st_sink *s = (st_sink *)ptwm_calloc(1, sizeof *s);
-    int progress = o->progress && o->progress->fn;
-    ptwm_error rc;
     if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    s->p = progress ? o->progress : NULL;
-    if ((rc = ptwm_fstream_open(o->threads, progress ? progress_sink : NULL, s->p, &s->out, err))) {
-        ptwm_free(s);
-        return rc;
-    }
+    s->p = o->progress && o->progress->fn ? o->progress : NULL;
+    s->threads = o->threads;
     *out = s;
     return PTWM_OK;
 }
 
 static ptwm_error st_close(void *h, ptwm_err *err) {
     st_sink *s = (st_sink *)h;
-    ptwm_error rc = ptwm_fstream_close(s->out, err);
+    ptwm_error rc = s->out ? ptwm_fstream_close(s->out, err) : PTWM_OK;
     ptwm_free(s->buf);
     ptwm_free(s);
     return rc;
@@ -66,20 +62,33 @@ static ptwm_error out_done(void *ctx, ptwm_error rc, ptwm_err *err) {
     return rc;
 }
 
-/* Start output file `path` with its header (le64 length, then json); the
- * stream owns it from here (out_done). *fd: where to write tensors. */
+/* Open output file `path` under a temporary name and write its header
+ * (le64 length, then json). */
+static ptwm_error out_open(const char *path, const void *json, size_t len, ptwm_atomic_file *f,
+                           ptwm_err *err) {
+    uint8_t le[8];
+    ptwm_error rc;
+    ptwm_store_le64(le, len);
+    f->fd = -1;
+    if ((rc = ptwm_atomic_open(path, f, err)) ||
+        (rc = ptwm_write_full(f->fd, le, sizeof le, path, err)) ||
+        (rc = ptwm_write_full(f->fd, json, len, path, err)))
+        ptwm_atomic_abort(f);
+    return rc;
+}
+
+/* Start output file `path` in the stream, which owns it from here (out_done). */
 static ptwm_error out_begin(st_sink *s, const char *path, const void *json, size_t len, int *fd,
                             ptwm_err *err) {
     out_file *o = (out_file *)ptwm_calloc(1, sizeof *o);
-    uint8_t le[8];
     ptwm_error rc;
     if (!o) return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': out of memory", path);
-    o->f.fd = -1;
-    ptwm_store_le64(le, len);
-    if ((rc = ptwm_atomic_open(path, &o->f, err)) ||
-        (rc = ptwm_write_full(o->f.fd, le, sizeof le, path, err)) ||
-        (rc = ptwm_write_full(o->f.fd, json, len, path, err))) {
-        ptwm_atomic_abort(&o->f);
+    if (!s->out && (rc = ptwm_fstream_open(s->threads, s->p ? progress_sink : NULL, s->p, &s->out,
+                                           err))) {
+        ptwm_free(o);
+        return rc;
+    }
+    if ((rc = out_open(path, json, len, &o->f, err))) {
         ptwm_free(o);
         return rc;
     }
@@ -93,34 +102,58 @@ static ptwm_error put_run(st_sink *s, const ptwm_conv_in *in, const size_t *loca
     size_t i;
     ptwm_error rc = PTWM_OK;
     if (in->ops->stream_into) return in->ops->stream_into(in->h, s->out, local, n, offs, err);
-    if (!s->buf && !(s->buf = (uint8_t *)ptwm_malloc(COPY_CHUNK)))
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     for (i = 0; i < n && !rc; i++) {
         ptwm_tensor_info info;
         uint64_t off;
         in->ops->tensor(in->h, local[i], &info, NULL);
+        if (!info.data && !s->buf && !(s->buf = (uint8_t *)ptwm_malloc(COPY_CHUNK)))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         for (off = 0; off < info.nbytes && !rc; off += COPY_CHUNK) {
             size_t len = (size_t)PTWM_MIN((uint64_t)COPY_CHUNK, info.nbytes - off);
-            rc = in->ops->read(in->h, local[i], off, s->buf, len, err);
-            if (!rc) rc = ptwm_pwrite_full(fd, s->buf, len, offs[i] + off, path, err);
+            const uint8_t *p = info.data ? (const uint8_t *)info.data + off : s->buf;
+            if (!info.data) rc = in->ops->read(in->h, local[i], off, s->buf, len, err);
+            if (!rc) rc = ptwm_pwrite_full(fd, p, len, offs[i] + off, path, err);
             if (!rc && s->p) ptwm_conv_progress_add(s->p, len);
         }
     }
     return rc;
 }
 
-/* Every run of tensors from one input file, then the file's end. */
-static ptwm_error put_all(st_sink *s, const ptwm_conv_file *f, const size_t *local,
-                          const uint32_t *in, const uint64_t *offs, size_t n, int fd,
-                          ptwm_err *err) {
+/* Every run of tensors from one input file. */
+static ptwm_error put_runs(st_sink *s, const ptwm_conv_file *f, const size_t *local,
+                           const uint32_t *in, const uint64_t *offs, size_t n, int fd,
+                           ptwm_err *err) {
     size_t i, j;
-    ptwm_error rc = PTWM_OK, r2;
+    ptwm_error rc = PTWM_OK;
     for (i = 0; i < n && !rc; i = j) {
         for (j = i + 1; j < n && in[j] == in[i]; j++) continue;
         rc = put_run(s, &f->src->in[in[i]], local + i, j - i, offs + i, fd, f->path, err);
     }
-    r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
-    return rc ? rc : r2;
+    return rc;
+}
+
+/* Output file f: header json, then tensor i (local[i] of input in[i]) at
+ * offs[i]. Through the stream when an input decodes into it; else written
+ * here and committed. */
+static ptwm_error write_file(st_sink *s, const ptwm_conv_file *f, const void *json, size_t len,
+                             const size_t *local, const uint32_t *in, const uint64_t *offs,
+                             size_t n, ptwm_err *err) {
+    ptwm_atomic_file af;
+    size_t i;
+    int fd = -1, streamed = 0;
+    ptwm_error rc, r2;
+    for (i = 0; i < n; i++) streamed |= f->src->in[in[i]].ops->stream_into != NULL;
+    if (streamed) {
+        if ((rc = out_begin(s, f->path, json, len, &fd, err))) return rc;
+        rc = put_runs(s, f, local, in, offs, n, fd, err);
+        r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
+        return rc ? rc : r2;
+    }
+    if ((rc = out_open(f->path, json, len, &af, err))) return rc;
+    rc = put_runs(s, f, local, in, offs, n, af.fd, err);
+    if (!rc) rc = ptwm_atomic_commit(&af, err);
+    ptwm_atomic_abort(&af);
+    return rc;
 }
 
 static int same_shape(const ptwm_tensor_info *a, const ptwm_st_entry *e) {
@@ -184,7 +217,6 @@ static ptwm_error write_recorded(st_sink *s, const ptwm_conv_file *f, ptwm_err *
     size_t *local = NULL, i, count = in->ops->count(in->h);
     uint32_t *ins = NULL;
     uint64_t *offs = NULL;
-    int fd = -1;
     ptwm_error rc;
     memset(&parsed, 0, sizeof parsed);
     if ((rc = ptwm_st_parse_header(in->rec.json, in->rec.len, in->label, &parsed, err))) return rc;
@@ -203,9 +235,8 @@ static ptwm_error write_recorded(st_sink *s, const ptwm_conv_file *f, ptwm_err *
         goto done;
     }
     for (i = 0; i < parsed.n; i++) ins[i] = (uint32_t)(in - f->src->in);
-    if (!(rc = map_record(in, &parsed, local, offs, err)) &&
-        !(rc = out_begin(s, f->path, in->rec.json, in->rec.len, &fd, err)))
-        rc = put_all(s, f, local, ins, offs, parsed.n, fd, err);
+    if (!(rc = map_record(in, &parsed, local, offs, err)))
+        rc = write_file(s, f, in->rec.json, in->rec.len, local, ins, offs, parsed.n, err);
 done:
     ptwm_free(local);
     ptwm_free(ins);
@@ -243,7 +274,6 @@ static ptwm_error write_fresh(st_sink *s, const ptwm_conv_file *f, ptwm_err *err
     uint64_t *offs = (uint64_t *)ptwm_calloc(f->n + 1, sizeof *offs);
     void *hdr = NULL;
     size_t i, hlen = 0;
-    int fd = -1;
     ptwm_error rc = !local || !ins || !offs ? ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory")
                                             : fresh_header(f, &hdr, &hlen, err);
     /* The builder's header starts with its 8-byte length. */
@@ -252,8 +282,7 @@ static ptwm_error write_fresh(st_sink *s, const ptwm_conv_file *f, ptwm_err *err
         ins[i] = f->items[i].in;
         offs[i] = i ? offs[i - 1] + f->items[i - 1].info.nbytes : hlen;
     }
-    if (!rc && !(rc = out_begin(s, f->path, (const uint8_t *)hdr + 8, hlen - 8, &fd, err)))
-        rc = put_all(s, f, local, ins, offs, f->n, fd, err);
+    if (!rc) rc = write_file(s, f, (const uint8_t *)hdr + 8, hlen - 8, local, ins, offs, f->n, err);
     ptwm_free(hdr);
     ptwm_free(local);
     ptwm_free(ins);
@@ -275,11 +304,8 @@ static int st_with_index(const ptwm_conv_src *s, size_t nfiles, int exact) {
 /* The source's own index as it was, or Hugging Face's index over fresh shards. */
 static ptwm_error st_index(const ptwm_conv_src *s, const ptwm_conv_plan *p, const uint64_t *sizes,
                            const char *dir, ptwm_err *err) {
-    const char **names;
     char *path;
-    size_t i;
     ptwm_error rc;
-    (void)sizes;
     if (p->exact) {
         if (!s->index_text || !ptwm_plain_name(s->index_name))
             return ptwm_fail(err, PTWM_ERR_SCHEMA,
@@ -291,17 +317,7 @@ static ptwm_error st_index(const ptwm_conv_src *s, const ptwm_conv_plan *p, cons
         ptwm_free(path);
         return rc;
     }
-    names = (const char **)ptwm_calloc(p->n + 1, sizeof *names);
-    path = ptwm_path_join(dir, PTWM_ST_INDEX_NAME);
-    if (!names || !path) {
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    } else {
-        for (i = 0; i < p->n; i++) names[i] = p->items[i].info.name;
-        rc = ptwm_hf_index_write(path, names, p->shard_of, p->n, p->nfiles, s->total, err);
-    }
-    ptwm_free(names);
-    ptwm_free(path);
-    return rc;
+    return ptwm_conv_index(PTWM_INDEX_SAFETENSORS, s, p, sizes, dir, PTWM_ST_INDEX_NAME, err);
 }
 
 const ptwm_sink_ops ptwm_sink_safetensors_ops = {

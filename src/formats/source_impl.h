@@ -69,6 +69,16 @@ extern const ptwm_source_ops ptwm_source_raw_ops;     /* raw_f32_source.c */
 extern const ptwm_source_ops ptwm_source_stdir_ops;   /* shardir.c */
 extern const ptwm_source_ops ptwm_source_ptdir_ops;   /* shardir.c */
 
+/* Tensors the caller holds in memory, with metadata (memory_source.c): the
+ * source a directory or checkpoint is saved from. Borrowed, not copied. */
+typedef struct ptwm_memory_source {
+    const ptwm_tensor_desc *t;
+    size_t n;
+    const ptwm_kv *meta;
+    size_t nmeta;
+} ptwm_memory_source;
+extern const ptwm_source_ops ptwm_source_memory_ops;
+
 /* The table of `kind`; NULL for AUTO and unknown values. */
 const ptwm_source_ops *ptwm_source_ops_of(ptwm_source_kind kind);
 

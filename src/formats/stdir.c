@@ -11,6 +11,7 @@
 #include "index.h"
 #include "safetensors.h"
 #include "shardir.h"
+#include "sink.h"
 
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
@@ -64,61 +65,25 @@ size_t ptwm_stdir_shard_of(const ptwm_stdir *d, size_t index) {
 
 /* ---- writing ---------------------------------------------------------- */
 
-ptwm_error ptwm_hf_index_write(const char *path, const char *const *tensor_names,
-                               const size_t *shard_of, size_t n, size_t nshards, uint64_t total,
-                               ptwm_err *err) {
-    ptwm_index *idx = NULL;
-    size_t i;
-    ptwm_error rc = ptwm_index_new(PTWM_INDEX_SAFETENSORS, &idx, err);
-    if (!rc && total > INT64_MAX)
-        rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index '%s': totals exceed 2^63-1", path);
-    for (i = 0; i < n && !rc; i++) {
-        char shard[64];
-        rc = ptwm_shard_filename(shard_of[i] + 1, nshards, "safetensors", shard, sizeof shard, NULL);
-        if (!rc) rc = ptwm_index_add(idx, tensor_names[i], shard, err);
-        else ptwm_fail(err, rc, "index '%s': shard %zu of %zu", path, shard_of[i] + 1, nshards);
-    }
-    if (!rc) {
-        ptwm_index_set_totals(idx, total, 0);
-        rc = ptwm_index_write(idx, path, err);
-    }
-    ptwm_index_free(idx);
-    return rc;
-}
-
-/* The index of a sharded write: every tensor's shard and the byte total. */
-static ptwm_error write_index(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
-                              const size_t *shard_of, size_t nshards, ptwm_err *err) {
-    const char **names = ptwm_calloc(n + 1, sizeof(*names));
-    char *path = ptwm_path_join(dir, INDEX_NAME);
-    uint64_t total = 0;
-    size_t i;
-    ptwm_error rc;
-    if (!names || !path) {
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
-    } else {
-        for (i = 0; i < n; i++) {
-            names[i] = tensors[i].name;
-            total += tensors[i].nbytes; /* the header builder checked the sum stays below 2^63 */
-        }
-        rc = ptwm_hf_index_write(path, names, shard_of, n, nshards, total, err);
-    }
-    ptwm_free(names);
-    ptwm_free(path);
-    return rc;
-}
-
+/* Through the conversion path: the tensors as a memory source, written by
+ * the safetensors sink as one file or shards plus an index. */
 ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
                             const ptwm_kv *meta, size_t nmeta, uint64_t max_shard_size,
                             ptwm_err *err) {
+    ptwm_memory_source m;
+    ptwm_conv_src s;
+    ptwm_conv_plan p;
+    ptwm_conv_opts o;
     uint64_t *sizes = NULL;
-    size_t *shard_of = NULL, nshards = 0, i, first = 0, k;
     void *hdr = NULL;
     size_t hlen;
+    char *ipath;
     ptwm_error rc;
-    char *path;
     if (!dir) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_stdir_write: dir is NULL");
+    if (!max_shard_size)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "writing '%s': maximum shard size must be positive", dir);
     /* Validate the whole set once (names unique across shards, sizes agree). */
+    if ((rc = ptwm_st_check_data(dir, tensors, n, err))) return rc;
     rc = ptwm_st_build_header(tensors, n, meta, nmeta, &hdr, &hlen, err);
     ptwm_free(hdr);
     if (rc) {
@@ -128,42 +93,29 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ptwm_fail(err, PTWM_ERR_IO, "cannot create directory '%s': %s", dir, strerror(errno));
     if (!ptwm_is_dir(dir)) return ptwm_fail(err, PTWM_ERR_IO, "'%s' is not a directory", dir);
-    sizes = ptwm_calloc(n + 1, sizeof(*sizes));
-    shard_of = ptwm_calloc(n + 1, sizeof(*shard_of));
-    if (!sizes || !shard_of) {
+    m.t = tensors;
+    m.n = n;
+    m.meta = meta;
+    m.nmeta = nmeta;
+    memset(&o, 0, sizeof o);
+    o.threads = 1;
+    if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_memory_ops, &m, dir, err))) return rc;
+    rc = ptwm_conv_plan_make(&s, &ptwm_sink_safetensors_ops, max_shard_size, &p, err);
+    if (rc) {
+        ptwm_conv_src_close(&s);
+        return rc;
+    }
+    if (!(sizes = (uint64_t *)ptwm_calloc(p.nfiles + 1, sizeof *sizes)))
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
-        goto out;
+    /* One file: an index left from an earlier write would shadow it. */
+    if (!rc && !p.with_index && (ipath = ptwm_path_join(dir, INDEX_NAME))) {
+        if (ptwm_file_exists(ipath)) unlink(ipath);
+        ptwm_free(ipath);
     }
-    for (i = 0; i < n; i++) sizes[i] = tensors[i].nbytes;
-    rc = ptwm_plan_shards(sizes, n, max_shard_size, shard_of, &nshards, err);
-    if (rc) goto out;
-    if (nshards <= 1) {
-        /* One file, no index; an index left from an earlier write would
-         * shadow it, so it goes. */
-        path = ptwm_path_join(dir, INDEX_NAME);
-        if (path && ptwm_file_exists(path)) unlink(path);
-        ptwm_free(path);
-        path = ptwm_path_join(dir, SINGLE_NAME);
-        rc = path ? ptwm_st_write(path, tensors, n, meta, nmeta, err)
-                  : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
-        ptwm_free(path);
-        goto out;
-    }
-    /* Greedy packing keeps each shard's tensors contiguous in input order. */
-    for (k = 0; k < nshards && !rc; k++) {
-        size_t end = first;
-        char name[64];
-        while (end < n && shard_of[end] == k) end++;
-        ptwm_shard_filename(k + 1, nshards, "safetensors", name, sizeof(name), NULL);
-        path = ptwm_path_join(dir, name);
-        rc = path ? ptwm_st_write(path, tensors + first, end - first, meta, nmeta, err)
-                  : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
-        ptwm_free(path);
-        first = end;
-    }
-    if (!rc) rc = write_index(dir, tensors, n, shard_of, nshards, err);
-out:
+    if (!rc) rc = ptwm_conv_write(&s, &p, &ptwm_sink_safetensors_ops, &o, dir, NULL, sizes, err);
+    if (!rc && p.with_index) rc = ptwm_sink_safetensors_ops.index(&s, &p, sizes, dir, err);
     ptwm_free(sizes);
-    ptwm_free(shard_of);
+    ptwm_conv_plan_free(&p);
+    ptwm_conv_src_close(&s);
     return rc;
 }
