@@ -154,7 +154,8 @@ ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const p
 
 const ptwm_conv_in *ptwm_conv_meta_from(const ptwm_conv_file *f) {
     if (f->exact) return f->exact;
-    return f->n ? &f->src->in[f->items[0].in] : NULL;
+    if (f->n) return &f->src->in[f->items[0].in];
+    return f->src->nin == 1 ? &f->src->in[0] : NULL;   /* an empty file of a lone input */
 }
 
 void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
@@ -275,8 +276,7 @@ ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outdir,
                               "ptwm_decompress_checkpoint", err);
 }
 
-/* One file to one file: an exact plan of one file, written at `dst`. */
-static ptwm_error convert_file(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+ptwm_error ptwm_conv_file_write(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
                                const ptwm_conv_opts *o, const char *dst, ptwm_err *err) {
     ptwm_conv_plan p;
     uint64_t size = 0;
@@ -312,7 +312,7 @@ ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
     pr.ctx = o.cp.progress_ctx;
     pr.total = o.cp.progress_total;
     if ((rc = ptwm_conv_src_open(&s, src_path, PTWM_SOURCE_SAFETENSORS, err)) == PTWM_OK)
-        rc = convert_file(&s, &ptwm_sink_ptwm_ops, &o, dst_path, err);
+        rc = ptwm_conv_file_write(&s, &ptwm_sink_ptwm_ops, &o, dst_path, err);
     ptwm_conv_src_close(&s);
     return rc;
 }
@@ -326,7 +326,7 @@ ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path, ptwm_
     o.threads = ptwm_reader_get_threads(r);
     if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_ptwm_ops, r, ptwm_reader_label(r), err)) ==
         PTWM_OK)
-        rc = convert_file(&s, &ptwm_sink_safetensors_ops, &o, path, err);
+        rc = ptwm_conv_file_write(&s, &ptwm_sink_safetensors_ops, &o, path, err);
     ptwm_conv_src_close(&s);
     return rc;
 }

@@ -129,6 +129,10 @@ void ptwm_conv_plan_free(ptwm_conv_plan *p);
 ptwm_error ptwm_conv_write(const ptwm_conv_src *s, const ptwm_conv_plan *p,
                            const ptwm_sink_ops *sink, const ptwm_conv_opts *o, const char *dir,
                            const uint8_t *wanted, uint64_t *sizes, ptwm_err *err);
+/* The source, one output file for it (its plan with the source's own
+ * files) written at `dst`. */
+ptwm_error ptwm_conv_file_write(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                                const ptwm_conv_opts *o, const char *dst, ptwm_err *err);
 /* Copy the source directory's other files (config, tokenizer...) into dir. */
 ptwm_error ptwm_conv_copy_other_files(const ptwm_conv_src *s, const char *dir, ptwm_err *err);
 /* The conversion options of checkpoint options. */

@@ -16,6 +16,7 @@
 #include "fileio.h"
 #include "raw_f32.h"
 #include "safetensors.h"
+#include "sink.h"
 
 #define CKPT_PIECE ((uint64_t)1 << 18)  /* values per staged write */
 #define CKPT_MAX_BUFFERS 4              /* params, momentum or m and v */
@@ -247,6 +248,28 @@ static char *join_name(const char *prefix, const char *name) {
     return s;
 }
 
+/* The buffers as a memory source, through the sink of the format. */
+static ptwm_error write_tensors(const char *path, ptwm_ckpt_format fmt, const ptwm_tensor_desc *d,
+                                size_t n, const ptwm_kv *meta, ptwm_err *err) {
+    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
+    ptwm_memory_source m;
+    ptwm_conv_src s;
+    ptwm_conv_opts o;
+    ptwm_error rc;
+    m.t = d;
+    m.n = n;
+    m.meta = meta;
+    m.nmeta = META_COUNT;
+    memset(&o, 0, sizeof o);
+    o.cp = defaults;
+    if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_memory_ops, &m, path, err)) == PTWM_OK)
+        rc = ptwm_conv_file_write(&s, fmt == PTWM_CKPT_SAFETENSORS ? &ptwm_sink_safetensors_ops
+                                                                   : &ptwm_sink_ptwm_ops,
+                                  &o, path, err);
+    ptwm_conv_src_close(&s);
+    return rc;
+}
+
 static ptwm_error save_described(const char *path, ptwm_ckpt_format fmt,
                                  const ptwm_layout_entry *layout, size_t n,
                                  const ptwm_optim_state *st, const opt_desc *od, ptwm_err *err) {
@@ -283,17 +306,7 @@ static ptwm_error save_described(const char *path, ptwm_ckpt_format fmt,
             pos += cnt;
         }
     }
-    if (!rc && fmt == PTWM_CKPT_SAFETENSORS) {
-        rc = ptwm_st_write(path, d, nt, meta, META_COUNT, err);
-    } else if (!rc) {
-        ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
-        ptwm_writer *w = NULL;
-        rc = ptwm_writer_open_file(path, &cp, &w, err);
-        if (!rc) rc = ptwm_writer_set_metadata(w, meta, META_COUNT, err);
-        for (i = 0; !rc && i < nt; i++) rc = ptwm_writer_add(w, &d[i], NULL, err);
-        if (!rc) rc = ptwm_writer_finish(w, err);
-        else ptwm_writer_free(w);
-    }
+    if (!rc) rc = write_tensors(path, fmt, d, nt, meta, err);
     for (i = 0; i < nt; i++) ptwm_free((void *)d[i].name);
     ptwm_free(d);
     return rc;
