@@ -533,56 +533,13 @@ PTWM_API ptwm_error ptwm_compress_safetensors(const char *src_path, const char *
                                               const ptwm_cparams *params, ptwm_err *err);
 
 /* ------------------------------------------------------------------------ */
-/* Sharded .ptwm checkpoints                                                 */
+/* Converting checkpoints: files and sharded directories, either way        */
 /* ------------------------------------------------------------------------ */
 
-/* model.ptwm.index.json, laid out like Hugging Face's model.safetensors.index.json:
- *   {"metadata": {"total_size": RAW, "compressed_total_size": CODED, "format": "ptwm",
- *                 ...extra string entries}, "weight_map": {"tensor": "shard.ptwm", ...}}
- * total_size is the sum of the tensors' raw bytes; compressed_total_size the sum of
- * the shard files' sizes. Reading rejects malformed JSON, duplicate keys, unknown top-level
- * keys, non-string extras, and shard names that are empty, contain '/', '\\' or
- * "..", or do not end in ".ptwm" (so a weight_map never points outside the directory). */
-typedef struct ptwm_index ptwm_index;
-
+/* A sharded .ptwm checkpoint is these files (docs/FORMAT.md); the index is
+ * read and written by ptwm_index_* in the advanced section. */
 #define PTWM_INDEX_NAME "model.ptwm.index.json"
 #define PTWM_SINGLE_NAME "model.ptwm"
-
-PTWM_API ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size,
-                                      ptwm_index **out, ptwm_err *err);
-PTWM_API ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err);
-/* Parse an index held in memory; `label` names it in messages (may be NULL). */
-PTWM_API ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label,
-                                     ptwm_index **out, ptwm_err *err);
-/* Written to a temporary file and renamed over `path`. */
-PTWM_API ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *err);
-PTWM_API void ptwm_index_free(ptwm_index *idx);
-PTWM_API uint64_t ptwm_index_total_size(const ptwm_index *idx);
-PTWM_API uint64_t ptwm_index_compressed_total_size(const ptwm_index *idx);
-PTWM_API void ptwm_index_set_totals(ptwm_index *idx, uint64_t total, uint64_t compressed);
-/* Adds tensor -> shard; PTWM_ERR_DUPLICATE if the tensor is already mapped,
- * PTWM_ERR_INVALID_ARG for a shard name the reader would reject. */
-PTWM_API ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard,
-                                   ptwm_err *err);
-/* Entries in insertion (file) order. */
-PTWM_API size_t ptwm_index_count(const ptwm_index *idx);
-PTWM_API ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor,
-                                     const char **shard, ptwm_err *err);
-/* Position of a tensor's entry; PTWM_ERR_NOT_FOUND if unmapped. */
-PTWM_API ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos,
-                                    ptwm_err *err);
-/* Distinct shard names in order of first appearance. */
-PTWM_API size_t ptwm_index_shard_count(const ptwm_index *idx);
-PTWM_API const char *ptwm_index_shard(const ptwm_index *idx, size_t i);
-/* Extra metadata strings (not total_size, compressed_total_size or format);
- * setting an existing key replaces it. Values may hold any UTF-8, NUL included
- * (value_len bytes). get returns NULL when absent; *len may be NULL. */
-PTWM_API ptwm_error ptwm_index_set_meta(ptwm_index *idx, const char *key, const char *value,
-                                        size_t value_len, ptwm_err *err);
-PTWM_API const char *ptwm_index_get_meta(const ptwm_index *idx, const char *key, size_t *len);
-/* PTWM_OK if the name is a plain file name inside the directory ending in .ptwm,
- * else PTWM_ERR_INVALID_ARG naming it. */
-PTWM_API ptwm_error ptwm_index_check_shard_name(const char *shard, ptwm_err *err);
 
 /* Whole checkpoints: a .safetensors file or Hugging Face directory to a .ptwm
  * directory and back, one shard in flight at a time (memory bounded by threads x
@@ -651,23 +608,6 @@ PTWM_API ptwm_error ptwm_decompress_checkpoint(const char *src, const char *outd
  * a signal handler (it takes a lock and frees memory), then exit. */
 PTWM_API void ptwm_remove_temporary_outputs(void);
 
-/* One output file, written under PATH.tmp-XXXXXX beside PATH and, on commit,
- * fsynced, renamed into place and its directory fsynced: a reader or a crash
- * never leaves a partial PATH. While open the temporary file is one of the
- * outputs ptwm_remove_temporary_outputs() removes. Open refuses an existing
- * PATH, and PATH.tmp-* files an interrupted run left (named in the message),
- * with PTWM_ERR_EXISTS unless force, which replaces PATH on commit and removes
- * the leftovers. */
-typedef struct ptwm_outfile ptwm_outfile;
-PTWM_API ptwm_error ptwm_outfile_open(const char *path, int force, ptwm_outfile **out,
-                                      ptwm_err *err);
-/* The descriptor to write to (the temporary file). */
-PTWM_API int ptwm_outfile_fd(const ptwm_outfile *f);
-/* Make the written file PATH, then free f (also when it fails: the
- * temporary file is removed). */
-PTWM_API ptwm_error ptwm_outfile_commit(ptwm_outfile *f, ptwm_err *err);
-/* Remove the temporary file and free f (NULL is fine). */
-PTWM_API void ptwm_outfile_abort(ptwm_outfile *f);
 
 /* ------------------------------------------------------------------------ */
 /* Sources and layout loads                                                  */
@@ -1003,6 +943,51 @@ PTWM_API ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *te
 /* Sharded .ptwm checkpoints                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* model.ptwm.index.json, laid out like Hugging Face's model.safetensors.index.json:
+ *   {"metadata": {"total_size": RAW, "compressed_total_size": CODED, "format": "ptwm",
+ *                 ...extra string entries}, "weight_map": {"tensor": "shard.ptwm", ...}}
+ * total_size is the sum of the tensors' raw bytes; compressed_total_size the sum of
+ * the shard files' sizes. Reading rejects malformed JSON, duplicate keys, unknown top-level
+ * keys, non-string extras, and shard names that are empty, contain '/', '\\' or
+ * "..", or do not end in ".ptwm" (so a weight_map never points outside the directory). */
+typedef struct ptwm_index ptwm_index;
+
+PTWM_API ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size,
+                                      ptwm_index **out, ptwm_err *err);
+PTWM_API ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err);
+/* Parse an index held in memory; `label` names it in messages (may be NULL). */
+PTWM_API ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label,
+                                     ptwm_index **out, ptwm_err *err);
+/* Written to a temporary file and renamed over `path`. */
+PTWM_API ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *err);
+PTWM_API void ptwm_index_free(ptwm_index *idx);
+PTWM_API uint64_t ptwm_index_total_size(const ptwm_index *idx);
+PTWM_API uint64_t ptwm_index_compressed_total_size(const ptwm_index *idx);
+PTWM_API void ptwm_index_set_totals(ptwm_index *idx, uint64_t total, uint64_t compressed);
+/* Adds tensor -> shard; PTWM_ERR_DUPLICATE if the tensor is already mapped,
+ * PTWM_ERR_INVALID_ARG for a shard name the reader would reject. */
+PTWM_API ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard,
+                                   ptwm_err *err);
+/* Entries in insertion (file) order. */
+PTWM_API size_t ptwm_index_count(const ptwm_index *idx);
+PTWM_API ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor,
+                                     const char **shard, ptwm_err *err);
+/* Position of a tensor's entry; PTWM_ERR_NOT_FOUND if unmapped. */
+PTWM_API ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos,
+                                    ptwm_err *err);
+/* Distinct shard names in order of first appearance. */
+PTWM_API size_t ptwm_index_shard_count(const ptwm_index *idx);
+PTWM_API const char *ptwm_index_shard(const ptwm_index *idx, size_t i);
+/* Extra metadata strings (not total_size, compressed_total_size or format);
+ * setting an existing key replaces it. Values may hold any UTF-8, NUL included
+ * (value_len bytes). get returns NULL when absent; *len may be NULL. */
+PTWM_API ptwm_error ptwm_index_set_meta(ptwm_index *idx, const char *key, const char *value,
+                                        size_t value_len, ptwm_err *err);
+PTWM_API const char *ptwm_index_get_meta(const ptwm_index *idx, const char *key, size_t *len);
+/* PTWM_OK if the name is a plain file name inside the directory ending in .ptwm,
+ * else PTWM_ERR_INVALID_ARG naming it. */
+PTWM_API ptwm_error ptwm_index_check_shard_name(const char *shard, ptwm_err *err);
+
 typedef struct ptwm_ptdir ptwm_ptdir;   /* a sharded .ptwm directory */
 
 /* Open model.ptwm.index.json and every shard it lists, or a lone model.ptwm
@@ -1033,6 +1018,28 @@ PTWM_API const ptwm_index *ptwm_ptdir_index(const ptwm_ptdir *d);
 /* Sums over the shards: raw tensor bytes and shard file bytes. */
 PTWM_API uint64_t ptwm_ptdir_total_size(const ptwm_ptdir *d);
 PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
+
+/* ------------------------------------------------------------------------ */
+/* Output files                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* One output file, written under PATH.tmp-XXXXXX beside PATH and, on commit,
+ * fsynced, renamed into place and its directory fsynced: a reader or a crash
+ * never leaves a partial PATH. While open the temporary file is one of the
+ * outputs ptwm_remove_temporary_outputs() removes. Open refuses an existing
+ * PATH, and PATH.tmp-* files an interrupted run left (named in the message),
+ * with PTWM_ERR_EXISTS unless force, which replaces PATH on commit and removes
+ * the leftovers. */
+typedef struct ptwm_outfile ptwm_outfile;
+PTWM_API ptwm_error ptwm_outfile_open(const char *path, int force, ptwm_outfile **out,
+                                      ptwm_err *err);
+/* The descriptor to write to (the temporary file). */
+PTWM_API int ptwm_outfile_fd(const ptwm_outfile *f);
+/* Make the written file PATH, then free f (also when it fails: the
+ * temporary file is removed). */
+PTWM_API ptwm_error ptwm_outfile_commit(ptwm_outfile *f, ptwm_err *err);
+/* Remove the temporary file and free f (NULL is fine). */
+PTWM_API void ptwm_outfile_abort(ptwm_outfile *f);
 
 #ifdef __cplusplus
 }
