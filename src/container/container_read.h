@@ -1,5 +1,5 @@
-/* Internal parts of the .ptwm reader and writer shared with the safetensors
- * rebuild (compress_safetensors.c) and the checkpoint code (ptdir_*.c). */
+/* Internal parts of the .ptwm reader and writer shared with the
+ * safetensors sink (sink_safetensors.c) and the conversions (convert.c). */
 #ifndef PTWM_CONTAINER_READ_H
 #define PTWM_CONTAINER_READ_H
 
