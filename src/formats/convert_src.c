@@ -14,10 +14,7 @@ void ptwm_conv_progress_add(ptwm_conv_progress *p, uint64_t bytes) {
 }
 
 void ptwm_conv_src_close(ptwm_conv_src *s) {
-    if (s->own) {
-        ptwm_shardir_close((ptwm_shardir *)s->dir);
-        if (s->single) s->in[0].ops->close(s->single);
-    }
+    ptwm_source_close(s->opened);
     ptwm_free(s->in);
     ptwm_free(s->index_name);
     ptwm_free(s->index_text);
@@ -83,25 +80,24 @@ static ptwm_error list_inputs(ptwm_conv_src *s, const ptwm_source_ops *ops, ptwm
 
 ptwm_error ptwm_conv_src_open(ptwm_conv_src *s, const char *path, ptwm_source_kind family,
                               ptwm_err *err) {
-    int dir = ptwm_is_dir(path);
     const ptwm_source_ops *ops;
+    void *h;
     ptwm_error rc;
     memset(s, 0, sizeof *s);
     s->path = path;
-    s->own = 1;
-    if (dir) {
-        ptwm_shardir *d = NULL;
+    if (ptwm_is_dir(path))
         s->kind = family == PTWM_SOURCE_PTWM ? PTWM_SOURCE_PTWM_DIR : PTWM_SOURCE_SAFETENSORS_DIR;
-        rc = ptwm_shardir_open(path, s->kind, PTWM_OPEN_PREAD, &d, err);
-        s->dir = d;
-        ops = d ? ptwm_shardir_shard_ops(d) : NULL;
-    } else {
+    else
         s->kind = family;
-        ops = ptwm_source_ops_of(family);
-        rc = ops->open(path, PTWM_OPEN_PREAD, &s->single, err);
+    if ((rc = ptwm_source_open_mode(path, s->kind, PTWM_OPEN_PREAD, &s->opened, err))) return rc;
+    h = ptwm_source_impl(s->opened, &ops);
+    if (s->kind == family) {
+        s->single = h;
+    } else {
+        s->dir = h;
+        ops = ptwm_shardir_shard_ops((const ptwm_shardir *)h);
     }
-    if (!rc) rc = list_inputs(s, ops, err);
-    if (!rc) rc = find_index(s, err);
+    if (!(rc = list_inputs(s, ops, err))) rc = find_index(s, err);
     return rc;
 }
 

@@ -43,9 +43,9 @@ typedef struct ptwm_conv_in {
 typedef struct ptwm_conv_src {
     const char *path;
     ptwm_source_kind kind;      /* of the file or directory */
+    ptwm_source *opened;        /* what was opened here, or NULL (wrapped) */
     void *dir;                  /* a ptwm_shardir, or NULL */
     void *single;               /* a lone file's handle, or NULL */
-    int own;                    /* close what was opened here */
     ptwm_conv_in *in;
     size_t nin;
     uint64_t total;             /* raw tensor bytes */

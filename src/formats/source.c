@@ -126,6 +126,11 @@ void ptwm_source_close(ptwm_source *s) {
     ptwm_free(s);
 }
 
+void *ptwm_source_impl(const ptwm_source *s, const ptwm_source_ops **ops) {
+    *ops = s->ops;
+    return s->h;
+}
+
 ptwm_source_kind ptwm_source_get_kind(const ptwm_source *s) { return s->ops->kind; }
 
 const char *ptwm_source_path(const ptwm_source *s) { return s->path; }

@@ -79,6 +79,9 @@ typedef struct ptwm_memory_source {
 } ptwm_memory_source;
 extern const ptwm_source_ops ptwm_source_memory_ops;
 
+/* A source's own handle, and the table of its kind. */
+void *ptwm_source_impl(const ptwm_source *s, const ptwm_source_ops **ops);
+
 /* The table of `kind`; NULL for AUTO and unknown values. */
 const ptwm_source_ops *ptwm_source_ops_of(ptwm_source_kind kind);
 
