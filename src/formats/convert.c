@@ -107,7 +107,7 @@ ptwm_error ptwm_conv_plan_make(const ptwm_conv_src *s, const ptwm_sink_ops *sink
     ptwm_error rc;
     memset(p, 0, sizeof *p);
     rc = list_items(s, p, &sizes, err);
-    p->exact = max_shard_size == 0 && can_be_exact(s, sink);
+    p->exact = max_shard_size == 0 && s->nin > 0 && can_be_exact(s, sink);
     if (!rc && max_shard_size)
         rc = ptwm_plan_shards(sizes, p->n, max_shard_size, p->shard_of, &p->nfiles, err);
     else
