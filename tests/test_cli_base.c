@@ -202,6 +202,23 @@ int main(void) {
         EXPECT(st, err_path, "base tensor differs");
     }
 
+    /* In parts: the base is part of the plan. Two parts with the base
+     * assemble into the directory one run writes; a part with another base
+     * is refused as another plan; and the parts of a decompression need it
+     * as the parts of a compression do. */
+    CHECK(run("compress -q %s -o %s --base %s --part 2/2", tuned, tu_tmp_path("pc"), base) == 0);
+    st = run("compress -q %s -o %s --base %s --part 1/2", tuned, tu_tmp_path("pc"), other);
+    CHECK(st == 1);
+    EXPECT(st, err_path, "another plan");
+    CHECK(run("compress -q %s -o %s --base %s --part 1/2", tuned, tu_tmp_path("pc"), base) == 0);
+    CHECK(run("index %s", tu_tmp_path("pc")) == 0);
+    CHECK(tu_trees_equal(out, tu_tmp_path("pc")) && tu_trees_equal(tu_tmp_path("pc"), out));
+    CHECK(tu_file_has(tu_tmp_path("pc/model.ptwm.index.json"), "weight_map"));
+    CHECK(run("decompress -q %s -o %s --base %s --part 1/2", out, tu_tmp_path("pd"), base) == 0);
+    CHECK(run("decompress -q %s -o %s --base %s --part 2/2", out, tu_tmp_path("pd"), base) == 0);
+    CHECK(run("index %s", tu_tmp_path("pd")) == 0);
+    CHECK(tu_trees_equal(tuned, tu_tmp_path("pd")) && tu_trees_equal(tu_tmp_path("pd"), tuned));
+
     /* A training checkpoint (weights and AdamW moments) against the one
      * before it, a single file. */
     write_ckpt(tu_tmp_path("step1.safetensors"), 0);

@@ -168,15 +168,21 @@ static ptwm_error assemble(const char *outdir, const ptwm_parts_manifest *m, siz
     uint64_t *sizes = NULL;
     const char *last;
     char fp[33];
+    ptwm_source *base = NULL;
     ptwm_error rc = ptwm_conv_src_open(
         &s, m[0].source, compress ? PTWM_SOURCE_SAFETENSORS : PTWM_SOURCE_PTWM, err);
+    if (rc) ptwm_err_prefix(err, "'%s': the parts' source", outdir);
+    /* The base the parts ran with is part of their plan. */
+    if (!rc && m[0].base && (rc = ptwm_source_open(m[0].base, PTWM_SOURCE_AUTO, &base, err)))
+        ptwm_err_prefix(err, "'%s': the parts' base", outdir);
+    o.base = base;
     o.parts = m[0].parts;
     o.max_shard_size = m[0].max_shard_size;
     o.method = (ptwm_method)m[0].method;
     o.chunk_size = m[0].chunk_size;
     if (rc || (rc = ptwm_parts_plan(&s, sink, &o, &pl, &f, fp, err))) {
-        if (rc) ptwm_err_prefix(err, "'%s': the parts' source", outdir);
         ptwm_conv_src_close(&s);
+        ptwm_source_close(base);
         return rc;
     }
     if (strcmp(fp, m[0].plan) != 0) rc = ptwm_parts_changed(outdir, m, fp, err);
@@ -194,6 +200,7 @@ static ptwm_error assemble(const char *outdir, const ptwm_parts_manifest *m, siz
     ptwm_parts_files_free(&f);
     ptwm_conv_plan_free(&pl);
     ptwm_conv_src_close(&s);
+    ptwm_source_close(base);
     return rc;
 }
 

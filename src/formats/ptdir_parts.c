@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "container_read.h"
 #include "fileio.h"
 #include "hash.h"
 #include "outdir.h"
@@ -61,6 +62,40 @@ void ptwm_parts_hash_u64(ptwm_xxh128 *h, uint64_t v) {
 void ptwm_parts_hash_str(ptwm_xxh128 *h, const char *s) { ptwm_xxh128_update(h, s, strlen(s) + 1); }
 
 
+#define BASE_SAMPLE 4096
+
+/* A base changes the coded bytes (compress) and is needed to decode
+ * (decompress): its kind, size and tensors (not its path, which may differ
+ * between machines), and what tells two bases of one architecture apart
+ * without reading them whole: the payload hash a .ptwm base records for
+ * each tensor, else each tensor's first bytes (different weights differ
+ * there). */
+static ptwm_error hash_base(ptwm_xxh128 *h, ptwm_source *base, ptwm_err *err) {
+    const ptwm_source_ops *ops;
+    void *bh = ptwm_source_impl(base, &ops);
+    size_t i, n = ptwm_source_count(base);
+    uint8_t sample[BASE_SAMPLE];
+    ptwm_error rc = PTWM_OK;
+    ptwm_parts_hash_str(h, "base");
+    ptwm_parts_hash_u64(h, (uint64_t)ops->kind);
+    ptwm_parts_hash_u64(h, ops->file_size(bh));
+    ptwm_parts_hash_u64(h, n);
+    for (i = 0; i < n && !rc; i++) {
+        ptwm_tensor_info t;
+        size_t len;
+        ptwm_source_tensor(base, i, &t, NULL);
+        ptwm_parts_hash_str(h, t.name);
+        ptwm_parts_hash_u64(h, t.nbytes);
+        if (ptwm_source_tensor_hash(base, i, sample)) {
+            ptwm_xxh128_update(h, sample, 16);
+            continue;
+        }
+        len = (size_t)PTWM_MIN((uint64_t)BASE_SAMPLE, t.nbytes);
+        if (!(rc = ptwm_source_read(base, i, 0, sample, len, err))) ptwm_xxh128_update(h, sample, len);
+    }
+    return rc;
+}
+
 /* Everything that decides the output files and who writes them: the
  * direction, the part count, the options that change coded bytes, every
  * output file, every tensor and its file, the input files and the index.
@@ -95,6 +130,10 @@ static ptwm_error fingerprint(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
     }
     ptwm_parts_hash_u64(&h, s->index_len);
     if (s->index_text) ptwm_xxh128_update(&h, s->index_text, s->index_len);
+    if (o->base && (rc = hash_base(&h, o->base, err))) {
+        ptwm_xxh128_free(&h);
+        return rc;
+    }
     ptwm_xxh128_end(&h, d);
     ptwm_hex128(d, out);
     return PTWM_OK;
@@ -149,7 +188,8 @@ ptwm_error ptwm_parts_write_manifest(const char *outdir, const char *src, const 
     char name[64], *path = NULL, *text = NULL, *abs_src = ptwm_realpath(src);
     size_t k;
     ptwm_error rc = PTWM_OK;
-    int bad = !root || !shards || !abs_src;
+    char *abs_base = o->base ? ptwm_realpath(ptwm_source_path(o->base)) : NULL;
+    int bad = !root || !shards || !abs_src || (o->base && !abs_base);
     for (k = 0; k < f->n && !bad && !rc; k++) {
         char hex[33], *spath;
         uint64_t size = 0;
@@ -178,6 +218,7 @@ ptwm_error ptwm_parts_write_manifest(const char *outdir, const char *src, const 
         bad |= json_object_set_new(root, "max_shard_size", json_integer((json_int_t)o->max_shard_size)) != 0;
         bad |= json_object_set_new(root, "method", json_integer(o->method)) != 0;
         bad |= json_object_set_new(root, "chunk_size", json_integer((json_int_t)o->chunk_size)) != 0;
+        if (abs_base) bad |= json_object_set_new(root, "base", json_string(abs_base)) != 0;
         bad |= json_object_set(root, "shards", shards) != 0;
         if (!bad) text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     }
@@ -189,6 +230,7 @@ ptwm_error ptwm_parts_write_manifest(const char *outdir, const char *src, const 
     if (!rc) rc = ptwm_write_small_file(path, text, strlen(text), "\n", err);
     free(text); /* json_dumps allocates with jansson's allocator */
     ptwm_free(abs_src);
+    ptwm_free(abs_base);
     ptwm_free(path);
     json_decref(shards);
     json_decref(root);
@@ -421,6 +463,7 @@ static ptwm_error parse_manifest(const char *text, size_t len, const char *file,
                          file, jerr.line, jerr.text);
     m->source = dup_json_str(root, "source");
     m->direction = dup_json_str(root, "direction");
+    m->base = dup_json_str(root, "base");
     if (!fmt || strcmp(fmt, "ptwm-part") != 0 || !get_u64(root, "version", &version) ||
         version != 1)
         rc = ptwm_fail(err, PTWM_ERR_VERSION,
@@ -431,11 +474,11 @@ static ptwm_error parse_manifest(const char *text, size_t len, const char *file,
              (strcmp(m->direction, "compress") != 0 && strcmp(m->direction, "decompress") != 0) ||
              !get_u64(root, "max_shard_size", &m->max_shard_size) ||
              !get_u64(root, "chunk_size", &m->chunk_size) || !get_u64(root, "method", &method) ||
-             method > 255)
+             method > 255 || (json_object_get(root, "base") && !m->base))
         rc = ptwm_fail(err, PTWM_ERR_SCHEMA,
                        "manifest '%s': needs direction (compress or decompress), plan (32 hex "
                        "digits), part and parts (1 <= part <= parts <= %u), source, "
-                       "max_shard_size, chunk_size and method",
+                       "max_shard_size, chunk_size and method (and base a string, if there)",
                        file, PTWM_PARTS_MAX);
     else if (strcmp(manifest_name((uint32_t)part, (uint32_t)parts, expect), file) != 0)
         rc = ptwm_fail(err, PTWM_ERR_MISMATCH, "manifest '%s' describes part %llu of %llu",
@@ -472,6 +515,7 @@ void ptwm_parts_free(ptwm_parts_manifest *m, size_t n) {
         ptwm_free(m[i].shards);
         ptwm_free(m[i].source);
         ptwm_free(m[i].direction);
+        ptwm_free(m[i].base);
         ptwm_free(m[i].file);
     }
     ptwm_free(m);

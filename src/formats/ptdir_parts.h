@@ -23,6 +23,7 @@ typedef struct ptwm_parts_manifest {
     uint32_t part, parts;
     char *source;
     char *direction;            /* "compress" or "decompress" */
+    char *base;                 /* the base's path (absolute), or NULL for none */
     uint64_t max_shard_size, chunk_size;
     int method;
     ptwm_parts_shard *shards;
