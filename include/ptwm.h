@@ -1018,6 +1018,15 @@ PTWM_API const ptwm_index *ptwm_ptdir_index(const ptwm_ptdir *d);
 /* Sums over the shards: raw tensor bytes and shard file bytes. */
 PTWM_API uint64_t ptwm_ptdir_total_size(const ptwm_ptdir *d);
 PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
+/* Write tensors as a sharded .ptwm directory: model-0000k-of-0000n.ptwm plus
+ * model.ptwm.index.json, or a lone model.ptwm when everything fits one shard
+ * of max_shard_size (> 0) raw bytes; every shard carries `meta`; coded with
+ * `params` (NULL: defaults). Built beside `dir` and committed whole, as
+ * ptwm_compress_checkpoint does (an existing `dir` is PTWM_ERR_EXISTS unless
+ * `force`). */
+PTWM_API ptwm_error ptwm_ptdir_write(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
+                                     const ptwm_kv *meta, size_t nmeta, uint64_t max_shard_size,
+                                     const ptwm_cparams *params, int force, ptwm_err *err);
 
 /* ------------------------------------------------------------------------ */
 /* Output files                                                              */

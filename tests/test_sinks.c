@@ -162,6 +162,24 @@ int main(void) {
     every_sink(ptdir, PTWM_SOURCE_PTWM, &r, max, "ptdir", 0);
     every_sink(NULL, PTWM_SOURCE_AUTO, &r, max, "mem", 1);
 
+    /* Tensors in memory as a sharded .ptwm directory: staged and committed
+     * whole, an existing one replaced only with force. */
+    {
+        char *pw = strdup(tu_tmp_path("ptdir-write"));
+        CHECK_ERR(ptwm_ptdir_write(pw, r.t, r.n, r.meta, r.nmeta, max, NULL, 0, &err), &err,
+                  PTWM_OK, NULL);
+        check_same(pw, &r, "ptwm_ptdir_write");
+        CHECK_ERR(ptwm_ptdir_write(pw, r.t, r.n, r.meta, r.nmeta, max, NULL, 0, &err), &err,
+                  PTWM_ERR_EXISTS, "exists");
+        CHECK_ERR(ptwm_ptdir_write(pw, r.t, r.n, r.meta, r.nmeta, 1 << 30, NULL, 1, &err), &err,
+                  PTWM_OK, NULL);
+        check_same(pw, &r, "ptwm_ptdir_write, one shard");
+        CHECK(tu_count_prefixed("ptdir-write") == 1);
+        CHECK_ERR(ptwm_ptdir_write(pw, r.t, r.n, NULL, 0, 0, NULL, 1, &err), &err,
+                  PTWM_ERR_INVALID_ARG, "must be positive");
+        free(pw);
+    }
+
     /* Exact plans rebuild what they record: the safetensors file into the
      * safetensors sink is a byte copy, and so is it back out of .ptwm. */
     copy = tu_tmp_path("st-safetensors-own/emotion.bf16.safetensors");

@@ -128,6 +128,8 @@ _SIGNATURES = {
                                 POINTER(CParams), _ERR]),
     "ptwm_compress_safetensors": (_E, [_S, _S, POINTER(CParams), _ERR]),
     "ptwm_writer_open_file": (_E, [_S, POINTER(CParams), _PP, _ERR]),
+    "ptwm_ptdir_write": (_E, [_S, POINTER(TensorDesc), _SZ, POINTER(KV), _SZ, _U64,
+                              POINTER(CParams), c_int, _ERR]),
     "ptwm_writer_open_memory": (_E, [POINTER(CParams), _PP, _ERR]),
     "ptwm_writer_set_metadata": (_E, [_P, POINTER(KV), _SZ, _ERR]),
     "ptwm_writer_add": (_E, [_P, POINTER(TensorDesc), POINTER(ChainList), _ERR]),

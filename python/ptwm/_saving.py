@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import shutil
-import tempfile
 from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ._errors import (ERR_EXISTS, ERR_INVALID_ARG, WRITE_FILE_KINDS, WRITE_KINDS,
@@ -56,12 +54,9 @@ def _write(writer_open, items: Sequence[Item], meta: List[Tuple[str, str]],
         if meta:
             kvs = (KV * len(meta))(*[KV(k.encode("utf-8"), v.encode("utf-8")) for k, v in meta])
             check(lib.ptwm_writer_set_metadata(w, kvs, len(meta), ctypes.byref(err)), err, kinds)
-        for it in items:
-            shape = (ctypes.c_uint64 * max(len(it.shape), 1))(*it.shape)
-            desc = TensorDesc(it.name.encode("utf-8"), it.dtype, len(it.shape),
-                              ctypes.cast(shape, ctypes.POINTER(ctypes.c_uint64)),
-                              it.addr or None, it.nbytes)
-            check(lib.ptwm_writer_add(w, ctypes.byref(desc), None, ctypes.byref(err)), err,
+        descs, _shapes = _descs(items)
+        for i in range(len(items)):
+            check(lib.ptwm_writer_add(w, ctypes.byref(descs[i]), None, ctypes.byref(err)), err,
                   kinds)
     except BaseException:
         lib.ptwm_writer_free(w)
@@ -126,43 +121,34 @@ def _is_ptwm_dir_file(name: str) -> bool:
                                                    name.endswith(".ptwm"))
 
 
+def _descs(items: Sequence[Item]):
+    """The items as a TensorDesc array (and the shape arrays it points into)."""
+    descs = (TensorDesc * max(len(items), 1))()
+    shapes = []
+    for i, it in enumerate(items):
+        shape = (ctypes.c_uint64 * max(len(it.shape), 1))(*it.shape)
+        shapes.append(shape)
+        descs[i] = TensorDesc(it.name.encode("utf-8"), it.dtype, len(it.shape),
+                              ctypes.cast(shape, ctypes.POINTER(ctypes.c_uint64)),
+                              it.addr or None, it.nbytes)
+    return descs, shapes
+
+
 def _write_sharded(path: str, items: Sequence[Item], meta, params, max_shard_size: int) -> None:
     """A directory of shards (model-0000k-of-0000n.ptwm + index, or one model.ptwm),
-    built beside `path` and renamed into place. An existing directory is
-    replaced only when it holds nothing but a .ptwm checkpoint's files."""
-    from .sharding import PtwmIndex, plan_shards, shard_filename
+    written by the library beside `path` and committed whole. An existing
+    directory is replaced only when it holds nothing but a .ptwm checkpoint's
+    files."""
     if os.path.exists(path):
         if not os.path.isdir(path) or any(not _is_ptwm_dir_file(f) for f in os.listdir(path)):
             raise PtwmFileExistsError(ERR_EXISTS, f"'{path}' exists and is not a sharded .ptwm "
                                       f"directory; not replacing it")
-    plan = plan_shards([(it.name, it.nbytes) for it in items], max_shard_size) if items else [[]]
-    by_name = {it.name: it for it in items}
-    parent = os.path.dirname(os.path.abspath(path))
-    stage = tempfile.mkdtemp(prefix=os.path.basename(os.path.abspath(path)) + ".tmp-",
-                             dir=parent)
-    try:
-        weight_map = {}
-        sizes = 0
-        for k, shard in enumerate(plan, 1):
-            fname = _SINGLE_NAME if len(plan) == 1 else shard_filename(k, len(plan), "ptwm")
-            _write_one(os.path.join(stage, fname), [by_name[n] for n, _ in shard], meta, params)
-            sizes += os.path.getsize(os.path.join(stage, fname))
-            weight_map.update({n: fname for n, _ in shard})
-        if len(plan) > 1:
-            PtwmIndex(sum(it.nbytes for it in items), sizes,
-                      weight_map).write(os.path.join(stage, _INDEX_NAME))
-        old = None
-        if os.path.exists(path):
-            old = tempfile.mkdtemp(prefix=os.path.basename(os.path.abspath(path)) + ".old-",
-                                   dir=parent)
-            os.replace(path, os.path.join(old, "d"))
-        os.replace(stage, path)
-        stage = None
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if stage:
-            shutil.rmtree(stage, ignore_errors=True)
+    descs, _shapes = _descs(items)
+    kvs = (KV * max(len(meta), 1))(*[KV(k.encode("utf-8"), v.encode("utf-8")) for k, v in meta])
+    err = ErrStruct()
+    check_path(lib.ptwm_ptdir_write(os.fsencode(path), descs, len(items), kvs, len(meta),
+                                    max_shard_size, ctypes.byref(params), 1, ctypes.byref(err)),
+               err, path, WRITE_FILE_KINDS, writing=True)
 
 
 def write_file(filename, items: Sequence[Item], metadata=None, method=3, threads: int = 0,

@@ -205,28 +205,32 @@ ptwm_error ptwm_conv_write(const ptwm_conv_src *s, const ptwm_conv_plan *p,
     return rc ? rc : r2;
 }
 
-/* The whole conversion into a staged directory, committed when complete. */
-static ptwm_error convert_dir(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
-                              const ptwm_checkpoint_options *o, const char *outdir,
-                              const char *src, ptwm_err *err) {
-    ptwm_conv_progress pr;
-    ptwm_conv_opts co;
+ptwm_error ptwm_conv_run(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                         const ptwm_conv_opts *o, uint64_t max_shard_size, const char *dir,
+                         int others, int *with_index, ptwm_err *err) {
     ptwm_conv_plan p;
-    ptwm_stage stage;
     uint64_t *sizes = NULL;
-    ptwm_error rc = ptwm_stage_begin(outdir, src, o->force, &stage, err);
+    ptwm_error rc = ptwm_conv_plan_make(s, sink, max_shard_size, &p, err);
     if (rc) return rc;
-    ptwm_conv_opts_of(o, &pr, &co);
-    if (!(rc = ptwm_conv_plan_make(s, sink, o->max_shard_size, &p, err))) {
-        if (!(sizes = (uint64_t *)ptwm_calloc(p.nfiles + 1, sizeof *sizes)))
-            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        if (!rc) rc = ptwm_conv_write(s, &p, sink, &co, stage.tmp_path, NULL, sizes, err);
-        if (!rc) rc = ptwm_conv_copy_other_files(s, stage.tmp_path, err);
-        /* The index last: a directory is only whole once it is there. */
-        if (!rc && p.with_index) rc = sink->index(s, &p, sizes, stage.tmp_path, err);
-        ptwm_free(sizes);
-        ptwm_conv_plan_free(&p);
-    }
+    if (with_index) *with_index = p.with_index;
+    if (!(sizes = (uint64_t *)ptwm_calloc(p.nfiles + 1, sizeof *sizes)))
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = ptwm_conv_write(s, &p, sink, o, dir, NULL, sizes, err);
+    if (!rc && others) rc = ptwm_conv_copy_other_files(s, dir, err);
+    /* The index last: a directory is only whole once it is there. */
+    if (!rc && p.with_index) rc = sink->index(s, &p, sizes, dir, err);
+    ptwm_free(sizes);
+    ptwm_conv_plan_free(&p);
+    return rc;
+}
+
+ptwm_error ptwm_conv_staged(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                            const ptwm_conv_opts *o, uint64_t max_shard_size, const char *outdir,
+                            const char *src, int force, ptwm_err *err) {
+    ptwm_stage stage;
+    ptwm_error rc = ptwm_stage_begin(outdir, src, force, &stage, err);
+    if (rc) return rc;
+    rc = ptwm_conv_run(s, sink, o, max_shard_size, stage.tmp_path, 1, NULL, err);
     if (!rc) rc = ptwm_stage_commit(&stage, err);
     ptwm_stage_abort(&stage);
     return rc;
@@ -258,8 +262,14 @@ static ptwm_error convert_checkpoint(const char *src, const char *outdir,
     /* Tensors coded against a base decode with it (docs/DELTA.md). */
     for (i = 0; !rc && opt->base && s.nin && s.in[0].ops->set_base && i < s.nin; i++)
         rc = s.in[i].ops->set_base(s.in[i].h, opt->base, err);
-    if (!rc) rc = opt->parts ? ptwm_parts_convert(&s, sink, outdir, opt, err)
-                             : convert_dir(&s, sink, opt, outdir, src, err);
+    if (!rc && opt->parts) {
+        rc = ptwm_parts_convert(&s, sink, outdir, opt, err);
+    } else if (!rc) {
+        ptwm_conv_progress pr;
+        ptwm_conv_opts co;
+        ptwm_conv_opts_of(opt, &pr, &co);
+        rc = ptwm_conv_staged(&s, sink, &co, opt->max_shard_size, outdir, src, opt->force, err);
+    }
     ptwm_conv_src_close(&s);
     return rc;
 }

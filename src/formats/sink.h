@@ -129,6 +129,17 @@ void ptwm_conv_plan_free(ptwm_conv_plan *p);
 ptwm_error ptwm_conv_write(const ptwm_conv_src *s, const ptwm_conv_plan *p,
                            const ptwm_sink_ops *sink, const ptwm_conv_opts *o, const char *dir,
                            const uint8_t *wanted, uint64_t *sizes, ptwm_err *err);
+/* The plan for max_shard_size, every file, the source's other files when
+ * `others`, and last the index, into dir; *with_index (if not NULL) says
+ * whether there is one. */
+ptwm_error ptwm_conv_run(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                         const ptwm_conv_opts *o, uint64_t max_shard_size, const char *dir,
+                         int others, int *with_index, ptwm_err *err);
+/* ptwm_conv_run into a directory built beside outdir and committed whole
+ * (outdir.h; src, if not NULL, must not overlap it). */
+ptwm_error ptwm_conv_staged(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                            const ptwm_conv_opts *o, uint64_t max_shard_size, const char *outdir,
+                            const char *src, int force, ptwm_err *err);
 /* The source, one output file for it (its plan with the source's own
  * files) written at `dst`. */
 ptwm_error ptwm_conv_file_write(const ptwm_conv_src *s, const ptwm_sink_ops *sink,

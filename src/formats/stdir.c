@@ -72,9 +72,8 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
                             ptwm_err *err) {
     ptwm_memory_source m;
     ptwm_conv_src s;
-    ptwm_conv_plan p;
     ptwm_conv_opts o;
-    uint64_t *sizes = NULL;
+    int indexed = 0;
     void *hdr = NULL;
     size_t hlen;
     char *ipath;
@@ -99,23 +98,14 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
     m.nmeta = nmeta;
     memset(&o, 0, sizeof o);
     o.threads = 1;
-    if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_memory_ops, &m, dir, err))) return rc;
-    rc = ptwm_conv_plan_make(&s, &ptwm_sink_safetensors_ops, max_shard_size, &p, err);
-    if (rc) {
-        ptwm_conv_src_close(&s);
-        return rc;
-    }
-    if (!(sizes = (uint64_t *)ptwm_calloc(p.nfiles + 1, sizeof *sizes)))
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory writing '%s'", dir);
+    if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_memory_ops, &m, dir, err)) == PTWM_OK)
+        rc = ptwm_conv_run(&s, &ptwm_sink_safetensors_ops, &o, max_shard_size, dir, 0, &indexed,
+                           err);
     /* One file: an index left from an earlier write would shadow it. */
-    if (!rc && !p.with_index && (ipath = ptwm_path_join(dir, INDEX_NAME))) {
+    if (!rc && !indexed && (ipath = ptwm_path_join(dir, INDEX_NAME))) {
         if (ptwm_file_exists(ipath)) unlink(ipath);
         ptwm_free(ipath);
     }
-    if (!rc) rc = ptwm_conv_write(&s, &p, &ptwm_sink_safetensors_ops, &o, dir, NULL, sizes, err);
-    if (!rc && p.with_index) rc = ptwm_sink_safetensors_ops.index(&s, &p, sizes, dir, err);
-    ptwm_free(sizes);
-    ptwm_conv_plan_free(&p);
     ptwm_conv_src_close(&s);
     return rc;
 }
