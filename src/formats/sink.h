@@ -96,8 +96,9 @@ typedef struct ptwm_sink_ops {
     int record_names;           /* exact plans name files after their records */
     /* The state every file of a conversion shares (threads, work memory). */
     ptwm_error (*open)(const ptwm_conv_opts *o, void **out, ptwm_err *err);
-    /* Write f; *size receives its bytes on disk. The file is whole and
-     * renamed into place when this returns PTWM_OK, discarded otherwise. */
+    /* Write f; *size receives its bytes on disk. A file is renamed into
+     * place once whole (by the time close returns PTWM_OK: a sink may still
+     * be finishing it while the next one is written), discarded otherwise. */
     ptwm_error (*file)(void *s, const ptwm_conv_file *f, uint64_t *size, ptwm_err *err);
     /* Free the state; err NULL when the conversion failed already. */
     ptwm_error (*close)(void *s, ptwm_err *err);
