@@ -73,5 +73,18 @@ void ptwm_writer_set_source_size(ptwm_writer *w, uint64_t size);
  * freed. */
 ptwm_error ptwm_writer_borrow_source_json(ptwm_writer *w, const char *json, size_t json_len,
                                           const char *file_name, ptwm_err *err);
+/* A writer's finish that leaves its commit to the context's committer
+ * thread: the file is written whole (the table and footer, *file_size: its
+ * size), then fsynced, renamed and its directory fsynced on that thread,
+ * after the files finished before it, while the caller codes the next file.
+ * A writer without a context (cparams.ctx) commits at once, as
+ * ptwm_writer_finish. The file is visible only once durable and whole, as
+ * with ptwm_writer_finish; a failed commit leaves no file and is returned by
+ * the next finish or open of a writer on the context, and by
+ * ptwm_ctx_commit_wait. Frees w. */
+ptwm_error ptwm_writer_finish_later(ptwm_writer *w, uint64_t *file_size, ptwm_err *err);
+/* Wait for every commit ptwm_writer_finish_later left to ctx; the first
+ * failure (its message names the file), or PTWM_OK. */
+ptwm_error ptwm_ctx_commit_wait(ptwm_ctx *ctx, ptwm_err *err);
 
 #endif

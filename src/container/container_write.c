@@ -328,6 +328,10 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
             return rc;
         }
         w->ctx = params->ctx;
+        if ((rc = ptwm_ctx_commit_failed(w->ctx, err))) { /* ptwm_writer_finish_later */
+            ptwm_writer_free(w);
+            return rc;
+        }
     } else if ((rc = ptwm_ctx_create(&w->own_ctx, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -1233,6 +1237,24 @@ ptwm_error ptwm_writer_finish(ptwm_writer *w, ptwm_err *err) {
     if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
     rc = finish_common(w, err);
     if (!rc && w->to_file) rc = ptwm_atomic_commit(&w->af, err);
+    ptwm_writer_free(w);
+    return rc;
+}
+
+ptwm_error ptwm_writer_finish_later(ptwm_writer *w, uint64_t *file_size, ptwm_err *err) {
+    ptwm_error rc;
+    if (!w || !file_size || !w->to_file) {
+        ptwm_writer_free(w);
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or size, or not a file writer");
+    }
+    /* An earlier file's failed commit ends the run here, as it would have
+     * had it been committed at its own finish. */
+    rc = ptwm_ctx_commit_failed(w->ctx, err);
+    if (!rc) rc = finish_common(w, err);
+    if (!rc) {
+        *file_size = w->pos;
+        rc = w->own_ctx ? ptwm_atomic_commit(&w->af, err) : ptwm_ctx_commit_later(w->ctx, &w->af, err);
+    }
     ptwm_writer_free(w);
     return rc;
 }

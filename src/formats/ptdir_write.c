@@ -9,7 +9,6 @@
  * decompression then rebuilds every file byte for byte. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include "common.h"
 #include "container_read.h"
 #include "fileio.h"
@@ -141,7 +140,6 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const pt
                               size_t n, uint64_t raw, const ptwm_st *source, ptwm_ck_progress *p,
                               uint64_t *file_size, ptwm_err *err) {
     ptwm_writer *w = NULL;
-    struct stat sb;
     size_t i;
     ptwm_cparams params = *cp;
     shard_progress sp;
@@ -161,10 +159,8 @@ static ptwm_error write_shard(const char *path, const ptwm_cparams *cp, const pt
         ptwm_writer_free(w);
         return rc;
     }
-    if ((rc = ptwm_writer_finish(w, err)) != PTWM_OK) return rc;
+    if ((rc = ptwm_writer_finish_later(w, file_size, err)) != PTWM_OK) return rc;
     if (sp.base + raw > p->done) ptwm_ck_progress_add(p, sp.base + raw - p->done);
-    if (stat(path, &sb) != 0) return ptwm_fail(err, PTWM_ERR_IO, "'%s': stat failed", path);
-    *file_size = (uint64_t)sb.st_size;
     return PTWM_OK;
 }
 
@@ -279,6 +275,7 @@ ptwm_error ptwm_ck_write_shards(const ptwm_ck_src *s, const ptwm_ck_plan *pl,
                          pl->exact ? src_shard(s, k) : NULL, &p, &coded[k], err);
         ptwm_free(path);
     }
+    if (!rc) rc = ptwm_ctx_commit_wait(cp.ctx, err);
     ptwm_ctx_free(cp.ctx);
     return rc;
 }
