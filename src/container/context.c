@@ -1,7 +1,6 @@
 /* Caller-owned work memory; see context.h. */
 #include <pthread.h>
 #include <stdlib.h>
-#include "container_read.h"
 #include "context.h"
 #include "fileio.h"
 #include "threads.h"
@@ -32,6 +31,8 @@ struct ptwm_ctx {
     pcommit *chead, *ctail;
     ptwm_error crc;
     ptwm_err cerr;
+    void *writers;                      /* container_write.c's shared state */
+    void (*writers_free)(void *);
     ptwm_ws *ws[PTWM_POOL_MAX];
     unsigned nws;
     kept keep[CTX_KEEP];
@@ -52,6 +53,7 @@ ptwm_error ptwm_ctx_create(ptwm_ctx **out, ptwm_err *err) {
 void ptwm_ctx_free(ptwm_ctx *ctx) {
     unsigned i;
     if (!ctx) return;
+    if (ctx->writers) ctx->writers_free(ctx->writers); /* may queue a commit */
     if (ctx->has_committer) {
         /* Files already whole are still committed, as ptwm_writer_finish
          * would have; only the failures go unheard. */
@@ -168,11 +170,8 @@ static void *commit_main(void *arg) {
         rc = ptwm_atomic_commit(&c->af, &e);
         ptwm_atomic_abort(&c->af);
         ptwm_free(c);
+        if (rc) ptwm_ctx_commit_fail(ctx, rc, &e);
         pthread_mutex_lock(&ctx->mu);
-        if (rc && !ctx->crc) {
-            ctx->crc = rc;
-            ctx->cerr = e;
-        }
     }
     pthread_mutex_unlock(&ctx->mu);
     return NULL;
@@ -204,6 +203,15 @@ ptwm_error ptwm_ctx_commit_later(ptwm_ctx *ctx, ptwm_atomic_file *af, ptwm_err *
     return PTWM_OK;
 }
 
+void ptwm_ctx_commit_fail(ptwm_ctx *ctx, ptwm_error rc, const ptwm_err *err) {
+    pthread_mutex_lock(&ctx->mu);
+    if (!ctx->crc) {
+        ctx->crc = rc;
+        ctx->cerr = *err;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+}
+
 ptwm_error ptwm_ctx_commit_failed(ptwm_ctx *ctx, ptwm_err *err) {
     ptwm_error rc;
     pthread_mutex_lock(&ctx->mu);
@@ -213,10 +221,18 @@ ptwm_error ptwm_ctx_commit_failed(ptwm_ctx *ctx, ptwm_err *err) {
     return rc;
 }
 
-ptwm_error ptwm_ctx_commit_wait(ptwm_ctx *ctx, ptwm_err *err) {
-    if (!ctx) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL context");
+ptwm_error ptwm_ctx_commits_done(ptwm_ctx *ctx, ptwm_err *err) {
     pthread_mutex_lock(&ctx->mu);
     while (ctx->committing) pthread_cond_wait(&ctx->cidle, &ctx->mu);
     pthread_mutex_unlock(&ctx->mu);
     return ptwm_ctx_commit_failed(ctx, err);
+}
+
+void *ptwm_ctx_writers(ptwm_ctx *ctx) {
+    return ctx->writers;
+}
+
+void ptwm_ctx_set_writers(ptwm_ctx *ctx, void *p, void (*free_fn)(void *)) {
+    ctx->writers = p;
+    ctx->writers_free = free_fn;
 }

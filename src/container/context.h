@@ -42,5 +42,14 @@ ptwm_error ptwm_ctx_commit_later(ptwm_ctx *ctx, ptwm_atomic_file *af, ptwm_err *
 /* The first failure of a deferred commit so far (its message into err), or
  * PTWM_OK; does not wait. */
 ptwm_error ptwm_ctx_commit_failed(ptwm_ctx *ctx, ptwm_err *err);
+/* Keep rc (err its message) as a commit failure, unless one is kept. */
+void ptwm_ctx_commit_fail(ptwm_ctx *ctx, ptwm_error rc, const ptwm_err *err);
+/* Wait until every queued commit is done, then as ptwm_ctx_commit_failed. */
+ptwm_error ptwm_ctx_commits_done(ptwm_ctx *ctx, ptwm_err *err);
+
+/* State the writers of this context share (container_write.c), freed by
+ * free_fn first when the context is freed. */
+void *ptwm_ctx_writers(ptwm_ctx *ctx);
+void ptwm_ctx_set_writers(ptwm_ctx *ctx, void *p, void (*free_fn)(void *));
 
 #endif
