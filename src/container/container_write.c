@@ -15,7 +15,9 @@
  * ptwm_writer_finish appends it with the footer. Peak memory is at most
  * window x (chunk + slot) plus one slot of scratch per thread (window = 3 x
  * threads + 2; borrowing writers, which hold no raw copies: 8 x threads
- * slots; one thread: one slot). A slot is ptwm_chunk_work_bound(chunk) of
+ * slots; one thread: one slot), and, for writers sharing a context's
+ * threads, the previous writer's last chunks until this one has a chunk
+ * queued per thread. A slot is ptwm_chunk_work_bound(chunk) of
  * address space, room for the stages to code in place, touched only as far
  * as they write (about the coded size). Output buffers are not tied to
  * slots: a job takes one when it starts (unless it is coded in place) and
@@ -440,7 +442,9 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
         ptwm_writer_free(w);
         return rc;
     }
-    for (i = 0; i < w->window && !borrow; i++)
+    /* A writer on its context's threads takes its slots' buffers as it first
+     * fills them (add_common): the writer before it may still hold its own. */
+    for (i = 0; i < w->window && !borrow && !w->claimed; i++)
         if (!(w->jobs[i].raw = (uint8_t *)ptwm_ctx_take(w->ctx, chunk))) goto nomem;
     for (i = 0; i < w->nworkers; i++)
         if (!(w->scratch[i] = (uint8_t *)ptwm_ctx_take(w->ctx, w->slot_size))) goto nomem;
@@ -1054,10 +1058,18 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     for (k = 0; k < t.nchunks; k++) {
         wjob *j;
         size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off), slot;
-        if (w->nheld == w->window && w->sh) settle(w->sh); /* the last writer's chunks are done */
+        /* A chunk queued per thread keeps the threads busy while the last
+         * writer's chunks finish: it is settled then, and its buffers serve
+         * this writer from here. */
+        if (w->sh && w->nheld >= w->nworkers) settle(w->sh);
         if (w->nheld == w->window && (rc = reclaim_one(w, err))) break;
         slot = (w->reclaim + w->nheld) % w->window;
         j = &w->jobs[slot];
+        if (!w->borrow && !j->raw && !(j->raw = (uint8_t *)ptwm_ctx_take(w->ctx, (size_t)w->p.chunk_size))) {
+            rc = w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk buffer of %llu bytes",
+                                            (unsigned long long)w->p.chunk_size));
+            break;
+        }
         if (read && !j->raw) {
             rc = w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                                             "streamed tensor on a borrowing writer"));
