@@ -274,9 +274,9 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err);
  * finished with ptwm_writer_finish_later is detached: its last chunks code
  * on its ring while the next writer fills the other, so a shard's end
  * leaves no thread idle. The writing thread settles it (waits for its
- * chunks, appends its table, queues its commit) once the next writer's ring
- * is full, at the next finish, or in ptwm_ctx_commit_wait. Two rings at most
- * are held, so memory stays bounded by threads x chunk. */
+ * chunks, appends its table, queues its commit) once the next writer has a
+ * chunk queued per thread, at the next finish, or in ptwm_ctx_commit_wait.
+ * Two rings at most are held, so memory stays bounded by threads x chunk. */
 typedef struct wshared {
     ptwm_queue *q;
     unsigned threads;
