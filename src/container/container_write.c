@@ -15,7 +15,9 @@
  * ptwm_writer_finish appends it with the footer. Peak memory is at most
  * window x (chunk + slot) plus one slot of scratch per thread (window = 3 x
  * threads + 2; borrowing writers, which hold no raw copies: 8 x threads
- * slots; one thread: one slot). A slot is ptwm_chunk_work_bound(chunk) of
+ * slots; one thread: one slot), and, for writers sharing a context's
+ * threads, the previous writer's last chunks until this one has a chunk
+ * queued per thread. A slot is ptwm_chunk_work_bound(chunk) of
  * address space, room for the stages to code in place, touched only as far
  * as they write (about the coded size). Output buffers are not tied to
  * slots: a job takes one when it starts (unless it is coded in place) and
@@ -140,7 +142,11 @@ struct ptwm_writer {
     uint64_t src_file_size;
     int has_source;
     int borrow;                 /* callers' tensor bytes outlive the writer: code them in place */
-    ptwm_queue *queue;
+    ptwm_queue *queue;          /* its own, or the context's (sh) */
+    struct wshared *sh;         /* the context's shared threads, or NULL */
+    size_t slot0;               /* the ring's first slot in the queue */
+    int claimed;                /* holds the caller's context */
+    uint64_t *size_out;         /* detached (ptwm_writer_finish_later): its size, once whole */
     unsigned nworkers;
     wjob *jobs;                 /* a ring of `window` slots */
     size_t window;
@@ -261,6 +267,83 @@ static ptwm_error w_failed(ptwm_writer *w, ptwm_err *err) {
 /* ---- setup --------------------------------------------------------------- */
 
 static void encode_task(void *ctx, size_t i, unsigned worker);
+static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err);
+
+/* Writers given the same context share its threads: one queue over two
+ * rings of `window` slots that successive writers take in turn. A writer
+ * finished with ptwm_writer_finish_later is detached: its last chunks code
+ * on its ring while the next writer fills the other, so a shard's end
+ * leaves no thread idle. The writing thread settles it (waits for its
+ * chunks, appends its table, queues its commit) once the next writer has a
+ * chunk queued per thread, at the next finish, or in ptwm_ctx_commit_wait.
+ * Two rings at most are held, so memory stays bounded by threads x chunk. */
+typedef struct wshared {
+    ptwm_queue *q;
+    unsigned threads;
+    size_t window;
+    ptwm_writer *ring[2];       /* the writer on each ring, or NULL */
+    ptwm_writer *detached;      /* finished, not yet settled */
+} wshared;
+
+static void shared_task(void *ctx, size_t s, unsigned worker) {
+    wshared *sh = (wshared *)ctx;
+    encode_task(sh->ring[s / sh->window], s % sh->window, worker);
+}
+
+/* Settle the detached writer, if any; its failure is kept as the
+ * context's (the next finish, open or ptwm_ctx_commit_wait returns it). */
+static void settle(wshared *sh) {
+    ptwm_writer *w = sh->detached;
+    ptwm_err e;
+    ptwm_error rc;
+    if (!w) return;
+    sh->detached = NULL;
+    rc = finish_common(w, &e);
+    if (!rc) {
+        *w->size_out = w->pos;
+        rc = ptwm_ctx_commit_later(w->ctx, &w->af, &e);
+    }
+    if (rc) ptwm_ctx_commit_fail(w->ctx, rc, &e);
+    ptwm_writer_free(w);
+}
+
+static void shared_free(void *p) {
+    wshared *sh = (wshared *)p;
+    settle(sh);
+    ptwm_queue_free(sh->q);
+    ptwm_free(sh);
+}
+
+/* Put w on a free ring of its context's queue (made, or remade for another
+ * thread count, as needed). */
+static ptwm_error shared_join(ptwm_writer *w, ptwm_err *err) {
+    wshared *sh = (wshared *)ptwm_ctx_writers(w->ctx);
+    ptwm_error rc;
+    int r;
+    if (!sh) {
+        if (!(sh = (wshared *)ptwm_calloc(1, sizeof(*sh))))
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a work queue");
+        ptwm_ctx_set_writers(w->ctx, sh, shared_free);
+    }
+    if (sh->q && (sh->threads != w->nworkers || sh->window != w->window)) {
+        settle(sh);
+        ptwm_queue_free(sh->q);
+        sh->q = NULL;
+    }
+    if (!sh->q) {
+        if ((rc = ptwm_queue_create(w->p.threads, 2 * w->window, shared_task, sh, &sh->q, err)))
+            return rc;
+        sh->threads = w->nworkers;
+        sh->window = w->window;
+    }
+    if (sh->ring[0] && sh->ring[1]) settle(sh); /* (one is the detached writer) */
+    r = sh->ring[0] ? 1 : 0;
+    sh->ring[r] = w;
+    w->sh = sh;
+    w->queue = sh->q;
+    w->slot0 = (size_t)r * w->window;
+    return PTWM_OK;
+}
 
 /* The key of a payload in the sharing store (computed by the worker that
  * coded it, off the appending thread): its length, its first 96 bytes and
@@ -328,6 +411,11 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
             return rc;
         }
         w->ctx = params->ctx;
+        w->claimed = 1;
+        if ((rc = ptwm_ctx_commit_failed(w->ctx, err))) { /* ptwm_writer_finish_later */
+            ptwm_writer_free(w);
+            return rc;
+        }
     } else if ((rc = ptwm_ctx_create(&w->own_ctx, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -354,11 +442,16 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
         ptwm_writer_free(w);
         return rc;
     }
-    for (i = 0; i < w->window && !borrow; i++)
+    /* A writer on its context's threads takes its slots' buffers as it first
+     * fills them (add_common): the writer before it may still hold its own. */
+    for (i = 0; i < w->window && !borrow && !w->claimed; i++)
         if (!(w->jobs[i].raw = (uint8_t *)ptwm_ctx_take(w->ctx, chunk))) goto nomem;
     for (i = 0; i < w->nworkers; i++)
         if (!(w->scratch[i] = (uint8_t *)ptwm_ctx_take(w->ctx, w->slot_size))) goto nomem;
-    if ((rc = ptwm_queue_create(w->p.threads, w->window, encode_task, w, &w->queue, err))) {
+    /* Borrowing writers (one-call forms) have a deeper ring of their own. */
+    rc = w->claimed && !borrow ? shared_join(w, err)
+                               : ptwm_queue_create(w->p.threads, w->window, encode_task, w, &w->queue, err);
+    if (rc) {
         ptwm_writer_free(w);
         return rc;
     }
@@ -419,7 +512,14 @@ ptwm_error ptwm_writer_open_memory(const ptwm_cparams *params, ptwm_writer **out
 void ptwm_writer_free(ptwm_writer *w) {
     size_t i;
     if (!w) return;
-    ptwm_queue_free(w->queue);   /* first: workers may still use the buffers */
+    /* First: workers may still use the buffers. */
+    if (!w->sh) {
+        ptwm_queue_free(w->queue);
+    } else {
+        for (; w->nheld; w->nheld--, w->reclaim = (w->reclaim + 1) % w->window)
+            ptwm_queue_wait(w->queue, w->slot0 + w->reclaim);
+        w->sh->ring[w->slot0 ? 1 : 0] = NULL;
+    }
     if (w->to_file) ptwm_atomic_abort(&w->af);
     ptwm_free(w->mem.p);
     for (i = 0; i < w->nt; i++) ptwm_free(w->t[i].chunks);
@@ -442,7 +542,7 @@ void ptwm_writer_free(ptwm_writer *w) {
     ptwm_free(w->dedup.slot);
     if (w->cmp) ptwm_ctx_give(w->ctx, w->cmp, w->bound);
     if (w->own_ctx) ptwm_ctx_free(w->own_ctx);
-    else if (w->ctx) ptwm_ctx_release(w->ctx);
+    else if (w->claimed) ptwm_ctx_release(w->ctx);
     pthread_mutex_destroy(&w->rmu);
     ptwm_free(w);
 }
@@ -760,7 +860,7 @@ static void retire_ready(ptwm_writer *w) {
 static ptwm_error reclaim_one(ptwm_writer *w, ptwm_err *err) {
     ptwm_error rc;
     uint64_t done;
-    ptwm_queue_wait(w->queue, w->reclaim);
+    ptwm_queue_wait(w->queue, w->slot0 + w->reclaim);
     w->reclaim = (w->reclaim + 1) % w->window;
     w->nheld--;
     rmu_lock(w);
@@ -958,9 +1058,18 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     for (k = 0; k < t.nchunks; k++) {
         wjob *j;
         size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off), slot;
+        /* A chunk queued per thread keeps the threads busy while the last
+         * writer's chunks finish: it is settled then, and its buffers serve
+         * this writer from here. */
+        if (w->sh && w->nheld >= w->nworkers) settle(w->sh);
         if (w->nheld == w->window && (rc = reclaim_one(w, err))) break;
         slot = (w->reclaim + w->nheld) % w->window;
         j = &w->jobs[slot];
+        if (!w->borrow && !j->raw && !(j->raw = (uint8_t *)ptwm_ctx_take(w->ctx, (size_t)w->p.chunk_size))) {
+            rc = w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk buffer of %llu bytes",
+                                            (unsigned long long)w->p.chunk_size));
+            break;
+        }
         if (read && !j->raw) {
             rc = w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                                             "streamed tensor on a borrowing writer"));
@@ -1005,7 +1114,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         j->raw_len = len;
         j->rc = PTWM_OK; /* (coded is 0: cleared when the slot's last job was appended) */
         w->nheld++;
-        ptwm_queue_submit(w->queue, slot, (uint64_t)len * t.nchains);
+        ptwm_queue_submit(w->queue, w->slot0 + slot, (uint64_t)len * t.nchains);
         off += len;
     }
     if (rc) {
@@ -1201,6 +1310,7 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     uint64_t table_offset;
     uint32_t version;
     ptwm_error rc;
+    if (w->sh) settle(w->sh); /* files are committed in the order they were finished */
     if ((rc = w_failed(w, err))) return rc;
     if ((rc = drain(w, err))) return rc;
     if ((rc = check_duplicates(w, err))) return rc;
@@ -1235,6 +1345,35 @@ ptwm_error ptwm_writer_finish(ptwm_writer *w, ptwm_err *err) {
     if (!rc && w->to_file) rc = ptwm_atomic_commit(&w->af, err);
     ptwm_writer_free(w);
     return rc;
+}
+
+ptwm_error ptwm_writer_finish_later(ptwm_writer *w, uint64_t *file_size, ptwm_err *err) {
+    ptwm_error rc;
+    if (!w || !file_size || !w->to_file) {
+        ptwm_writer_free(w);
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer or size, or not a file writer");
+    }
+    if (!w->sh) { /* no context: committed now */
+        rc = finish_common(w, err);
+        if (!rc) *file_size = w->pos;
+        if (!rc) rc = ptwm_atomic_commit(&w->af, err);
+        ptwm_writer_free(w);
+        return rc;
+    }
+    settle(w->sh);
+    /* An earlier file's failure ends the run here, as it would have had
+     * that file been finished at once. */
+    if ((rc = ptwm_ctx_commit_failed(w->ctx, err)) || (rc = w_failed(w, err))) {
+        ptwm_writer_free(w);
+        return rc;
+    }
+    /* Detached: its last chunks code while the caller goes on. */
+    w->p.progress = NULL;
+    w->size_out = file_size;
+    ptwm_ctx_release(w->ctx);
+    w->claimed = 0;
+    w->sh->detached = w;
+    return PTWM_OK;
 }
 
 ptwm_error ptwm_writer_finish_memory(ptwm_writer *w, void **out, size_t *len, ptwm_err *err) {
@@ -1309,4 +1448,10 @@ ptwm_error ptwm_compress_file(const char *path, const ptwm_tensor_desc *tensors,
         return rc;
     }
     return ptwm_writer_finish(w, err);
+}
+
+ptwm_error ptwm_ctx_commit_wait(ptwm_ctx *ctx, ptwm_err *err) {
+    if (!ctx) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL context");
+    if (ptwm_ctx_writers(ctx)) settle((wshared *)ptwm_ctx_writers(ctx));
+    return ptwm_ctx_commits_done(ctx, err);
 }

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include "context.h"
+#include "fileio.h"
 #include "threads.h"
 
 /* Buffers kept for reuse: a writer's ring on a few threads gives back
@@ -13,9 +14,25 @@ typedef struct kept {
     size_t size;
 } kept;
 
+/* A whole file waiting for its commit (ptwm_ctx_commit_later). */
+typedef struct pcommit {
+    ptwm_atomic_file af;
+    struct pcommit *next;
+} pcommit;
+
 struct ptwm_ctx {
     pthread_mutex_t mu;
     int busy;
+    /* Deferred commits, oldest first, run by one committer thread (made on
+     * the first, joined by ptwm_ctx_free); the first failure is kept. */
+    pthread_cond_t cwake, cidle;
+    pthread_t committer;
+    int has_committer, committing, cquit;
+    pcommit *chead, *ctail;
+    ptwm_error crc;
+    ptwm_err cerr;
+    void *writers;                      /* container_write.c's shared state */
+    void (*writers_free)(void *);
     ptwm_ws *ws[PTWM_POOL_MAX];
     unsigned nws;
     kept keep[CTX_KEEP];
@@ -28,12 +45,26 @@ ptwm_error ptwm_ctx_create(ptwm_ctx **out, ptwm_err *err) {
     if (!(*out = c = (ptwm_ctx *)ptwm_calloc(1, sizeof(*c))))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a context");
     pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cwake, NULL);
+    pthread_cond_init(&c->cidle, NULL);
     return PTWM_OK;
 }
 
 void ptwm_ctx_free(ptwm_ctx *ctx) {
     unsigned i;
     if (!ctx) return;
+    if (ctx->writers) ctx->writers_free(ctx->writers); /* may queue a commit */
+    if (ctx->has_committer) {
+        /* Files already whole are still committed, as ptwm_writer_finish
+         * would have; only the failures go unheard. */
+        pthread_mutex_lock(&ctx->mu);
+        ctx->cquit = 1;
+        pthread_cond_signal(&ctx->cwake);
+        pthread_mutex_unlock(&ctx->mu);
+        pthread_join(ctx->committer, NULL);
+    }
+    pthread_cond_destroy(&ctx->cwake);
+    pthread_cond_destroy(&ctx->cidle);
     for (i = 0; i < ctx->nws; i++) ptwm_ws_free(ctx->ws[i]);
     for (i = 0; i < ctx->nkeep; i++) ptwm_free(ctx->keep[i].p);
     pthread_mutex_destroy(&ctx->mu);
@@ -116,4 +147,92 @@ void ptwm_ctx_give(ptwm_ctx *ctx, void *p, size_t size) {
     ctx->keep[ctx->nkeep].p = p;
     ctx->keep[ctx->nkeep++].size = size;
     pthread_mutex_unlock(&ctx->mu);
+}
+
+/* The committer: commits the queued files in order, then waits for more. */
+static void *commit_main(void *arg) {
+    ptwm_ctx *ctx = (ptwm_ctx *)arg;
+    pthread_mutex_lock(&ctx->mu);
+    for (;;) {
+        pcommit *c = ctx->chead;
+        ptwm_err e;
+        ptwm_error rc;
+        if (!c) {
+            ctx->committing = 0;
+            pthread_cond_broadcast(&ctx->cidle);
+            if (ctx->cquit) break;
+            pthread_cond_wait(&ctx->cwake, &ctx->mu);
+            continue;
+        }
+        ctx->committing = 1;
+        if (!(ctx->chead = c->next)) ctx->ctail = NULL;
+        pthread_mutex_unlock(&ctx->mu);
+        rc = ptwm_atomic_commit(&c->af, &e);
+        ptwm_atomic_abort(&c->af);
+        ptwm_free(c);
+        if (rc) ptwm_ctx_commit_fail(ctx, rc, &e);
+        pthread_mutex_lock(&ctx->mu);
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    return NULL;
+}
+
+ptwm_error ptwm_ctx_commit_later(ptwm_ctx *ctx, ptwm_atomic_file *af, ptwm_err *err) {
+    pcommit *c = (pcommit *)ptwm_calloc(1, sizeof(*c));
+    if (!c) return ptwm_atomic_commit(af, err); /* no room to defer: commit now */
+    c->af = *af;
+    af->fd = -1;
+    af->tmp_path = af->final_path = NULL;
+    pthread_mutex_lock(&ctx->mu);
+    if (!ctx->has_committer) {
+        if (pthread_create(&ctx->committer, NULL, commit_main, ctx) == 0) {
+            ctx->has_committer = 1;
+        } else {
+            pthread_mutex_unlock(&ctx->mu);
+            *af = c->af; /* no thread: commit now */
+            ptwm_free(c);
+            return ptwm_atomic_commit(af, err);
+        }
+    }
+    if (ctx->ctail) ctx->ctail->next = c;
+    else ctx->chead = c;
+    ctx->ctail = c;
+    ctx->committing = 1;
+    pthread_cond_signal(&ctx->cwake);
+    pthread_mutex_unlock(&ctx->mu);
+    return PTWM_OK;
+}
+
+void ptwm_ctx_commit_fail(ptwm_ctx *ctx, ptwm_error rc, const ptwm_err *err) {
+    pthread_mutex_lock(&ctx->mu);
+    if (!ctx->crc) {
+        ctx->crc = rc;
+        ctx->cerr = *err;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+ptwm_error ptwm_ctx_commit_failed(ptwm_ctx *ctx, ptwm_err *err) {
+    ptwm_error rc;
+    pthread_mutex_lock(&ctx->mu);
+    rc = ctx->crc;
+    if (rc && err) *err = ctx->cerr;
+    pthread_mutex_unlock(&ctx->mu);
+    return rc;
+}
+
+ptwm_error ptwm_ctx_commits_done(ptwm_ctx *ctx, ptwm_err *err) {
+    pthread_mutex_lock(&ctx->mu);
+    while (ctx->committing) pthread_cond_wait(&ctx->cidle, &ctx->mu);
+    pthread_mutex_unlock(&ctx->mu);
+    return ptwm_ctx_commit_failed(ctx, err);
+}
+
+void *ptwm_ctx_writers(ptwm_ctx *ctx) {
+    return ctx->writers;
+}
+
+void ptwm_ctx_set_writers(ptwm_ctx *ctx, void *p, void (*free_fn)(void *)) {
+    ctx->writers = p;
+    ctx->writers_free = free_fn;
 }

@@ -13,6 +13,7 @@
 #define PTWM_CONTEXT_H
 
 #include "common.h"
+#include "fileio.h"
 #include "workspace.h"
 
 /* Claim ctx for one user (who: "writer", "reader", ...);
@@ -30,5 +31,25 @@ void *ptwm_ctx_take(ptwm_ctx *ctx, size_t size);
 /* Give back a buffer of size bytes from ptwm_ctx_take (NULL is fine): kept
  * for the next take, or freed when the context keeps enough already. */
 void ptwm_ctx_give(ptwm_ctx *ctx, void *p, size_t size);
+
+/* Commit *af (a whole file: fsync, rename, directory fsync, as
+ * ptwm_atomic_commit) on the context's committer thread, after the files
+ * queued before it, while the caller goes on; *af is taken over (left
+ * empty). Failures are kept for ptwm_ctx_commit_failed and
+ * ptwm_ctx_commit_wait (container_read.h); ptwm_ctx_free still commits
+ * what is queued. */
+ptwm_error ptwm_ctx_commit_later(ptwm_ctx *ctx, ptwm_atomic_file *af, ptwm_err *err);
+/* The first failure of a deferred commit so far (its message into err), or
+ * PTWM_OK; does not wait. */
+ptwm_error ptwm_ctx_commit_failed(ptwm_ctx *ctx, ptwm_err *err);
+/* Keep rc (err its message) as a commit failure, unless one is kept. */
+void ptwm_ctx_commit_fail(ptwm_ctx *ctx, ptwm_error rc, const ptwm_err *err);
+/* Wait until every queued commit is done, then as ptwm_ctx_commit_failed. */
+ptwm_error ptwm_ctx_commits_done(ptwm_ctx *ctx, ptwm_err *err);
+
+/* State the writers of this context share (container_write.c), freed by
+ * free_fn first when the context is freed. */
+void *ptwm_ctx_writers(ptwm_ctx *ctx);
+void ptwm_ctx_set_writers(ptwm_ctx *ctx, void *p, void (*free_fn)(void *));
 
 #endif

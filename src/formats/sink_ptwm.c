@@ -1,11 +1,12 @@
 /* The .ptwm sink (sink.h): each output file is a container writer pulling
- * its tensors chunk by chunk from their input files (memory is the writer's
- * window of chunks, whatever the model size). A file that reproduces a
+ * its tensors chunk by chunk from their input files (memory is the writers'
+ * window of chunks, whatever the model size). The writers share one
+ * context: its threads code across files, and a finished file's last chunks
+ * and commit overlap the next file. A file that reproduces a
  * safetensors file records its header, name and size, so decompression
  * rebuilds it byte for byte; a directory keeps the source's Hugging Face
  * index in its own index's metadata. One context serves every file. */
 #include <stdlib.h>
-#include <sys/stat.h>
 #include "container_read.h"
 #include "fileio.h"
 #include "sink.h"
@@ -49,12 +50,13 @@ static ptwm_error pt_open(const ptwm_conv_opts *o, void **out, ptwm_err *err) {
     return PTWM_OK;
 }
 
+/* Every file is in place once its commit is done. */
 static ptwm_error pt_close(void *h, ptwm_err *err) {
     pt_sink *s = (pt_sink *)h;
-    (void)err;
+    ptwm_error rc = ptwm_ctx_commit_wait(s->cp.ctx, err);
     ptwm_ctx_free(s->own_ctx);
     ptwm_free(s);
-    return PTWM_OK;
+    return rc;
 }
 
 typedef struct pull {
@@ -93,7 +95,6 @@ static ptwm_error pt_file(void *h, const ptwm_conv_file *f, uint64_t *size, ptwm
     pt_sink *s = (pt_sink *)h;
     ptwm_writer *w = NULL;
     uint64_t raw = 0;
-    struct stat sb;
     size_t i;
     ptwm_error rc;
     s->base = s->p ? s->p->done : 0;
@@ -113,10 +114,10 @@ static ptwm_error pt_file(void *h, const ptwm_conv_file *f, uint64_t *size, ptwm
         ptwm_writer_free(w);
         return rc;
     }
-    if ((rc = ptwm_writer_finish(w, err))) return rc;
+    /* Its last chunks code while the next file fills, and it is committed on
+     * the context's committer thread (pt_close waits for every commit). */
+    if ((rc = ptwm_writer_finish_later(w, size, err))) return rc;
     if (s->p && s->base + raw > s->p->done) ptwm_conv_progress_add(s->p, s->base + raw - s->p->done);
-    if (stat(f->path, &sb) != 0) return ptwm_fail(err, PTWM_ERR_IO, "'%s': stat failed", f->path);
-    *size = (uint64_t)sb.st_size;
     return PTWM_OK;
 }
 
