@@ -1216,6 +1216,8 @@ typedef struct sjob {
     /* Streaming to a file: the file, and where dst goes in it. */
     struct ptwm_fstream_file *file;
     uint64_t file_off;
+    int unwritten;               /* decoded, in the drive's write list (under wq_mu) */
+    uint64_t ring_end;           /* the byte ring's head after this job (see sdrive) */
     uint8_t hash[16];            /* a one-chunk tensor's XXH3-128, by the worker */
     ptwm_error rc;
     ptwm_err err;
@@ -1243,11 +1245,31 @@ typedef struct sdrive {
      * Buffers are sized for them at once (up to SLOT_KEEP): growing them
      * chunk by chunk took fresh pages each time. */
     size_t max_raw, max_coded;
+    /* Streaming: decoded chunks of up to SLOT_KEEP bytes go into one ring
+     * of bytes, in submission order, so slots hold many small chunks or a
+     * few large ones in the same memory (`units` chunks of max_raw bytes):
+     * with a buffer per slot, a ring of small tensors ran dry while the
+     * caller decoded one large chunk and the other threads waited for work.
+     * ring_head and ring_tail count bytes from the start (position p is at
+     * p % ring_cap); chunks lying back to back in the file lie back to back
+     * here too. */
+    uint8_t *ring;
+    size_t ring_cap, units;
+    uint64_t ring_head, ring_tail;
     /* Streaming to files: the file of the chunks submitted next (else
      * NULL). Each worker writes the chunk it decoded at its place in the
      * file, so the copy into the page cache runs on every worker, beside the
      * decoding, instead of on the retiring thread. */
     struct ptwm_fstream_file *file;
+    /* Writes into files: one thread writes at a time (write_mu), taking
+     * every decoded chunk in the list (wq, under wq_mu) and writing runs
+     * that lie back to back with one call. A thread that finds another
+     * writing leaves its chunk in the list and goes on decoding: writes to
+     * one file take its inode's lock in the kernel, where two threads
+     * writing at once spun on each other (7% of the time on two threads). */
+    pthread_mutex_t write_mu, wq_mu;
+    int mu_ready;
+    size_t *wq, nwq;
 } sdrive;
 
 /* A file being written by a stream; see ptwm_fstream_begin. */
@@ -1280,6 +1302,83 @@ static int grow(ptwm_ctx *ctx, uint8_t **p, size_t *cap, size_t need) {
     return 1;
 }
 
+/* Order slots by file, then by offset in it (insertion sort: the list is
+ * short and mostly in order already). */
+static void sort_by_file_off(const sdrive *d, size_t *slots, size_t n) {
+    size_t i, k;
+    for (i = 1; i < n; i++) {
+        size_t s = slots[i];
+        const sjob *a = &d->jobs[s];
+        for (k = i; k > 0; k--) {
+            const sjob *b = &d->jobs[slots[k - 1]];
+            if ((uintptr_t)b->file < (uintptr_t)a->file ||
+                (b->file == a->file && b->file_off <= a->file_off))
+                break;
+            slots[k] = slots[k - 1];
+        }
+        slots[k] = s;
+    }
+}
+
+/* Write runs of listed chunks: n slots sorted by file and offset; the
+ * chunks of a run that fails all carry its error. Called with write_mu. */
+static void write_runs(sdrive *d, size_t *slots, size_t n) {
+    size_t i = 0, k;
+    while (i < n) {
+        sjob *a = &d->jobs[slots[i]];
+        void *bufs[PTWM_WRITEV_MAX];
+        size_t lens[PTWM_WRITEV_MAX], m = 0;
+        uint64_t end = a->file_off;
+        ptwm_error rc;
+        ptwm_err e;
+        while (i + m < n && m < PTWM_WRITEV_MAX) {
+            sjob *b = &d->jobs[slots[i + m]];
+            if (b->file != a->file || b->file_off != end) break;
+            bufs[m] = b->dst;
+            lens[m] = b->r->t[b->tensor].chunks[b->chunk].raw;
+            end += lens[m++];
+        }
+        rc = ptwm_pwritev_full(a->file->fd, bufs, lens, m, a->file_off, a->file->path, &e);
+        for (k = 0; k < m; k++) {
+            sjob *b = &d->jobs[slots[i + k]];
+            if (rc) {
+                b->rc = rc;
+                b->err = e;
+            }
+            __atomic_store_n(&b->unwritten, 0, __ATOMIC_RELEASE);
+        }
+        i += m;
+    }
+}
+
+/* Write every chunk in the list, unless another thread is writing (wait 0:
+ * then that thread takes them) or until none is left (wait 1). Whoever
+ * lets go of write_mu looks at the list again, so no chunk is left behind
+ * by a thread that found write_mu taken. */
+static void write_listed(sdrive *d, int wait) {
+    size_t batch[PTWM_WRITEV_MAX * 2], n;
+    if (wait) pthread_mutex_lock(&d->write_mu);
+    else if (pthread_mutex_trylock(&d->write_mu)) return;
+    for (;;) {
+        pthread_mutex_lock(&d->wq_mu);
+        n = PTWM_MIN(d->nwq, sizeof(batch) / sizeof(batch[0]));
+        memcpy(batch, d->wq, n * sizeof(size_t));
+        memmove(d->wq, d->wq + n, (d->nwq - n) * sizeof(size_t));
+        d->nwq -= n;
+        pthread_mutex_unlock(&d->wq_mu);
+        if (n) {
+            sort_by_file_off(d, batch, n);
+            write_runs(d, batch, n);
+            continue;
+        }
+        pthread_mutex_unlock(&d->write_mu);
+        pthread_mutex_lock(&d->wq_mu);
+        n = d->nwq;
+        pthread_mutex_unlock(&d->wq_mu);
+        if (!n || pthread_mutex_trylock(&d->write_mu)) return;
+    }
+}
+
 static void sjob_task(void *ctx, size_t slot, unsigned worker) {
     sdrive *d = (sdrive *)ctx;
     sjob *j = &d->jobs[slot];
@@ -1305,8 +1404,13 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
         ptwm_xxh128_oneshot(j->dst, c->raw, j->hash);
     /* Bytes that fail their hash later are in the file, which the caller
      * then never commits. */
-    if (!j->rc && j->file)
-        j->rc = ptwm_pwrite_full(j->file->fd, j->dst, c->raw, j->file_off, j->file->path, &j->err);
+    if (!j->rc && j->file) {
+        pthread_mutex_lock(&d->wq_mu);
+        __atomic_store_n(&j->unwritten, 1, __ATOMIC_RELAXED);
+        d->wq[d->nwq++] = slot;
+        pthread_mutex_unlock(&d->wq_mu);
+        write_listed(d, 0);
+    }
 }
 
 /* Work memory for n workers: the reader's context when the drive serves
@@ -1324,17 +1428,25 @@ static ptwm_error drive_workspaces(sdrive *d, unsigned n, ptwm_err *err) {
     return ptwm_ctx_workspaces(d->ctx, n, &d->ws, err);
 }
 
-/* `per_thread` slots of the ring per thread: enough that no thread waits
+/* `per_thread` chunks in flight per thread: enough that no thread waits
  * for the consumer; deeper when slots hold no buffers (an image in memory
  * decoded into the caller's buffers, where the consumer also hashes;
- * docs/ARCHITECTURE.md, "Threads"). */
-static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per_thread,
+ * docs/ARCHITECTURE.md, "Threads"). Streaming (ring 1), that many of the
+ * largest chunk fit the byte ring, and four times as many slots hold
+ * smaller ones. */
+#define RING_SLOTS 4
+static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per_thread, int ring,
                               ptwm_err *err) {
     ptwm_error rc;
     memset(d, 0, sizeof(*d));
     d->r = r;
-    d->window = per_thread * (size_t)ptwm_threads_resolve(threads) + 2;
+    d->units = per_thread * (size_t)ptwm_threads_resolve(threads) + 2;
+    d->window = ring ? RING_SLOTS * d->units : d->units;
     d->jobs = (sjob *)ptwm_calloc(d->window, sizeof(sjob));
+    d->wq = (size_t *)ptwm_calloc(d->window, sizeof(size_t));
+    pthread_mutex_init(&d->write_mu, NULL);
+    pthread_mutex_init(&d->wq_mu, NULL);
+    d->mu_ready = 1;
     if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if ((rc = ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err))) return rc;
     d->nworkers = ptwm_queue_size(d->q);
@@ -1345,7 +1457,7 @@ static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per
     }
     d->coded = (uint8_t **)ptwm_calloc(d->nworkers, sizeof(uint8_t *));
     d->coded_cap = (size_t *)ptwm_calloc(d->nworkers, sizeof(size_t));
-    if (!d->coded || !d->coded_cap) {
+    if (!d->coded || !d->coded_cap || !d->wq) {
         d->nworkers = 0;   /* no task runs before the first submit */
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     }
@@ -1358,20 +1470,46 @@ static void sdrive_free(sdrive *d) {
     if (d->jobs)
         for (i = 0; i < d->window; i++) ptwm_ctx_give(d->ctx, d->jobs[i].own, d->jobs[i].own_cap);
     for (i = 0; d->coded && i < d->nworkers; i++) ptwm_ctx_give(d->ctx, d->coded[i], d->coded_cap[i]);
+    ptwm_ctx_give(d->ctx, d->ring, d->ring_cap);
     ptwm_free(d->coded);
     ptwm_free(d->coded_cap);
     ptwm_free(d->jobs);
+    ptwm_free(d->wq);
+    if (d->mu_ready) {
+        pthread_mutex_destroy(&d->write_mu);
+        pthread_mutex_destroy(&d->wq_mu);
+    }
     ptwm_ctx_free(d->own_ctx);
 }
 
-/* Queue chunk k of tensor t (into dst, or the slot's own buffer if NULL). */
+/* Where a chunk of n bytes (at most ring_cap) goes in the byte ring: at its
+ * head, or at the start of the ring's next turn if it would wrap. */
+static uint64_t ring_place(const sdrive *d, size_t n) {
+    uint64_t at = d->ring_head;
+    if (at % d->ring_cap + n > d->ring_cap) at += d->ring_cap - at % d->ring_cap;
+    return at;
+}
+
+/* Whether a chunk of n bytes fits in the byte ring beside those in flight. */
+static int ring_fits(const sdrive *d, size_t n) {
+    return n > SLOT_KEEP || ring_place(d, n) + n - d->ring_tail <= d->ring_cap;
+}
+
+/* Queue chunk k of tensor t (into dst; if NULL, the byte ring or for a
+ * chunk over SLOT_KEEP the slot's own buffer). */
 static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, uint8_t *dst,
                                 uint64_t file_off, ptwm_err *err) {
     size_t slot = (d->head + d->npending) % d->window;
     sjob *j = &d->jobs[slot];
     const rchunk *c = &d->r->t[t].chunks[k];
-    if (!dst && !grow(d->ctx, &j->own, &j->own_cap, PTWM_MAX(c->raw, d->max_raw)))
+    if (!dst && c->raw <= SLOT_KEEP) {
+        uint64_t at = ring_place(d, c->raw);
+        dst = d->ring + at % d->ring_cap;
+        d->ring_head = at + c->raw;
+    } else if (!dst && !grow(d->ctx, &j->own, &j->own_cap, c->raw)) {
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk of %u bytes", c->raw);
+    }
+    j->ring_end = d->ring_head;
     j->r = d->r;
     j->file = d->file;
     if (j->file) j->file->pending++;
@@ -1386,10 +1524,22 @@ static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, ui
     return PTWM_OK;
 }
 
+/* Job j's chunk is decoded and listed for writing: write the list, or wait
+ * for the thread writing it (which empties the list before it stops),
+ * polling briefly before sleeping as the queue does. */
+static void wait_written(sdrive *d, sjob *j) {
+    unsigned k;
+    write_listed(d, 0);
+    for (k = 0; k < 20000 && __atomic_load_n(&j->unwritten, __ATOMIC_ACQUIRE); k++) ptwm_spin_pause();
+    if (__atomic_load_n(&j->unwritten, __ATOMIC_ACQUIRE)) write_listed(d, 1);
+}
+
 /* Take back the oldest job; *out points at it until the next submit. */
 static ptwm_error sdrive_retire(sdrive *d, sjob **out, ptwm_err *err) {
     sjob *j = &d->jobs[d->head];
     ptwm_queue_wait(d->q, d->head);
+    if (__atomic_load_n(&j->unwritten, __ATOMIC_ACQUIRE)) wait_written(d, j);
+    d->ring_tail = j->ring_end;
     d->head = (d->head + 1) % d->window;
     d->npending--;
     d->inflight -= j->r->t[j->tensor].chunks[j->chunk].raw;
@@ -1458,7 +1608,7 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
                              (unsigned long long)t->nbytes, sizes[i]);
         chunks += t->nchunks;
     }
-    if ((rc = sdrive_init(&d, r, chunks <= 1 ? 1 : r->threads, r->mem ? 16 : 3, err))) {
+    if ((rc = sdrive_init(&d, r, chunks <= 1 ? 1 : r->threads, r->mem ? 16 : 3, 0, err))) {
         sdrive_free(&d);
         return rc;
     }
@@ -1558,6 +1708,19 @@ static ptwm_error queue_tensors(sdrive *d, ptwm_xxh128 *h, const size_t *indices
             if (t->chunks[k].coded <= SLOT_KEEP) d->max_coded = PTWM_MAX(d->max_coded, t->chunks[k].coded);
         }
     }
+    if (d->ring_cap < d->units * d->max_raw) {
+        /* A larger ring, once the chunks in the old one have retired. */
+        while (d->npending && !rc) rc = stream_retire(d, h, sink, ctx, err);
+        if (rc) return rc;
+        ptwm_ctx_give(d->ctx, d->ring, d->ring_cap);
+        d->ring_cap = d->units * d->max_raw;
+        d->ring_head = d->ring_tail = 0;
+        if (!(d->ring = (uint8_t *)ptwm_ctx_take(d->ctx, d->ring_cap))) {
+            d->ring_cap = 0;
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu bytes of decoded chunks",
+                             d->units * d->max_raw);
+        }
+    }
     for (i = 0; i < n && !rc; i++) {
         size_t ti = indices ? indices[i] : i;
         const rtensor *t = &r->t[ti];
@@ -1572,7 +1735,8 @@ static ptwm_error queue_tensors(sdrive *d, ptwm_xxh128 *h, const size_t *indices
             /* Bound the raw bytes in flight too: a few coded bytes may stand
              * for a 256 MiB constant chunk, and the ring has many slots. */
             while (d->npending && !rc &&
-                   (d->npending == d->window || d->inflight + t->chunks[k].raw > STREAM_BUDGET))
+                   (d->npending == d->window || d->inflight + t->chunks[k].raw > STREAM_BUDGET ||
+                    !ring_fits(d, t->chunks[k].raw)))
                 rc = stream_retire(d, h, sink, ctx, err);
             if (!rc) rc = sdrive_submit(d, i, ti, k, NULL, offs ? offs[i] : 0, err);
         }
@@ -1601,7 +1765,7 @@ ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, 
     ptwm_xxh128 h = {NULL};
     ptwm_error rc;
     if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
-    if (!(rc = sdrive_init(&d, r, r->threads, 3, err)))
+    if (!(rc = sdrive_init(&d, r, r->threads, 3, 1, err)))
         rc = drain(&d, &h, sink, ctx, queue_tensors(&d, &h, NULL, r->nt, NULL, sink, ctx, err), err);
     ptwm_xxh128_free(&h);
     sdrive_free(&d);
@@ -1629,7 +1793,7 @@ ptwm_error ptwm_fstream_open(int threads, ptwm_sink_fn progress, void *ctx, ptwm
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a stream");
     s->sink = progress;
     s->ctx = ctx;
-    if ((rc = sdrive_init(&s->d, NULL, threads, 3, err))) {
+    if ((rc = sdrive_init(&s->d, NULL, threads, 3, 1, err))) {
         sdrive_free(&s->d);
         ptwm_free(s);
         return rc;

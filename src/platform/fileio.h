@@ -32,6 +32,12 @@ ptwm_error ptwm_write_full(int fd, const void *src, size_t len, const char *path
  * once, and the file position is left alone). */
 ptwm_error ptwm_pwrite_full(int fd, const void *src, size_t len, uint64_t off, const char *path,
                             ptwm_err *err);
+/* Write n pieces back to back from offset off: one pwritev call for many
+ * small pieces where a call per piece cost a system call and a lock of the
+ * file each (loops over short writes; n up to PTWM_WRITEV_MAX). */
+#define PTWM_WRITEV_MAX 64
+ptwm_error ptwm_pwritev_full(int fd, void *const *bufs, const size_t *lens, size_t n, uint64_t off,
+                             const char *path, ptwm_err *err);
 /* Start writing bytes [off, off + len) of fd back to the disk, without
  * waiting (len 0: to the end), so the fsync that makes a file durable finds
  * little left to write. A no-op where the system has no such call. */

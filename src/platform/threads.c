@@ -335,9 +335,7 @@ static void spin(const size_t *count, const uint8_t *state, uint8_t want, const 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (k = 1;; k++) {
         if (GET(*count) || (state && GET(*state) == want) || (quit && GET(*quit))) return;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        ptwm_spin_pause();
         if ((k & 63) == 0) {
             clock_gettime(CLOCK_MONOTONIC, &t);
             if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > SPIN_NS) return;

@@ -45,6 +45,13 @@ void ptwm_queue_submit(ptwm_queue *q, size_t slot, uint64_t weight);
 /* Return once `slot` (submitted earlier) has run; the slot is free again. */
 void ptwm_queue_wait(ptwm_queue *q, size_t slot);
 
+/* One step of a polling loop: tells the core that this thread spins. */
+static inline void ptwm_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 /* The thread count a `threads` parameter means (0 or less: all cores). */
 unsigned ptwm_threads_resolve(int threads);
 
