@@ -467,6 +467,18 @@ void ptwm_queue_wait(ptwm_queue *q, size_t slot) {
     pthread_mutex_unlock(&q->mu);
 }
 
+int ptwm_queue_help(ptwm_queue *q) {
+    int ran = 0;
+    if (!GET(q->count)) return 0;
+    pthread_mutex_lock(&q->mu);
+    if (q->count) {
+        queue_run_one(q, 0, SIZE_MAX);
+        ran = 1;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ran;
+}
+
 void ptwm_queue_free(ptwm_queue *q) {
     size_t s;
     if (!q) return;
