@@ -467,12 +467,12 @@ void ptwm_queue_wait(ptwm_queue *q, size_t slot) {
     pthread_mutex_unlock(&q->mu);
 }
 
-int ptwm_queue_help(ptwm_queue *q) {
+int ptwm_queue_help(ptwm_queue *q, size_t want) {
     int ran = 0;
     if (!GET(q->count)) return 0;
     pthread_mutex_lock(&q->mu);
-    if (q->count) {
-        queue_run_one(q, 0, SIZE_MAX);
+    if (q->count && (want == SIZE_MAX || (want < q->nslots && q->state[want] == SLOT_READY))) {
+        queue_run_one(q, 0, want);
         ran = 1;
     }
     pthread_mutex_unlock(&q->mu);
