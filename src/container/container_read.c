@@ -1401,7 +1401,8 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
     j->rc = PTWM_OK;
     if (!src) {
         if (worker >= d->nworkers ||
-            !grow(d->ctx, &d->coded[worker], &d->coded_cap[worker], PTWM_MAX(c->coded, d->max_coded))) {
+            !grow(d->ctx, &d->coded[worker], &d->coded_cap[worker],
+                  PTWM_MAX(c->coded, __atomic_load_n(&d->max_coded, __ATOMIC_RELAXED)))) {
             j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for %u coded bytes", c->coded);
             return;
         }
@@ -1729,7 +1730,9 @@ static ptwm_error queue_tensors(sdrive *d, ptwm_xxh128 *h, const size_t *indices
         const rtensor *t = &r->t[indices ? indices[i] : i];
         for (k = 0; k < t->nchunks; k++) {
             if (t->chunks[k].raw <= SLOT_KEEP) d->max_raw = PTWM_MAX(d->max_raw, t->chunks[k].raw);
-            if (t->chunks[k].coded <= SLOT_KEEP) d->max_coded = PTWM_MAX(d->max_coded, t->chunks[k].coded);
+            /* workers read max_coded while more tensors are queued */
+            if (t->chunks[k].coded <= SLOT_KEEP && t->chunks[k].coded > d->max_coded)
+                __atomic_store_n(&d->max_coded, (size_t)t->chunks[k].coded, __ATOMIC_RELAXED);
         }
     }
     if (d->ring_cap < d->units * d->max_raw) {
