@@ -1270,7 +1270,7 @@ typedef struct sdrive {
     pthread_mutex_t write_mu, wq_mu;
     int mu_ready;
     size_t *wq, nwq;
-    uint64_t wq_bytes;           /* raw bytes listed */
+    uint64_t wq_bytes;           /* raw bytes listed (under wq_mu; one thread reads it bare) */
 } sdrive;
 
 /* On one thread, chunks are decoded ahead in order until this many bytes
@@ -1285,7 +1285,7 @@ typedef struct ptwm_fstream_file {
     ptwm_fstream_done_fn done;
     void *ctx;
     uint64_t pending;            /* its chunks submitted and not yet retired */
-    uint64_t unsynced;           /* bytes retired since writeback was last started */
+    uint64_t unsynced;           /* bytes written since writeback was last started (write_mu) */
     int sealed;                  /* no more tensors will be added */
     ptwm_error rc;               /* its first failure */
 } ptwm_fstream_file;
@@ -1349,6 +1349,13 @@ static void write_runs(sdrive *d, size_t *slots, size_t n) {
             end += lens[m++];
         }
         rc = ptwm_pwritev_full(a->file->fd, bufs, lens, m, a->file_off, a->file->path, &e);
+        /* The disk writes what is done while the rest decodes, and the
+         * fsync that commits the file waits for the last MiB or two only;
+         * the thread writing starts it, not the one retiring. */
+        if (!rc && (a->file->unsynced += end - a->file_off) >= DECODE_WRITEBACK_STEP) {
+            ptwm_start_writeback(a->file->fd, 0, 0);
+            a->file->unsynced = 0;
+        }
         for (k = 0; k < m; k++) {
             sjob *b = &d->jobs[slots[i + k]];
             if (rc) {
@@ -1423,7 +1430,7 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
         d->wq[d->nwq++] = slot;
         d->wq_bytes += c->raw;
         pthread_mutex_unlock(&d->wq_mu);
-        /* one thread: the caller writes when it retires (stream_retire) */
+        /* one thread: the caller writes as it retires (stream_retire) */
         if (d->nworkers > 1) write_listed(d, 0);
     }
 }
@@ -1686,7 +1693,9 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     ptwm_error rc;
     size_t k;
     /* One thread: decode the next chunks in order while what waits to be
-     * written is small, so that retiring the first writes them all at once. */
+     * written is small, so that retiring the first writes them all at once.
+     * (On two threads this left the other thread without work a third of
+     * the time; there a thread writes what is listed as it finishes.) */
     for (k = 0; d->nworkers == 1 && k < d->npending && d->wq_bytes < WRITE_BATCH; k++)
         ptwm_queue_help(d->q, (d->head + k) % d->window);
     rc = sdrive_retire(d, &j, err);
@@ -1704,12 +1713,6 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     }
     if (!f) return rc;
     if (rc && !f->rc) f->rc = rc;
-    /* The disk writes what is done while the rest decodes, and the fsync
-     * that commits the file waits for the last few MiB only. */
-    if (!rc && (f->unsynced += c->raw) >= DECODE_WRITEBACK_STEP) {
-        ptwm_start_writeback(f->fd, 0, 0);
-        f->unsynced = 0;
-    }
     if (--f->pending || !f->sealed) return rc;
     return file_finish(f, f->rc, rc ? NULL : err);
 }
