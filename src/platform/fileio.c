@@ -173,6 +173,17 @@ ptwm_error ptwm_pwritev_full(int fd, void *const *bufs, const size_t *lens, size
     return PTWM_OK;
 }
 
+void ptwm_allocate_range(int fd, uint64_t off, uint64_t len) {
+#if defined(__linux__)
+    if (len && off <= (uint64_t)INT64_MAX && len <= (uint64_t)INT64_MAX - off)
+        (void)fallocate(fd, 0, (off_t)off, (off_t)len);
+#else
+    (void)fd;
+    (void)off;
+    (void)len;
+#endif
+}
+
 void ptwm_start_writeback(int fd, uint64_t off, uint64_t len) {
 #if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
     /* Advice only: an error here shows again at the fsync that counts. */
