@@ -8,12 +8,14 @@
 # copy ([out, in, kh, kw], bench/pytorch_layout.py). Restored files are checked
 # byte for byte.
 #
-# usage: [RUNS=5] [SIZES="16 128"] [THREADS="1 2"] [PATTERN=.bf16.] [README=1]
+# usage: [RUNS=5] [SIZES="16 128"] [THREADS="1 2"] [PATTERN=.bf16.] [README=1] [OLD_PTWM=bin]
 #        bench/bench_disk.sh [PTWM_BIN]
 #   SIZES    MiB of tensor bytes per file (FULL=1: 16 128 512 2048)
 #   PATTERN  which corpus files give the tensors (default: the BF16 ones)
 #   README=1 put the table into README.md's Performance section
 #   BENCH_TMP scratch directory (default /tmp); PTWM_CORPUS as for the tests
+#   OLD_PTWM  another build's ptwm: its decompress runs too, alternating with
+#            this one's in every round (before/after figures from one run)
 # ptwm's output is fsynced before it is renamed into place (a crash leaves the
 # old file or the whole new one); zstd's and cp's are not, so the table also
 # gives `zstd -d` followed by an fsync of its output ("+ fsync" rows).

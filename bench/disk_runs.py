@@ -60,6 +60,9 @@ def same(a, b):
 
 def main():
     ptwm, corpus, ptcorpus, work, runs = sys.argv[1:6]
+    # OLD_PTWM: another build's binary, its decompress runs alternating with
+    # this one's in every round (the table gives both, and x zstd for each).
+    old_ptwm = os.environ.get("OLD_PTWM")
     sizes = [int(s) for s in sys.argv[6].split()]
     threads = [int(t) for t in sys.argv[7].split()]
     pattern = sys.argv[8]
@@ -97,6 +100,9 @@ def main():
             run(["zstd", "-3", "-q", "-f", src, "-o", zst + ".in"])
             pin = os.path.join(cdir + ".in", "model.ptwm")
             for t in threads:
+                if old_ptwm:  # first: the file checked after the rounds is this build's
+                    jobs.append(("decompress", t, "ptwm decompress (OLD_PTWM)", [old_ptwm, "decompress", pin,
+                                 "-o", back, "-q", "--threads", str(t)], rm(back), None))
                 jobs.append(("decompress", t, "ptwm decompress", [ptwm, "decompress", pin, "-o", back,
                              "-q", "--threads", str(t)], rm(back), None))
             jobs.append(("decompress", 1, "zstd -d", ["zstd", "-d", "-q", "-f", zst + ".in", "-o", zback],

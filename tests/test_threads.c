@@ -124,7 +124,37 @@ static void test_fork(void) {
     }
 }
 
+/* ptwm_queue_help on one thread: runs the slot asked for only while it
+ * waits to run, else the heaviest waiting slot when asked for none; a slot
+ * it ran is then waited for without running again. */
+static void test_help(void) {
+    qstate s;
+    ptwm_queue *q;
+    ptwm_err err;
+    size_t k;
+    memset(&s, 0, sizeof(s));
+    CHECK(ptwm_queue_create(1, SLOTS, q_task, &s, &q, &err) == PTWM_OK);
+    for (k = 0; k < 4; k++) {
+        s.job_of[k] = k;
+        ptwm_queue_submit(q, k, k == 2 ? 9 : 1);
+    }
+    CHECK(ptwm_queue_help(q, 1) == 1);
+    CHECK(atomic_load(&s.runs[1]) == 1 && atomic_load(&s.runs[0]) == 0);
+    CHECK(ptwm_queue_help(q, 1) == 0);    /* ran already */
+    CHECK(ptwm_queue_help(q, 5) == 0);    /* never submitted */
+    CHECK(ptwm_queue_help(q, SLOTS + 3) == 0); /* no such slot */
+    CHECK(ptwm_queue_help(q, SIZE_MAX) == 1);
+    CHECK(atomic_load(&s.runs[2]) == 1 && atomic_load(&s.runs[0]) == 0 && atomic_load(&s.runs[3]) == 0);
+    for (k = 0; k < 4; k++) {
+        ptwm_queue_wait(q, k);
+        CHECK(atomic_load(&s.runs[k]) == 1 && s.result[k] == k * 3 + 1);
+    }
+    CHECK(ptwm_queue_help(q, SIZE_MAX) == 0);
+    ptwm_queue_free(q);
+}
+
 int main(void) {
+    test_help();
     test_queue_and_pool();
     test_fork();
     return tu_finish("test_threads");

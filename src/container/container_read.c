@@ -1218,6 +1218,8 @@ typedef struct sjob {
     /* Streaming to a file: the file, and where dst goes in it. */
     struct ptwm_fstream_file *file;
     uint64_t file_off;
+    int unwritten;               /* decoded, in the drive's write list (under wq_mu) */
+    uint64_t ring_end;           /* the byte ring's head after this job (see sdrive) */
     uint8_t hash[16];            /* a one-chunk tensor's XXH3-128, by the worker */
     ptwm_error rc;
     ptwm_err err;
@@ -1245,12 +1247,38 @@ typedef struct sdrive {
      * Buffers are sized for them at once (up to SLOT_KEEP): growing them
      * chunk by chunk took fresh pages each time. */
     size_t max_raw, max_coded;
+    /* Streaming: decoded chunks of up to SLOT_KEEP bytes go into one ring
+     * of bytes, in submission order, so slots hold many small chunks or a
+     * few large ones in the same memory (`units` chunks of max_raw bytes):
+     * with a buffer per slot, a ring of small tensors ran dry while the
+     * caller decoded one large chunk and the other threads waited for work.
+     * ring_head and ring_tail count bytes from the start (position p is at
+     * p % ring_cap); chunks lying back to back in the file lie back to back
+     * here too. */
+    uint8_t *ring;
+    size_t ring_cap, units;
+    uint64_t ring_head, ring_tail;
     /* Streaming to files: the file of the chunks submitted next (else
      * NULL). Each worker writes the chunk it decoded at its place in the
      * file, so the copy into the page cache runs on every worker, beside the
      * decoding, instead of on the retiring thread. */
     struct ptwm_fstream_file *file;
+    /* Writes into files: one thread writes at a time (write_mu), taking
+     * every decoded chunk in the list (wq, under wq_mu) and writing runs
+     * that lie back to back with one call. A thread that finds another
+     * writing leaves its chunk in the list and goes on decoding: writes to
+     * one file take its inode's lock in the kernel, where two threads
+     * writing at once spun on each other (7% of the time on two threads). */
+    pthread_mutex_t write_mu, wq_mu;
+    int mu_ready;
+    size_t *wq, nwq;
+    uint64_t wq_bytes;           /* raw bytes listed (under wq_mu; one thread reads it bare) */
 } sdrive;
+
+/* On one thread, chunks are decoded ahead in order until this many bytes
+ * wait to be written, and written with one call: a write per small tensor
+ * cost 5 of the 35 ms that writing a 128 MiB file of BF16 tensors took. */
+#define WRITE_BATCH ((uint64_t)256 << 10)
 
 /* A file being written by a stream; see ptwm_fstream_begin. */
 typedef struct ptwm_fstream_file {
@@ -1259,7 +1287,7 @@ typedef struct ptwm_fstream_file {
     ptwm_fstream_done_fn done;
     void *ctx;
     uint64_t pending;            /* its chunks submitted and not yet retired */
-    uint64_t unsynced;           /* bytes retired since writeback was last started */
+    uint64_t unsynced;           /* bytes written since writeback was last started (write_mu) */
     int sealed;                  /* no more tensors will be added */
     ptwm_error rc;               /* its first failure */
 } ptwm_fstream_file;
@@ -1267,6 +1295,10 @@ typedef struct ptwm_fstream_file {
 /* Streaming keeps at most this many raw bytes in flight (or one chunk), and
  * gives back slot buffers larger than SLOT_KEEP once they are retired. */
 #define STREAM_BUDGET ((uint64_t)64 << 20)
+/* Writeback of a file being decoded is started every this many bytes (not
+ * the writers' 8 MiB): the fsync that commits it then waits for 2 MiB at
+ * most; on a 128 MiB restore the fsync took 0.5-4 ms instead of 8. */
+#define DECODE_WRITEBACK_STEP ((uint64_t)2 << 20)
 #define SLOT_KEEP ((size_t)8 << 20)
 
 /* *p with room for need bytes, from the context's buffers. */
@@ -1282,6 +1314,92 @@ static int grow(ptwm_ctx *ctx, uint8_t **p, size_t *cap, size_t need) {
     return 1;
 }
 
+/* Order slots by file, then by offset in it (insertion sort: the list is
+ * short and mostly in order already). */
+static void sort_by_file_off(const sdrive *d, size_t *slots, size_t n) {
+    size_t i, k;
+    for (i = 1; i < n; i++) {
+        size_t s = slots[i];
+        const sjob *a = &d->jobs[s];
+        for (k = i; k > 0; k--) {
+            const sjob *b = &d->jobs[slots[k - 1]];
+            if ((uintptr_t)b->file < (uintptr_t)a->file ||
+                (b->file == a->file && b->file_off <= a->file_off))
+                break;
+            slots[k] = slots[k - 1];
+        }
+        slots[k] = s;
+    }
+}
+
+/* Write runs of listed chunks: n slots sorted by file and offset; the
+ * chunks of a run that fails all carry its error. Called with write_mu. */
+static void write_runs(sdrive *d, size_t *slots, size_t n) {
+    size_t i = 0, k;
+    while (i < n) {
+        sjob *a = &d->jobs[slots[i]];
+        void *bufs[PTWM_WRITEV_MAX];
+        size_t lens[PTWM_WRITEV_MAX], m = 0;
+        uint64_t end = a->file_off;
+        ptwm_error rc;
+        ptwm_err e;
+        while (i + m < n && m < PTWM_WRITEV_MAX) {
+            sjob *b = &d->jobs[slots[i + m]];
+            if (b->file != a->file || b->file_off != end) break;
+            bufs[m] = b->dst;
+            lens[m] = b->r->t[b->tensor].chunks[b->chunk].raw;
+            end += lens[m++];
+        }
+        rc = ptwm_pwritev_full(a->file->fd, bufs, lens, m, a->file_off, a->file->path, &e);
+        /* The disk writes what is done while the rest decodes, and the
+         * fsync that commits the file waits for the last MiB or two only;
+         * the thread writing starts it, not the one retiring. */
+        if (!rc && (a->file->unsynced += end - a->file_off) >= DECODE_WRITEBACK_STEP) {
+            ptwm_start_writeback(a->file->fd, 0, 0);
+            a->file->unsynced = 0;
+        }
+        for (k = 0; k < m; k++) {
+            sjob *b = &d->jobs[slots[i + k]];
+            if (rc) {
+                b->rc = rc;
+                b->err = e;
+            }
+            __atomic_store_n(&b->unwritten, 0, __ATOMIC_RELEASE);
+        }
+        i += m;
+    }
+}
+
+/* Write every chunk in the list, unless another thread is writing (wait 0:
+ * then that thread takes them) or until none is left (wait 1). Whoever
+ * lets go of write_mu looks at the list again, so no chunk is left behind
+ * by a thread that found write_mu taken. */
+static void write_listed(sdrive *d, int wait) {
+    size_t batch[PTWM_WRITEV_MAX * 2], n, k;
+    if (wait) pthread_mutex_lock(&d->write_mu);
+    else if (pthread_mutex_trylock(&d->write_mu)) return;
+    for (;;) {
+        pthread_mutex_lock(&d->wq_mu);
+        n = PTWM_MIN(d->nwq, sizeof(batch) / sizeof(batch[0]));
+        memcpy(batch, d->wq, n * sizeof(size_t));
+        memmove(d->wq, d->wq + n, (d->nwq - n) * sizeof(size_t));
+        d->nwq -= n;
+        for (k = 0; k < n; k++)
+            d->wq_bytes -= d->jobs[batch[k]].r->t[d->jobs[batch[k]].tensor].chunks[d->jobs[batch[k]].chunk].raw;
+        pthread_mutex_unlock(&d->wq_mu);
+        if (n) {
+            sort_by_file_off(d, batch, n);
+            write_runs(d, batch, n);
+            continue;
+        }
+        pthread_mutex_unlock(&d->write_mu);
+        pthread_mutex_lock(&d->wq_mu);
+        n = d->nwq;
+        pthread_mutex_unlock(&d->wq_mu);
+        if (!n || pthread_mutex_trylock(&d->write_mu)) return;
+    }
+}
+
 static void sjob_task(void *ctx, size_t slot, unsigned worker) {
     sdrive *d = (sdrive *)ctx;
     sjob *j = &d->jobs[slot];
@@ -1292,7 +1410,8 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
     j->rc = PTWM_OK;
     if (!src) {
         if (worker >= d->nworkers ||
-            !grow(d->ctx, &d->coded[worker], &d->coded_cap[worker], PTWM_MAX(c->coded, d->max_coded))) {
+            !grow(d->ctx, &d->coded[worker], &d->coded_cap[worker],
+                  PTWM_MAX(c->coded, __atomic_load_n(&d->max_coded, __ATOMIC_RELAXED)))) {
             j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for %u coded bytes", c->coded);
             return;
         }
@@ -1307,8 +1426,15 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
         ptwm_xxh128_oneshot(j->dst, c->raw, j->hash);
     /* Bytes that fail their hash later are in the file, which the caller
      * then never commits. */
-    if (!j->rc && j->file)
-        j->rc = ptwm_pwrite_full(j->file->fd, j->dst, c->raw, j->file_off, j->file->path, &j->err);
+    if (!j->rc && j->file) {
+        pthread_mutex_lock(&d->wq_mu);
+        __atomic_store_n(&j->unwritten, 1, __ATOMIC_RELAXED);
+        d->wq[d->nwq++] = slot;
+        d->wq_bytes += c->raw;
+        pthread_mutex_unlock(&d->wq_mu);
+        /* one thread: the caller writes as it retires (stream_retire) */
+        if (d->nworkers > 1) write_listed(d, 0);
+    }
 }
 
 /* Work memory for n workers: the reader's context when the drive serves
@@ -1326,17 +1452,25 @@ static ptwm_error drive_workspaces(sdrive *d, unsigned n, ptwm_err *err) {
     return ptwm_ctx_workspaces(d->ctx, n, &d->ws, err);
 }
 
-/* `per_thread` slots of the ring per thread: enough that no thread waits
+/* `per_thread` chunks in flight per thread: enough that no thread waits
  * for the consumer; deeper when slots hold no buffers (an image in memory
  * decoded into the caller's buffers, where the consumer also hashes;
- * docs/ARCHITECTURE.md, "Threads"). */
-static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per_thread,
+ * docs/ARCHITECTURE.md, "Threads"). Streaming (ring 1), that many of the
+ * largest chunk fit the byte ring, and four times as many slots hold
+ * smaller ones. */
+#define RING_SLOTS 4
+static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per_thread, int ring,
                               ptwm_err *err) {
     ptwm_error rc;
     memset(d, 0, sizeof(*d));
     d->r = r;
-    d->window = per_thread * (size_t)ptwm_threads_resolve(threads) + 2;
+    d->units = per_thread * (size_t)ptwm_threads_resolve(threads) + 2;
+    d->window = ring ? RING_SLOTS * d->units : d->units;
     d->jobs = (sjob *)ptwm_calloc(d->window, sizeof(sjob));
+    d->wq = (size_t *)ptwm_calloc(d->window, sizeof(size_t));
+    pthread_mutex_init(&d->write_mu, NULL);
+    pthread_mutex_init(&d->wq_mu, NULL);
+    d->mu_ready = 1;
     if (!d->jobs) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if ((rc = ptwm_queue_create(threads, d->window, sjob_task, d, &d->q, err))) return rc;
     d->nworkers = ptwm_queue_size(d->q);
@@ -1347,7 +1481,7 @@ static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per
     }
     d->coded = (uint8_t **)ptwm_calloc(d->nworkers, sizeof(uint8_t *));
     d->coded_cap = (size_t *)ptwm_calloc(d->nworkers, sizeof(size_t));
-    if (!d->coded || !d->coded_cap) {
+    if (!d->coded || !d->coded_cap || !d->wq) {
         d->nworkers = 0;   /* no task runs before the first submit */
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     }
@@ -1360,20 +1494,46 @@ static void sdrive_free(sdrive *d) {
     if (d->jobs)
         for (i = 0; i < d->window; i++) ptwm_ctx_give(d->ctx, d->jobs[i].own, d->jobs[i].own_cap);
     for (i = 0; d->coded && i < d->nworkers; i++) ptwm_ctx_give(d->ctx, d->coded[i], d->coded_cap[i]);
+    ptwm_ctx_give(d->ctx, d->ring, d->ring_cap);
     ptwm_free(d->coded);
     ptwm_free(d->coded_cap);
     ptwm_free(d->jobs);
+    ptwm_free(d->wq);
+    if (d->mu_ready) {
+        pthread_mutex_destroy(&d->write_mu);
+        pthread_mutex_destroy(&d->wq_mu);
+    }
     ptwm_ctx_free(d->own_ctx);
 }
 
-/* Queue chunk k of tensor t (into dst, or the slot's own buffer if NULL). */
+/* Where a chunk of n bytes (at most ring_cap) goes in the byte ring: at its
+ * head, or at the start of the ring's next turn if it would wrap. */
+static uint64_t ring_place(const sdrive *d, size_t n) {
+    uint64_t at = d->ring_head;
+    if (at % d->ring_cap + n > d->ring_cap) at += d->ring_cap - at % d->ring_cap;
+    return at;
+}
+
+/* Whether a chunk of n bytes fits in the byte ring beside those in flight. */
+static int ring_fits(const sdrive *d, size_t n) {
+    return n > SLOT_KEEP || ring_place(d, n) + n - d->ring_tail <= d->ring_cap;
+}
+
+/* Queue chunk k of tensor t (into dst; if NULL, the byte ring or for a
+ * chunk over SLOT_KEEP the slot's own buffer). */
 static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, uint8_t *dst,
                                 uint64_t file_off, ptwm_err *err) {
     size_t slot = (d->head + d->npending) % d->window;
     sjob *j = &d->jobs[slot];
     const rchunk *c = &d->r->t[t].chunks[k];
-    if (!dst && !grow(d->ctx, &j->own, &j->own_cap, PTWM_MAX(c->raw, d->max_raw)))
+    if (!dst && c->raw <= SLOT_KEEP) {
+        uint64_t at = ring_place(d, c->raw);
+        dst = d->ring + at % d->ring_cap;
+        d->ring_head = at + c->raw;
+    } else if (!dst && !grow(d->ctx, &j->own, &j->own_cap, c->raw)) {
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk of %u bytes", c->raw);
+    }
+    j->ring_end = d->ring_head;
     j->r = d->r;
     j->file = d->file;
     if (j->file) j->file->pending++;
@@ -1388,10 +1548,26 @@ static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, ui
     return PTWM_OK;
 }
 
+/* Job j's chunk is decoded and listed for writing: write the list, or, while
+ * another thread writes it (that thread empties the list before it stops),
+ * decode chunks nobody has taken, polling briefly before sleeping. */
+static void wait_written(sdrive *d, sjob *j) {
+    unsigned k = 0;
+    write_listed(d, 0);
+    while (__atomic_load_n(&j->unwritten, __ATOMIC_ACQUIRE) && k < 20000)
+        if (!ptwm_queue_help(d->q, SIZE_MAX)) {
+            ptwm_spin_pause();
+            k++;
+        }
+    if (__atomic_load_n(&j->unwritten, __ATOMIC_ACQUIRE)) write_listed(d, 1);
+}
+
 /* Take back the oldest job; *out points at it until the next submit. */
 static ptwm_error sdrive_retire(sdrive *d, sjob **out, ptwm_err *err) {
     sjob *j = &d->jobs[d->head];
     ptwm_queue_wait(d->q, d->head);
+    if (__atomic_load_n(&j->unwritten, __ATOMIC_ACQUIRE)) wait_written(d, j);
+    d->ring_tail = j->ring_end;
     d->head = (d->head + 1) % d->window;
     d->npending--;
     d->inflight -= j->r->t[j->tensor].chunks[j->chunk].raw;
@@ -1460,7 +1636,7 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
                              (unsigned long long)t->nbytes, sizes[i]);
         chunks += t->nchunks;
     }
-    if ((rc = sdrive_init(&d, r, chunks <= 1 ? 1 : r->threads, r->mem ? 16 : 3, err))) {
+    if ((rc = sdrive_init(&d, r, chunks <= 1 ? 1 : r->threads, r->mem ? 16 : 3, 0, err))) {
         sdrive_free(&d);
         return rc;
     }
@@ -1516,7 +1692,15 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     ptwm_fstream_file *f;
     uint8_t got[16];
     int done = 0;
-    ptwm_error rc = sdrive_retire(d, &j, err);
+    ptwm_error rc;
+    size_t k;
+    /* One thread: decode the next chunks in order while what waits to be
+     * written is small, so that retiring the first writes them all at once.
+     * (On two threads this left the other thread without work a third of
+     * the time; there a thread writes what is listed as it finishes.) */
+    for (k = 0; d->nworkers == 1 && k < d->npending && d->wq_bytes < WRITE_BATCH; k++)
+        ptwm_queue_help(d->q, (d->head + k) % d->window);
+    rc = sdrive_retire(d, &j, err);
     t = &j->r->t[j->tensor];
     c = &t->chunks[j->chunk];
     f = j->file;
@@ -1531,12 +1715,6 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     }
     if (!f) return rc;
     if (rc && !f->rc) f->rc = rc;
-    /* The disk writes what is done while the rest decodes, and the fsync
-     * that commits the file waits for the last few MiB only. */
-    if (!rc && (f->unsynced += c->raw) >= PTWM_WRITEBACK_STEP) {
-        ptwm_start_writeback(f->fd, 0, 0);
-        f->unsynced = 0;
-    }
     if (--f->pending || !f->sealed) return rc;
     return file_finish(f, f->rc, rc ? NULL : err);
 }
@@ -1557,7 +1735,22 @@ static ptwm_error queue_tensors(sdrive *d, ptwm_xxh128 *h, const size_t *indices
         const rtensor *t = &r->t[indices ? indices[i] : i];
         for (k = 0; k < t->nchunks; k++) {
             if (t->chunks[k].raw <= SLOT_KEEP) d->max_raw = PTWM_MAX(d->max_raw, t->chunks[k].raw);
-            if (t->chunks[k].coded <= SLOT_KEEP) d->max_coded = PTWM_MAX(d->max_coded, t->chunks[k].coded);
+            /* workers read max_coded while more tensors are queued */
+            if (t->chunks[k].coded <= SLOT_KEEP && t->chunks[k].coded > d->max_coded)
+                __atomic_store_n(&d->max_coded, (size_t)t->chunks[k].coded, __ATOMIC_RELAXED);
+        }
+    }
+    if (d->ring_cap < d->units * d->max_raw) {
+        /* A larger ring, once the chunks in the old one have retired. */
+        while (d->npending && !rc) rc = stream_retire(d, h, sink, ctx, err);
+        if (rc) return rc;
+        ptwm_ctx_give(d->ctx, d->ring, d->ring_cap);
+        d->ring_cap = d->units * d->max_raw;
+        d->ring_head = d->ring_tail = 0;
+        if (!(d->ring = (uint8_t *)ptwm_ctx_take(d->ctx, d->ring_cap))) {
+            d->ring_cap = 0;
+            return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu bytes of decoded chunks",
+                             d->units * d->max_raw);
         }
     }
     for (i = 0; i < n && !rc; i++) {
@@ -1574,7 +1767,8 @@ static ptwm_error queue_tensors(sdrive *d, ptwm_xxh128 *h, const size_t *indices
             /* Bound the raw bytes in flight too: a few coded bytes may stand
              * for a 256 MiB constant chunk, and the ring has many slots. */
             while (d->npending && !rc &&
-                   (d->npending == d->window || d->inflight + t->chunks[k].raw > STREAM_BUDGET))
+                   (d->npending == d->window || d->inflight + t->chunks[k].raw > STREAM_BUDGET ||
+                    !ring_fits(d, t->chunks[k].raw)))
                 rc = stream_retire(d, h, sink, ctx, err);
             if (!rc) rc = sdrive_submit(d, i, ti, k, NULL, offs ? offs[i] : 0, err);
         }
@@ -1603,7 +1797,7 @@ ptwm_error ptwm_reader_stream_all(ptwm_reader *r, ptwm_sink_fn sink, void *ctx, 
     ptwm_xxh128 h = {NULL};
     ptwm_error rc;
     if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader");
-    if (!(rc = sdrive_init(&d, r, r->threads, 3, err)))
+    if (!(rc = sdrive_init(&d, r, r->threads, 3, 1, err)))
         rc = drain(&d, &h, sink, ctx, queue_tensors(&d, &h, NULL, r->nt, NULL, sink, ctx, err), err);
     ptwm_xxh128_free(&h);
     sdrive_free(&d);
@@ -1631,7 +1825,7 @@ ptwm_error ptwm_fstream_open(int threads, ptwm_sink_fn progress, void *ctx, ptwm
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a stream");
     s->sink = progress;
     s->ctx = ctx;
-    if ((rc = sdrive_init(&s->d, NULL, threads, 3, err))) {
+    if ((rc = sdrive_init(&s->d, NULL, threads, 3, 1, err))) {
         sdrive_free(&s->d);
         ptwm_free(s);
         return rc;
@@ -1677,12 +1871,29 @@ ptwm_error ptwm_fstream_begin(ptwm_fstream *s, int fd, const char *path, ptwm_fs
     return PTWM_OK;
 }
 
+/* The blocks the tensors will fill, allocated at once: on a 128 MiB restore
+ * (ext4) that took 8% off one thread's time and 7% off two threads' (ext4
+ * reserved each 4 KiB block as it was written, and every write past the
+ * end moved the file size). */
+static void allocate_tensors(int fd, const ptwm_reader *r, const size_t *indices, size_t n,
+                             const uint64_t *offs) {
+    uint64_t lo = UINT64_MAX, hi = 0, end;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (indices[i] >= r->nt || ptwm_add_overflow(offs[i], r->t[indices[i]].nbytes, &end)) return;
+        lo = PTWM_MIN(lo, offs[i]);
+        hi = PTWM_MAX(hi, end);
+    }
+    if (hi > lo) ptwm_allocate_range(fd, lo, hi - lo);
+}
+
 ptwm_error ptwm_fstream_add(ptwm_fstream *s, ptwm_reader *r, const size_t *indices, size_t n,
                             const uint64_t *offs, ptwm_err *err) {
     if (!s || !r || !s->d.file || !offs || (n && !indices))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "stream to file: no file begun, reader or offsets");
     if (s->rc) return fstream_failed(s, err);
     s->d.r = r;
+    allocate_tensors(s->d.file->fd, r, indices, n, offs);
     return fstream_note(s, queue_tensors(&s->d, &s->h, indices, n, offs, s->sink, s->ctx, err), err);
 }
 

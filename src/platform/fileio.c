@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "tmpout.h"
 
@@ -133,6 +134,54 @@ ptwm_error ptwm_pwrite_full(int fd, const void *src, size_t len, uint64_t off, c
         off += (uint64_t)n;
     }
     return PTWM_OK;
+}
+
+ptwm_error ptwm_pwritev_full(int fd, void *const *bufs, const size_t *lens, size_t n, uint64_t off,
+                             const char *path, ptwm_err *err) {
+    struct iovec iov[PTWM_WRITEV_MAX];
+    size_t i, first = 0, total = 0;
+    if (n > PTWM_WRITEV_MAX)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: %zu pieces in one write (max %d)",
+                         path ? path : "(file)", n, PTWM_WRITEV_MAX);
+    for (i = 0; i < n; i++) {
+        iov[i].iov_base = bufs[i];
+        iov[i].iov_len = lens[i];
+        total += lens[i];
+    }
+    if (off > (uint64_t)INT64_MAX - total)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: offset %llu out of range",
+                         path ? path : "(file)", (unsigned long long)off);
+    /* A call writes at most about 2 GiB (Linux); the loop takes short writes. */
+    while (first < n) {
+        ssize_t got = pwritev(fd, iov + first, (int)(n - first), (off_t)off);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return ptwm_fail(err, PTWM_ERR_IO, "%s: write at offset %llu: %s",
+                             path ? path : "(file)", (unsigned long long)off, strerror(errno));
+        }
+        if (got == 0 && total)
+            return ptwm_fail(err, PTWM_ERR_IO, "%s: write at offset %llu wrote nothing",
+                             path ? path : "(file)", (unsigned long long)off);
+        off += (uint64_t)got;
+        total -= (size_t)got;
+        while (first < n && (size_t)got >= iov[first].iov_len) got -= (ssize_t)iov[first++].iov_len;
+        if (first < n) {
+            iov[first].iov_base = (uint8_t *)iov[first].iov_base + got;
+            iov[first].iov_len -= (size_t)got;
+        }
+    }
+    return PTWM_OK;
+}
+
+void ptwm_allocate_range(int fd, uint64_t off, uint64_t len) {
+#if defined(__linux__)
+    if (len && off <= (uint64_t)INT64_MAX && len <= (uint64_t)INT64_MAX - off)
+        (void)fallocate(fd, 0, (off_t)off, (off_t)len);
+#else
+    (void)fd;
+    (void)off;
+    (void)len;
+#endif
 }
 
 void ptwm_start_writeback(int fd, uint64_t off, uint64_t len) {

@@ -32,10 +32,23 @@ ptwm_error ptwm_write_full(int fd, const void *src, size_t len, const char *path
  * once, and the file position is left alone). */
 ptwm_error ptwm_pwrite_full(int fd, const void *src, size_t len, uint64_t off, const char *path,
                             ptwm_err *err);
+/* Write n pieces back to back from offset off: one pwritev call for many
+ * small pieces where a call per piece cost a system call and a lock of the
+ * file each (loops over short writes; n up to PTWM_WRITEV_MAX). */
+#define PTWM_WRITEV_MAX 64
+ptwm_error ptwm_pwritev_full(int fd, void *const *bufs, const size_t *lens, size_t n, uint64_t off,
+                             const char *path, ptwm_err *err);
 /* Start writing bytes [off, off + len) of fd back to the disk, without
  * waiting (len 0: to the end), so the fsync that makes a file durable finds
  * little left to write. A no-op where the system has no such call. */
 void ptwm_start_writeback(int fd, uint64_t off, uint64_t len);
+/* Allocate the disk blocks of bytes [off, off + len) of fd, extending the
+ * file to off + len if it is shorter, before they are written (Linux
+ * fallocate; a no-op elsewhere or where the file system cannot). Advice
+ * only: a failure shows again when the bytes are written. Writes into
+ * allocated blocks skip ext4's per-block delayed allocation, and writes
+ * past the end of the file the size updates. */
+void ptwm_allocate_range(int fd, uint64_t off, uint64_t len);
 /* Writers of large files start writeback after every this many bytes. */
 #define PTWM_WRITEBACK_STEP ((uint64_t)8 << 20)
 

@@ -335,9 +335,7 @@ static void spin(const size_t *count, const uint8_t *state, uint8_t want, const 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (k = 1;; k++) {
         if (GET(*count) || (state && GET(*state) == want) || (quit && GET(*quit))) return;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        ptwm_spin_pause();
         if ((k & 63) == 0) {
             clock_gettime(CLOCK_MONOTONIC, &t);
             if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > SPIN_NS) return;
@@ -467,6 +465,18 @@ void ptwm_queue_wait(ptwm_queue *q, size_t slot) {
     }
     SET(q->state[slot], SLOT_FREE);
     pthread_mutex_unlock(&q->mu);
+}
+
+int ptwm_queue_help(ptwm_queue *q, size_t want) {
+    int ran = 0;
+    if (!GET(q->count)) return 0;
+    pthread_mutex_lock(&q->mu);
+    if (q->count && (want == SIZE_MAX || (want < q->nslots && q->state[want] == SLOT_READY))) {
+        queue_run_one(q, 0, want);
+        ran = 1;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ran;
 }
 
 void ptwm_queue_free(ptwm_queue *q) {

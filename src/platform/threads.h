@@ -44,6 +44,18 @@ unsigned ptwm_queue_size(const ptwm_queue *q);
 void ptwm_queue_submit(ptwm_queue *q, size_t slot, uint64_t weight);
 /* Return once `slot` (submitted earlier) has run; the slot is free again. */
 void ptwm_queue_wait(ptwm_queue *q, size_t slot);
+/* Run one submitted task that no thread has taken yet, on the calling
+ * thread as worker 0: slot `want` if it waits to run, or with want SIZE_MAX
+ * the heaviest waiting; 0 if none ran. For a caller that waits on
+ * something else than a slot, or runs tasks ahead in its own order. */
+int ptwm_queue_help(ptwm_queue *q, size_t want);
+
+/* One step of a polling loop: tells the core that this thread spins. */
+static inline void ptwm_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 /* The thread count a `threads` parameter means (0 or less: all cores). */
 unsigned ptwm_threads_resolve(int threads);
