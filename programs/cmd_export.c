@@ -1,5 +1,9 @@
 /* ptwm export: the tensors a layout names, in its order, as one raw
- * little-endian F32 or BF16 file for programs that read raw parameter files. */
+ * little-endian F32 or BF16 file for programs that read raw parameter files.
+ * Whole tensors decode in batches (one read_many call each, so small
+ * tensors' chunks share the threads), those stored as the output dtype
+ * straight into the output buffer; a writer thread (export_writer.c) writes
+ * one batch while the next decodes (docs/LOADING.md). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
