@@ -118,7 +118,10 @@ static void to_le(void *p, size_t n, unsigned width) {
 #endif
 }
 
-/* Allocate the output's blocks before writing them (advice only). */
+/* Allocate the output's blocks, extending it to its final size, before
+ * writing them, as the library's ptwm_allocate_range does for its writers
+ * (which this program, using only the public header, cannot call). Advice
+ * only: a failure shows again when the bytes are written. */
 static void allocate_output(int fd, uint64_t len) {
 #if defined(__linux__)
     if (len && len <= (uint64_t)INT64_MAX) (void)fallocate(fd, 0, 0, (off_t)len);
@@ -248,8 +251,7 @@ static int export_pieces(export_state *x, const ptwm_layout_entry *e, const expo
 /* Whole entries [i, end) whose stored bytes fit one batch: decoded by one
  * read_many call (their chunks share the threads), COPY items straight into
  * the output buffer, then written with one call. */
-static int export_batch(export_state *x, const ptwm_layout_entry *e, const export_item *it,
-                        size_t i, size_t end) {
+static int export_batch(export_state *x, const export_item *it, size_t i, size_t end) {
     size_t *idx = x->idx, *sizes = x->sizes, j, m = end - i;
     void **dsts = x->dsts;
     uint64_t so = 0, oo = 0;
@@ -275,7 +277,6 @@ static int export_batch(export_state *x, const ptwm_layout_entry *e, const expor
             quiet_bf16_nans((uint16_t *)(void *)(x->out + oo), (size_t)t->count);
         oo += t->count * x->ow;
     }
-    (void)e;
     return emit(x, (size_t)oo);
 }
 
@@ -316,7 +317,7 @@ static int export_items(export_state *x, const ptwm_layout_entry *e, const expor
             rc = export_pieces(x, &e[i], &it[i]);
             i++;
         } else {
-            rc = export_batch(x, e, it, i, end);
+            rc = export_batch(x, it, i, end);
             i = end;
         }
     }
