@@ -134,6 +134,32 @@ static void check_export(const char *bin, const char *src, const char *layout, p
     free(want16);
 }
 
+/* ptwm_load_layout of the whole layout (from .ptwm: whole tensors in batches,
+ * F32 decoded in place) equals the entries loaded one by one. */
+static void check_layout_load(const char *src, ptwm_layout *l, int threads) {
+    float *want = NULL, *got;
+    uint16_t *want16 = NULL;
+    uint64_t count = 0;
+    size_t n;
+    ptwm_source *s = NULL;
+    ptwm_err err;
+    const ptwm_layout_entry *e = ptwm_layout_entries(l, &n);
+    expected(src, l, &want, &want16, &count);
+    got = (float *)calloc(count ? count : 1, 4);
+    CHECK_ERR(ptwm_source_open(src, PTWM_SOURCE_AUTO, &s, &err), &err, PTWM_OK, NULL);
+    if (s && want && got) {
+        ptwm_source_set_threads(s, threads);
+        CHECK_ERR(ptwm_load_layout(s, e, n, PTWM_CONVERT_INT, got, count, &err), &err, PTWM_OK,
+                  NULL);
+        CHECK_MSG(memcmp(got, want, count * 4) == 0, "%s, %d threads: layout load differs", src,
+                  threads);
+    }
+    ptwm_source_close(s);
+    free(got);
+    free(want);
+    free(want16);
+}
+
 int main(void) {
     const char *bin = getenv("PTWM_BIN");
     char st[600], pt[600], layout[600];
@@ -163,6 +189,9 @@ int main(void) {
     if (l) {
         check_export(bin, st, layout, l);
         check_export(bin, pt, layout, l);
+        check_layout_load(st, l, 1);
+        check_layout_load(pt, l, 1);
+        check_layout_load(pt, l, 2);
     }
     ptwm_layout_free(l);
     free(json);
