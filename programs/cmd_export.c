@@ -1,5 +1,9 @@
 /* ptwm export: the tensors a layout names, in its order, as one raw
- * little-endian F32 or BF16 file for programs that read raw parameter files. */
+ * little-endian F32 or BF16 file for programs that read raw parameter files.
+ * Whole tensors decode in batches (one read_many call each, so small
+ * tensors' chunks share the threads), those stored as the output dtype
+ * straight into the output buffer; a writer thread (export_writer.c) writes
+ * one batch while the next decodes (docs/LOADING.md). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -8,21 +12,18 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "export_writer.h"
 #include "options.h"
 
-#define EXPORT_PIECE ((uint64_t)1 << 20)  /* floats per streamed piece */
-#define WRITEBACK_STEP ((uint64_t)8 << 20)
-
-/* Start writing what is written so far back to the disk, without waiting:
- * the fsync of the commit then waits for the last few MiB only. Advice
- * only; an I/O error shows at that fsync. */
-static void start_writeback(int fd) {
-#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
-    (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-#else
-    (void)fd;
-#endif
-}
+/* Bytes per batch: at most this many stored bytes are decoded by one
+ * read_many call (whole tensors, so small tensors' chunks share the decoding
+ * threads) and at most this many output bytes written by one call. Small
+ * enough that what a batch decodes is still in cache when it is converted
+ * and copied into the page cache (docs/ARCHITECTURE.md). */
+#define EXPORT_BYTES ((uint64_t)4 << 20)
+#define EXPORT_PIECE (EXPORT_BYTES / 4)  /* floats per piece a library conversion loads */
+/* Entries per batch. */
+#define EXPORT_BATCH_MAX 4096
 
 static void help(FILE *out) {
     fprintf(out,
@@ -102,19 +103,6 @@ static int parse(int argc, char **argv, export_args *a) {
     return CLI_OK;
 }
 
-/* Write all of buf, retrying short writes. */
-static int write_all(int fd, const void *buf, size_t len) {
-    const char *p = (const char *)buf;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Host floats or BF16 values to little-endian in place (no-op on little-endian hosts). */
 static void to_le(void *p, size_t n, unsigned width) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -130,36 +118,210 @@ static void to_le(void *p, size_t n, unsigned width) {
 #endif
 }
 
-/* One entry's values, piece by piece, converted and written. */
-static int export_entry(ptwm_source *s, const ptwm_layout_entry *e, const export_args *a, int fd,
-                        float *fbuf, uint16_t *hbuf, uint64_t *written) {
-    uint64_t count = 1, done = 0;
-    uint32_t d;
+/* Allocate the output's blocks, extending it to its final size, before
+ * writing them, as the library's ptwm_allocate_range does for its writers
+ * (which this program, using only the public header, cannot call). Advice
+ * only: a failure shows again when the bytes are written. */
+static void allocate_output(int fd, uint64_t len) {
+#if defined(__linux__)
+    if (len && len <= (uint64_t)INT64_MAX) (void)fallocate(fd, 0, 0, (off_t)len);
+#else
+    (void)fd;
+    (void)len;
+#endif
+}
+
+/* A source's error, its message prefixed with the tensor's name as the
+ * library's loads word it. */
+static int report_tensor(ptwm_err *err, const char *name) {
+    char msg[2 * PTWM_ERR_MESSAGE_MAX];
+    err->message[sizeof err->message - 1] = 0;
+    snprintf(msg, sizeof msg, "tensor '%s': %s", name, err->message);
+    memcpy(err->message, msg, sizeof err->message);
+    err->message[sizeof err->message - 1] = 0;
+    return cli_report(err);
+}
+
+/* How an entry's stored values become the output's. */
+typedef enum export_path {
+    EXPORT_COPY,     /* stored as the output dtype: decoded straight into the output buffer */
+    EXPORT_CONVERT,  /* F32, BF16 or F16: decoded whole, then converted */
+    EXPORT_LOAD      /* anything else (or a big-endian host): ptwm_load_tensor_part */
+} export_path;
+
+typedef struct export_item {
+    size_t index;      /* in the source */
+    ptwm_dtype dtype;  /* stored */
+    uint64_t count;    /* elements */
+    uint64_t nbytes;   /* stored bytes */
+    export_path path;
+} export_item;
+
+typedef struct export_state {
+    ptwm_source *s;
+    const export_args *a;
+    int fd;
+    unsigned ow;       /* output bytes per element */
+    uint8_t *stage;    /* stored bytes of conversions, EXPORT_BYTES */
+    uint8_t *out;      /* output bytes of one batch (the writer's buffer to fill) */
+    float *fbuf;       /* F32 between a load and a narrowing, EXPORT_PIECE floats */
+    export_writer *w;  /* writes x->out when it is full, while the other buffer fills */
+    size_t *idx, *sizes;  /* one read_many call's arguments, EXPORT_BATCH_MAX each */
+    void **dsts;
+} export_state;
+
+static export_path choose_path(ptwm_dtype dt, int bf16) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    (void)dt;
+    (void)bf16;
+    return EXPORT_LOAD;
+#else
+    if (dt == (bf16 ? PTWM_DTYPE_BF16 : PTWM_DTYPE_F32)) return EXPORT_COPY;
+    if (dt == PTWM_DTYPE_F32 || dt == PTWM_DTYPE_BF16 || dt == PTWM_DTYPE_F16)
+        return EXPORT_CONVERT;
+    return EXPORT_LOAD;
+#endif
+}
+
+/* BF16 copied as it is must equal BF16 widened to F32 and rounded back,
+ * which quiets a signalling NaN (sets the top mantissa bit) and keeps every
+ * other pattern. */
+static void quiet_bf16_nans(uint16_t *p, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) p[i] = (uint16_t)(p[i] | (((p[i] & 0x7fffu) > 0x7f80u) << 6));
+}
+
+/* k stored values at src (8-byte aligned) of a CONVERT item to the output. */
+static void convert_values(export_state *x, ptwm_dtype dt, const uint8_t *src, uint8_t *dst,
+                           uint64_t k) {
+    uint64_t done;
+    if (x->ow == 4) {
+        if (dt == PTWM_DTYPE_BF16) ptwm_bf16_to_f32((const uint16_t *)src, (float *)dst, (size_t)k);
+        else if (dt == PTWM_DTYPE_F16) ptwm_f16_to_f32((const uint16_t *)src, (float *)dst, (size_t)k);
+        else memcpy(dst, src, (size_t)k * 4);
+        return;
+    }
+    if (dt == PTWM_DTYPE_F32) {
+        ptwm_f32_to_bf16((const float *)src, (uint16_t *)dst, (size_t)k);
+        return;
+    }
+    for (done = 0; done < k; done += EXPORT_PIECE) {  /* F16: widened, then rounded */
+        size_t m = (size_t)(k - done < EXPORT_PIECE ? k - done : EXPORT_PIECE);
+        ptwm_f16_to_f32((const uint16_t *)src + done, x->fbuf, m);
+        ptwm_f32_to_bf16(x->fbuf, (uint16_t *)dst + done, m);
+    }
+}
+
+/* The filled output buffer to the writer, and the next one to fill. */
+static int emit(export_state *x, size_t len) {
+    if (export_writer_push(x->w, len) != 0) return CLI_BAD_INPUT;
+    x->out = export_writer_buffer(x->w);
+    return CLI_OK;
+}
+
+/* One entry too big for a batch, or of a dtype only the library converts,
+ * piece by piece from its first element (so its payload hash is checked). */
+static int export_pieces(export_state *x, const ptwm_layout_entry *e, const export_item *it) {
+    unsigned w = it->count ? (unsigned)(it->nbytes / it->count) : 1;
+    uint64_t done = 0, per = it->path == EXPORT_LOAD ? EXPORT_PIECE
+                                                     : EXPORT_BYTES / (w > x->ow ? w : x->ow);
     ptwm_err err;
-    for (d = 0; d < e->ndim; d++) count *= e->shape[d];  /* checked by ptwm_layout_elements */
-    while (done < count) {
-        uint64_t k = count - done < EXPORT_PIECE ? count - done : EXPORT_PIECE;
-        const void *out = fbuf;
-        size_t bytes = (size_t)k * 4;
-        if (ptwm_load_tensor_part(s, e, a->conv, done, fbuf, k, &err) != PTWM_OK)
-            return cli_report(&err);
-        if (a->bf16) {
-            ptwm_f32_to_bf16(fbuf, hbuf, (size_t)k);
-            to_le(hbuf, (size_t)k, 2);
-            out = hbuf;
-            bytes = (size_t)k * 2;
+    int rc;
+    while (done < it->count) {
+        uint64_t k = it->count - done < per ? it->count - done : per;
+        if (it->path == EXPORT_LOAD) {
+            float *f = x->ow == 4 ? (float *)x->out : x->fbuf;
+            if (ptwm_load_tensor_part(x->s, e, x->a->conv, done, f, k, &err) != PTWM_OK)
+                return cli_report(&err);
+            if (x->ow == 2) ptwm_f32_to_bf16(f, (uint16_t *)x->out, (size_t)k);
+            to_le(x->out, (size_t)k, x->ow);
         } else {
-            to_le(fbuf, (size_t)k, 4);
+            uint8_t *buf = it->path == EXPORT_COPY ? x->out : x->stage;
+            if (ptwm_source_read(x->s, it->index, done * w, buf, (size_t)(k * w), &err) != PTWM_OK)
+                return report_tensor(&err, e->name);
+            if (it->path == EXPORT_CONVERT) convert_values(x, it->dtype, buf, x->out, k);
+            else if (x->ow == 2) quiet_bf16_nans((uint16_t *)x->out, (size_t)k);
         }
-        if (write_all(fd, out, bytes) != 0) {
-            fprintf(stderr, "ptwm: export: write to '%s' failed: %s\n", a->out, strerror(errno));
-            return CLI_BAD_INPUT;
-        }
-        if ((*written + bytes) / WRITEBACK_STEP != *written / WRITEBACK_STEP) start_writeback(fd);
-        *written += bytes;
+        if ((rc = emit(x, (size_t)(k * x->ow))) != CLI_OK) return rc;
         done += k;
     }
     return CLI_OK;
+}
+
+/* Whole entries [i, end) whose stored bytes fit one batch: decoded by one
+ * read_many call (their chunks share the threads), COPY items straight into
+ * the output buffer, then written with one call. */
+static int export_batch(export_state *x, const export_item *it, size_t i, size_t end) {
+    size_t *idx = x->idx, *sizes = x->sizes, j, m = end - i;
+    void **dsts = x->dsts;
+    uint64_t so = 0, oo = 0;
+    ptwm_err err;
+    for (j = 0; j < m; j++) {
+        const export_item *t = &it[i + j];
+        idx[j] = t->index;
+        sizes[j] = (size_t)t->nbytes;
+        if (t->path == EXPORT_COPY) {
+            dsts[j] = x->out + oo;
+        } else {
+            dsts[j] = x->stage + so;
+            so += (t->nbytes + 7) & ~(uint64_t)7;
+        }
+        oo += t->count * x->ow;
+    }
+    if (ptwm_source_read_many(x->s, idx, dsts, sizes, m, &err) != PTWM_OK) return cli_report(&err);
+    for (j = 0, oo = 0; j < m; j++) {
+        const export_item *t = &it[i + j];
+        if (t->path == EXPORT_CONVERT)
+            convert_values(x, t->dtype, (const uint8_t *)dsts[j], x->out + oo, t->count);
+        else if (x->ow == 2)
+            quiet_bf16_nans((uint16_t *)(void *)(x->out + oo), (size_t)t->count);
+        oo += t->count * x->ow;
+    }
+    return emit(x, (size_t)oo);
+}
+
+/* Stored dtype and size of every entry, and how each is exported. */
+static int plan_items(ptwm_source *s, const ptwm_layout_entry *e, size_t n, int bf16,
+                      export_item *it) {
+    ptwm_err err;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        ptwm_tensor_info ti;
+        if (ptwm_source_find(s, e[i].name, &it[i].index, &err) != PTWM_OK ||
+            ptwm_source_tensor(s, it[i].index, &ti, &err) != PTWM_OK)
+            return cli_report(&err);
+        it[i].dtype = ti.dtype;
+        it[i].nbytes = ti.nbytes;
+        ptwm_layout_elements(&e[i], 1, &it[i].count, NULL);  /* the tensor's: shape checked */
+        it[i].path = choose_path(ti.dtype, bf16);
+    }
+    return CLI_OK;
+}
+
+/* Entries in batches of whole tensors, bigger ones in pieces. */
+static int export_items(export_state *x, const ptwm_layout_entry *e, const export_item *it,
+                        size_t n) {
+    size_t i = 0;
+    int rc = CLI_OK;
+    while (i < n && rc == CLI_OK) {
+        size_t end = i;
+        uint64_t stored = 0, out = 0;
+        while (end < n && end - i < EXPORT_BATCH_MAX && it[end].path != EXPORT_LOAD &&
+               stored + it[end].nbytes + 8 <= EXPORT_BYTES &&
+               out + it[end].count * x->ow <= EXPORT_BYTES) {
+            stored += (it[end].nbytes + 7) & ~(uint64_t)7;
+            out += it[end].count * x->ow;
+            end++;
+        }
+        if (end == i) {
+            rc = export_pieces(x, &e[i], &it[i]);
+            i++;
+        } else {
+            rc = export_batch(x, it, i, end);
+            i = end;
+        }
+    }
+    return rc;
 }
 
 /* Check every entry, then stream them all into fd. */
@@ -169,8 +331,8 @@ static int export_all(ptwm_source *s, const ptwm_layout_entry *e, size_t n, cons
     uint64_t total;
     size_t i;
     int rc = CLI_OK;
-    float *fbuf;
-    uint16_t *hbuf;
+    export_item *items;
+    export_state x;
     ptwm_layout_entry whole;
     uint64_t whole_shape[1];
     if (ptwm_layout_elements(e, n, &total, &err) != PTWM_OK) return cli_report(&err);
@@ -194,15 +356,35 @@ static int export_all(ptwm_source *s, const ptwm_layout_entry *e, size_t n, cons
     for (i = 0; i < n; i++)
         if (ptwm_load_tensor_part(s, &e[i], a->conv, 0, NULL, 0, &err) != PTWM_OK)
             return cli_report(&err);
-    fbuf = (float *)malloc(EXPORT_PIECE * 4);
-    hbuf = (uint16_t *)malloc(EXPORT_PIECE * 2);
-    if (!fbuf || !hbuf) {
+    memset(&x, 0, sizeof(x));
+    x.s = s;
+    x.a = a;
+    x.fd = fd;
+    x.ow = a->bf16 ? 2 : 4;
+    items = (export_item *)calloc(n ? n : 1, sizeof(*items));
+    x.stage = (uint8_t *)malloc(EXPORT_BYTES);
+    x.w = export_writer_open(fd, a->out, EXPORT_BYTES);
+    x.fbuf = (float *)malloc(EXPORT_PIECE * 4);
+    x.idx = (size_t *)malloc(EXPORT_BATCH_MAX * sizeof(size_t));
+    x.sizes = (size_t *)malloc(EXPORT_BATCH_MAX * sizeof(size_t));
+    x.dsts = (void **)malloc(EXPORT_BATCH_MAX * sizeof(void *));
+    if (!items || !x.stage || !x.w || !x.fbuf || !x.idx || !x.sizes || !x.dsts) {
         fprintf(stderr, "ptwm: export: out of memory\n");
         rc = CLI_BAD_INPUT;
     }
-    for (i = 0; i < n && rc == CLI_OK; i++) rc = export_entry(s, &e[i], a, fd, fbuf, hbuf, written);
-    free(fbuf);
-    free(hbuf);
+    if (rc == CLI_OK) rc = plan_items(s, e, n, a->bf16, items);
+    if (rc == CLI_OK) {
+        allocate_output(fd, total * x.ow);
+        x.out = export_writer_buffer(x.w);
+        rc = export_items(&x, e, items, n);
+    }
+    if (x.w && export_writer_close(x.w, written) != 0 && rc == CLI_OK) rc = CLI_BAD_INPUT;
+    free(items);
+    free(x.stage);
+    free(x.fbuf);
+    free(x.idx);
+    free(x.sizes);
+    free(x.dsts);
     return rc;
 }
 

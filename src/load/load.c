@@ -6,8 +6,9 @@
  * no half-read surprise behind a later error. Tensors then stream into the
  * destination in bounded pieces: F32 is read straight into it; other dtypes go
  * through one staging buffer (STAGE_PIECE bytes for raw reads, LOAD_PIECE
- * for .ptwm decodes). A memory-mapped safetensors tensor is converted from
- * the mapping with no copy at all. */
+ * for .ptwm decodes). From .ptwm, runs of small whole tensors are decoded by
+ * one read_many call each (BATCH_BYTES). A memory-mapped safetensors tensor
+ * is converted from the mapping with no copy at all. */
 #include <stdlib.h>
 #include "raw_f32.h"
 #include "safetensors.h"
@@ -17,6 +18,14 @@
  * again, and large enough to keep several decoding threads busy. */
 #define LOAD_PIECE ((uint64_t)16 << 20)
 #define STAGE_PIECE ((uint64_t)128 << 10)
+/* From .ptwm, whole tensors of at most BATCH_BYTES stored bytes in all (and
+ * at most BATCH_MAX of them) are decoded by one read_many call, so the
+ * chunks of many small tensors share the decoding threads where one
+ * decode_range call per tensor kept a single-chunk tensor on one thread. F32
+ * decodes straight into the destination; other dtypes into a stage small
+ * enough to be converted while still in cache (docs/ARCHITECTURE.md). */
+#define BATCH_BYTES ((uint64_t)4 << 20)
+#define BATCH_MAX 1024
 
 typedef struct load_plan {
     size_t index;        /* in the source */
@@ -266,9 +275,61 @@ static ptwm_error load_raw(ptwm_source *s, uint64_t total, float *dst, ptwm_err 
     return load_part(s, &whole, &p, 0, dst, total, err);
 }
 
+/* The arguments of one read_many call and the stage it decodes into. */
+typedef struct load_batch {
+    size_t idx[BATCH_MAX], sizes[BATCH_MAX];
+    void *dsts[BATCH_MAX];
+    uint8_t *stage;  /* BATCH_BYTES */
+} load_batch;
+
+/* Bytes a planned tensor takes in the stage (8-byte aligned for the kernels). */
+static uint64_t staged_bytes(const load_plan *p) {
+    return p->dtype == PTWM_DTYPE_F32 ? 0 : (p->count * p->width + 7) & ~(uint64_t)7;
+}
+
+/* The end of the batch of whole tensors from `start`: start itself if its
+ * tensor is not decoded in a batch. */
+static size_t batch_end(const load_plan *plans, size_t n, size_t start) {
+    uint64_t stored = 0;
+    size_t end = start;
+    while (end < n && end - start < BATCH_MAX && !plans[end].data &&
+           stored + plans[end].count * plans[end].width + 8 <= BATCH_BYTES) {
+        stored += (plans[end].count * plans[end].width + 7) & ~(uint64_t)7;
+        end++;
+    }
+    return end;
+}
+
+/* Planned tensors [i, end) into dst, back to back, with one read_many call. */
+static ptwm_error load_batched(ptwm_source *s, const load_plan *plans, size_t i, size_t end,
+                               float *dst, load_batch *b, ptwm_err *err) {
+    uint64_t so = 0, pos = 0;
+    size_t j;
+    ptwm_error rc;
+    for (j = i; j < end; j++) {
+        b->idx[j - i] = plans[j].index;
+        b->sizes[j - i] = (size_t)(plans[j].count * plans[j].width);
+        b->dsts[j - i] = plans[j].dtype == PTWM_DTYPE_F32 ? (void *)(dst + pos) : b->stage + so;
+        so += staged_bytes(&plans[j]);
+        pos += plans[j].count;
+    }
+    rc = ptwm_source_read_many(s, b->idx, b->dsts, b->sizes, end - i, err);
+    if (rc) return rc;
+    for (j = i, pos = 0; j < end; j++) {
+        if (plans[j].dtype == PTWM_DTYPE_F32)  /* decoded in place */
+            ptwm_raw_le32_inplace(dst + pos, (size_t)plans[j].count);
+        else
+            convert(plans[j].dtype, (const uint8_t *)b->dsts[j - i], dst + pos,
+                    (size_t)plans[j].count);
+        pos += plans[j].count;
+    }
+    return PTWM_OK;
+}
+
 ptwm_error ptwm_load_layout(ptwm_source *s, const ptwm_layout_entry *entries, size_t n,
                             ptwm_convert conv, float *dst, uint64_t dst_count, ptwm_err *err) {
     load_plan *plans;
+    load_batch *b = NULL;
     uint64_t total, pos = 0;
     size_t i;
     ptwm_error rc;
@@ -283,10 +344,25 @@ ptwm_error ptwm_load_layout(ptwm_source *s, const ptwm_layout_entry *entries, si
     plans = (load_plan *)ptwm_calloc(n ? n : 1, sizeof(*plans));
     if (!plans) return ptwm_fail(err, PTWM_ERR_NOMEM, "load: no memory for %zu entries", n);
     for (i = 0; i < n && !rc; i++) rc = plan_entry(s, &entries[i], conv, &plans[i], err);
-    for (i = 0; i < n && !rc; i++) {
-        rc = load_part(s, &entries[i], &plans[i], 0, dst + pos, plans[i].count, err);
-        pos += plans[i].count;
+    if (!rc && n > 1 && (ptwm_source_get_kind(s) == PTWM_SOURCE_PTWM ||
+                         ptwm_source_get_kind(s) == PTWM_SOURCE_PTWM_DIR)) {
+        b = (load_batch *)ptwm_malloc(sizeof(*b));
+        if (b) b->stage = (uint8_t *)ptwm_malloc(BATCH_BYTES);
+        if (!b || !b->stage) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "load: no memory for a batch");
     }
+    for (i = 0; i < n && !rc;) {
+        size_t end = b ? batch_end(plans, n, i) : i;
+        if (end > i + 1) {
+            rc = load_batched(s, plans, i, end, dst + pos, b, err);
+            for (; i < end; i++) pos += plans[i].count;
+        } else {
+            rc = load_part(s, &entries[i], &plans[i], 0, dst + pos, plans[i].count, err);
+            pos += plans[i].count;
+            i++;
+        }
+    }
+    if (b) ptwm_free(b->stage);
+    ptwm_free(b);
     ptwm_free(plans);
     return rc;
 }
