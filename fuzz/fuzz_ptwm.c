@@ -2,7 +2,12 @@
  * every tensor (whole, by ranges, streamed by verify). No crash, no overrun;
  * and for input that decodes, invariants:
  *   - a whole decode, a decode in two ranges and verify agree;
- *   - what decodes re-encodes and decodes to the same bytes.
+ *   - what decodes re-encodes and decodes to the same bytes;
+ *   - rebuilding the safetensors file (the one it records, or a fresh one)
+ *     fails when a tensor does not decode, and otherwise either fails
+ *     saying why (a recorded header that disagrees with the table) or
+ *     writes a file the safetensors reader accepts, holding exactly the
+ *     decoded tensors.
  * Tensors claiming more than FUZZ_MAX_RAW bytes are skipped: their output
  * buffer is the harness's allocation, not the library's.
  *
@@ -14,8 +19,10 @@
  * through the plain one). A packed table that opens must open plain too,
  * with the same tensors. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ptwm.h"
 #include "container_format.h"
@@ -64,6 +71,55 @@ static void check_tensor(ptwm_reader *r, size_t i, const ptwm_tensor_info *info,
     free(b);
 }
 
+/* Where rebuilds go: tmpfs when there is one (the commit's fsyncs cost
+ * nothing there). */
+static const char *rebuild_path(void) {
+    static char path[128];
+    if (!path[0])
+        snprintf(path, sizeof path, "%s/fuzz-ptwm-%ld.safetensors",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (long)getpid());
+    return path;
+}
+
+static void check_rebuild(ptwm_reader *r, int all_ok) {
+    const char *path = rebuild_path();
+    ptwm_err err;
+    ptwm_st *st = NULL;
+    size_t i, n;
+    ptwm_error rc = ptwm_reader_write_safetensors(r, path, &err);
+    if (rc) {
+        if (err.code != rc || !err.message[0]) __builtin_trap();
+        return;
+    }
+    if (!all_ok) __builtin_trap();   /* a tensor that does not decode was written */
+    if (ptwm_st_open(path, PTWM_OPEN_PREAD, &st, &err) != PTWM_OK) __builtin_trap();
+    n = ptwm_st_count(st);
+    if (n != ptwm_reader_count(r)) __builtin_trap();
+    for (i = 0; i < n; i++) {
+        ptwm_tensor_info a, b;
+        size_t j = 0;
+        uint32_t d;
+        uint8_t *x, *y;
+        if (ptwm_st_tensor(st, i, &a, NULL) != PTWM_OK ||
+            ptwm_reader_find(r, a.name, &j, NULL) != PTWM_OK ||
+            ptwm_reader_tensor(r, j, &b, NULL) != PTWM_OK || a.dtype != b.dtype ||
+            a.ndim != b.ndim || a.nbytes != b.nbytes)
+            __builtin_trap();
+        for (d = 0; d < a.ndim; d++)
+            if (a.shape[d] != b.shape[d]) __builtin_trap();
+        x = (uint8_t *)malloc(a.nbytes ? (size_t)a.nbytes : 1);
+        y = (uint8_t *)malloc(a.nbytes ? (size_t)a.nbytes : 1);
+        if (!x || !y || ptwm_st_read(st, i, 0, x, (size_t)a.nbytes, NULL) != PTWM_OK ||
+            ptwm_reader_decode(r, j, y, (size_t)a.nbytes, NULL) != PTWM_OK ||
+            memcmp(x, y, (size_t)a.nbytes) != 0)
+            __builtin_trap();
+        free(x);
+        free(y);
+    }
+    ptwm_st_close(st);
+    unlink(path);
+}
+
 /* Returns the tensor count, or -1 if the input does not open. */
 static long one_input(const uint8_t *data, size_t size) {
     ptwm_reader *r = NULL;
@@ -93,6 +149,7 @@ static long one_input(const uint8_t *data, size_t size) {
         ptwm_error rc = ptwm_reader_verify(r, &err);
         if (all_ok && rc != PTWM_OK) __builtin_trap();
         if (!all_ok && rc == PTWM_OK) __builtin_trap();
+        check_rebuild(r, all_ok);
     }
     ptwm_reader_close(r);
     return (long)n;
