@@ -80,15 +80,15 @@ static void check_same(const char *path, const ref *r, const char *what) {
  * file, the index. Returns the directory (tu_tmp_path's buffer). */
 static char *convert(const ptwm_conv_src *s, const ptwm_sink_ops *sink, uint64_t max,
                      const char *name, ptwm_conv_plan *p) {
-    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
+    ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
+    ptwm_conv_progress pr;
     char *dir = strdup(tu_tmp_path(name));
     ptwm_conv_opts o;
     ptwm_err err = {0};
     uint64_t *sizes;
-    memset(&o, 0, sizeof o);
-    o.cp = defaults;
-    o.cp.threads = o.threads = 2;
-    o.cp.chunk_size = 64 << 10;   /* several chunks a tensor */
+    cp.threads = 2;
+    cp.chunk_size = 64 << 10;   /* several chunks a tensor */
+    ptwm_conv_opts_from(&cp, &pr, &o);
     CHECK(mkdir(dir, 0777) == 0);
     CHECK_ERR(ptwm_conv_plan_make(s, sink, max, p, &err), &err, PTWM_OK, NULL);
     sizes = (uint64_t *)calloc(p->nfiles + 1, sizeof *sizes);
@@ -104,14 +104,10 @@ static const ptwm_sink_ops *const sinks[2] = {&ptwm_sink_ptwm_ops, &ptwm_sink_sa
  * into both sinks, its own files and shards of at most `max` bytes. */
 static void every_sink(const char *path, ptwm_source_kind family, const ref *r, uint64_t max,
                        const char *tag, size_t want_own_files) {
-    ptwm_memory_source m;
+    ptwm_memory_source m = {r->t, r->n, r->meta, r->nmeta};
     ptwm_conv_src s;
     ptwm_err err = {0};
     int k, fresh;
-    m.t = r->t;
-    m.n = r->n;
-    m.meta = r->meta;
-    m.nmeta = r->nmeta;
     if (path)
         CHECK_ERR(ptwm_conv_src_open(&s, path, family, &err), &err, PTWM_OK, NULL);
     else
@@ -177,6 +173,19 @@ int main(void) {
         CHECK(tu_count_prefixed("ptdir-write") == 1);
         CHECK_ERR(ptwm_ptdir_write(pw, r.t, r.n, NULL, 0, 0, NULL, 1, &err), &err,
                   PTWM_ERR_INVALID_ARG, "must be positive");
+        {
+            ptwm_tensor_desc t[2];
+            t[0] = r.t[0];
+            t[1] = r.t[1];
+            t[1].name = NULL;
+            CHECK_ERR(ptwm_ptdir_write(pw, t, 2, NULL, 0, max, NULL, 1, &err), &err,
+                      PTWM_ERR_INVALID_ARG, "tensor without a name");
+            t[1] = r.t[1];
+            t[1].data = NULL;
+            CHECK_ERR(ptwm_ptdir_write(pw, t, 2, NULL, 0, max, NULL, 1, &err), &err,
+                      PTWM_ERR_INVALID_ARG, "data is NULL");
+            check_same(pw, &r, "ptwm_ptdir_write, after refused writes");
+        }
         free(pw);
     }
 

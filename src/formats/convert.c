@@ -158,6 +158,17 @@ const ptwm_conv_in *ptwm_conv_meta_from(const ptwm_conv_file *f) {
     return f->src->nin == 1 ? &f->src->in[0] : NULL;   /* an empty file of a lone input */
 }
 
+void ptwm_conv_opts_from(const ptwm_cparams *cp, ptwm_conv_progress *p, ptwm_conv_opts *out) {
+    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
+    memset(out, 0, sizeof *out);
+    memset(p, 0, sizeof *p);
+    out->cp = cp ? *cp : defaults;
+    out->progress = p;
+    p->fn = out->cp.progress;
+    p->ctx = out->cp.progress_ctx;
+    p->total = out->cp.progress_total;
+}
+
 void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
                        ptwm_conv_opts *out) {
     ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
@@ -165,14 +176,9 @@ void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
     cp.threads = o->threads;
     cp.chunk_size = o->chunk_size;
     cp.base = o->base;
-    memset(out, 0, sizeof *out);
-    out->cp = cp;
-    out->threads = o->threads;
-    out->progress = p;
-    p->fn = o->progress;
-    p->ctx = o->progress_ctx;
-    p->done = 0;
-    p->total = 0;
+    cp.progress = o->progress;
+    cp.progress_ctx = o->progress_ctx;
+    ptwm_conv_opts_from(&cp, p, out);
 }
 
 ptwm_error ptwm_conv_write(const ptwm_conv_src *s, const ptwm_conv_plan *p,
@@ -307,20 +313,12 @@ ptwm_error ptwm_conv_file_write(const ptwm_conv_src *s, const ptwm_sink_ops *sin
 
 ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
                                      const ptwm_cparams *params, ptwm_err *err) {
-    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
     ptwm_conv_progress pr;
     ptwm_conv_opts o;
     ptwm_conv_src s;
     ptwm_error rc;
     if (!src_path || !dst_path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL path");
-    memset(&o, 0, sizeof o);
-    memset(&pr, 0, sizeof pr);
-    o.cp = params ? *params : defaults;
-    o.threads = o.cp.threads;
-    o.progress = &pr;
-    pr.fn = o.cp.progress;
-    pr.ctx = o.cp.progress_ctx;
-    pr.total = o.cp.progress_total;
+    ptwm_conv_opts_from(params, &pr, &o);
     if ((rc = ptwm_conv_src_open(&s, src_path, PTWM_SOURCE_SAFETENSORS, err)) == PTWM_OK)
         rc = ptwm_conv_file_write(&s, &ptwm_sink_ptwm_ops, &o, dst_path, err);
     ptwm_conv_src_close(&s);
@@ -328,12 +326,14 @@ ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
 }
 
 ptwm_error ptwm_reader_write_safetensors(ptwm_reader *r, const char *path, ptwm_err *err) {
+    ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
+    ptwm_conv_progress pr;
     ptwm_conv_opts o;
     ptwm_conv_src s;
     ptwm_error rc;
     if (!r || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL reader or path");
-    memset(&o, 0, sizeof o);
-    o.threads = ptwm_reader_get_threads(r);
+    cp.threads = ptwm_reader_get_threads(r);
+    ptwm_conv_opts_from(&cp, &pr, &o);
     if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_ptwm_ops, r, ptwm_reader_label(r), err)) ==
         PTWM_OK)
         rc = ptwm_conv_file_write(&s, &ptwm_sink_safetensors_ops, &o, path, err);

@@ -1,6 +1,7 @@
 /* A sharded .ptwm directory: model.ptwm.index.json plus the shards it lists,
  * or a lone model.ptwm (read_sharded_ptwm). The directory layer (shardir.c)
  * opens and checks it; ptwm_ptdir_* wrap it. */
+#include "safetensors.h"
 #include "shardir.h"
 #include "sink.h"
 
@@ -61,35 +62,19 @@ ptwm_error ptwm_ptdir_decode_range(ptwm_ptdir *d, size_t index, uint64_t offset,
 ptwm_error ptwm_ptdir_write(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
                             const ptwm_kv *meta, size_t nmeta, uint64_t max_shard_size,
                             const ptwm_cparams *params, int force, ptwm_err *err) {
-    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
-    ptwm_memory_source m;
-    ptwm_conv_src s;
-    ptwm_conv_opts o;
+    ptwm_memory_source m = {tensors, n, meta, nmeta};
     ptwm_conv_progress pr;
-    size_t i;
+    ptwm_conv_opts o;
+    ptwm_conv_src s;
     ptwm_error rc;
     if (!dir || (n && !tensors))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_ptdir_write: NULL argument");
     if (!max_shard_size)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "writing '%s': maximum shard size must be positive", dir);
-    for (i = 0; i < n; i++)
-        if (!tensors[i].name || (tensors[i].nbytes && !tensors[i].data))
-            return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "writing '%s': tensor %zu ('%s') has no %s",
-                             dir, i, tensors[i].name ? tensors[i].name : "",
-                             tensors[i].name ? "data" : "name");
-    m.t = tensors;
-    m.n = n;
-    m.meta = meta;
-    m.nmeta = nmeta;
-    memset(&o, 0, sizeof o);
-    o.cp = params ? *params : defaults;
-    o.threads = o.cp.threads;
-    memset(&pr, 0, sizeof pr);
-    pr.fn = o.cp.progress;
-    pr.ctx = o.cp.progress_ctx;
-    pr.total = o.cp.progress_total;
-    o.progress = &pr;
+    /* A tensor without a name is refused by the writer that takes it. */
+    if ((rc = ptwm_st_check_data(dir, tensors, n, err))) return rc;
+    ptwm_conv_opts_from(params, &pr, &o);
     if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_memory_ops, &m, dir, err)) == PTWM_OK)
         rc = ptwm_conv_staged(&s, &ptwm_sink_ptwm_ops, &o, max_shard_size, dir, NULL, force, err);
     ptwm_conv_src_close(&s);

@@ -84,8 +84,7 @@ typedef struct ptwm_conv_file {
 
 /* What a conversion is asked for, whatever the sink. */
 typedef struct ptwm_conv_opts {
-    ptwm_cparams cp;            /* .ptwm sinks: how to code (cp.ctx: NULL, one is made) */
-    int threads;
+    ptwm_cparams cp;            /* threads; .ptwm sinks: how to code (cp.ctx NULL: one is made) */
     ptwm_conv_progress *progress;
 } ptwm_conv_opts;
 
@@ -147,7 +146,9 @@ ptwm_error ptwm_conv_file_write(const ptwm_conv_src *s, const ptwm_sink_ops *sin
                                 const ptwm_conv_opts *o, const char *dst, ptwm_err *err);
 /* Copy the source directory's other files (config, tokenizer...) into dir. */
 ptwm_error ptwm_conv_copy_other_files(const ptwm_conv_src *s, const char *dir, ptwm_err *err);
-/* The conversion options of checkpoint options. */
+/* The conversion options of coding parameters (NULL: defaults), their
+ * progress callback reported through p; and of checkpoint options. */
+void ptwm_conv_opts_from(const ptwm_cparams *cp, ptwm_conv_progress *p, ptwm_conv_opts *out);
 void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
                        ptwm_conv_opts *out);
 

@@ -35,7 +35,7 @@ static ptwm_error st_open(const ptwm_conv_opts *o, void **out, ptwm_err *err) {
     st_sink *s = (st_sink *)ptwm_calloc(1, sizeof *s);
     if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     s->p = o->progress && o->progress->fn ? o->progress : NULL;
-    s->threads = o->threads;
+    s->threads = o->cp.threads;
     *out = s;
     return PTWM_OK;
 }

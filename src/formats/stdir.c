@@ -70,7 +70,9 @@ size_t ptwm_stdir_shard_of(const ptwm_stdir *d, size_t index) {
 ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, size_t n,
                             const ptwm_kv *meta, size_t nmeta, uint64_t max_shard_size,
                             ptwm_err *err) {
-    ptwm_memory_source m;
+    ptwm_memory_source m = {tensors, n, meta, nmeta};
+    ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
+    ptwm_conv_progress pr;
     ptwm_conv_src s;
     ptwm_conv_opts o;
     int indexed = 0;
@@ -92,12 +94,8 @@ ptwm_error ptwm_stdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ptwm_fail(err, PTWM_ERR_IO, "cannot create directory '%s': %s", dir, strerror(errno));
     if (!ptwm_is_dir(dir)) return ptwm_fail(err, PTWM_ERR_IO, "'%s' is not a directory", dir);
-    m.t = tensors;
-    m.n = n;
-    m.meta = meta;
-    m.nmeta = nmeta;
-    memset(&o, 0, sizeof o);
-    o.threads = 1;
+    cp.threads = 1;   /* nothing decodes: the tensors are in memory */
+    ptwm_conv_opts_from(&cp, &pr, &o);
     if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_memory_ops, &m, dir, err)) == PTWM_OK)
         rc = ptwm_conv_run(&s, &ptwm_sink_safetensors_ops, &o, max_shard_size, dir, 0, &indexed,
                            err);

@@ -251,17 +251,12 @@ static char *join_name(const char *prefix, const char *name) {
 /* The buffers as a memory source, through the sink of the format. */
 static ptwm_error write_tensors(const char *path, ptwm_ckpt_format fmt, const ptwm_tensor_desc *d,
                                 size_t n, const ptwm_kv *meta, ptwm_err *err) {
-    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
-    ptwm_memory_source m;
+    ptwm_memory_source m = {d, n, meta, META_COUNT};
+    ptwm_conv_progress pr;
     ptwm_conv_src s;
     ptwm_conv_opts o;
     ptwm_error rc;
-    m.t = d;
-    m.n = n;
-    m.meta = meta;
-    m.nmeta = META_COUNT;
-    memset(&o, 0, sizeof o);
-    o.cp = defaults;
+    ptwm_conv_opts_from(NULL, &pr, &o);
     if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_memory_ops, &m, path, err)) == PTWM_OK)
         rc = ptwm_conv_file_write(&s, fmt == PTWM_CKPT_SAFETENSORS ? &ptwm_sink_safetensors_ops
                                                                    : &ptwm_sink_ptwm_ops,
