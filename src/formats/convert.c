@@ -256,7 +256,6 @@ static ptwm_error convert_checkpoint(const char *src, const char *outdir,
                                      const char *fn, ptwm_err *err) {
     ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
     ptwm_conv_src s;
-    size_t i;
     ptwm_error rc;
     if (!src || !outdir) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: NULL path", fn);
     if (!opt) opt = &defaults;
@@ -266,8 +265,7 @@ static ptwm_error convert_checkpoint(const char *src, const char *outdir,
         rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                        "'%s' is already a .ptwm checkpoint (decompress it instead)", src);
     /* Tensors coded against a base decode with it (docs/DELTA.md). */
-    for (i = 0; !rc && opt->base && s.nin && s.in[0].ops->set_base && i < s.nin; i++)
-        rc = s.in[i].ops->set_base(s.in[i].h, opt->base, err);
+    if (!rc && opt->base) rc = ptwm_source_set_base(s.opened, opt->base, err);
     if (!rc && opt->parts) {
         rc = ptwm_parts_convert(&s, sink, outdir, opt, err);
     } else if (!rc) {
