@@ -152,10 +152,16 @@ ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const p
     return rc;
 }
 
-const ptwm_conv_in *ptwm_conv_meta_from(const ptwm_conv_file *f) {
-    if (f->exact) return f->exact;
-    if (f->n) return &f->src->in[f->items[0].in];
-    return f->src->nin == 1 ? &f->src->in[0] : NULL;   /* an empty file of a lone input */
+ptwm_error ptwm_conv_metadata(const ptwm_conv_file *f, ptwm_kv **kv, size_t *n, ptwm_err *err) {
+    const ptwm_conv_in *in = f->exact;
+    size_t i;
+    if (!in && f->n) in = &f->src->in[f->items[0].in];
+    if (!in && f->src->nin == 1) in = &f->src->in[0];   /* an empty file of a lone input */
+    *n = in && in->ops->metadata_count ? in->ops->metadata_count(in->h) : 0;
+    if (!(*kv = (ptwm_kv *)ptwm_calloc(*n + 1, sizeof **kv)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    for (i = 0; i < *n; i++) (*kv)[i] = in->ops->metadata(in->h, i);
+    return PTWM_OK;
 }
 
 void ptwm_conv_opts_from(const ptwm_cparams *cp, ptwm_conv_progress *p, ptwm_conv_opts *out) {

@@ -154,11 +154,12 @@ void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
 
 /* The sinks' shared steps: the index of a plan (either kind: every tensor
  * and its file, the totals; a .ptwm index of an exact plan keeps the Hugging
- * Face index it reproduces) written at dir/name, and the input whose
- * metadata an output file carries. */
+ * Face index it reproduces) written at dir/name, and the metadata an output
+ * file carries (its record's input's, or its first tensor's), as *n entries
+ * at *kv (ptwm_free it). */
 ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const ptwm_conv_plan *p,
                            const uint64_t *sizes, const char *dir, const char *name,
                            ptwm_err *err);
-const ptwm_conv_in *ptwm_conv_meta_from(const ptwm_conv_file *f);
+ptwm_error ptwm_conv_metadata(const ptwm_conv_file *f, ptwm_kv **kv, size_t *n, ptwm_err *err);
 
 #endif

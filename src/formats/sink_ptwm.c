@@ -69,15 +69,11 @@ static ptwm_error read_chunk(void *ctx, uint64_t offset, void *dst, size_t len, 
     return r->in->ops->read(r->in->h, r->local, offset, dst, len, err);
 }
 
-static ptwm_error put_metadata(ptwm_writer *w, const ptwm_conv_in *in, ptwm_err *err) {
-    size_t i, n = in && in->ops->metadata_count ? in->ops->metadata_count(in->h) : 0;
-    ptwm_kv *kv;
-    ptwm_error rc;
-    if (n == 0) return PTWM_OK;
-    if (!(kv = (ptwm_kv *)ptwm_calloc(n, sizeof *kv)))
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    for (i = 0; i < n; i++) kv[i] = in->ops->metadata(in->h, i);
-    rc = ptwm_writer_set_metadata(w, kv, n, err);
+static ptwm_error put_metadata(ptwm_writer *w, const ptwm_conv_file *f, ptwm_err *err) {
+    ptwm_kv *kv = NULL;
+    size_t n = 0;
+    ptwm_error rc = ptwm_conv_metadata(f, &kv, &n, err);
+    if (!rc && n) rc = ptwm_writer_set_metadata(w, kv, n, err);
     ptwm_free(kv);
     return rc;
 }
@@ -100,7 +96,7 @@ static ptwm_error pt_file(void *h, const ptwm_conv_file *f, uint64_t *size, ptwm
     s->base = s->p ? s->p->done : 0;
     if ((rc = ptwm_writer_open_file(f->path, &s->cp, &w, err))) return rc;
     if (f->exact) rc = put_record(w, &f->exact->rec, err);
-    if (!rc) rc = put_metadata(w, ptwm_conv_meta_from(f), err);
+    if (!rc) rc = put_metadata(w, f, err);
     for (i = 0; i < f->n && !rc; i++) {
         pull r;
         ptwm_tensor_desc desc = ptwm_desc_of(&f->items[i].info, NULL);

@@ -249,17 +249,14 @@ static const uint8_t header_only = 0;
 
 /* A fresh header from the tensors and the metadata of the file's first input. */
 static ptwm_error fresh_header(const ptwm_conv_file *f, void **hdr, size_t *len, ptwm_err *err) {
-    const ptwm_conv_in *m = ptwm_conv_meta_from(f);
-    size_t i, nmeta = m && m->ops->metadata_count ? m->ops->metadata_count(m->h) : 0;
     ptwm_tensor_desc *d = (ptwm_tensor_desc *)ptwm_calloc(f->n + 1, sizeof *d);
-    ptwm_kv *meta = (ptwm_kv *)ptwm_calloc(nmeta + 1, sizeof *meta);
-    ptwm_error rc;
-    if (!d || !meta) {
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    } else {
+    ptwm_kv *meta = NULL;
+    size_t i, nmeta = 0;
+    ptwm_error rc = d ? ptwm_conv_metadata(f, &meta, &nmeta, err)
+                      : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc) {
         /* The header builder wants a data pointer but reads only the sizes. */
         for (i = 0; i < f->n; i++) d[i] = ptwm_desc_of(&f->items[i].info, &header_only);
-        for (i = 0; i < nmeta; i++) meta[i] = m->ops->metadata(m->h, i);
         rc = ptwm_st_build_header(d, f->n, meta, nmeta, hdr, len, err);
         if (rc) ptwm_err_prefix(err, "'%s'", f->path);
     }
