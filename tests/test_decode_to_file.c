@@ -7,9 +7,11 @@
  * A stream across several files and readers (the shards of a directory)
  * finishes each file exactly once: complete and checked, or failed. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "container_read.h"
@@ -288,6 +290,41 @@ int main(void) {
         if (fd >= 0) close(fd);
         ptwm_reader_close(r);
         free(bad.p);
+    }
+
+    /* A write that fails (past the file size limit: EFBIG) fails the call
+     * naming the file and offset, with one thread (whose writes run on a
+     * writing thread where a core is free) and with two. */
+    {
+        struct rlimit old, lim;
+        uint64_t offs[NT];
+        char *big = strdup(tu_tmp_path("efbig.bin"));
+        CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+        signal(SIGXFSZ, SIG_IGN);
+        for (i = 0, off = 0; i < NT; i++) {
+            offs[i] = off;
+            off += sizes[i];
+        }
+        for (threads = 1; threads <= 2; threads++) {
+            int fd = open(big, O_CREAT | O_TRUNC | O_RDWR, 0644);
+            CHECK_ERR(ptwm_reader_open_memory(blob, len, "image", &r, &err), &err, PTWM_OK, NULL);
+            CHECK(fd >= 0);
+            if (r && fd >= 0) {
+                ptwm_reader_set_threads(r, threads);
+                lim = old;
+                lim.rlim_cur = 200000;   /* inside the first tensor's chunks */
+                CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+                CHECK_ERR(ptwm_reader_stream_to_file(r, forward, NT, fd, big, offs, NULL, NULL, &err),
+                          &err, PTWM_ERR_IO, "write at offset");
+                CHECK_MSG(strstr(err.message, big) != NULL, "%d threads: '%s' names no file", threads,
+                          err.message);
+                CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+            }
+            if (fd >= 0) close(fd);
+            ptwm_reader_close(r);
+        }
+        signal(SIGXFSZ, SIG_DFL);
+        free(big);
     }
 
     /* The whole restore path: a safetensors file compressed and decompressed

@@ -11,6 +11,7 @@
 #include "context.h"
 #include "chunk.h"
 #include "fileio.h"
+#include "iothread.h"
 #include "hash.h"
 #include "threads.h"
 
@@ -1273,6 +1274,9 @@ typedef struct sdrive {
     int mu_ready;
     size_t *wq, nwq;
     uint64_t wq_bytes;           /* raw bytes listed (under wq_mu; one thread reads it bare) */
+    /* One decoding thread with a core to spare: runs are written by a
+     * writing thread (iothread.h), which clears their flags when done. */
+    ptwm_io *io;
 } sdrive;
 
 /* On one thread, chunks are decoded ahead in order until this many bytes
@@ -1287,7 +1291,8 @@ typedef struct ptwm_fstream_file {
     ptwm_fstream_done_fn done;
     void *ctx;
     uint64_t pending;            /* its chunks submitted and not yet retired */
-    uint64_t unsynced;           /* bytes written since writeback was last started (write_mu) */
+    uint64_t unsynced;           /* bytes written since writeback was last started (by the
+                                  * thread holding write_mu, or the writing thread) */
     int sealed;                  /* no more tensors will be added */
     ptwm_error rc;               /* its first failure */
 } ptwm_fstream_file;
@@ -1300,6 +1305,16 @@ typedef struct ptwm_fstream_file {
  * most; on a 128 MiB restore the fsync took 0.5-4 ms instead of 8. */
 #define DECODE_WRITEBACK_STEP ((uint64_t)2 << 20)
 #define SLOT_KEEP ((size_t)8 << 20)
+
+/* The disk writes what is done while the rest decodes, and the fsync that
+ * commits the file waits for the last MiB or two only; the thread writing
+ * starts it, not the one retiring (one thread writes a file at a time). */
+static void start_writeback_every(ptwm_fstream_file *f, uint64_t bytes) {
+    /* atomic: a writing thread and a thread waiting on it may both write */
+    if (__atomic_add_fetch(&f->unsynced, bytes, __ATOMIC_RELAXED) >= DECODE_WRITEBACK_STEP &&
+        __atomic_exchange_n(&f->unsynced, 0, __ATOMIC_RELAXED) >= DECODE_WRITEBACK_STEP)
+        ptwm_start_writeback(f->fd, 0, 0);
+}
 
 /* *p with room for need bytes, from the context's buffers. */
 static int grow(ptwm_ctx *ctx, uint8_t **p, size_t *cap, size_t need) {
@@ -1332,6 +1347,52 @@ static void sort_by_file_off(const sdrive *d, size_t *slots, size_t n) {
     }
 }
 
+/* A run handed to the writing thread. */
+typedef struct io_run {
+    sdrive *d;
+    struct ptwm_fstream_file *file;
+    uint64_t bytes;
+    size_t n;
+    size_t slots[PTWM_WRITEV_MAX];
+} io_run;
+
+/* The writing thread is done with a run: its chunks carry the error, if
+ * any, and are written. */
+static void io_run_done(void *arg, ptwm_error rc, const ptwm_err *e) {
+    io_run *run = (io_run *)arg;
+    size_t k;
+    if (!rc) start_writeback_every(run->file, run->bytes);
+    for (k = 0; k < run->n; k++) {
+        sjob *b = &run->d->jobs[run->slots[k]];
+        if (rc) {
+            b->rc = rc;
+            b->err = *e;
+        }
+        __atomic_store_n(&b->unwritten, 0, __ATOMIC_RELEASE);
+    }
+    ptwm_free(run);
+}
+
+/* Hand a run of m chunks to the writing thread; 0 if it could not be (the
+ * caller writes it). */
+static int put_run(sdrive *d, const size_t *slots, size_t m, void *const *bufs, const size_t *lens,
+                   uint64_t end) {
+    sjob *a = &d->jobs[slots[0]];
+    io_run *run = (io_run *)ptwm_malloc(sizeof(*run));
+    if (!run) return 0;
+    run->d = d;
+    run->file = a->file;
+    run->bytes = end - a->file_off;
+    run->n = m;
+    memcpy(run->slots, slots, m * sizeof(size_t));
+    if (ptwm_io_put(d->io, a->file->fd, a->file->path, bufs, lens, m, a->file_off, io_run_done, run,
+                    NULL)) {
+        ptwm_free(run);
+        return 0;
+    }
+    return 1;
+}
+
 /* Write runs of listed chunks: n slots sorted by file and offset; the
  * chunks of a run that fails all carry its error. Called with write_mu. */
 static void write_runs(sdrive *d, size_t *slots, size_t n) {
@@ -1350,14 +1411,12 @@ static void write_runs(sdrive *d, size_t *slots, size_t n) {
             lens[m] = b->r->t[b->tensor].chunks[b->chunk].raw;
             end += lens[m++];
         }
-        rc = ptwm_pwritev_full(a->file->fd, bufs, lens, m, a->file_off, a->file->path, &e);
-        /* The disk writes what is done while the rest decodes, and the
-         * fsync that commits the file waits for the last MiB or two only;
-         * the thread writing starts it, not the one retiring. */
-        if (!rc && (a->file->unsynced += end - a->file_off) >= DECODE_WRITEBACK_STEP) {
-            ptwm_start_writeback(a->file->fd, 0, 0);
-            a->file->unsynced = 0;
+        if (d->io && put_run(d, slots + i, m, bufs, lens, end)) {
+            i += m;
+            continue;
         }
+        rc = ptwm_pwritev_full(a->file->fd, bufs, lens, m, a->file_off, a->file->path, &e);
+        if (!rc) start_writeback_every(a->file, end - a->file_off);
         for (k = 0; k < m; k++) {
             sjob *b = &d->jobs[slots[i + k]];
             if (rc) {
@@ -1433,7 +1492,7 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
         d->wq_bytes += c->raw;
         pthread_mutex_unlock(&d->wq_mu);
         /* one thread: the caller writes as it retires (stream_retire) */
-        if (d->nworkers > 1) write_listed(d, 0);
+        if (d->nworkers > 1 || d->io) write_listed(d, 0);
     }
 }
 
@@ -1490,6 +1549,7 @@ static ptwm_error sdrive_init(sdrive *d, ptwm_reader *r, int threads, size_t per
 
 static void sdrive_free(sdrive *d) {
     size_t i;
+    ptwm_io_stop(d->io);   /* writes of ring bytes finish first */
     ptwm_queue_free(d->q);   /* waits for running jobs before their buffers go */
     if (d->jobs)
         for (i = 0; i < d->window; i++) ptwm_ctx_give(d->ctx, d->jobs[i].own, d->jobs[i].own_cap);
@@ -1554,12 +1614,15 @@ static ptwm_error sdrive_submit(sdrive *d, size_t item, size_t t, uint64_t k, ui
 static void wait_written(sdrive *d, sjob *j) {
     unsigned k = 0;
     write_listed(d, 0);
-    while (__atomic_load_n(&j->unwritten, __ATOMIC_ACQUIRE) && k < 20000)
+    /* With a writing thread, decode what waits, then sleep on it. */
+    while (__atomic_load_n(&j->unwritten, __ATOMIC_ACQUIRE) && k < (d->io ? 1 : 20000))
         if (!ptwm_queue_help(d->q, SIZE_MAX)) {
             ptwm_spin_pause();
             k++;
         }
     if (__atomic_load_n(&j->unwritten, __ATOMIC_ACQUIRE)) write_listed(d, 1);
+    /* listed no more: written, or with the writing thread */
+    if (d->io) ptwm_io_wait(d->io, &j->unwritten);
 }
 
 /* Take back the oldest job; *out points at it until the next submit. */
@@ -1698,7 +1761,7 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
      * written is small, so that retiring the first writes them all at once.
      * (On two threads this left the other thread without work a third of
      * the time; there a thread writes what is listed as it finishes.) */
-    for (k = 0; d->nworkers == 1 && k < d->npending && d->wq_bytes < WRITE_BATCH; k++)
+    for (k = 0; d->nworkers == 1 && !d->io && k < d->npending && d->wq_bytes < WRITE_BATCH; k++)
         ptwm_queue_help(d->q, (d->head + k) % d->window);
     rc = sdrive_retire(d, &j, err);
     t = &j->r->t[j->tensor];
@@ -1867,6 +1930,9 @@ ptwm_error ptwm_fstream_begin(ptwm_fstream *s, int fd, const char *path, ptwm_fs
     f->path = path;
     f->done = done;
     f->ctx = ctx;
+    /* One decoding thread: write on another core (without one, or if the
+     * thread does not start, the decoding thread writes). */
+    if (!s->d.io && s->d.nworkers == 1 && ptwm_cpu_count() > 1) (void)ptwm_io_start(&s->d.io, NULL);
     s->d.file = f;
     return PTWM_OK;
 }
