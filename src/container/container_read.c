@@ -1491,8 +1491,11 @@ static void sjob_task(void *ctx, size_t slot, unsigned worker) {
         d->wq[d->nwq++] = slot;
         d->wq_bytes += c->raw;
         pthread_mutex_unlock(&d->wq_mu);
-        /* one thread: the caller writes as it retires (stream_retire) */
-        if (d->nworkers > 1 || d->io) write_listed(d, 0);
+        /* One thread: the caller writes as it retires (stream_retire), or
+         * hands 256 KiB at a time to the I/O thread (a hand-over a chunk
+         * woke that thread, and on a busy machine preempted this one, for
+         * every small tensor). Only this thread touches wq_bytes then. */
+        if (d->nworkers > 1 || (d->io && d->wq_bytes >= WRITE_BATCH)) write_listed(d, 0);
     }
 }
 
@@ -1760,8 +1763,10 @@ static ptwm_error stream_retire(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, vo
     /* One thread: decode the next chunks in order while what waits to be
      * written is small, so that retiring the first writes them all at once.
      * (On two threads this left the other thread without work a third of
-     * the time; there a thread writes what is listed as it finishes.) */
-    for (k = 0; d->nworkers == 1 && !d->io && k < d->npending && d->wq_bytes < WRITE_BATCH; k++)
+     * the time; there a thread writes what is listed as it finishes.) With
+     * an I/O thread, decode every chunk queued: the oldest was then decoded
+     * and handed over a ring ago, and its write is done. */
+    for (k = 0; d->nworkers == 1 && k < d->npending && (d->io || d->wq_bytes < WRITE_BATCH); k++)
         ptwm_queue_help(d->q, (d->head + k) % d->window);
     rc = sdrive_retire(d, &j, err);
     t = &j->r->t[j->tensor];
