@@ -131,19 +131,32 @@ static uint64_t kth_largest(uint64_t *a, int n, int k) {
     return a[lo];
 }
 
+/* The symbols present in a table's counts, in symbol order: found once for
+ * all the precisions a plan tries (each was a walk over 256 counts). */
+typedef struct symlist {
+    uint8_t sym[256];
+    int n;
+} symlist;
+
+static void symlist_make(const uint64_t cnt[256], symlist *sl) {
+    int s;
+    sl->n = 0;
+    for (s = 0; s < 256; s++) { /* no branch: present symbols are scattered */
+        sl->sym[sl->n] = (uint8_t)s;
+        sl->n += cnt[s] != 0;
+    }
+}
+
 static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned prec,
-                            uint32_t freq[256]) {
+                            const symlist *sl, uint32_t freq[256]) {
     uint32_t M = 1u << prec, B = M, sum = 0, rem;
     uint64_t T = total;
     uint8_t live[256]; /* present symbols not yet fixed at 1, in symbol order */
     rem_item items[256];
-    int s, i, nlive = 0, changed = 1;
+    int s, i, nlive = sl->n, changed = 1;
     double inv;
     memset(freq, 0, 256 * sizeof(freq[0]));
-    for (s = 0; s < 256; s++) { /* no branch: present symbols are scattered */
-        live[nlive] = (uint8_t)s;
-        nlive += cnt[s] != 0;
-    }
+    memcpy(live, sl->sym, (size_t)nlive);
     /* Symbols whose share is under one slot get 1, judged against the
      * slots and count the others leave; each pass tests every live symbol
      * against the pass's starting B and T, until none moves. Only present
@@ -216,15 +229,21 @@ static void log2_init(void) {
     for (f = 1; f < LOG2_TAB; f++) log2_tab[f] = log2((double)f);
 }
 
-/* Coded bits of the counts under the frequencies. */
-static double table_cost_bits(const uint64_t cnt[256], const uint32_t freq[256], unsigned prec) {
+/* Coded bits of the counts of the symbols sl under the frequencies, and
+ * in *vbytes the bytes their frequencies take in the table (freqtab_write). */
+static double table_cost_bits(const uint64_t cnt[256], const uint32_t freq[256], unsigned prec,
+                              const symlist *sl, size_t *vbytes) {
     double bits = 0.0;
-    int s;
+    size_t vb = 0;
+    int i;
     pthread_once(&log2_once, log2_init);
-    for (s = 0; s < 256; s++)
-        if (cnt[s])
-            bits += (double)cnt[s] * ((double)prec - (freq[s] < LOG2_TAB ? log2_tab[freq[s]]
-                                                                          : log2((double)freq[s])));
+    for (i = 0; i < sl->n; i++) {
+        uint32_t f = freq[sl->sym[i]];
+        bits += (double)cnt[sl->sym[i]] *
+                ((double)prec - (f < LOG2_TAB ? log2_tab[f] : log2((double)f)));
+        vb += 1 + (f - 1 >= 128);
+    }
+    *vbytes = vb;
     return bits;
 }
 
@@ -258,6 +277,15 @@ static size_t symset_write(const uint32_t v[256], uint8_t *out) {
             if (v[s]) out[1 + (s >> 3)] |= (uint8_t)(1u << (s & 7));
     }
     return 33;
+}
+
+/* symset_write's length for the symbols sl (no table needed: every present
+ * symbol has a frequency, whatever the precision). */
+static size_t symset_size(const symlist *sl) {
+    size_t runs = 0;
+    int i;
+    for (i = 0; i < sl->n; i++) runs += i == 0 || sl->sym[i] != sl->sym[i - 1] + 1;
+    return 1 + 2 * runs <= 33 ? 1 + 2 * runs : 33;
 }
 
 /* Write a frequency table (symbol set + frequencies); NULL out counts. */
@@ -641,11 +669,15 @@ typedef struct plan {
     uint32_t freq[256];  /* order 0: the table at prec (normalised once) */
 } plan;
 
-/* Estimated bytes for one context's table and symbols at a precision. */
+/* Estimated bytes for one context's table and symbols at a precision: the
+ * counts' present symbols sl, and the bytes of their symbol set. */
 static double est_table(const uint64_t cnt[256], uint64_t total, unsigned prec,
-                        uint32_t freq[256]) {
-    normalize_freqs(cnt, total, prec, freq);
-    return (double)freqtab_write(freq, NULL) + table_cost_bits(cnt, freq, prec) / 8.0;
+                        const symlist *sl, size_t set_bytes, uint32_t freq[256]) {
+    size_t vbytes;
+    double bits;
+    normalize_freqs(cnt, total, prec, sl, freq);
+    bits = table_cost_bits(cnt, freq, prec, sl, &vbytes);
+    return (double)(set_bytes + vbytes) + bits / 8.0;
 }
 
 /* Highest precision worth trying for n symbols: a table much bigger than the
@@ -670,10 +702,14 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     uint32_t freq[256];
     unsigned prec, hi = prec_limit(n, 10, RANS_PREC_MAX0, 1);
     unsigned start = hi < RANS_PACK_PREC ? hi : RANS_PACK_PREC;
+    symlist sl;
+    size_t set;
+    symlist_make(cnt, &sl);
     best.prec = start;
-    best.est = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, start, best.freq);
+    set = symset_size(&sl);
+    best.est = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, start, &sl, set, best.freq);
     for (prec = start - 1; prec >= 10; prec--) {
-        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
+        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
         if (e * 0.999 > best.est) break;
         best.prec = prec;
         best.est = e;
@@ -681,7 +717,7 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     }
     if (best.prec < start) return best;
     for (prec = start + 1; prec <= hi; prec++) {
-        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
+        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
         if (e >= best.est * 0.997) break;
         best.prec = prec;
         best.est = e;
@@ -704,7 +740,11 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n
     for (prec = hi; prec >= 9; prec--) {
         double e = 2 + 4 * RANS_STATES + (double)symset_write(used, NULL);
         for (c = 0; c < 256; c++)
-            if (ctx_total[c]) e += est_table(cnt + 256 * c, ctx_total[c], prec, freq);
+            if (ctx_total[c]) {
+                symlist sl;
+                symlist_make(cnt + 256 * c, &sl);
+                e += est_table(cnt + 256 * c, ctx_total[c], prec, &sl, symset_size(&sl), freq);
+            }
         if (best.prec && e * 0.9995 > best.est) break;
         best.prec = prec;
         best.est = e;
@@ -746,8 +786,10 @@ static size_t encode_o1(ptwm_ws *ws, const uint8_t *src, size_t n, const uint64_
     symset_write(used, dst + 2);
     for (c = 0; c < 256; c++) {
         size_t th;
+        symlist sl;
         if (!ctx_total[c]) continue;
-        normalize_freqs(cnt + 256 * c, ctx_total[c], prec, freq);
+        symlist_make(cnt + 256 * c, &sl);
+        normalize_freqs(cnt + 256 * c, ctx_total[c], prec, &sl, freq);
         th = freqtab_write(freq, NULL);
         if (th > cap - h) return 0;
         freqtab_write(freq, dst + h);
