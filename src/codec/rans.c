@@ -440,35 +440,39 @@ typedef struct enc_sym {
     uint32_t cum;   /* cumulative frequency (+ M - 1 for f = 1 with RANS_RCP64) */
 } enc_sym;
 
+/* The entry of a symbol of frequency f > 0 whose range starts at cum. */
+static void etab_entry(uint32_t f, uint32_t cum, unsigned prec, enc_sym *e) {
+    memset(e, 0, sizeof(*e));
+    e->x_max = ((uint64_t)(RANS_L >> prec) << 16) * f;
+#ifdef RANS_RCP64
+    if (f == 1) {
+        e->m = UINT64_MAX;
+        e->cum = cum + (1u << prec) - 1;
+    } else {
+        /* ceil(2^64 / f) = floor((2^64 - 1) / f) + 1 when f is no power
+         * of two; 2^64 / f exactly when it is. */
+        e->m = (f & (f - 1)) ? UINT64_MAX / f + 1 : ((uint64_t)1 << 63) / (f >> 1);
+        e->cum = cum;
+    }
+#else
+    {
+        uint32_t sh = 0;
+        while ((1u << sh) < f) sh++;
+        e->rcp = (uint32_t)((((uint64_t)1 << (32 + sh)) + f - 1) / f - ((uint64_t)1 << 32));
+        e->shift = sh;
+    }
+    e->cum = cum;
+#endif
+    e->cmpl = (1u << prec) - f;
+}
+
 static void build_etab(const uint32_t freq[256], unsigned prec, enc_sym *t) {
     uint32_t cum = 0;
     int s;
     for (s = 0; s < 256; s++) {
-        uint32_t f = freq[s];
-        memset(&t[s], 0, sizeof(t[s]));
-        if (!f) continue;
-        t[s].x_max = ((uint64_t)(RANS_L >> prec) << 16) * f;
-#ifdef RANS_RCP64
-        if (f == 1) {
-            t[s].m = UINT64_MAX;
-            t[s].cum = cum + (1u << prec) - 1;
-        } else {
-            /* ceil(2^64 / f) = floor((2^64 - 1) / f) + 1 when f is no power
-             * of two; 2^64 / f exactly when it is. */
-            t[s].m = (f & (f - 1)) ? UINT64_MAX / f + 1 : ((uint64_t)1 << 63) / (f >> 1);
-            t[s].cum = cum;
-        }
-#else
-        {
-            uint32_t sh = 0;
-            while ((1u << sh) < f) sh++;
-            t[s].rcp = (uint32_t)((((uint64_t)1 << (32 + sh)) + f - 1) / f - ((uint64_t)1 << 32));
-            t[s].shift = sh;
-        }
-        t[s].cum = cum;
-#endif
-        t[s].cmpl = (1u << prec) - f;
-        cum += f;
+        if (freq[s]) etab_entry(freq[s], cum, prec, &t[s]);
+        else memset(&t[s], 0, sizeof(t[s]));
+        cum += freq[s];
     }
 }
 
@@ -561,17 +565,27 @@ static void build_vtab(const uint32_t freq[256], enc_vsym *v) {
     }
 }
 
-static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t,
+/* The scalar loop's table is built only if it codes more than the partial
+ * round (no vector loop, or an output near its end): where a vector loop
+ * codes the plane, its divisions for every symbol were most of a small
+ * plane's table work. The partial round's entries are made one by one. */
+static size_t encode_o0_stream(const uint8_t *src, size_t n, const uint32_t freq[256],
                                const enc_vsym *vt, unsigned prec, uint8_t *at, uint8_t *end) {
     uint32_t x[RANS_O0_STATES];
+    enc_sym t[256];
     ewriter w;
     size_t i, full = n - n % RANS_O0_STATES;
     if (!enc_start(&w, x, RANS_O0_STATES, at, end)) return 0;
     /* The partial last round first (the encoder runs backwards). */
-    for (i = n; i-- > full;) x[i % RANS_O0_STATES] = enc_put(x[i % RANS_O0_STATES], &t[src[i]], &w);
+    for (i = n; i-- > full;) {
+        enc_sym e;
+        etab_entry(freq[src[i]], vt->fc[src[i]] & 0xffff, prec, &e);
+        x[i % RANS_O0_STATES] = enc_put(x[i % RANS_O0_STATES], &e, &w);
+    }
     i = full;
     if (unlikely(w.full)) return 0;
     i = ptwm_kern()->rans_enc_o0(src, i, vt, prec, x, &w);
+    if (i > 0) build_etab(freq, prec, t);
     for (; i > 0; i -= RANS_O0_STATES) {
         const uint8_t *s = src + i - RANS_O0_STATES;
         int k;
@@ -755,7 +769,6 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n
 /* Returns the coded length, or 0 if it did not fit in cap. */
 static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], unsigned prec,
                         uint8_t *dst, size_t cap) {
-    enc_sym t[256];
     enc_vsym vt;
     size_t h, len;
     h = freqtab_write(freq, NULL);
@@ -763,9 +776,8 @@ static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], 
     dst[0] = MODE_O0;
     dst[1] = (uint8_t)prec;
     freqtab_write(freq, dst + 2);
-    build_etab(freq, prec, t);
     build_vtab(freq, &vt);
-    len = encode_o0_stream(src, n, t, &vt, prec, dst + 2 + h, dst + cap);
+    len = encode_o0_stream(src, n, freq, &vt, prec, dst + 2 + h, dst + cap);
     return len ? 2 + h + len : 0;
 }
 
