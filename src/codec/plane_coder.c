@@ -12,21 +12,25 @@
  * the plane); all of it is one run. */
 #define SAMPLE_BLOCK 64
 /* Four tables break the store-to-load chain on runs of one symbol (an
- * exponent plane is full of them); 16-bit counters, while a table cannot
- * reach 2^16, clear and merge in half the time. A sample's whole blocks
- * are counted unrolled (leaving a 16-step loop every 64 bytes
- * mispredicted). */
-#define HIST_4(p) (h[0][(p)[0]]++, h[1][(p)[1]]++, h[2][(p)[2]]++, h[3][(p)[3]]++)
-#define HIST_16(p) (HIST_4(p), HIST_4((p) + 4), HIST_4((p) + 8), HIST_4((p) + 12))
-#define HIST_COUNT(T)                                                                           \
+ * exponent plane is full of them); a sample's whole blocks go to eight,
+ * unrolled (a 16-step loop left every 64 bytes mispredicted, and eight
+ * tables counted samples of split planes a little faster: docs/CHAINS.md);
+ * 16-bit counters, while a table cannot reach 2^16, clear and merge in half
+ * the time. */
+#define HIST_8(p)                                                                               \
+    (h[0][(p)[0]]++, h[1][(p)[1]]++, h[2][(p)[2]]++, h[3][(p)[3]]++, h[4][(p)[4]]++,            \
+     h[5][(p)[5]]++, h[6][(p)[6]]++, h[7][(p)[7]]++)
+#define HIST_32(p) (HIST_8(p), HIST_8((p) + 8), HIST_8((p) + 16), HIST_8((p) + 24))
+#define HIST_COUNT(T, NT)                                                                       \
     do {                                                                                        \
-        T h[4][256];                                                                            \
+        T h[NT][256];                                                                           \
+        int t;                                                                                  \
         memset(h, 0, sizeof(h));                                                                \
         for (b = first; b < n; b += stride) {                                                   \
             size_t end = n - b < run ? n : b + run;                                             \
-            if (end - b == SAMPLE_BLOCK) { /* a whole block: no loop to leave */                \
+            if ((NT) == 8 && end - b == SAMPLE_BLOCK) {                                         \
                 const uint8_t *p = src + b;                                                     \
-                HIST_16(p), HIST_16(p + 16), HIST_16(p + 32), HIST_16(p + 48);                  \
+                HIST_32(p), HIST_32(p + 32);                                                    \
                 seen += SAMPLE_BLOCK;                                                           \
                 continue;                                                                       \
             }                                                                                   \
@@ -39,8 +43,11 @@
             for (; i < end; i++) h[0][src[i]]++;                                                \
             seen += end - b;                                                                    \
         }                                                                                       \
-        for (s = 0; s < 256; s++)                                                               \
-            hist[s] = (uint32_t)h[0][s] + h[1][s] + h[2][s] + h[3][s];                          \
+        for (s = 0; s < 256; s++) {                                                             \
+            uint32_t c = 0;                                                                     \
+            for (t = 0; t < (NT); t++) c += h[t][s];                                            \
+            hist[s] = c;                                                                        \
+        }                                                                                       \
     } while (0)
 
 static size_t histogram_runs(const uint8_t *restrict src, size_t n, size_t first, size_t stride,
@@ -54,10 +61,16 @@ static size_t histogram_runs(const uint8_t *restrict src, size_t n, size_t first
     }
     /* at most (n - first) / stride + 1 runs counted, a quarter of each (and
      * 3 bytes of its end) per table */
-    if (first >= n || (n - first) / stride * run + run + 64 < (size_t)4 * 65535)
-        HIST_COUNT(uint16_t);
-    else
-        HIST_COUNT(uint32_t);
+    if (first >= n || (n - first) / stride * run + run + 64 < (size_t)4 * 65535) {
+        if (run == SAMPLE_BLOCK)
+            HIST_COUNT(uint16_t, 8);
+        else
+            HIST_COUNT(uint16_t, 4);
+    } else if (run == SAMPLE_BLOCK) {
+        HIST_COUNT(uint32_t, 8);
+    } else {
+        HIST_COUNT(uint32_t, 4);
+    }
     return seen;
 }
 
