@@ -694,6 +694,25 @@ static double est_table(const uint64_t cnt[256], uint64_t total, unsigned prec,
     return (double)(set_bytes + vbytes) + bits / 8.0;
 }
 
+/* A floor under plan_o0's estimate at every precision: a table's symbol
+ * bits are at least the counts' entropy (Gibbs' inequality: the
+ * frequencies sum to 2^prec), its frequencies at least a byte each. A
+ * precision whose floor already fails the walk's test fails it with its
+ * table (the floor is lowered by far more than the doubles' rounding), so
+ * that table is not normalised (most planes' walks stop at the first step
+ * that does not pay). */
+static double est_floor(const uint64_t cnt[256], const symlist *sl, size_t set_bytes) {
+    uint64_t total = 0;
+    double bits;
+    int i;
+    for (i = 0; i < sl->n; i++) total += cnt[sl->sym[i]];
+    bits = ptwm_xlogx(total);
+    for (i = 0; i < sl->n; i++) bits -= ptwm_xlogx(cnt[sl->sym[i]]);
+    if (bits < 0.0) bits = 0.0;
+    return (2 + 4 * RANS_O0_STATES + (double)(set_bytes + (size_t)sl->n) + bits / 8.0) *
+           (1.0 - 1e-9);
+}
+
 /* Highest precision worth trying for n symbols: a table much bigger than the
  * plane costs decode time and cannot pay. */
 static unsigned prec_limit(size_t n, unsigned lo, unsigned hi, int slack) {
@@ -718,12 +737,16 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     unsigned start = hi < RANS_PACK_PREC ? hi : RANS_PACK_PREC;
     symlist sl;
     size_t set;
+    double floor;
     symlist_make(cnt, &sl);
     best.prec = start;
     set = symset_size(&sl);
+    floor = est_floor(cnt, &sl, set);
     best.est = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, start, &sl, set, best.freq);
     for (prec = start - 1; prec >= 10; prec--) {
-        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
+        double e;
+        if (floor * 0.999 > best.est) break; /* (as e * 0.999 would) */
+        e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
         if (e * 0.999 > best.est) break;
         best.prec = prec;
         best.est = e;
@@ -731,7 +754,9 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     }
     if (best.prec < start) return best;
     for (prec = start + 1; prec <= hi; prec++) {
-        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
+        double e;
+        if (floor >= best.est * 0.997) break; /* (as e would) */
+        e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
         if (e >= best.est * 0.997) break;
         best.prec = prec;
         best.est = e;
