@@ -698,9 +698,9 @@ static double est_table(const uint64_t cnt[256], uint64_t total, unsigned prec,
  * bits are at least the counts' entropy (Gibbs' inequality: the
  * frequencies sum to 2^prec), its frequencies at least a byte each. A
  * precision whose floor already fails the walk's test fails it with its
- * table (the floor is lowered by far more than the doubles' rounding), so
- * that table is not normalised (most planes' walks stop at the first step
- * that does not pay). */
+ * table (the floor is lowered by a millionth, far more than the doubles'
+ * rounding of either sum can reach), so that table is not normalised (most
+ * planes' walks stop at the first step that does not pay). */
 static double est_floor(const uint64_t cnt[256], const symlist *sl, size_t set_bytes) {
     uint64_t total = 0;
     double bits;
@@ -710,7 +710,7 @@ static double est_floor(const uint64_t cnt[256], const symlist *sl, size_t set_b
     for (i = 0; i < sl->n; i++) bits -= ptwm_xlogx(cnt[sl->sym[i]]);
     if (bits < 0.0) bits = 0.0;
     return (2 + 4 * RANS_O0_STATES + (double)(set_bytes + (size_t)sl->n) + bits / 8.0) *
-           (1.0 - 1e-9);
+           (1.0 - 1e-6);
 }
 
 /* Highest precision worth trying for n symbols: a table much bigger than the
