@@ -374,6 +374,47 @@ static void encoders_agree(const char *file, const char *label, const uint8_t *p
     for (isa = 0; isa < NISA; isa++) free(out[isa]);
 }
 
+/* Every encoder loop on skewed planes whose tables take each precision from
+ * 10 to 15 bits and give many symbols a frequency of 1, 2 or a power of
+ * two (the cases the vector loops' division treats apart). */
+static void test_encoders_precisions(void) {
+    size_t n = (size_t)1 << 20, cap = ptwm_rans_bound(n), len[NISA], i, m;
+    uint8_t *plane = (uint8_t *)malloc(n), *out[NISA];
+    uint64_t seed = 99;
+    unsigned seen = 0, rare, isa;
+    CHECK(plane != NULL);
+    for (isa = 0; isa < NISA; isa++) CHECK((out[isa] = (uint8_t *)malloc(cap)) != NULL);
+    /* a geometric head over a few symbols, then `rare` symbols of 1 to 8
+     * occurrences each: the head's skew pushes the precision up */
+    for (rare = 0; rare <= 240; rare += 16) {
+        for (m = 4096; m <= n; m *= 4) {
+            size_t at = 0;
+            for (i = 0; i < m; i++) {
+                uint64_t r = tu_rand(&seed);
+                plane[i] = (uint8_t)(__builtin_ctzll(r | (1ull << (4 + rare / 48))));
+            }
+            for (i = 0; i < rare && at + 8 < m; i++) {
+                size_t k, c = 1 + i % 8;
+                for (k = 0; k < c; k++) plane[(at += 997) % m] = (uint8_t)(16 + i);
+            }
+            for (isa = 0; isa < NISA; isa++) {
+                ptwm_set_isa_limit(isas[isa]);
+                CHECK(ptwm_rans_encode(NULL, plane, m, 0, out[isa], cap, &len[isa]) == PTWM_OK);
+            }
+            if (len[0] > 2 && out[0][0] == 2 /* order 0 */) seen |= 1u << out[0][1];
+            for (isa = 1; isa < NISA; isa++)
+                CHECK_MSG(len[0] == len[isa] && memcmp(out[0], out[isa], len[0]) == 0,
+                          "skewed plane, %u rare symbols, %zu bytes, precision %u: %s encoder "
+                          "differs (%zu bytes, scalar %zu)",
+                          rare, m, out[0][1], ptwm_isa_name(isas[isa]), len[isa], len[0]);
+        }
+    }
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
+    CHECK_MSG((seen >> 10 & 63) == 63, "precisions reached: mask 0x%x, want 10..15", seen);
+    for (isa = 0; isa < NISA; isa++) free(out[isa]);
+    free(plane);
+}
+
 /* The capped decoders on real planes (1 MiB windows keep the sanitizer
  * build quick): every order, bytes compared. */
 static void scalar_plane(const char *file, const char *label, const uint8_t *plane, size_t n) {
@@ -470,6 +511,7 @@ int main(void) {
     test_hostile();
     cp_for_each(rans_plane);
     cp_for_each(encoders_agree);
+    test_encoders_precisions();
     /* Again with the scalar loops, then with AVX2 only, then AVX-512 without
      * VBMI, where this machine has a better path. */
     ptwm_set_isa_limit(isa_now = PTWM_ISA_SCALAR);

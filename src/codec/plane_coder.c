@@ -5,19 +5,35 @@
 #include "histogram.h"
 #include "plane_coder.h"
 
-/* Counts of the bytes of src[0..n) (step 1), or of one 64-byte block in
- * every `step` (whole cache lines: a byte every step-th position would still
- * read every line of the plane); returns how many bytes were counted. */
+/* Counts of the bytes of the runs src[b..b+run) for b = first, first +
+ * stride, ... below n (the last run cut at n); returns how many bytes were
+ * counted. A plane's sample is one 64-byte block in every `step` (whole
+ * cache lines: a byte every step-th position would still read every line of
+ * the plane); all of it is one run. */
 #define SAMPLE_BLOCK 64
 /* Four tables break the store-to-load chain on runs of one symbol (an
- * exponent plane is full of them); 16-bit counters, while a table cannot
- * reach 2^16, clear and merge in half the time. */
-#define HIST_COUNT(T)                                                                           \
+ * exponent plane is full of them); a sample's whole blocks go to eight,
+ * unrolled (a 16-step loop left every 64 bytes mispredicted, and eight
+ * tables counted samples of split planes a little faster: docs/CHAINS.md);
+ * 16-bit counters, while a table cannot reach 2^16, clear and merge in half
+ * the time. */
+#define HIST_8(p)                                                                               \
+    (h[0][(p)[0]]++, h[1][(p)[1]]++, h[2][(p)[2]]++, h[3][(p)[3]]++, h[4][(p)[4]]++,            \
+     h[5][(p)[5]]++, h[6][(p)[6]]++, h[7][(p)[7]]++)
+#define HIST_32(p) (HIST_8(p), HIST_8((p) + 8), HIST_8((p) + 16), HIST_8((p) + 24))
+#define HIST_COUNT(T, NT)                                                                       \
     do {                                                                                        \
-        T h[4][256];                                                                            \
+        T h[NT][256];                                                                           \
+        int t;                                                                                  \
         memset(h, 0, sizeof(h));                                                                \
-        for (b = 0; b < n; b += step * block) {                                                 \
-            size_t end = n - b < block ? n : b + block;                                         \
+        for (b = first; b < n; b += stride) {                                                   \
+            size_t end = n - b < run ? n : b + run;                                             \
+            if ((NT) == 8 && end - b == SAMPLE_BLOCK) {                                         \
+                const uint8_t *p = src + b;                                                     \
+                HIST_32(p), HIST_32(p + 32);                                                    \
+                seen += SAMPLE_BLOCK;                                                           \
+                continue;                                                                       \
+            }                                                                                   \
             for (i = b; i + 4 <= end; i += 4) {                                                 \
                 h[0][src[i]]++;                                                                 \
                 h[1][src[i + 1]]++;                                                             \
@@ -27,69 +43,112 @@
             for (; i < end; i++) h[0][src[i]]++;                                                \
             seen += end - b;                                                                    \
         }                                                                                       \
-        for (s = 0; s < 256; s++)                                                               \
-            hist[s] = (uint32_t)h[0][s] + h[1][s] + h[2][s] + h[3][s];                          \
+        for (s = 0; s < 256; s++) {                                                             \
+            uint32_t c = 0;                                                                     \
+            for (t = 0; t < (NT); t++) c += h[t][s];                                            \
+            hist[s] = c;                                                                        \
+        }                                                                                       \
     } while (0)
 
-static size_t histogram(const uint8_t *restrict src, size_t n, size_t step,
-                        uint32_t *restrict hist) {
-    size_t block = step == 1 ? n : SAMPLE_BLOCK; /* every byte: one block */
+static size_t histogram_runs(const uint8_t *restrict src, size_t n, size_t first, size_t stride,
+                             size_t run, uint32_t *restrict hist) {
     size_t b, i, seen = 0;
     int s;
-    if (step == 1 && n < 64) {
+    if (first == 0 && run >= n && n < 64) {
         memset(hist, 0, 256 * sizeof(hist[0]));
         for (i = 0; i < n; i++) hist[src[i]]++;
         return n;
     }
-    /* at most n / step + 64 bytes counted, a quarter of them per table */
-    if (n / step + SAMPLE_BLOCK < (size_t)4 * 65535)
-        HIST_COUNT(uint16_t);
-    else
-        HIST_COUNT(uint32_t);
+    /* at most (n - first) / stride + 1 runs counted, a quarter of each (and
+     * 3 bytes of its end) per table */
+    if (first >= n || (n - first) / stride * run + run + 64 < (size_t)4 * 65535) {
+        if (run == SAMPLE_BLOCK)
+            HIST_COUNT(uint16_t, 8);
+        else
+            HIST_COUNT(uint16_t, 4);
+    } else if (run == SAMPLE_BLOCK) {
+        HIST_COUNT(uint32_t, 8);
+    } else {
+        HIST_COUNT(uint32_t, 4);
+    }
     return seen;
 }
 
-/* Order-0 estimate of a plane: ideal code bytes plus a table cost. Counts
- * come from one 64-byte block in every `step` and are scaled to the plane. */
+/* The sample of `step` (1: every byte). */
+static size_t histogram(const uint8_t *src, size_t n, size_t step, uint32_t *hist) {
+    return step == 1 ? histogram_runs(src, n, 0, n ? n : 1, n, hist)
+                     : histogram_runs(src, n, 0, step * SAMPLE_BLOCK, SAMPLE_BLOCK, hist);
+}
 
+/* Order-0 estimate of a plane: ideal code bytes plus a table cost, from
+ * e->hist, counts of `seen` of its n bytes (scaled to the plane). */
+static void estimate_finish(ptwm_plane_est *e, const uint8_t *src, size_t n, size_t seen) {
+    const uint32_t *hist = e->hist;
+    int s;
+    /* sum h log2(seen / h) = seen log2 seen - sum h log2 h */
+    e->entropy = ptwm_xlogx(seen);
+    {
+        /* The present symbols first, without a branch (they are scattered:
+         * a branch a symbol mispredicted), then their terms in symbol order. */
+        const double *xt = ptwm_xlogx_table(); /* one lookup a count, no call */
+        double ent = e->entropy;
+        uint32_t present[256];
+        unsigned k = 0, j;
+        for (s = 0; s < 256; s++) {
+            present[k] = hist[s];
+            k += hist[s] != 0;
+        }
+        for (j = 0; j < k; j++)
+            ent -= present[j] < PTWM_XLOGX_SMALL ? xt[present[j]] : ptwm_xlogx(present[j]);
+        e->distinct = k;
+        e->entropy = ent;
+    }
+    if (e->entropy < 0.0) e->entropy = 0.0; /* rounding, for one symbol */
+    e->entropy = e->entropy / 8.0 * ((double)n / (double)seen);
+    if (e->distinct == 1) {
+        size_t i;
+        for (i = 1; i < n && src[i] == src[0]; i++) {
+        }
+        e->constant = i == n;
+    }
+    /* A frequency table costs roughly 1.5 bytes a symbol. */
+    e->bytes = e->entropy + 12.0 + 1.0 * e->distinct;
+}
+
+static void estimate_start(ptwm_plane_est *e, size_t step) {
+    e->bytes = e->entropy = 0.0;
+    e->distinct = 0;
+    e->constant = 0;
+    e->step = step;
+}
+
+/* Counts come from one 64-byte block in every `step`. */
 static ptwm_plane_est estimate(const uint8_t *src, size_t n, size_t step) {
     ptwm_plane_est e;
-    uint32_t *hist = e.hist;
-    size_t seen;
-    int s;
-    e.bytes = e.entropy = 0.0;
-    e.distinct = 0;
-    e.constant = 0;
-    e.step = step;
+    estimate_start(&e, step);
     if (n == 0) {
         memset(e.hist, 0, sizeof(e.hist));
         return e;
     }
-    seen = histogram(src, n, step, hist);
-    /* sum h log2(seen / h) = seen log2 seen - sum h log2 h */
-    e.entropy = ptwm_xlogx(seen);
-    {
-        const double *xt = ptwm_xlogx_table(); /* one lookup a count, no call */
-        double ent = e.entropy;
-        for (s = 0; s < 256; s++) {
-            if (hist[s]) {
-                e.distinct++;
-                ent -= hist[s] < PTWM_XLOGX_SMALL ? xt[hist[s]] : ptwm_xlogx(hist[s]);
-            }
-        }
-        e.entropy = ent;
-    }
-    if (e.entropy < 0.0) e.entropy = 0.0; /* rounding, for one symbol */
-    e.entropy = e.entropy / 8.0 * ((double)n / (double)seen);
-    if (e.distinct == 1) {
-        size_t i;
-        for (i = 1; i < n && src[i] == src[0]; i++) {
-        }
-        e.constant = i == n;
-    }
-    /* A frequency table costs roughly 1.5 bytes a symbol. */
-    e.bytes = e.entropy + 12.0 + 1.0 * e.distinct;
+    estimate_finish(&e, src, n, histogram(src, n, step, e.hist));
     return e;
+}
+
+/* The exact estimate of the plane that `sampled` estimated: its counts
+ * plus those of the bytes between its blocks (each byte counted once). */
+static void estimate_exact(const ptwm_plane_est *sampled, const uint8_t *src, size_t n,
+                           ptwm_plane_est *e) {
+    uint32_t more[256];
+    size_t stride = sampled->step * SAMPLE_BLOCK;
+    int s;
+    if (sampled->step == 1) {
+        *e = *sampled;
+        return;
+    }
+    estimate_start(e, 1);
+    histogram_runs(src, n, SAMPLE_BLOCK, stride, stride - SAMPLE_BLOCK, more);
+    for (s = 0; s < 256; s++) e->hist[s] = sampled->hist[s] + more[s];
+    estimate_finish(e, src, n, n);
 }
 
 /* Planes of at most SAMPLE_EXACT bytes are estimated from every byte;
@@ -362,7 +421,7 @@ ptwm_error ptwm_plane_encode(ptwm_ws *ws, const uint8_t *src, size_t len,
      * if zstd, coding it first, leaves the stage a chance (below). */
     if (est->step != 1 && len <= SECOND_TRY_SMALL && p.stage != PTWM_METHOD_IDENTITY &&
         !(lz && len < 2 * LZ_SAMPLE)) {
-        exact = estimate(src, len, 1);
+        estimate_exact(est, src, len, &exact);
         est = &exact;
     }
     *coded = SIZE_MAX;
@@ -399,7 +458,7 @@ ptwm_error ptwm_plane_encode(ptwm_ws *ws, const uint8_t *src, size_t len,
                 stage_may_beat(est, &p, len, *coded)) {
                 /* (a sampled entropy errs low: it never skips a try the
                  * exact one would make) */
-                exact = estimate(src, len, 1);
+                estimate_exact(est, src, len, &exact);
                 est = &exact;
             }
             if (p.stage != PTWM_METHOD_IDENTITY && stage_may_beat(est, &p, len, *coded))

@@ -281,7 +281,7 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
                         const uint32_t *ex_hist, uint8_t *restrict j, uint8_t *restrict nib,
                         uint8_t *restrict side) {
     uint64_t cnt[256];
-    size_t i, i0 = 0, ne = PTWM_JOINT_MAP;
+    size_t i, i0 = 0, ne = PTWM_JOINT_MAP, kesc;
     uint8_t rank[256], present[256];
     unsigned r, s, k, npresent = 0;
     if (ex_hist) {
@@ -308,9 +308,12 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
         rank[best] = (uint8_t)r;
         side[r] = (uint8_t)best;
     }
-    i0 = ptwm_kern()->joint_split(ex, sm, n, rank, j, nib); /* even: a multiple of 64 */
+    /* The kernel writes the escapes of the elements it does (a multiple of
+     * 64: even), the rest are found here. */
+    i0 = ptwm_kern()->joint_split(ex, sm, n, rank, j, nib, side + ne, &kesc);
+    ne += kesc;
     for (i = i0; i < n; i++) j[i] = (uint8_t)(rank[ex[i]] << 4 | sm[i] >> 4);
-    for (i = next_escape(j, 0, n); i < n; i = next_escape(j, i + 1, n)) side[ne++] = ex[i];
+    for (i = next_escape(j, i0, n); i < n; i = next_escape(j, i + 1, n)) side[ne++] = ex[i];
     for (i = i0 / 2; i < n / 2; i++) nib[i] = (uint8_t)((sm[2 * i] & 15) | (sm[2 * i + 1] & 15) << 4);
     if (n & 1) nib[n / 2] = (uint8_t)(sm[n - 1] & 15);
     return ne;

@@ -131,19 +131,32 @@ static uint64_t kth_largest(uint64_t *a, int n, int k) {
     return a[lo];
 }
 
+/* The symbols present in a table's counts, in symbol order: found once for
+ * all the precisions a plan tries (each was a walk over 256 counts). */
+typedef struct symlist {
+    uint8_t sym[256];
+    int n;
+} symlist;
+
+static void symlist_make(const uint64_t cnt[256], symlist *sl) {
+    int s;
+    sl->n = 0;
+    for (s = 0; s < 256; s++) { /* no branch: present symbols are scattered */
+        sl->sym[sl->n] = (uint8_t)s;
+        sl->n += cnt[s] != 0;
+    }
+}
+
 static void normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned prec,
-                            uint32_t freq[256]) {
+                            const symlist *sl, uint32_t freq[256]) {
     uint32_t M = 1u << prec, B = M, sum = 0, rem;
     uint64_t T = total;
     uint8_t live[256]; /* present symbols not yet fixed at 1, in symbol order */
     rem_item items[256];
-    int s, i, nlive = 0, changed = 1;
+    int s, i, nlive = sl->n, changed = 1;
     double inv;
     memset(freq, 0, 256 * sizeof(freq[0]));
-    for (s = 0; s < 256; s++) { /* no branch: present symbols are scattered */
-        live[nlive] = (uint8_t)s;
-        nlive += cnt[s] != 0;
-    }
+    memcpy(live, sl->sym, (size_t)nlive);
     /* Symbols whose share is under one slot get 1, judged against the
      * slots and count the others leave; each pass tests every live symbol
      * against the pass's starting B and T, until none moves. Only present
@@ -216,15 +229,21 @@ static void log2_init(void) {
     for (f = 1; f < LOG2_TAB; f++) log2_tab[f] = log2((double)f);
 }
 
-/* Coded bits of the counts under the frequencies. */
-static double table_cost_bits(const uint64_t cnt[256], const uint32_t freq[256], unsigned prec) {
+/* Coded bits of the counts of the symbols sl under the frequencies, and
+ * in *vbytes the bytes their frequencies take in the table (freqtab_write). */
+static double table_cost_bits(const uint64_t cnt[256], const uint32_t freq[256], unsigned prec,
+                              const symlist *sl, size_t *vbytes) {
     double bits = 0.0;
-    int s;
+    size_t vb = 0;
+    int i;
     pthread_once(&log2_once, log2_init);
-    for (s = 0; s < 256; s++)
-        if (cnt[s])
-            bits += (double)cnt[s] * ((double)prec - (freq[s] < LOG2_TAB ? log2_tab[freq[s]]
-                                                                          : log2((double)freq[s])));
+    for (i = 0; i < sl->n; i++) {
+        uint32_t f = freq[sl->sym[i]];
+        bits += (double)cnt[sl->sym[i]] *
+                ((double)prec - (f < LOG2_TAB ? log2_tab[f] : log2((double)f)));
+        vb += 1 + (f - 1 >= 128);
+    }
+    *vbytes = vb;
     return bits;
 }
 
@@ -258,6 +277,15 @@ static size_t symset_write(const uint32_t v[256], uint8_t *out) {
             if (v[s]) out[1 + (s >> 3)] |= (uint8_t)(1u << (s & 7));
     }
     return 33;
+}
+
+/* symset_write's length for the symbols sl (no table needed: every present
+ * symbol has a frequency, whatever the precision). */
+static size_t symset_size(const symlist *sl) {
+    size_t runs = 0;
+    int i;
+    for (i = 0; i < sl->n; i++) runs += i == 0 || sl->sym[i] != sl->sym[i - 1] + 1;
+    return 1 + 2 * runs <= 33 ? 1 + 2 * runs : 33;
 }
 
 /* Write a frequency table (symbol set + frequencies); NULL out counts. */
@@ -412,35 +440,39 @@ typedef struct enc_sym {
     uint32_t cum;   /* cumulative frequency (+ M - 1 for f = 1 with RANS_RCP64) */
 } enc_sym;
 
+/* The entry of a symbol of frequency f > 0 whose range starts at cum. */
+static void etab_entry(uint32_t f, uint32_t cum, unsigned prec, enc_sym *e) {
+    memset(e, 0, sizeof(*e));
+    e->x_max = ((uint64_t)(RANS_L >> prec) << 16) * f;
+#ifdef RANS_RCP64
+    if (f == 1) {
+        e->m = UINT64_MAX;
+        e->cum = cum + (1u << prec) - 1;
+    } else {
+        /* ceil(2^64 / f) = floor((2^64 - 1) / f) + 1 when f is no power
+         * of two; 2^64 / f exactly when it is. */
+        e->m = (f & (f - 1)) ? UINT64_MAX / f + 1 : ((uint64_t)1 << 63) / (f >> 1);
+        e->cum = cum;
+    }
+#else
+    {
+        uint32_t sh = 0;
+        while ((1u << sh) < f) sh++;
+        e->rcp = (uint32_t)((((uint64_t)1 << (32 + sh)) + f - 1) / f - ((uint64_t)1 << 32));
+        e->shift = sh;
+    }
+    e->cum = cum;
+#endif
+    e->cmpl = (1u << prec) - f;
+}
+
 static void build_etab(const uint32_t freq[256], unsigned prec, enc_sym *t) {
     uint32_t cum = 0;
     int s;
     for (s = 0; s < 256; s++) {
-        uint32_t f = freq[s];
-        memset(&t[s], 0, sizeof(t[s]));
-        if (!f) continue;
-        t[s].x_max = ((uint64_t)(RANS_L >> prec) << 16) * f;
-#ifdef RANS_RCP64
-        if (f == 1) {
-            t[s].m = UINT64_MAX;
-            t[s].cum = cum + (1u << prec) - 1;
-        } else {
-            /* ceil(2^64 / f) = floor((2^64 - 1) / f) + 1 when f is no power
-             * of two; 2^64 / f exactly when it is. */
-            t[s].m = (f & (f - 1)) ? UINT64_MAX / f + 1 : ((uint64_t)1 << 63) / (f >> 1);
-            t[s].cum = cum;
-        }
-#else
-        {
-            uint32_t sh = 0;
-            while ((1u << sh) < f) sh++;
-            t[s].rcp = (uint32_t)((((uint64_t)1 << (32 + sh)) + f - 1) / f - ((uint64_t)1 << 32));
-            t[s].shift = sh;
-        }
-        t[s].cum = cum;
-#endif
-        t[s].cmpl = (1u << prec) - f;
-        cum += f;
+        if (freq[s]) etab_entry(freq[s], cum, prec, &t[s]);
+        else memset(&t[s], 0, sizeof(t[s]));
+        cum += freq[s];
     }
 }
 
@@ -533,17 +565,27 @@ static void build_vtab(const uint32_t freq[256], enc_vsym *v) {
     }
 }
 
-static size_t encode_o0_stream(const uint8_t *src, size_t n, const enc_sym *t,
+/* The scalar loop's table is built only if it codes more than the partial
+ * round (no vector loop, or an output near its end): where a vector loop
+ * codes the plane, its divisions for every symbol were most of a small
+ * plane's table work. The partial round's entries are made one by one. */
+static size_t encode_o0_stream(const uint8_t *src, size_t n, const uint32_t freq[256],
                                const enc_vsym *vt, unsigned prec, uint8_t *at, uint8_t *end) {
     uint32_t x[RANS_O0_STATES];
+    enc_sym t[256];
     ewriter w;
     size_t i, full = n - n % RANS_O0_STATES;
     if (!enc_start(&w, x, RANS_O0_STATES, at, end)) return 0;
     /* The partial last round first (the encoder runs backwards). */
-    for (i = n; i-- > full;) x[i % RANS_O0_STATES] = enc_put(x[i % RANS_O0_STATES], &t[src[i]], &w);
+    for (i = n; i-- > full;) {
+        enc_sym e;
+        etab_entry(freq[src[i]], vt->fc[src[i]] & 0xffff, prec, &e);
+        x[i % RANS_O0_STATES] = enc_put(x[i % RANS_O0_STATES], &e, &w);
+    }
     i = full;
     if (unlikely(w.full)) return 0;
     i = ptwm_kern()->rans_enc_o0(src, i, vt, prec, x, &w);
+    if (i > 0) build_etab(freq, prec, t);
     for (; i > 0; i -= RANS_O0_STATES) {
         const uint8_t *s = src + i - RANS_O0_STATES;
         int k;
@@ -641,11 +683,34 @@ typedef struct plan {
     uint32_t freq[256];  /* order 0: the table at prec (normalised once) */
 } plan;
 
-/* Estimated bytes for one context's table and symbols at a precision. */
+/* Estimated bytes for one context's table and symbols at a precision: the
+ * counts' present symbols sl, and the bytes of their symbol set. */
 static double est_table(const uint64_t cnt[256], uint64_t total, unsigned prec,
-                        uint32_t freq[256]) {
-    normalize_freqs(cnt, total, prec, freq);
-    return (double)freqtab_write(freq, NULL) + table_cost_bits(cnt, freq, prec) / 8.0;
+                        const symlist *sl, size_t set_bytes, uint32_t freq[256]) {
+    size_t vbytes;
+    double bits;
+    normalize_freqs(cnt, total, prec, sl, freq);
+    bits = table_cost_bits(cnt, freq, prec, sl, &vbytes);
+    return (double)(set_bytes + vbytes) + bits / 8.0;
+}
+
+/* A floor under plan_o0's estimate at every precision: a table's symbol
+ * bits are at least the counts' entropy (Gibbs' inequality: the
+ * frequencies sum to 2^prec), its frequencies at least a byte each. A
+ * precision whose floor already fails the walk's test fails it with its
+ * table (the floor is lowered by a millionth, far more than the doubles'
+ * rounding of either sum can reach), so that table is not normalised (most
+ * planes' walks stop at the first step that does not pay). */
+static double est_floor(const uint64_t cnt[256], const symlist *sl, size_t set_bytes) {
+    uint64_t total = 0;
+    double bits;
+    int i;
+    for (i = 0; i < sl->n; i++) total += cnt[sl->sym[i]];
+    bits = ptwm_xlogx(total);
+    for (i = 0; i < sl->n; i++) bits -= ptwm_xlogx(cnt[sl->sym[i]]);
+    if (bits < 0.0) bits = 0.0;
+    return (2 + 4 * RANS_O0_STATES + (double)(set_bytes + (size_t)sl->n) + bits / 8.0) *
+           (1.0 - 1e-6);
 }
 
 /* Highest precision worth trying for n symbols: a table much bigger than the
@@ -670,10 +735,18 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     uint32_t freq[256];
     unsigned prec, hi = prec_limit(n, 10, RANS_PREC_MAX0, 1);
     unsigned start = hi < RANS_PACK_PREC ? hi : RANS_PACK_PREC;
+    symlist sl;
+    size_t set;
+    double floor;
+    symlist_make(cnt, &sl);
     best.prec = start;
-    best.est = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, start, best.freq);
+    set = symset_size(&sl);
+    floor = est_floor(cnt, &sl, set);
+    best.est = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, start, &sl, set, best.freq);
     for (prec = start - 1; prec >= 10; prec--) {
-        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
+        double e;
+        if (floor * 0.999 > best.est) break; /* (as e * 0.999 would) */
+        e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
         if (e * 0.999 > best.est) break;
         best.prec = prec;
         best.est = e;
@@ -681,7 +754,9 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     }
     if (best.prec < start) return best;
     for (prec = start + 1; prec <= hi; prec++) {
-        double e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, freq);
+        double e;
+        if (floor >= best.est * 0.997) break; /* (as e would) */
+        e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
         if (e >= best.est * 0.997) break;
         best.prec = prec;
         best.est = e;
@@ -704,7 +779,11 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n
     for (prec = hi; prec >= 9; prec--) {
         double e = 2 + 4 * RANS_STATES + (double)symset_write(used, NULL);
         for (c = 0; c < 256; c++)
-            if (ctx_total[c]) e += est_table(cnt + 256 * c, ctx_total[c], prec, freq);
+            if (ctx_total[c]) {
+                symlist sl;
+                symlist_make(cnt + 256 * c, &sl);
+                e += est_table(cnt + 256 * c, ctx_total[c], prec, &sl, symset_size(&sl), freq);
+            }
         if (best.prec && e * 0.9995 > best.est) break;
         best.prec = prec;
         best.est = e;
@@ -715,7 +794,6 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n
 /* Returns the coded length, or 0 if it did not fit in cap. */
 static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], unsigned prec,
                         uint8_t *dst, size_t cap) {
-    enc_sym t[256];
     enc_vsym vt;
     size_t h, len;
     h = freqtab_write(freq, NULL);
@@ -723,9 +801,8 @@ static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], 
     dst[0] = MODE_O0;
     dst[1] = (uint8_t)prec;
     freqtab_write(freq, dst + 2);
-    build_etab(freq, prec, t);
     build_vtab(freq, &vt);
-    len = encode_o0_stream(src, n, t, &vt, prec, dst + 2 + h, dst + cap);
+    len = encode_o0_stream(src, n, freq, &vt, prec, dst + 2 + h, dst + cap);
     return len ? 2 + h + len : 0;
 }
 
@@ -746,8 +823,10 @@ static size_t encode_o1(ptwm_ws *ws, const uint8_t *src, size_t n, const uint64_
     symset_write(used, dst + 2);
     for (c = 0; c < 256; c++) {
         size_t th;
+        symlist sl;
         if (!ctx_total[c]) continue;
-        normalize_freqs(cnt + 256 * c, ctx_total[c], prec, freq);
+        symlist_make(cnt + 256 * c, &sl);
+        normalize_freqs(cnt + 256 * c, ctx_total[c], prec, &sl, freq);
         th = freqtab_write(freq, NULL);
         if (th > cap - h) return 0;
         freqtab_write(freq, dst + h);

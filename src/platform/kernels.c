@@ -41,8 +41,10 @@ static size_t sparse_expand_none(const uint8_t *src, const uint8_t *bitmap, size
 }
 
 static size_t joint_split_none(const uint8_t *ex, const uint8_t *sm, size_t n,
-                               const uint8_t rank[256], uint8_t *j, uint8_t *nib) {
-    (void)ex, (void)sm, (void)n, (void)rank, (void)j, (void)nib;
+                               const uint8_t rank[256], uint8_t *j, uint8_t *nib, uint8_t *esc,
+                               size_t *nesc) {
+    (void)ex, (void)sm, (void)n, (void)rank, (void)j, (void)nib, (void)esc;
+    *nesc = 0;
     return 0;
 }
 

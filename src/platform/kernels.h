@@ -66,7 +66,8 @@ typedef size_t (*ptwm_sparse_expand_fn)(const uint8_t *src, const uint8_t *bitma
                                         unsigned width, uint8_t *dst, size_t *jp,
                                         struct sign_reader *sr);
 typedef size_t (*ptwm_joint_split_fn)(const uint8_t *ex, const uint8_t *sm, size_t n,
-                                      const uint8_t rank[256], uint8_t *j, uint8_t *nib);
+                                      const uint8_t rank[256], uint8_t *j, uint8_t *nib,
+                                      uint8_t *esc, size_t *nesc);
 typedef size_t (*ptwm_joint_merge_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *map,
                                       size_t n, uint8_t *ex, uint8_t *sm);
 typedef size_t (*ptwm_joint_bf16_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
@@ -171,7 +172,7 @@ size_t ptwm_sparse_compact_vbmi(const uint8_t *, size_t, unsigned, uint8_t *, ui
 size_t ptwm_sparse_expand_vbmi(const uint8_t *, const uint8_t *, size_t, unsigned, uint8_t *,
                                  size_t *, struct sign_reader *);
 size_t ptwm_joint_split_vbmi(const uint8_t *, const uint8_t *, size_t, const uint8_t[256],
-                             uint8_t *, uint8_t *);
+                             uint8_t *, uint8_t *, uint8_t *, size_t *);
 size_t ptwm_joint_merge_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, size_t,
                               uint8_t *, uint8_t *);
 size_t ptwm_joint_bf16_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, const uint8_t *,

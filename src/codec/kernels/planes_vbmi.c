@@ -79,15 +79,18 @@ SPARSE_TARGET size_t ptwm_sparse_expand_vbmi(const uint8_t *src, const uint8_t *
 
 /* 64 elements a step: the 256-entry rank lookup is two two-table byte
  * permutes (128 entries each) blended on the index's top bit; the nibbles
- * pack as 16-bit lanes narrowed to bytes. */
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t ptwm_joint_split_vbmi(
-    const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n, const uint8_t rank[256],
-    uint8_t *restrict j, uint8_t *restrict nib) {
+ * pack as 16-bit lanes narrowed to bytes. The escapes' exponents are
+ * compressed out of the same vector (no second pass over j to find them). */
+__attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,popcnt"))) size_t
+ptwm_joint_split_vbmi(const uint8_t *restrict ex, const uint8_t *restrict sm, size_t n,
+                      const uint8_t rank[256], uint8_t *restrict j, uint8_t *restrict nib,
+                      uint8_t *restrict esc, size_t *nesc) {
     const __m512i r0 = _mm512_loadu_si512(rank), r1 = _mm512_loadu_si512(rank + 64);
     const __m512i r2 = _mm512_loadu_si512(rank + 128), r3 = _mm512_loadu_si512(rank + 192);
     const __m512i lo4 = _mm512_set1_epi8(15), hi4 = _mm512_set1_epi8((char)0xf0);
     const __m512i w_lo = _mm512_set1_epi16(0x000f), w_hi = _mm512_set1_epi16(0x00f0);
-    size_t i;
+    const __m512i escape = _mm512_set1_epi8(PTWM_JOINT_MAP);
+    size_t i, ne = 0;
     for (i = 0; i + 64 <= n; i += 64) {
         __m512i e = _mm512_loadu_si512(ex + i), s = _mm512_loadu_si512(sm + i);
         __m512i rk = _mm512_mask_blend_epi8(_mm512_movepi8_mask(e),
@@ -95,10 +98,16 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t ptwm_joint_split_v
                                             _mm512_permutex2var_epi8(r2, e, r3));
         __m512i w = _mm512_or_si512(_mm512_and_si512(s, w_lo),
                                     _mm512_and_si512(_mm512_srli_epi16(s, 4), w_hi));
+        __mmask64 m = _mm512_cmpeq_epi8_mask(rk, escape);
         _mm512_storeu_si512(j + i, _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi16(rk, 4), hi4),
                                                    _mm512_and_si512(_mm512_srli_epi16(s, 4), lo4)));
         _mm256_storeu_si256((__m256i *)(void *)(nib + i / 2), _mm512_cvtepi16_epi8(w));
+        if (m) { /* rare: the map holds the most frequent exponents */
+            _mm512_mask_compressstoreu_epi8(esc + ne, m, e);
+            ne += (size_t)__builtin_popcountll(m);
+        }
     }
+    *nesc = ne;
     return i;
 }
 #endif

@@ -19,13 +19,24 @@ typedef struct enc_planes {
     uint8_t b[8][256]; /* rcp bytes 0..3, then fc bytes 0..3 */
 } enc_planes;
 
-static void build_planes(const enc_vsym *vt, enc_planes *pl) {
+/* The quotient is q = (t + ((x - t) >> 1)) >> (s - 1), t = mulhi(x, rcp)
+ * (Granlund and Montgomery's form for 33-bit reciprocals), all in 32-bit
+ * lanes: the 64-bit lanes of rcp's form (see enc_sym) took twice the
+ * shifts. It needs s >= 1, so f = 1 takes rcp = 2^32 - 1 (q = x - 1, as
+ * RANS_RCP64 does) and cum + M - 1 (the same state). */
+static void build_planes(const enc_vsym *vt, unsigned prec, enc_planes *pl) {
     int s, k;
-    for (s = 0; s < 256; s++)
-        for (k = 0; k < 4; k++) {
-            pl->b[k][s] = (uint8_t)(vt->rcp[s] >> (8 * k));
-            pl->b[4 + k][s] = (uint8_t)(vt->fc[s] >> (8 * k));
+    for (s = 0; s < 256; s++) {
+        uint32_t rcp = vt->rcp[s], fc = vt->fc[s];
+        if (fc >> 16 == 1) {
+            rcp = 0xffffffffu;
+            fc += (1u << prec) - 1;
         }
+        for (k = 0; k < 4; k++) {
+            pl->b[k][s] = (uint8_t)(rcp >> (8 * k));
+            pl->b[4 + k][s] = (uint8_t)(fc >> (8 * k));
+        }
+    }
 }
 
 /* 64 lookups in one byte plane. */
@@ -42,21 +53,20 @@ static void build_planes(const enc_vsym *vt, enc_planes *pl) {
         __mmask16 k_ = _mm512_cmpge_epu32_mask(X, xm_) & ~_mm512_cmpeq_epi32_mask(xm_, zero);   \
         unsigned c_ = (unsigned)__builtin_popcount((unsigned)k_);                               \
         __m256i w_ = _mm256_maskz_compress_epi16((__mmask16)k_, _mm512_cvtepi32_epi16(X));      \
-        __m512i sh_, ev_, od_, q_;                                                              \
+        __m512i sh_, t_, q_;                                                                    \
         p -= 2 * (size_t)c_;                                                                    \
         _mm256_mask_storeu_epi16((void *)p, (__mmask16)((1u << c_) - 1), w_);                   \
         X = _mm512_mask_srli_epi32(X, k_, X, 16);                                               \
+        /* s - 1 = floor(log2(f - 1)) from the float's exponent (0 for f <= 2) */               \
         sh_ = _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(           \
-                                   _mm512_cvtepi32_ps(_mm512_sub_epi32(f_, one))), 23), c126),  \
+                                   _mm512_cvtepi32_ps(_mm512_sub_epi32(f_, one))), 23), c127),  \
                                zero);                                                           \
-        ev_ = _mm512_add_epi64(_mm512_srli_epi64(_mm512_mul_epu32(X, RC), 32),                  \
-                               _mm512_and_si512(X, lo32));                                      \
-        ev_ = _mm512_srlv_epi64(ev_, _mm512_and_si512(sh_, lo32));                              \
-        od_ = _mm512_add_epi64(_mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(X, 32),     \
-                                                                  _mm512_srli_epi64(RC, 32)), 32), \
-                               _mm512_srli_epi64(X, 32));                                       \
-        od_ = _mm512_srlv_epi64(od_, _mm512_srli_epi64(sh_, 32));                               \
-        q_ = _mm512_mask_blend_epi32((__mmask16)0xAAAA, ev_, _mm512_slli_epi64(od_, 32));       \
+        /* t = mulhi(x, rcp): the odd products leave it in the odd lanes */                   \
+        t_ = _mm512_mask_blend_epi32(                                                           \
+            (__mmask16)0xAAAA, _mm512_srli_epi64(_mm512_mul_epu32(X, RC), 32),                  \
+            _mm512_mul_epu32(_mm512_srli_epi64(X, 32), _mm512_srli_epi64(RC, 32)));             \
+        q_ = _mm512_srlv_epi32(                                                                 \
+            _mm512_add_epi32(t_, _mm512_srli_epi32(_mm512_sub_epi32(X, t_), 1)), sh_);          \
         X = _mm512_add_epi32(_mm512_add_epi32(X, _mm512_mullo_epi32(q_, _mm512_sub_epi32(mm, f_))), \
                              _mm512_and_si512(FC, lo16));                                       \
     } while (0)
@@ -77,8 +87,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt")
 encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec,
                uint32_t x[RANS_O0_STATES], ewriter *w) {
     const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
-    const __m512i c126 = _mm512_set1_epi32(126), lo16 = _mm512_set1_epi32(0xffff);
-    const __m512i lo32 = _mm512_set1_epi64(0xffffffff);
+    const __m512i c127 = _mm512_set1_epi32(127), lo16 = _mm512_set1_epi32(0xffff);
     const __m512i mm = _mm512_set1_epi32((int)(1u << prec));
     const __m128i xshift = _mm_cvtsi32_si128((int)(32 - prec));
     /* Position 16L + 4j + t takes symbol 16j + 4L + t: after the unpacks,
@@ -123,7 +132,7 @@ encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec
 size_t ptwm_rans_enc_o0_vbmi(const uint8_t *src, size_t i, const enc_vsym *vt, unsigned prec,
                              uint32_t *x, ewriter *w) {
     enc_planes pl;
-    build_planes(vt, &pl);
+    build_planes(vt, prec, &pl);
     i = encode_o0_vbmi(src, i, &pl, prec, x, w);
     return ptwm_rans_enc_o0_avx2(src, i, vt, prec, x, w);
 }
