@@ -361,23 +361,18 @@ static void build_dtab(const uint32_t freq[256], unsigned prec, uint32_t *tab, u
 
 /* Packed decode table for prec <= RANS_PACK_PREC: the symbol in the top
  * byte, frequency and slot - cum in 12 bits each (a one-symbol table, f =
- * 2^12, does not fit: dtab_packs). */
+ * 2^12, does not fit: dtab_packs). Built by the kernel that reads it
+ * (kernels/rans_avx512.c). */
+typedef char rans_packed_fits[((1 << RANS_PACK_PREC) + RANS_PACK_SLACK) <= (1 << RANS_PREC_MAX0)
+                                  ? 1
+                                  : -1]; /* the build's slack fits decode_o0's buffer */
+
 static int dtab_packs(const uint32_t freq[256], unsigned prec) {
     int s;
     if (prec > RANS_PACK_PREC) return 0;
     for (s = 0; s < 256; s++)
         if (freq[s] >> RANS_PACK_PREC) return 0;
     return 1;
-}
-
-static void build_dtab_packed(const uint32_t freq[256], uint32_t *tab) {
-    uint32_t cum = 0;
-    int s;
-    for (s = 0; s < 256; s++) {
-        uint32_t f = freq[s], k;
-        for (k = 0; k < f; k++) tab[cum + k] = (uint32_t)s << 24 | f << 12 | k;
-        cum += f;
-    }
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1057,9 +1052,10 @@ static ptwm_error decode_o0(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, s
     if (!tab) return PTWM_ERR_NOMEM;
     sym = (uint8_t *)(tab + ((size_t)1 << prec));
     memset(sym + ((size_t)1 << prec), 0, 4);
-    /* Precision 12 or less fits the packed table: one gather, not two. */
+    /* Precision 12 or less fits the packed table: one gather, not two (its
+     * build's slack fits the buffer's split-table room). */
     if (k->rans_dec_o0_packed && dtab_packs(freq, prec)) {
-        build_dtab_packed(freq, tab);
+        k->rans_dtab_packed(freq, tab);
         done = k->rans_dec_o0_packed(tab, NULL, prec, &c->p, c->end, x, dst, n);
         return decode_o0_packed_tail(tab, prec, c->p, c->end, x, dst + done, n - done);
     }

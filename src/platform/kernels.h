@@ -98,9 +98,11 @@ typedef struct ptwm_colscale_loops {
 typedef struct ptwm_kernels {
     ptwm_isa level; /* the level this table was filled for */
     ptwm_rans_dec_o0_fn rans_dec_o0;
-    /* The packed-table decoder (prec <= 12, one gather a step); NULL below
-     * AVX-512, where the split table is faster to build and as fast to read. */
+    /* The packed-table decoder (prec <= 12, one gather a step) and the
+     * table's build; NULL below AVX-512, where the split table is faster to
+     * build and as fast to read. */
     ptwm_rans_dec_o0_fn rans_dec_o0_packed;
+    void (*rans_dtab_packed)(const uint32_t freq[256], uint32_t *tab);
     ptwm_rans_dec_o1_fn rans_dec_o1;
     ptwm_rans_enc_o0_fn rans_enc_o0;
     ptwm_skip_seen_fn skip_seen; /* a prefix; also whole in its plain form */
@@ -153,6 +155,7 @@ size_t ptwm_rans_dec_o0_avx512(const uint32_t *, const uint8_t *, unsigned, cons
 size_t ptwm_rans_dec_o0_packed_avx512(const uint32_t *, const uint8_t *, unsigned,
                                       const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
                                       size_t);
+void ptwm_rans_dtab_packed_avx512(const uint32_t freq[256], uint32_t *tab);
 size_t ptwm_rans_dec_o1_avx2(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
                              const uint8_t *, uint32_t *, uint32_t *, uint8_t *, size_t);
 size_t ptwm_rans_enc_o0_avx2(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
