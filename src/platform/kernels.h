@@ -69,6 +69,9 @@ typedef size_t (*ptwm_joint_split_fn)(const uint8_t *ex, const uint8_t *sm, size
                                       const uint8_t rank[256], uint8_t *j, uint8_t *nib);
 typedef size_t (*ptwm_joint_merge_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *map,
                                       size_t n, uint8_t *ex, uint8_t *sm);
+/* The next escape of a joint plane from i (a prefix: it may stop short of
+ * the escape, never past it). */
+typedef size_t (*ptwm_joint_scan_fn)(const uint8_t *j, size_t i, size_t n);
 typedef size_t (*ptwm_joint_bf16_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
                                      const uint8_t *mhi, size_t n, uint8_t *dst);
 
@@ -115,6 +118,7 @@ typedef struct ptwm_kernels {
     ptwm_joint_split_fn joint_split;
     ptwm_joint_merge_fn joint_merge;
     ptwm_joint_bf16_fn joint_bf16;
+    ptwm_joint_scan_fn joint_scan;
     const ptwm_colscale_loops *colscale_loops;
     /* XXH3-128 (hash.c): one-shot, and the update of a state hash_avx2.c
      * made (NULL without x86 SIMD); xxh_vec: begin makes such states. */
@@ -181,6 +185,7 @@ size_t ptwm_joint_bf16_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, 
                              size_t, uint8_t *);
 size_t ptwm_joint_bf16_avx512(const uint8_t *, const uint8_t *, const uint8_t *,
                               const uint8_t *, size_t, uint8_t *);
+size_t ptwm_joint_scan_avx512(const uint8_t *j, size_t i, size_t n);
 void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
 void ptwm_xxh128_avx512_oneshot(const void *p, size_t n, uint8_t out[16]);
 void ptwm_xxh128_base_update(void *s, const void *p, size_t n);
