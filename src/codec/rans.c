@@ -344,17 +344,27 @@ static ptwm_error freqtab_read(rcur *c, unsigned prec, uint32_t freq[256]) {
 }
 
 /* Decode table: one u32 per slot, frequency in the high half and slot - cum
- * in the low half (both < 2^16 since prec <= 15), and the symbol beside it. */
+ * in the low half (both < 2^16 since prec <= 15), and the symbol beside it.
+ * Four entries a step and a memset for the symbols: most planes are small,
+ * and a table of 4096 slots or more built a slot at a time was 7% of the
+ * AVX2 decoder's time on a BF16 file's planes. Exact: order 1's tables lie
+ * back to back, with absent contexts' tables left zero. */
 static void build_dtab(const uint32_t freq[256], unsigned prec, uint32_t *tab, uint8_t *sym) {
     uint32_t cum = 0;
     int s;
     (void)prec;
     for (s = 0; s < 256; s++) {
-        uint32_t f = freq[s], k;
-        for (k = 0; k < f; k++) {
-            tab[cum + k] = (f << 16) | k;
-            sym[cum + k] = (uint8_t)s;
+        uint32_t f = freq[s], k, v = f << 16;
+        uint32_t *t = tab + cum;
+        if (!f) continue;
+        memset(sym + cum, s, f);
+        for (k = 0; k + 4 <= f; k += 4) {
+            t[k] = v + k;
+            t[k + 1] = v + k + 1;
+            t[k + 2] = v + k + 2;
+            t[k + 3] = v + k + 3;
         }
+        for (; k < f; k++) t[k] = v + k;
         cum += f;
     }
 }
