@@ -573,8 +573,7 @@ static ptwm_error huf_decode_tail(const uint8_t *start, uint64_t bitpos,
                                   const uint8_t *oend) {
     while (op < oend) {
         uint64_t byte_end = (bitpos + 7) >> 3, word;
-        unsigned skip = (unsigned)(8 * byte_end - bitpos);
-        huf_entry e;
+        unsigned skip = (unsigned)(8 * byte_end - bitpos), used = 0;
         if (byte_end >= 8) {
             word = ptwm_load_le64(start + byte_end - 8);
         } else {
@@ -582,10 +581,19 @@ static ptwm_error huf_decode_tail(const uint8_t *start, uint64_t bitpos,
             word = 0;
             for (k = 0; k < byte_end; k++) word |= (uint64_t)start[k] << (8 * (k + 8 - byte_end));
         }
-        e = table[(word << skip) >> (64 - tlog)];
-        PTWM_CHECK((e & 63) <= bitpos);
-        bitpos -= e & 63;
-        *op++ = (uint8_t)(e >> 8);
+        word <<= skip;
+        /* Every code whose lookup lies within the 64 - skip bits loaded: a
+         * load per symbol was a third of decoding the small exponent
+         * planes, whose streams are a few hundred bytes. */
+        do {
+            huf_entry e = table[word >> (64 - tlog)];
+            unsigned len = e & 63;
+            PTWM_CHECK(len <= bitpos);
+            bitpos -= len;
+            word <<= len;
+            used += len;
+            *op++ = (uint8_t)(e >> 8);
+        } while (op < oend && used + tlog <= 64 - skip);
     }
     PTWM_CHECK(bitpos == 0);
     return PTWM_OK;
