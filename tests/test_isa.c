@@ -17,6 +17,7 @@
 #include <string.h>
 #include "kernels.h"
 #include "microscale.h"
+#include "planes.h"
 #include "testutil.h"
 
 #define NVARIANT 4
@@ -183,10 +184,11 @@ static void check_levels(const sample *s, ptwm_isa best) {
 }
 
 /* The kernel table in effect is the capped level's, and names a kernel for
- * every entry: only the packed-table rANS decoder is absent below AVX512
- * (rans.c then builds the split table), and hash_avx2.c's states exist only
- * in x86 builds. A field added to ptwm_kernels without a line in
- * ptwm_kernels_fill fails here, before any kernel would call through it. */
+ * every entry: only the packed-table rANS decoder and its table build are
+ * absent below AVX512 (rans.c then builds the split table), and
+ * hash_avx2.c's states exist only in x86 builds. A field added to
+ * ptwm_kernels without a line in ptwm_kernels_fill fails here, before any
+ * kernel would call through it. */
 static void check_table(ptwm_isa best) {
     int l;
     for (l = 0; l <= (int)best; l++) {
@@ -198,12 +200,14 @@ static void check_table(ptwm_isa best) {
         CHECK_MSG(k->rans_dec_o0 && k->rans_dec_o1 && k->rans_enc_o0 && k->skip_seen &&
                       k->huf_encode && k->huf_loops && k->huf_bits && k->plane_loops &&
                       k->colscale_loops && k->sparse_compact && k->sparse_expand &&
-                      k->joint_split && k->joint_merge && k->joint_bf16 && k->xxh_oneshot &&
-                      k->widen,
+                      k->joint_split && k->joint_merge && k->joint_bf16 && k->joint_scan &&
+                      k->xxh_oneshot && k->widen,
                   "level %s: a kernel table entry is empty", ptwm_isa_name((ptwm_isa)l));
-        CHECK_MSG((k->rans_dec_o0_packed != NULL) == (l >= PTWM_ISA_AVX512),
-                  "level %s: packed rANS decoder %s", ptwm_isa_name((ptwm_isa)l),
-                  k->rans_dec_o0_packed ? "present" : "absent");
+        CHECK_MSG((k->rans_dec_o0_packed != NULL) == (l >= PTWM_ISA_AVX512) &&
+                      (k->rans_dtab_packed != NULL) == (l >= PTWM_ISA_AVX512),
+                  "level %s: packed rANS decoder %s, its table build %s",
+                  ptwm_isa_name((ptwm_isa)l), k->rans_dec_o0_packed ? "present" : "absent",
+                  k->rans_dtab_packed ? "present" : "absent");
         CHECK(k->xxh_vec == (l >= PTWM_ISA_AVX2));
 #ifdef PTWM_CPU_X86
         CHECK(k->xxh_vec_update != NULL);
@@ -308,6 +312,65 @@ static void check_colscale(const sample *s, ptwm_isa best) {
     ptwm_set_isa_limit(PTWM_ISA_BEST);
 }
 
+/* Joint planes with escapes (exponents outside the 15 most frequent) at the
+ * edges of the escape scan's 64-symbol steps, in planes shorter than a step,
+ * one longer and several longer: at every level the split gives scalar's
+ * planes, and both merges give the elements back with the escape count. */
+static void joint_escapes_run(size_t n, const size_t *at, size_t nat, uint8_t *planes) {
+    uint8_t *ex = (uint8_t *)malloc(n), *sm = (uint8_t *)malloc(n), *x = (uint8_t *)malloc(2 * n);
+    uint8_t *j = planes, *nib = j + n, *side = nib + n / 2 + 1, *el = side + PTWM_JOINT_MAP + n;
+    size_t i, k, ns, esc = 0;
+    for (i = 0; i < n; i++) {
+        ex[i] = (uint8_t)(100 + i % 15);
+        sm[i] = (uint8_t)(i * 37 + 11);
+    }
+    for (k = 0; k < nat; k++)
+        if (at[k] < n) {
+            ex[at[k]] = (uint8_t)(200 + k);
+            esc++;
+        }
+    ns = ptwm_joint_split(ex, sm, n, NULL, j, nib, side);
+    CHECK_MSG(ns == PTWM_JOINT_MAP + esc, "level %s, %zu elements: %zu side bytes for %zu escapes",
+              ptwm_isa_name(ptwm_isa_level()), n, ns, esc);
+    CHECK_MSG(ptwm_joint_merge_bf16(j, nib, side, ns, n, el) == esc &&
+                  ptwm_joint_merge(j, nib, side, ns, n, x, x + n) == esc,
+              "level %s, %zu elements: the merges do not count %zu escapes",
+              ptwm_isa_name(ptwm_isa_level()), n, esc);
+    for (i = 0; i < n; i++)
+        CHECK_MSG(el[2 * i] == (uint8_t)((ex[i] & 1) << 7 | (sm[i] & 0x7f)) &&
+                      el[2 * i + 1] == (uint8_t)((sm[i] & 0x80) | ex[i] >> 1) && x[i] == ex[i] &&
+                      x[n + i] == sm[i],
+                  "level %s, %zu elements: element %zu does not merge back",
+                  ptwm_isa_name(ptwm_isa_level()), n, i);
+    free(ex);
+    free(sm);
+    free(x);
+}
+
+static void check_joint_escapes(ptwm_isa best) {
+    static const size_t sizes[] = {40, 64, 65, 200, 4103};
+    static const size_t at[] = {0, 1, 62, 63, 64, 65, 127, 128, 191, 4038, 4039, 4102};
+    size_t k;
+    int l;
+    for (k = 0; k < PTWM_ARRAY_LEN(sizes); k++) {
+        size_t n = sizes[k], len = 5 * n + PTWM_JOINT_MAP + 1;
+        uint8_t *ref = (uint8_t *)calloc(1, len), *got = (uint8_t *)calloc(1, len);
+        ptwm_set_isa_limit(PTWM_ISA_SCALAR);
+        joint_escapes_run(n, at, PTWM_ARRAY_LEN(at), ref);
+        for (l = 1; l <= (int)best; l++) {
+            ptwm_set_isa_limit((ptwm_isa)l);
+            memset(got, 0, len);
+            joint_escapes_run(n, at, PTWM_ARRAY_LEN(at), got);
+            CHECK_MSG(memcmp(got, ref, len) == 0,
+                      "%zu elements: the joint planes at level %s differ from scalar", n,
+                      ptwm_isa_name((ptwm_isa)l));
+        }
+        free(ref);
+        free(got);
+    }
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
+}
+
 /* The command line refuses a PTWM_ISA it does not know, and --version names
  * the level in effect. */
 static void check_cli(void) {
@@ -391,6 +454,7 @@ int main(int argc, char **argv) {
     CHECK(ptwm_set_isa_limit((ptwm_isa)-1) == PTWM_ISA_SCALAR);
     CHECK(ptwm_set_isa_limit((ptwm_isa)99) == best);
     check_table(best);
+    check_joint_escapes(best);
 #ifdef PTWM_NO_SIMD
     CHECK_MSG(best == PTWM_ISA_SCALAR, "portable build reports %s", ptwm_isa_name(best));
 #endif

@@ -415,6 +415,68 @@ static void test_encoders_precisions(void) {
     free(plane);
 }
 
+/* Order 0 over tables of precision 12 or less, whose AVX-512 decode table is
+ * built 16 slots a store, a symbol's last store running into the next
+ * symbol's slots and the last one past the table: frequencies on both sides
+ * of every multiple of 16 up to 49, symbol 255 present and the last slot in
+ * the middle of a store. The plane holds each symbol exactly 8f times (8 x
+ * 4096 in all, shuffled), so that a table of precision 12 is exact and costs
+ * least: the test checks that the encoder chose it. Decoded at every level. */
+#define PACKED_N (8 * 4096)
+static void packed_table_plane(const uint32_t f[256], const char *what) {
+    uint8_t *b = malloc(PACKED_N), *enc = malloc(ptwm_rans_bound(PACKED_N)), *out = malloc(PACKED_N);
+    uint64_t seed = 4242;
+    size_t n = 0, i, len = 0;
+    int s, isa;
+    CHECK(b && enc && out);
+    for (s = 0; s < 256; s++)
+        for (i = 0; i < 8 * f[s] && n < PACKED_N; i++) b[n++] = (uint8_t)s;
+    CHECK_MSG(n == PACKED_N, "%s: frequencies sum to %zu / 8", what, n);
+    for (i = n - 1; i > 0; i--) {
+        size_t k = (size_t)(tu_rand(&seed) % (i + 1));
+        uint8_t t = b[i];
+        b[i] = b[k];
+        b[k] = t;
+    }
+    CHECK(ptwm_rans_encode(reused, b, n, 0, enc, ptwm_rans_bound(n), &len) == PTWM_OK);
+    CHECK_MSG(enc[0] == 2 && enc[1] == 12, "%s: mode %u precision %u, not an order-0 table of 12",
+              what, enc[0], enc[1]);
+    for (isa = 0; isa < NISA; isa++) {
+        ptwm_set_isa_limit(isas[isa]);
+        memset(out, 0xee, n);
+        CHECK_MSG(ptwm_rans_decode(reused, enc, len, out, n) == PTWM_OK && memcmp(out, b, n) == 0,
+                  "%s: isa %s does not decode the plane", what, ptwm_isa_name(isas[isa]));
+    }
+    ptwm_set_isa_limit(isa_now);
+    free(b);
+    free(enc);
+    free(out);
+}
+
+static void test_packed_tables(void) {
+    static const uint32_t edge[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 49};
+    uint32_t f[256], sum = 0, d;
+    int s;
+    /* every symbol: every fourth through the edges, the others 1; symbol 255
+     * takes the rest, made 1 more than a multiple of 16 (its last store then
+     * holds one slot) by moving slots to symbol 1 */
+    for (s = 0; s < 255; s++) sum += f[s] = s % 4 ? 1 : edge[s / 4 % (sizeof(edge) / sizeof(edge[0]))];
+    f[255] = 4096 - sum;
+    d = (f[255] - 1) % 16;
+    f[1] += d;
+    f[255] -= d;
+    packed_table_plane(f, "packed table, 256 symbols");
+    /* three long runs of slots and single ones every fifth symbol, with gaps
+     * (the single ones make a table of precision 12 worth its cost) */
+    memset(f, 0, sizeof(f));
+    for (s = 0; s < 255; s += 5) f[s] = 1;
+    f[3] = 2063;
+    f[200] = 17;
+    for (sum = 0, s = 0; s < 255; s++) sum += f[s];
+    f[255] = 4096 - sum;
+    packed_table_plane(f, "packed table, 53 symbols");
+}
+
 /* The capped decoders on real planes (1 MiB windows keep the sanitizer
  * build quick): every order, bytes compared. */
 static void scalar_plane(const char *file, const char *label, const uint8_t *plane, size_t n) {
@@ -506,6 +568,7 @@ int main(void) {
     reused = ptwm_ws_create();
     CHECK(reused != NULL);
     test_sampled_edges();
+    test_packed_tables();
     cp_for_each(sampled_plane);
     test_edges();
     test_hostile();

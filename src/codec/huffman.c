@@ -513,8 +513,8 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
 static ptwm_error huf_read_table(const uint8_t *src, size_t size, huf_entry table[HUF_TABLE_SIZE],
                                  unsigned *tlog, size_t *used, uint32_t *mean_len) {
     uint8_t len[256];
-    uint32_t kraft = 0, mean = 0;
-    unsigned lo, hi, count, nib, i, l, pos, maxlen = 0;
+    uint32_t kraft = 0, mean = 0, pos[HUF_MAX_LEN + 1] = {0};
+    unsigned lo, hi, count, nib, i, l, maxlen = 0;
     PTWM_CHECK(size >= 2);
     lo = src[0];
     hi = src[1];
@@ -537,15 +537,29 @@ static ptwm_error huf_read_table(const uint8_t *src, size_t size, huf_entry tabl
     PTWM_CHECK(kraft == HUF_TABLE_SIZE);
     /* Two table sizes only, so the fast loops shift by constants. */
     *tlog = maxlen <= HUF_FAST_LEN ? HUF_FAST_LEN : HUF_MAX_LEN;
-    pos = 0;
-    for (l = 1; l <= maxlen; l++)
-        for (i = lo; i <= hi; i++)
-            if (len[i] == l) {
-                unsigned k, span = 1u << (*tlog - l);
-                huf_entry e = (huf_entry)(l | (i << 8));
-                for (k = 0; k < span; k++) table[pos + k] = e;
-                pos += span;
-            }
+    /* Canonical order: by length, then by symbol. pos[l] starts the entries
+     * of length l (the spans of the shorter codes before it), and one pass
+     * over the symbols fills them, four entries a store where a span allows:
+     * small planes are many (exponent planes of small tensors), and a
+     * table of 2^11 or 2^13 entries filled one entry at a time, with a pass
+     * over the symbols per length, cost more than decoding them. */
+    for (i = lo; i <= hi; i++)
+        if (len[i] && len[i] < HUF_MAX_LEN) pos[len[i] + 1] += 1u << (*tlog - len[i]);
+    for (l = 2; l <= HUF_MAX_LEN; l++) pos[l] += pos[l - 1];
+    for (i = lo; i <= hi; i++) {
+        unsigned k, span;
+        huf_entry e;
+        if (!(l = len[i])) continue;
+        span = 1u << (*tlog - l);
+        e = (huf_entry)(l | (i << 8));
+        if (span >= 4) {
+            uint64_t four = e * 0x0001000100010001ull;
+            for (k = 0; k < span; k += 4) memcpy(table + pos[l] + k, &four, sizeof(four));
+        } else {
+            for (k = 0; k < span; k++) table[pos[l] + k] = e;
+        }
+        pos[l] += span;
+    }
     *used = 2 + nib;
     *mean_len = mean;
     return PTWM_OK;
@@ -559,8 +573,7 @@ static ptwm_error huf_decode_tail(const uint8_t *start, uint64_t bitpos,
                                   const uint8_t *oend) {
     while (op < oend) {
         uint64_t byte_end = (bitpos + 7) >> 3, word;
-        unsigned skip = (unsigned)(8 * byte_end - bitpos);
-        huf_entry e;
+        unsigned skip = (unsigned)(8 * byte_end - bitpos), used = 0;
         if (byte_end >= 8) {
             word = ptwm_load_le64(start + byte_end - 8);
         } else {
@@ -568,10 +581,19 @@ static ptwm_error huf_decode_tail(const uint8_t *start, uint64_t bitpos,
             word = 0;
             for (k = 0; k < byte_end; k++) word |= (uint64_t)start[k] << (8 * (k + 8 - byte_end));
         }
-        e = table[(word << skip) >> (64 - tlog)];
-        PTWM_CHECK((e & 63) <= bitpos);
-        bitpos -= e & 63;
-        *op++ = (uint8_t)(e >> 8);
+        word <<= skip;
+        /* Every code whose lookup lies within the 64 - skip bits loaded: a
+         * load per symbol was a third of decoding the small exponent
+         * planes, whose streams are a few hundred bytes. */
+        do {
+            huf_entry e = table[word >> (64 - tlog)];
+            unsigned len = e & 63;
+            PTWM_CHECK(len <= bitpos);
+            bitpos -= len;
+            word <<= len;
+            used += len;
+            *op++ = (uint8_t)(e >> 8);
+        } while (op < oend && used + tlog <= 64 - skip);
     }
     PTWM_CHECK(bitpos == 0);
     return PTWM_OK;

@@ -262,14 +262,18 @@ void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, uns
 
 /* ---- joint exponent + top sign:mantissa bits ------------------------------ */
 
-/* Index of the first escape symbol in j[i..n), or n. */
-static size_t next_escape(const uint8_t *j, size_t i, size_t n) {
+/* Index of the first escape symbol in j[i..n), or n; `scan` is the kernel
+ * table's vector prefix of this search. */
+static size_t next_escape(ptwm_joint_scan_fn scan, const uint8_t *j, size_t i, size_t n) {
+    i = scan(j, i, n);
 #ifdef PTWM_CPU_X86
-    const __m128i top = _mm_set1_epi8((char)(PTWM_JOINT_MAP << 4));
-    for (; i + 16 <= n; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(j + i));
-        unsigned mk = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(v, top), v));
-        if (mk) return i + (size_t)__builtin_ctz(mk);
+    {
+        const __m128i top = _mm_set1_epi8((char)(PTWM_JOINT_MAP << 4));
+        for (; i + 16 <= n; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(j + i));
+            unsigned mk = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(v, top), v));
+            if (mk) return i + (size_t)__builtin_ctz(mk);
+        }
     }
 #endif
     for (; i < n; i++)
@@ -284,6 +288,7 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
     size_t i, i0 = 0, ne = PTWM_JOINT_MAP, kesc;
     uint8_t rank[256], present[256];
     unsigned r, s, k, npresent = 0;
+    ptwm_joint_scan_fn scan = ptwm_kern()->joint_scan;
     if (ex_hist) {
         for (s = 0; s < 256; s++) cnt[s] = ex_hist[s];
     } else {
@@ -313,7 +318,8 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
     i0 = ptwm_kern()->joint_split(ex, sm, n, rank, j, nib, side + ne, &kesc);
     ne += kesc;
     for (i = i0; i < n; i++) j[i] = (uint8_t)(rank[ex[i]] << 4 | sm[i] >> 4);
-    for (i = next_escape(j, i0, n); i < n; i = next_escape(j, i + 1, n)) side[ne++] = ex[i];
+    for (i = next_escape(scan, j, i0, n); i < n; i = next_escape(scan, j, i + 1, n))
+        side[ne++] = ex[i];
     for (i = i0 / 2; i < n / 2; i++) nib[i] = (uint8_t)((sm[2 * i] & 15) | (sm[2 * i + 1] & 15) << 4);
     if (n & 1) nib[n / 2] = (uint8_t)(sm[n - 1] & 15);
     return ne;
@@ -324,7 +330,8 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
 static size_t joint_escapes(const uint8_t *j, size_t n, const uint8_t *esc, size_t avail,
                             uint8_t *dst, unsigned stride, int bf16) {
     size_t i, c = 0;
-    for (i = next_escape(j, 0, n); i < n; i = next_escape(j, i + 1, n), c++) {
+    ptwm_joint_scan_fn scan = ptwm_kern()->joint_scan;
+    for (i = next_escape(scan, j, 0, n); i < n; i = next_escape(scan, j, i + 1, n), c++) {
         unsigned e;
         if (c >= avail) continue;
         e = esc[c];

@@ -54,6 +54,11 @@ static size_t joint_merge_none(const uint8_t *j, const uint8_t *nib, const uint8
     return 0;
 }
 
+static size_t joint_scan_none(const uint8_t *j, size_t i, size_t n) {
+    (void)j, (void)n;
+    return i;
+}
+
 static size_t joint_bf16_none(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
                               const uint8_t *mhi, size_t n, uint8_t *dst) {
     (void)j, (void)nib, (void)mlo, (void)mhi, (void)n, (void)dst;
@@ -76,6 +81,7 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
     k->joint_split = joint_split_none;
     k->joint_merge = joint_merge_none;
     k->joint_bf16 = joint_bf16_none;
+    k->joint_scan = joint_scan_none;
     k->colscale_loops = &ptwm_colscale_loops_scalar;
     k->xxh_oneshot = ptwm_xxh128_scalar_oneshot;
     k->widen = &ptwm_widen_scalar;
@@ -102,9 +108,11 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
     if (level >= PTWM_ISA_AVX512) { /* F, BW, CD, DQ, VL */
         k->rans_dec_o0 = ptwm_rans_dec_o0_avx512;
         k->rans_dec_o0_packed = ptwm_rans_dec_o0_packed_avx512;
+        k->rans_dtab_packed = ptwm_rans_dtab_packed_avx512;
         k->plane_loops = &ptwm_plane_loops_avx512;
         k->colscale_loops = &ptwm_colscale_loops_avx512;
         k->joint_bf16 = ptwm_joint_bf16_avx512;
+        k->joint_scan = ptwm_joint_scan_avx512;
         k->xxh_oneshot = ptwm_xxh128_avx512_oneshot;
         k->xxh_vec_update = ptwm_xxh128_avx512_update;
     }

@@ -70,6 +70,9 @@ typedef size_t (*ptwm_joint_split_fn)(const uint8_t *ex, const uint8_t *sm, size
                                       uint8_t *esc, size_t *nesc);
 typedef size_t (*ptwm_joint_merge_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *map,
                                       size_t n, uint8_t *ex, uint8_t *sm);
+/* The next escape of a joint plane from i (a prefix: it may stop short of
+ * the escape, never past it). */
+typedef size_t (*ptwm_joint_scan_fn)(const uint8_t *j, size_t i, size_t n);
 typedef size_t (*ptwm_joint_bf16_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
                                      const uint8_t *mhi, size_t n, uint8_t *dst);
 
@@ -99,9 +102,11 @@ typedef struct ptwm_colscale_loops {
 typedef struct ptwm_kernels {
     ptwm_isa level; /* the level this table was filled for */
     ptwm_rans_dec_o0_fn rans_dec_o0;
-    /* The packed-table decoder (prec <= 12, one gather a step); NULL below
-     * AVX-512, where the split table is faster to build and as fast to read. */
+    /* The packed-table decoder (prec <= 12, one gather a step) and the
+     * table's build; NULL below AVX-512, where the split table is faster to
+     * build and as fast to read. */
     ptwm_rans_dec_o0_fn rans_dec_o0_packed;
+    void (*rans_dtab_packed)(const uint32_t freq[256], uint32_t *tab);
     ptwm_rans_dec_o1_fn rans_dec_o1;
     ptwm_rans_enc_o0_fn rans_enc_o0;
     ptwm_skip_seen_fn skip_seen; /* a prefix; also whole in its plain form */
@@ -114,6 +119,7 @@ typedef struct ptwm_kernels {
     ptwm_joint_split_fn joint_split;
     ptwm_joint_merge_fn joint_merge;
     ptwm_joint_bf16_fn joint_bf16;
+    ptwm_joint_scan_fn joint_scan;
     const ptwm_colscale_loops *colscale_loops;
     /* XXH3-128 (hash.c): one-shot, and the update of a state hash_avx2.c
      * made (NULL without x86 SIMD); xxh_vec: begin makes such states. */
@@ -154,6 +160,7 @@ size_t ptwm_rans_dec_o0_avx512(const uint32_t *, const uint8_t *, unsigned, cons
 size_t ptwm_rans_dec_o0_packed_avx512(const uint32_t *, const uint8_t *, unsigned,
                                       const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
                                       size_t);
+void ptwm_rans_dtab_packed_avx512(const uint32_t freq[256], uint32_t *tab);
 size_t ptwm_rans_dec_o1_avx2(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
                              const uint8_t *, uint32_t *, uint32_t *, uint8_t *, size_t);
 size_t ptwm_rans_enc_o0_avx2(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
@@ -179,6 +186,7 @@ size_t ptwm_joint_bf16_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, 
                              size_t, uint8_t *);
 size_t ptwm_joint_bf16_avx512(const uint8_t *, const uint8_t *, const uint8_t *,
                               const uint8_t *, size_t, uint8_t *);
+size_t ptwm_joint_scan_avx512(const uint8_t *j, size_t i, size_t n);
 void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
 void ptwm_xxh128_avx512_oneshot(const void *p, size_t n, uint8_t out[16]);
 void ptwm_xxh128_base_update(void *s, const void *p, size_t n);

@@ -1,5 +1,6 @@
 /* Kernels of level AVX512 (x86-64-v4): the float-split and byte-plane loops
- * (kernels/planes_loops.h), and the joint BF16 merge (see planes.h). */
+ * (kernels/planes_loops.h), the joint BF16 merge and the joint planes'
+ * escape scan (see planes.h). */
 #include "cpu.h"
 #include "planes_kernels.h"
 #include "planes_loops.h"
@@ -44,5 +45,17 @@ size_t ptwm_joint_bf16_avx512(const uint8_t *j, const uint8_t *nib, const uint8_
                               const uint8_t *mhi, size_t n, uint8_t *dst) {
     size_t i = joint_bf16_avx512(j, nib, mlo, mhi, n, dst);
     return i + ptwm_joint_bf16_ssse3(j + i, nib + i / 2, mlo, mhi, n - i, dst + 2 * i);
+}
+
+/* planes.c's next_escape, 64 symbols a step: the first escape (rank
+ * PTWM_JOINT_MAP) at or after i, or where fewer than 64 symbols are left. */
+__attribute__((target("avx512f,avx512bw"))) size_t ptwm_joint_scan_avx512(const uint8_t *j,
+                                                                          size_t i, size_t n) {
+    const __m512i top = _mm512_set1_epi8((char)(PTWM_JOINT_MAP << 4));
+    for (; n - i >= 64; i += 64) {
+        uint64_t m = _mm512_cmpge_epu8_mask(_mm512_loadu_si512(j + i), top);
+        if (m) return i + (size_t)__builtin_ctzll(m);
+    }
+    return i;
 }
 #endif

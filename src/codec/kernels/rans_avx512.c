@@ -1,6 +1,7 @@
 /* rANS kernels of level AVX512 (see rans.c): the order-0 decoder of
  * kernels/rans_dec_simd.h at 16 lanes, over the split table and over the
- * packed one (one gather a step instead of two). */
+ * packed one (one gather a step instead of two), and the packed table's
+ * build. */
 #include "rans_kernels.h"
 
 #ifdef PTWM_CPU_X86
@@ -41,4 +42,25 @@
 #define RD_NAME ptwm_rans_dec_o0_packed_avx512
 #define RD_PACKED 1
 #include "rans_dec_simd.h"
+
+/* The packed table (rans.c, dtab_packs), 16 entries a store: a symbol's
+ * last store may run past its slots into the next symbol's, whose own
+ * stores come later and overwrite them, and past the last slot by up to
+ * RANS_PACK_SLACK entries. A plane's table costs a store per symbol instead
+ * of one per slot, and planes of a few KiB still build 4096 slots. */
+__attribute__((target("avx512f"))) void ptwm_rans_dtab_packed_avx512(const uint32_t freq[256],
+                                                                     uint32_t *tab) {
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i step = _mm512_set1_epi32(16);
+    uint32_t cum = 0, s, k;
+    for (s = 0; s < 256; s++) {
+        uint32_t f = freq[s];
+        __m512i v = _mm512_add_epi32(_mm512_set1_epi32((int)(s << 24 | f << 12)), iota);
+        for (k = 0; k < f; k += 16) {
+            _mm512_storeu_si512(tab + cum + k, v);
+            v = _mm512_add_epi32(v, step);
+        }
+        cum += f;
+    }
+}
 #endif

@@ -10,8 +10,10 @@
 #define RANS_STATES 32 /* four vectors of eight; order 1: one state per segment */
 #define RANS_O0_STATES RANS_STATES
 #define RANS_L (1u << 16)
-/* The largest precision of the packed decode table (rans.c, build_dtab_packed). */
+/* The largest precision of the packed decode table (rans.c, dtab_packs), and
+ * the entries its build may write past the last slot. */
 #define RANS_PACK_PREC 12
+#define RANS_PACK_SLACK 15
 
 /* Backward word writer: words go down from `p` towards `lim`. */
 typedef struct rans_ewriter {
