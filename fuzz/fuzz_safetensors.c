@@ -8,10 +8,15 @@
  *  - nbytes agrees with dtype and shape; lookup by name finds each tensor;
  *  - the writer accepts what the reader accepted, and the file it builds
  *    (fresh header + the same data region) reads back with the same tensors
- *    in the same order. */
+ *    in the same order;
+ *  - on every input, accepted or not, the header parses to the same result
+ *    with plain entries scanned without jansson and with every entry through
+ *    jansson (ptwm_st_set_plain): the same error code and message, or the
+ *    same tensors and metadata. */
 #include <stdlib.h>
 #include <string.h>
 #include "ptwm.h"
+#include "safetensors.h"
 
 #define REQUIRE(c)                    \
     do {                              \
@@ -57,12 +62,49 @@ static void check_rebuild(const ptwm_st *st, uint64_t data_start, const uint8_t 
     free(meta);
 }
 
+/* The two paths of the header parser agree on the JSON after the 8-byte
+ * length (as much of it as the input holds). */
+static void check_plain_path(const uint8_t *data, size_t size) {
+    ptwm_st_parsed a, b;
+    ptwm_err ea, eb;
+    ptwm_error ra, rb;
+    uint64_t n = 0;
+    size_t i;
+    int k;
+    if (size < 8) return;
+    for (k = 7; k >= 0; k--) n = n << 8 | data[k];
+    if (n > size - 8) n = size - 8;
+    ptwm_st_set_plain(1);
+    ra = ptwm_st_parse_header((const char *)data + 8, (size_t)n, "fuzz", &a, &ea);
+    ptwm_st_set_plain(0);
+    rb = ptwm_st_parse_header((const char *)data + 8, (size_t)n, "fuzz", &b, &eb);
+    ptwm_st_set_plain(1);
+    REQUIRE(ra == rb);
+    if (ra) REQUIRE(strcmp(ea.message, eb.message) == 0);
+    if (!ra) {
+        REQUIRE(a.n == b.n && a.nmeta == b.nmeta && a.data_len == b.data_len);
+        for (i = 0; i < a.n; i++) {
+            const ptwm_st_entry *x = &a.t[i], *y = &b.t[i];
+            REQUIRE(strcmp(x->name, y->name) == 0 && x->dtype == y->dtype && x->ndim == y->ndim);
+            REQUIRE(x->begin == y->begin && x->end == y->end && x->order == y->order);
+            REQUIRE(memcmp(x->shape, y->shape, x->ndim * sizeof(uint64_t)) == 0);
+        }
+        for (i = 0; i < a.nmeta; i++)
+            REQUIRE(strcmp(a.meta[i].key, b.meta[i].key) == 0 &&
+                    strcmp(a.meta[i].value, b.meta[i].value) == 0);
+    }
+    ptwm_st_parsed_free(&a);
+    ptwm_st_parsed_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ptwm_st *st = NULL;
     ptwm_err err;
     size_t hlen = 0, n, i, idx;
     uint64_t pos;
-    ptwm_error rc = ptwm_st_open_memory(data, size, "fuzz", &st, &err);
+    ptwm_error rc;
+    check_plain_path(data, size);
+    rc = ptwm_st_open_memory(data, size, "fuzz", &st, &err);
     if (rc != PTWM_OK) {
         REQUIRE(st == NULL && err.code == rc && err.message[0] != 0);
         return 0;

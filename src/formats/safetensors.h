@@ -39,6 +39,22 @@ void ptwm_st_parsed_free(ptwm_st_parsed *p);
 /* The index in p->t of the tensor called `name`, or -1 (a hash lookup). */
 ptrdiff_t ptwm_st_parsed_find(const ptwm_st_parsed *p, const char *name);
 
+/* An entry `"name": {"dtype": ..., "shape": [...], "data_offsets": [a, b]}`
+ * in the plain form safetensors_plain.c describes, scanned without jansson:
+ * 1 with *e filled (name at s + name_at, name_len bytes; end: the position
+ * after the value's '}'), 0 when the entry at s[i] (its '"') is not plain,
+ * valid or not (the caller then decodes it with jansson). */
+typedef struct ptwm_st_plain {
+    size_t name_at, name_len, end;
+    char dtype[33];
+    uint64_t shape[PTWM_MAX_NDIM], offs[2];
+    uint32_t ndim;
+} ptwm_st_plain;
+int ptwm_st_plain_entry(const char *s, size_t len, size_t i, ptwm_st_plain *e);
+/* Tests and fuzzers: 0 sends every entry through jansson (default 1), so the
+ * two paths can be compared on the same header. */
+void ptwm_st_set_plain(int on);
+
 /* Check the 8-byte length prefix against the file size: on success
  * *header_len is the JSON length and the JSON fits the file. */
 ptwm_error ptwm_st_check_prefix(const uint8_t prefix[8], uint64_t file_size, const char *label,

@@ -91,12 +91,14 @@ static int put_string(st_build *b, const char *s, size_t len, size_t *at) {
     return 1;
 }
 
+static ptwm_error check_extent(const char *name, const char *label, const ptwm_st_entry *e,
+                               const uint64_t *shape, ptwm_err *err);
+
 static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *label,
                                ptwm_st_entry *e, uint64_t *shape, ptwm_err *err) {
     const json_t *dt = NULL, *jshape = NULL, *offs = NULL, *v;
     const char *key;
-    char what[64], sh[160];
-    uint64_t nbytes;
+    char what[64];
     size_t i;
     ptwm_error rc;
 
@@ -162,6 +164,16 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
     rc = get_u64(json_array_get(offs, 0), label, name, "data_offsets", 0, &e->begin, err);
     if (!rc) rc = get_u64(json_array_get(offs, 1), label, name, "data_offsets", 1, &e->end, err);
     if (rc) return rc;
+    return check_extent(name, label, e, shape, err);
+}
+
+/* The checks of a tensor's offsets against its dtype and shape (e holds
+ * dtype, ndim, begin and end), for both paths of an entry. */
+static ptwm_error check_extent(const char *name, const char *label, const ptwm_st_entry *e,
+                               const uint64_t *shape, ptwm_err *err) {
+    char sh[160];
+    uint64_t nbytes;
+    ptwm_error rc;
     if (e->end < e->begin)
         return ptwm_fail(err, PTWM_ERR_OFFSETS,
                          "file '%s': tensor '%s': data_offsets [%llu, %llu] end before they begin",
@@ -282,19 +294,57 @@ static ptwm_error claim_key(st_build *b, const char *key, size_t key_at, size_t 
 }
 
 /* A claimed key and its decoded value: __metadata__ or a tensor. */
+static ptwm_error keep_entry(st_build *b, const char *key, size_t slot, const uint64_t *shape,
+                             ptwm_err *err);
+
+/* The next entry of p->t, zeroed (a tensor's, kept by keep_entry). */
+static ptwm_st_entry *next_entry(st_build *b, ptwm_err *err) {
+    ptwm_st_parsed *p = &b->p;
+    ptwm_st_entry *e;
+    if (!ptwm_grow((void **)&p->t, &b->cap_t, p->n + 1, sizeof(*p->t))) {
+        ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
+        return NULL;
+    }
+    e = &p->t[p->n];
+    memset(e, 0, sizeof(*e));
+    e->order = p->n;
+    return e;
+}
+
 static ptwm_error add_entry(st_build *b, const char *key, size_t slot, const json_t *value,
                             ptwm_err *err) {
-    ptwm_st_parsed *p = &b->p;
     uint64_t shape[PTWM_MAX_NDIM];
     ptwm_st_entry *e;
     ptwm_error rc;
     if (strcmp(key, "__metadata__") == 0) return parse_metadata(b, value, err);
-    if (!ptwm_grow((void **)&p->t, &b->cap_t, p->n + 1, sizeof(*p->t)))
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
-    e = &p->t[p->n];
-    memset(e, 0, sizeof(*e));
-    e->order = p->n;
+    if (!(e = next_entry(b, err))) return PTWM_ERR_NOMEM;
     if ((rc = parse_tensor(key, value, b->label, e, shape, err))) return rc;
+    return keep_entry(b, key, slot, shape, err);
+}
+
+/* A claimed key's plain entry (ptwm_st_plain_entry): the checks parse_tensor
+ * makes after the JSON types, which a plain entry has right. */
+static ptwm_error add_plain(st_build *b, const char *key, size_t slot, const ptwm_st_plain *pe,
+                            ptwm_err *err) {
+    ptwm_st_entry *e = next_entry(b, err);
+    ptwm_error rc;
+    if (!e) return PTWM_ERR_NOMEM;
+    if (ptwm_dtype_from_name(pe->dtype, &e->dtype, NULL) != PTWM_OK)
+        return ptwm_fail(err, PTWM_ERR_DTYPE, "file '%s': tensor '%s': unknown dtype '%.32s'",
+                         LABEL(b->label), key, pe->dtype);
+    e->ndim = pe->ndim;
+    e->begin = pe->offs[0];
+    e->end = pe->offs[1];
+    if ((rc = check_extent(key, b->label, e, pe->shape, err))) return rc;
+    return keep_entry(b, key, slot, pe->shape, err);
+}
+
+/* The tensor entry being built (p->t[p->n]) joins the table: its name and
+ * shape into the arenas, its index into the name hash. */
+static ptwm_error keep_entry(st_build *b, const char *key, size_t slot, const uint64_t *shape,
+                             ptwm_err *err) {
+    ptwm_st_parsed *p = &b->p;
+    ptwm_st_entry *e = &p->t[p->n];
     if (!put_string(b, key, strlen(key), &e->name_at) ||
         !ptwm_grow((void **)&p->dims, &b->dims_cap, b->dims_len + e->ndim, sizeof(*p->dims)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
@@ -481,13 +531,22 @@ static size_t skip_ws(const char *json, size_t len, size_t pos) {
     return pos;
 }
 
+/* Whether plain entries skip jansson (ptwm_st_set_plain). */
+static int plain_on = 1;
+
+void ptwm_st_set_plain(int on) {
+    plain_on = on;
+}
+
 /* The outer object, whose '{' is at byte `open`, one key and one value at a
- * time. */
+ * time (a plain entry in one step, safetensors_plain.c). */
 static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t open,
                               ptwm_err *err) {
     const char *label = b->label;
     size_t pos = skip_ws(json, len, open + 1);
     int empty = pos < len && json[pos] == '}';
+    char name[PTWM_MAX_NAME + 1];
+    ptwm_st_plain pe;
     while (!empty) {
         json_error_t jerr;
         json_t *key, *value;
@@ -495,6 +554,15 @@ static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t 
         ptwm_error rc;
         if (pos >= len || json[pos] != '"')
             return syntax_error(json, len, pos, label, "string expected", err);
+        if (plain_on && ptwm_st_plain_entry(json, len, pos, &pe)) {
+            memcpy(name, json + pe.name_at, pe.name_len);
+            name[pe.name_len] = 0;
+            if ((rc = claim_key(b, name, key_at, &slot, err)) ||
+                (rc = add_plain(b, name, slot, &pe, err)))
+                return rc;
+            pos = skip_ws(json, len, pe.end);
+            goto next;
+        }
         key = json_loadb(json + pos, len - pos, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &jerr);
         if (!key) return json_failure(json, len, pos, NULL, label, &jerr, err);
         pos = skip_ws(json, len, pos + (size_t)jerr.position);
@@ -519,6 +587,7 @@ static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t 
         json_decref(value);
         if (rc) return rc;
         pos = skip_ws(json, len, pos + (size_t)jerr.position);
+    next:
         if (pos < len && json[pos] == ',') {
             pos = skip_ws(json, len, pos + 1);
             continue;
