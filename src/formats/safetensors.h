@@ -44,6 +44,10 @@ ptrdiff_t ptwm_st_parsed_find(const ptwm_st_parsed *p, const char *name);
  * 1 with *e filled (name at s + name_at, name_len bytes; end: the position
  * after the value's '}'), 0 when the entry at s[i] (its '"') is not plain,
  * valid or not (the caller then decodes it with jansson). */
+/* The position of the first byte at or after pos that is not JSON
+ * whitespace (space, tab, newline, carriage return), or len. */
+size_t ptwm_json_skip_ws(const char *json, size_t len, size_t pos);
+
 typedef struct ptwm_st_plain {
     size_t name_at, name_len, end;
     char dtype[33];

@@ -525,7 +525,7 @@ static ptwm_error not_an_object(const char *json, size_t len, const char *label,
                      LABEL(label), what);
 }
 
-static size_t skip_ws(const char *json, size_t len, size_t pos) {
+size_t ptwm_json_skip_ws(const char *json, size_t len, size_t pos) {
     while (pos < len && (json[pos] == ' ' || json[pos] == '\t' || json[pos] == '\n' || json[pos] == '\r'))
         pos++;
     return pos;
@@ -543,7 +543,7 @@ void ptwm_st_set_plain(int on) {
 static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t open,
                               ptwm_err *err) {
     const char *label = b->label;
-    size_t pos = skip_ws(json, len, open + 1);
+    size_t pos = ptwm_json_skip_ws(json, len, open + 1);
     int empty = pos < len && json[pos] == '}';
     char name[PTWM_MAX_NAME + 1];
     ptwm_st_plain pe;
@@ -560,12 +560,12 @@ static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t 
             if ((rc = claim_key(b, name, key_at, &slot, err)) ||
                 (rc = add_plain(b, name, slot, &pe, err)))
                 return rc;
-            pos = skip_ws(json, len, pe.end);
+            pos = ptwm_json_skip_ws(json, len, pe.end);
             goto next;
         }
         key = json_loadb(json + pos, len - pos, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &jerr);
         if (!key) return json_failure(json, len, pos, NULL, label, &jerr, err);
-        pos = skip_ws(json, len, pos + (size_t)jerr.position);
+        pos = ptwm_json_skip_ws(json, len, pos + (size_t)jerr.position);
         if ((rc = claim_key(b, json_string_value(key), key_at, &slot, err))) {
             json_decref(key);
             return rc;
@@ -574,7 +574,7 @@ static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t 
             json_decref(key);
             return syntax_error(json, len, pos, label, "':' expected", err);
         }
-        pos = skip_ws(json, len, pos + 1);
+        pos = ptwm_json_skip_ws(json, len, pos + 1);
         value = json_loadb(json + pos, len - pos,
                            JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &jerr);
         if (!value) {
@@ -586,16 +586,16 @@ static ptwm_error scan_object(st_build *b, const char *json, size_t len, size_t 
         json_decref(key);
         json_decref(value);
         if (rc) return rc;
-        pos = skip_ws(json, len, pos + (size_t)jerr.position);
+        pos = ptwm_json_skip_ws(json, len, pos + (size_t)jerr.position);
     next:
         if (pos < len && json[pos] == ',') {
-            pos = skip_ws(json, len, pos + 1);
+            pos = ptwm_json_skip_ws(json, len, pos + 1);
             continue;
         }
         if (pos < len && json[pos] == '}') break;
         return syntax_error(json, len, pos, label, "',' or '}' expected", err);
     }
-    pos = skip_ws(json, len, pos + 1);
+    pos = ptwm_json_skip_ws(json, len, pos + 1);
     if (pos != len) return syntax_error(json, len, pos, label, "end of file expected", err);
     return PTWM_OK;
 }
@@ -610,7 +610,7 @@ ptwm_error ptwm_st_parse_header(const char *json, size_t len, const char *label,
     memset(out, 0, sizeof(*out));
     memset(&b, 0, sizeof(b));
     b.label = label;
-    first = skip_ws(json, len, 0);
+    first = ptwm_json_skip_ws(json, len, 0);
     if (first == len || json[first] != '{') return not_an_object(json, len, label, err);
     /* The arenas exist even when empty, so every pointer below is valid. */
     if (!ptwm_grow((void **)&p->names, &b.names_cap, 1, 1) ||

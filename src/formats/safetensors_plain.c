@@ -15,11 +15,6 @@
  * every error. */
 #include "safetensors.h"
 
-static size_t ws(const char *s, size_t len, size_t i) {
-    while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
-    return i;
-}
-
 /* A string of plain bytes at s[i] (its '"'): its bytes in [*at, *at + *n),
  * the position after its closing '"'; 0 if it is not plain. */
 static size_t plain_string(const char *s, size_t len, size_t i, size_t max, size_t *at, size_t *n) {
@@ -43,7 +38,7 @@ static size_t plain_array(const char *s, size_t len, size_t i, uint64_t *v, uint
                           uint32_t *n) {
     *n = 0;
     if (i >= len || s[i] != '[') return 0;
-    i = ws(s, len, i + 1);
+    i = ptwm_json_skip_ws(s, len, i + 1);
     if (i < len && s[i] == ']') return i + 1;
     for (;;) {
         uint64_t x = 0;
@@ -53,10 +48,10 @@ static size_t plain_array(const char *s, size_t len, size_t i, uint64_t *v, uint
             x = x * 10 + (uint64_t)(s[i + d++] - '0');
         if (d == 0 || d > 18 || (d > 1 && s[i] == '0')) return 0;
         v[(*n)++] = x;
-        i = ws(s, len, i + d);
+        i = ptwm_json_skip_ws(s, len, i + d);
         if (i < len && s[i] == ']') return i + 1;
         if (i >= len || s[i] != ',') return 0;
-        i = ws(s, len, i + 1);
+        i = ptwm_json_skip_ws(s, len, i + 1);
     }
 }
 
@@ -65,11 +60,11 @@ int ptwm_st_plain_entry(const char *s, size_t len, size_t i, ptwm_st_plain *e) {
     unsigned seen = 0;
     i = plain_string(s, len, i, PTWM_MAX_NAME, &e->name_at, &e->name_len);
     if (!i || (e->name_len == 12 && memcmp(s + e->name_at, "__metadata__", 12) == 0)) return 0;
-    i = ws(s, len, i);
+    i = ptwm_json_skip_ws(s, len, i);
     if (i >= len || s[i] != ':') return 0;
-    i = ws(s, len, i + 1);
+    i = ptwm_json_skip_ws(s, len, i + 1);
     if (i >= len || s[i] != '{') return 0;
-    i = ws(s, len, i + 1);
+    i = ptwm_json_skip_ws(s, len, i + 1);
     while (seen != 7) {
         size_t at, n;
         unsigned k;
@@ -79,9 +74,9 @@ int ptwm_st_plain_entry(const char *s, size_t len, size_t i, ptwm_st_plain *e) {
         }
         if (k == 3 || (seen & (1u << k))) return 0;   /* unknown or repeated: jansson says */
         seen |= 1u << k;
-        i = ws(s, len, i);
+        i = ptwm_json_skip_ws(s, len, i);
         if (i >= len || s[i] != ':') return 0;
-        i = ws(s, len, i + 1);
+        i = ptwm_json_skip_ws(s, len, i + 1);
         if (k == 0)
             i = plain_string(s, len, i, sizeof(e->dtype) - 1, &at, &n);
         else if (k == 1)
@@ -93,9 +88,9 @@ int ptwm_st_plain_entry(const char *s, size_t len, size_t i, ptwm_st_plain *e) {
             memcpy(e->dtype, s + at, n);
             e->dtype[n] = 0;
         }
-        i = ws(s, len, i);
+        i = ptwm_json_skip_ws(s, len, i);
         if (i < len && s[i] == ',' && seen != 7) {
-            i = ws(s, len, i + 1);
+            i = ptwm_json_skip_ws(s, len, i + 1);
             continue;
         }
         if (i >= len || s[i] != '}' || seen != 7) return 0;
