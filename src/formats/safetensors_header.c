@@ -91,8 +91,44 @@ static int put_string(st_build *b, const char *s, size_t len, size_t *at) {
     return 1;
 }
 
+/* e's dtype from its name, for both paths of an entry. */
+static ptwm_error set_dtype(const char *name, const char *dtype, const char *label,
+                            ptwm_st_entry *e, ptwm_err *err) {
+    if (ptwm_dtype_from_name(dtype, &e->dtype, NULL) != PTWM_OK)
+        return ptwm_fail(err, PTWM_ERR_DTYPE, "file '%s': tensor '%s': unknown dtype '%.32s'",
+                         LABEL(label), name, dtype);
+    return PTWM_OK;
+}
+
+/* The checks of a tensor's offsets against its dtype and shape (e holds
+ * dtype, ndim, begin and end), for both paths of an entry. */
 static ptwm_error check_extent(const char *name, const char *label, const ptwm_st_entry *e,
-                               const uint64_t *shape, ptwm_err *err);
+                               const uint64_t *shape, ptwm_err *err) {
+    char sh[160];
+    uint64_t nbytes;
+    ptwm_error rc;
+    if (e->end < e->begin)
+        return ptwm_fail(err, PTWM_ERR_OFFSETS,
+                         "file '%s': tensor '%s': data_offsets [%llu, %llu] end before they begin",
+                         LABEL(label), name, (unsigned long long)e->begin,
+                         (unsigned long long)e->end);
+
+    rc = ptwm_tensor_nbytes(e->dtype, shape, e->ndim, &nbytes, err);
+    if (rc) {
+        ptwm_err_prefix(err, "file '%s': tensor '%s'", LABEL(label), name);
+        return rc;
+    }
+    if (e->end - e->begin != nbytes) {
+        ptwm_format_shape(shape, e->ndim, sh, sizeof(sh));
+        return ptwm_fail(err, PTWM_ERR_OFFSETS,
+                         "file '%s': tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, shape "
+                         "%s of %s needs %llu",
+                         LABEL(label), name, (unsigned long long)e->begin,
+                         (unsigned long long)e->end, (unsigned long long)(e->end - e->begin), sh,
+                         ptwm_dtype_name(e->dtype), (unsigned long long)nbytes);
+    }
+    return PTWM_OK;
+}
 
 static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *label,
                                ptwm_st_entry *e, uint64_t *shape, ptwm_err *err) {
@@ -133,9 +169,7 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
         return ptwm_fail(err, PTWM_ERR_SCHEMA, "file '%s': tensor '%s': dtype must be a string, got %s",
                          LABEL(label), name, what);
     }
-    if (ptwm_dtype_from_name(json_string_value(dt), &e->dtype, NULL) != PTWM_OK)
-        return ptwm_fail(err, PTWM_ERR_DTYPE, "file '%s': tensor '%s': unknown dtype '%.32s'",
-                         LABEL(label), name, json_string_value(dt));
+    if ((rc = set_dtype(name, json_string_value(dt), label, e, err))) return rc;
 
     if (!json_is_array(jshape)) {
         ptwm_json_describe(jshape, what, sizeof(what));
@@ -167,35 +201,6 @@ static ptwm_error parse_tensor(const char *name, const json_t *obj, const char *
     return check_extent(name, label, e, shape, err);
 }
 
-/* The checks of a tensor's offsets against its dtype and shape (e holds
- * dtype, ndim, begin and end), for both paths of an entry. */
-static ptwm_error check_extent(const char *name, const char *label, const ptwm_st_entry *e,
-                               const uint64_t *shape, ptwm_err *err) {
-    char sh[160];
-    uint64_t nbytes;
-    ptwm_error rc;
-    if (e->end < e->begin)
-        return ptwm_fail(err, PTWM_ERR_OFFSETS,
-                         "file '%s': tensor '%s': data_offsets [%llu, %llu] end before they begin",
-                         LABEL(label), name, (unsigned long long)e->begin,
-                         (unsigned long long)e->end);
-
-    rc = ptwm_tensor_nbytes(e->dtype, shape, e->ndim, &nbytes, err);
-    if (rc) {
-        ptwm_err_prefix(err, "file '%s': tensor '%s'", LABEL(label), name);
-        return rc;
-    }
-    if (e->end - e->begin != nbytes) {
-        ptwm_format_shape(shape, e->ndim, sh, sizeof(sh));
-        return ptwm_fail(err, PTWM_ERR_OFFSETS,
-                         "file '%s': tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, shape "
-                         "%s of %s needs %llu",
-                         LABEL(label), name, (unsigned long long)e->begin,
-                         (unsigned long long)e->end, (unsigned long long)(e->end - e->begin), sh,
-                         ptwm_dtype_name(e->dtype), (unsigned long long)nbytes);
-    }
-    return PTWM_OK;
-}
 
 static ptwm_error parse_metadata(st_build *b, const json_t *obj, ptwm_err *err) {
     const char *key, *label = b->label;
@@ -293,10 +298,6 @@ static ptwm_error claim_key(st_build *b, const char *key, size_t key_at, size_t 
     return PTWM_OK;
 }
 
-/* A claimed key and its decoded value: __metadata__ or a tensor. */
-static ptwm_error keep_entry(st_build *b, const char *key, size_t slot, const uint64_t *shape,
-                             ptwm_err *err);
-
 /* The next entry of p->t, zeroed (a tensor's, kept by keep_entry). */
 static ptwm_st_entry *next_entry(st_build *b, ptwm_err *err) {
     ptwm_st_parsed *p = &b->p;
@@ -309,34 +310,6 @@ static ptwm_st_entry *next_entry(st_build *b, ptwm_err *err) {
     memset(e, 0, sizeof(*e));
     e->order = p->n;
     return e;
-}
-
-static ptwm_error add_entry(st_build *b, const char *key, size_t slot, const json_t *value,
-                            ptwm_err *err) {
-    uint64_t shape[PTWM_MAX_NDIM];
-    ptwm_st_entry *e;
-    ptwm_error rc;
-    if (strcmp(key, "__metadata__") == 0) return parse_metadata(b, value, err);
-    if (!(e = next_entry(b, err))) return PTWM_ERR_NOMEM;
-    if ((rc = parse_tensor(key, value, b->label, e, shape, err))) return rc;
-    return keep_entry(b, key, slot, shape, err);
-}
-
-/* A claimed key's plain entry (ptwm_st_plain_entry): the checks parse_tensor
- * makes after the JSON types, which a plain entry has right. */
-static ptwm_error add_plain(st_build *b, const char *key, size_t slot, const ptwm_st_plain *pe,
-                            ptwm_err *err) {
-    ptwm_st_entry *e = next_entry(b, err);
-    ptwm_error rc;
-    if (!e) return PTWM_ERR_NOMEM;
-    if (ptwm_dtype_from_name(pe->dtype, &e->dtype, NULL) != PTWM_OK)
-        return ptwm_fail(err, PTWM_ERR_DTYPE, "file '%s': tensor '%s': unknown dtype '%.32s'",
-                         LABEL(b->label), key, pe->dtype);
-    e->ndim = pe->ndim;
-    e->begin = pe->offs[0];
-    e->end = pe->offs[1];
-    if ((rc = check_extent(key, b->label, e, pe->shape, err))) return rc;
-    return keep_entry(b, key, slot, pe->shape, err);
 }
 
 /* The tensor entry being built (p->t[p->n]) joins the table: its name and
@@ -355,6 +328,34 @@ static ptwm_error keep_entry(st_build *b, const char *key, size_t slot, const ui
     p->n++;
     return PTWM_OK;
 }
+
+/* A claimed key and its decoded value: __metadata__ or a tensor. */
+static ptwm_error add_entry(st_build *b, const char *key, size_t slot, const json_t *value,
+                            ptwm_err *err) {
+    uint64_t shape[PTWM_MAX_NDIM];
+    ptwm_st_entry *e;
+    ptwm_error rc;
+    if (strcmp(key, "__metadata__") == 0) return parse_metadata(b, value, err);
+    if (!(e = next_entry(b, err))) return PTWM_ERR_NOMEM;
+    if ((rc = parse_tensor(key, value, b->label, e, shape, err))) return rc;
+    return keep_entry(b, key, slot, shape, err);
+}
+
+/* A claimed key's plain entry (ptwm_st_plain_entry): the checks parse_tensor
+ * makes after the JSON types, which a plain entry has right. */
+static ptwm_error add_plain(st_build *b, const char *key, size_t slot, const ptwm_st_plain *pe,
+                            ptwm_err *err) {
+    ptwm_st_entry *e = next_entry(b, err);
+    ptwm_error rc;
+    if (!e) return PTWM_ERR_NOMEM;
+    if ((rc = set_dtype(key, pe->dtype, b->label, e, err))) return rc;
+    e->ndim = pe->ndim;
+    e->begin = pe->offs[0];
+    e->end = pe->offs[1];
+    if ((rc = check_extent(key, b->label, e, pe->shape, err))) return rc;
+    return keep_entry(b, key, slot, pe->shape, err);
+}
+
 
 static int cmp_entry(const void *a, const void *b) {
     const ptwm_st_entry *x = a, *y = b;
