@@ -1350,7 +1350,6 @@ static void sort_by_file_off(const sdrive *d, size_t *slots, size_t n) {
 /* A run handed to the writing thread. */
 typedef struct io_run {
     sdrive *d;
-    struct ptwm_fstream_file *file;
     uint64_t bytes;
     size_t n;
     size_t slots[PTWM_WRITEV_MAX];
@@ -1361,7 +1360,7 @@ typedef struct io_run {
 static void io_run_done(void *arg, ptwm_error rc, const ptwm_err *e) {
     io_run *run = (io_run *)arg;
     size_t k;
-    if (!rc) start_writeback_every(run->file, run->bytes);
+    if (!rc) start_writeback_every(run->d->jobs[run->slots[0]].file, run->bytes);
     for (k = 0; k < run->n; k++) {
         sjob *b = &run->d->jobs[run->slots[k]];
         if (rc) {
@@ -1381,7 +1380,6 @@ static int put_run(sdrive *d, const size_t *slots, size_t m, void *const *bufs, 
     io_run *run = (io_run *)ptwm_malloc(sizeof(*run));
     if (!run) return 0;
     run->d = d;
-    run->file = a->file;
     run->bytes = end - a->file_off;
     run->n = m;
     memcpy(run->slots, slots, m * sizeof(size_t));
