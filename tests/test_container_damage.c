@@ -3,6 +3,7 @@
  * never wrong bytes. Also the golden files of tests/golden/: old versions
  * must keep decoding to the same bytes, damaged ones must keep failing. */
 #include "testutil.h"
+#include "chunk.h"
 #include "chunk_frame.h"
 #include "container_format.h"
 #include "container_read.h"
@@ -534,6 +535,21 @@ static void golden_write(void) {
         snprintf(path, sizeof(path), "%s/pruned.f16.microscale.v%u.ptwm", golden_dir(), PTWM_FMT_VERSION);
         CHECK_MSG(ptwm_compress_safetensors(src, path, &p, &err) == PTWM_OK, "%s", err.message);
     }
+    /* From version 7: the emotion file in chunks of 1 MiB, whose tensor of
+     * 64K elements has a rANS plane in two streams (the version this file
+     * must have; its other files stay version 5). */
+    {
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        ptwm_err err;
+        size_t len = 0;
+        uint8_t *img;
+        snprintf(path, sizeof(path), "%s/emotion.bf16.microscale.v%u.ptwm", golden_dir(), PTWM_FMT_X2_VERSION);
+        CHECK_MSG(ptwm_compress_safetensors(tu_corpus_path("emotion.bf16.safetensors"), path, &p, &err) == PTWM_OK,
+                  "%s", err.message);
+        img = tu_read_file(path, &len);
+        CHECK(img && len > 16 && ptwm_load_le32(img + 8) == PTWM_FMT_X2_VERSION);
+        free(img);
+    }
     /* Damaged copies of the first: a flipped bit in the middle of the
      * second chunk of the tensor with the most chunks, and a truncation. */
     if (PTWM_FMT_VERSION == 1) {
@@ -682,6 +698,67 @@ static void test_golden_stage(const char *file, unsigned id) {
     CHECK_MSG(golden_chunks(file, has_stage, id) > 0, "%s: no chunk with stage %u", file, id);
 }
 
+/* A chunk with a rANS plane in two streams, which a version 6 file may not
+ * hold: read as one, it is refused. */
+static int has_x2(const uint8_t *p, uint32_t coded, uint32_t raw, unsigned version) {
+    uint8_t *out;
+    ptwm_err err;
+    uint8_t chain[PTWM_CHAIN_MAX_BYTES];
+    size_t clen = 0;
+    if (!ptwm_chunk_needs_x2(p, coded, raw)) return 0;
+    out = malloc(raw + 1);
+    CHECK(out && ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain),
+                                     &clen, NULL) == PTWM_OK);
+    if (out)
+        CHECK_ERR(ptwm_chunk_decode_version(NULL, version, chain, clen, PTWM_DTYPE_BF16, p, coded, out,
+                                            raw, &err),
+                  &err, PTWM_ERR_CORRUPT, "rANS in two streams in a version 6 file");
+    free(out);
+    return 1;
+}
+
+/* The writer writes version 7 only where a chunk has a rANS plane in two
+ * streams: the emotion file in chunks of 1 MiB (its 64K-element tensor), not
+ * in chunks of 64 KiB, which stays version 5 for older readers. Head and
+ * foot agree. */
+static void test_written_version(void) {
+    static const struct {
+        uint64_t chunk;
+        uint32_t version;
+    } cases[] = {{1 << 20, PTWM_FMT_X2_VERSION}, {65536, 5}};
+    size_t i, len;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        ptwm_err err;
+        const char *path = tu_tmp_path("version.ptwm");
+        uint8_t *img;
+        p.chunk_size = cases[i].chunk;
+        CHECK_MSG(ptwm_compress_safetensors(tu_corpus_path("emotion.bf16.safetensors"), path, &p, &err) == PTWM_OK,
+                  "%s", err.message);
+        img = tu_read_file(path, &len);
+        CHECK_MSG(img && len > 64 && ptwm_load_le32(img + 8) == cases[i].version &&
+                      ptwm_load_le32(img + len - PTWM_FMT_FOOT_SIZE + 20) == cases[i].version,
+                  "chunks of %llu: head version %u, foot %u, want %u", (unsigned long long)cases[i].chunk,
+                  img ? ptwm_load_le32(img + 8) : 0, img ? ptwm_load_le32(img + len - PTWM_FMT_FOOT_SIZE + 20) : 0,
+                  cases[i].version);
+        free(img);
+    }
+}
+
+/* The version 7 golden file is version 7 and has such a chunk. */
+static void test_golden_x2(const char *file) {
+    char path[1200];
+    size_t len = 0;
+    uint8_t *img;
+    snprintf(path, sizeof(path), "%s/%s", golden_dir(), file);
+    img = tu_read_file(path, &len);
+    CHECK_MSG(img && len > 16 && ptwm_load_le32(img + 8) == PTWM_FMT_X2_VERSION, "%s: not version %u",
+              file, PTWM_FMT_X2_VERSION);
+    free(img);
+    CHECK_MSG(golden_chunks(file, has_x2, PTWM_FMT_X2_VERSION - 1) > 0,
+              "%s: no chunk with a rANS plane in two streams", file);
+}
+
 /* A version 3 file written with neither plane CRCs nor payload hashes has
  * nothing to check its tensors against; a file with either, and every file
  * of version 4 (its chunk entries carry payload CRCs), has no such tensor. */
@@ -722,6 +799,8 @@ int main(void) {
     test_golden_flag("pruned.f16.microscale.v3.ptwm", 0x40);
     test_golden_stage("emotion.bf16.microscale.v5.ptwm", PTWM_CSTAGE_COLS);
     test_golden_stage("pruned.f16.microscale.v5.ptwm", PTWM_CSTAGE_SPARSE);
+    test_golden_x2("emotion.bf16.microscale.v7.ptwm");
+    test_written_version();
     test_payload_damage();
     test_hash_damage();
     test_structure_damage();

@@ -31,13 +31,13 @@ static size_t round_trip(const uint8_t *src, size_t n, int order, const char *wh
               ptwm_error_name(rc));
     CHECK_MSG(rc || n == 0 || memcmp(src, dec, n) == 0, "%s: order %d n=%zu bytes differ", what,
               order, n);
-    /* RAW and O0 streams fix their size. SINGLE decodes to any size, and so
-     * can O1 where a context has one symbol (frequency M: a step that reads
-     * nothing); the container records the size. */
-    if (enc[0] == 0 || enc[0] == 2)
+    /* RAW and O0 streams (one or two) fix their size. SINGLE decodes to any
+     * size, and so can O1 where a context has one symbol (frequency M: a
+     * step that reads nothing); the container records the size. */
+    if (enc[0] == 0 || enc[0] == 2 || enc[0] == 4)
         CHECK_MSG(ptwm_rans_decode(NULL, enc, len, dec, n + 1) == PTWM_ERR_CORRUPT,
                   "%s: order %d n=%zu+1 mode %u", what, order, n, enc[0]);
-    if (n > 0 && (enc[0] == 0 || enc[0] == 2))
+    if (n > 0 && (enc[0] == 0 || enc[0] == 2 || enc[0] == 4))
         CHECK_MSG(ptwm_rans_decode(NULL, enc, len, dec, n - 1) == PTWM_ERR_CORRUPT,
                   "%s: order %d n=%zu-1 mode %u", what, order, n, enc[0]);
     /* The exact length fits; one byte less is refused without overrun. */
@@ -111,10 +111,11 @@ static void test_edges(void) {
         round_trip(b, 256, order, what);
         for (i = 0; i < 65536; i++) b[i] = (uint8_t)(i % 7 ? 0 : i);
         round_trip(b, 65536, order, what);
-        /* two symbols, extreme skew: one b among a million a */
+        /* two symbols, extreme skew: one b among a million a (at order 0,
+         * two streams of 32 states: 256 bytes of states) */
         memset(b, 'a', 1 << 20);
         b[123457] = 'b';
-        CHECK(round_trip(b, 1 << 20, order, what) < 200);
+        CHECK(round_trip(b, 1 << 20, order, what) < 340);
         b[0] = 'b';
         round_trip(b, 1 << 20, order, what);
         /* every size around the 8-state interleave and the 16-byte margin */
@@ -182,15 +183,18 @@ static void mutate_all(const uint8_t *src, size_t n, int order, const char *what
     uint8_t *enc = malloc(cap + 8), *m = malloc(cap + 8), *shift = calloc(1, cap + 8);
     CHECK(enc && m && shift);
     CHECK(ptwm_rans_encode(NULL, src, n, order, enc, cap, &len) == PTWM_OK);
-    CHECK_MSG(enc[0] == 2 + (order == 1), "%s: mode %u", what, enc[0]);
-    if (enc[0] == 2) {
-        tables_end = parse_freqtab(enc, 2, shift);
+    /* order 0 in two streams from 64K symbols */
+    CHECK_MSG(enc[0] == (order == 1 ? 3 : n >= 65536 ? 4 : 2), "%s: mode %u", what, enc[0]);
+    if (enc[0] != 3) {
+        /* (a two-stream plane's first length counted with the tables: a
+         * flipped bit there moves the streams' boundary, which is corrupt) */
+        tables_end = parse_freqtab(enc, 2, shift) + (enc[0] == 4 ? 4 : 0);
     } else {
         tables_end = parse_symset(enc, 2, shift, &ctxs);
         for (c = 0; c < ctxs; c++) tables_end = parse_freqtab(enc, tables_end, shift);
     }
-    /* order 0 has 32 states, order 1 has 8 */
-    state_bytes = enc[0] == 2 ? 128 : 32;
+    /* order 0 has 32 states (a stream), order 1 has 8 */
+    state_bytes = enc[0] != 3 ? 128 : 32;
     CHECK(tables_end + state_bytes <= len);
     /* truncated: every prefix */
     for (i = 0; i < len; i++)
@@ -401,7 +405,7 @@ static void test_encoders_precisions(void) {
                 ptwm_set_isa_limit(isas[isa]);
                 CHECK(ptwm_rans_encode(NULL, plane, m, 0, out[isa], cap, &len[isa]) == PTWM_OK);
             }
-            if (len[0] > 2 && out[0][0] == 2 /* order 0 */) seen |= 1u << out[0][1];
+            if (len[0] > 2 && (out[0][0] == 2 || out[0][0] == 4) /* order 0 */) seen |= 1u << out[0][1];
             for (isa = 1; isa < NISA; isa++)
                 CHECK_MSG(len[0] == len[isa] && memcmp(out[0], out[isa], len[0]) == 0,
                           "skewed plane, %u rare symbols, %zu bytes, precision %u: %s encoder "
@@ -544,7 +548,7 @@ static void test_sampled_edges(void) {
     for (isa = 0; isa < NISA; isa++) {
         ptwm_set_isa_limit(isas[isa]);
         CHECK(ptwm_rans_encode_sampled(src, n, sample, enc, cap, &a) == PTWM_OK);
-        CHECK_MSG(enc[0] == 2 && ptwm_rans_decode(NULL, enc, a, dec, n) == PTWM_OK &&
+        CHECK_MSG(enc[0] == 4 && ptwm_rans_decode(NULL, enc, a, dec, n) == PTWM_OK &&
                       memcmp(dec, src, n) == 0,
                   "isa %s: symbols missing from the sample do not round-trip (mode %u)",
                   ptwm_isa_name(isas[isa]), enc[0]);
@@ -563,12 +567,96 @@ static void test_sampled_edges(void) {
     free(dec);
 }
 
+/* Order-0 planes of 64K symbols or more are coded in two streams (mode 4:
+ * table, the first stream's length, then each stream's 32 states and
+ * words). Every level decodes them, the AVX-512 one in a loop over both:
+ * sizes around the split (the first stream takes half the whole rounds),
+ * and halves of very different entropy, so that one stream's words run out
+ * long before the other's and each finishes alone. Damage to the length or
+ * the streams is refused, in bounds. */
+static void test_two_streams(void) {
+    static const size_t sizes[] = {65536, 65537, 65536 + 31, 65536 + 63, 100000, 131072 + 5,
+                                   (1 << 20) + 17};
+    size_t n_max = (1 << 20) + 17, cap = ptwm_rans_bound(n_max), k, i, len, lena;
+    uint8_t *b = malloc(n_max), *enc = malloc(cap + 8), *m = malloc(cap + 8), *out = malloc(n_max);
+    uint64_t seed = 4242;
+    int kind, isa;
+    unsigned precs = 0; /* bit 0: a packed table (precision <= 12), bit 1: split */
+    CHECK(b && enc && m && out);
+    if (!b || !enc || !m || !out) return;
+    for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+        for (kind = 0; kind < 4; kind++) {
+            size_t n = sizes[k], half = n / 64 * 32;
+            if (kind < 2) {
+                fill(b, n, &seed, 1);
+            } else {
+                /* one half nearly constant (few words), the other geometric */
+                memset(b + (kind == 2 ? 0 : half), 'a', kind == 2 ? half : n - half);
+                fill(b + (kind == 2 ? half : 0), kind == 2 ? n - half : half, &seed, 1);
+                for (i = 0; i < n; i += 977) b[i] = 'b';
+            }
+            if (kind == 1) {
+                /* many rare symbols: a precision above 12, the split table */
+                size_t at = 0, r, c;
+                for (r = 0; r < 200; r++)
+                    for (c = 0; c <= r % 8; c++) b[(at += 997) % n] = (uint8_t)(40 + r);
+            }
+            CHECK(ptwm_rans_encode(reused, b, n, 0, enc, cap, &len) == PTWM_OK);
+            CHECK_MSG(enc[0] == 4, "n=%zu kind %d: mode %u, not two streams", n, kind, enc[0]);
+            precs |= 1u << (enc[1] > 12);
+            for (isa = 0; isa < NISA; isa++) {
+                ptwm_set_isa_limit(isas[isa]);
+                memset(out, 0xee, n);
+                CHECK_MSG(ptwm_rans_decode(reused, enc, len, out, n) == PTWM_OK &&
+                              memcmp(out, b, n) == 0,
+                          "n=%zu kind %d precision %u: isa %s does not decode two streams", n,
+                          kind, enc[1], ptwm_isa_name(isas[isa]));
+            }
+            ptwm_set_isa_limit(PTWM_ISA_BEST);
+        }
+    CHECK_MSG(precs == 3, "two-stream planes over tables 0x%x (want packed and split)", precs);
+    /* Damage to the last plane's length: every length but the true one, in
+     * steps, moves the boundary between the streams. */
+    {
+        size_t n = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1], at;
+        CHECK(ptwm_rans_encode(reused, b, n, 0, enc, cap, &len) == PTWM_OK);
+        at = parse_freqtab(enc, 2, m);
+        lena = ptwm_load_le32(enc + at);
+        CHECK(lena > 128 && at + 4 + lena < len);
+        for (i = 0; i < 40; i++) {
+            static const long d[] = {-2, 2, -64, 64, -1000};
+            size_t bad = i < 5 ? (size_t)((long)lena + d[i]) : i < 39 ? (lena * i) / 40 : len;
+            memcpy(m, enc, len);
+            ptwm_store_le32(m + at, (uint32_t)bad);
+            for (isa = 0; isa < NISA; isa++) {
+                ptwm_set_isa_limit(isas[isa]);
+                CHECK_MSG(dec(m, len, n) == PTWM_ERR_CORRUPT, "first stream of %zu bytes said %zu: isa %s",
+                          lena, bad, ptwm_isa_name(isas[isa]));
+            }
+        }
+        /* the second stream cut short, or a state of it below L */
+        memcpy(m, enc, len);
+        CHECK(dec(m, len - 2, n) == PTWM_ERR_CORRUPT);
+        memset(m + at + 4 + lena, 0, 4);
+        for (isa = 0; isa < NISA; isa++) {
+            ptwm_set_isa_limit(isas[isa]);
+            CHECK(dec(m, len, n) == PTWM_ERR_CORRUPT);
+        }
+        ptwm_set_isa_limit(PTWM_ISA_BEST);
+    }
+    free(b);
+    free(enc);
+    free(m);
+    free(out);
+}
+
 int main(void) {
     int rc;
     reused = ptwm_ws_create();
     CHECK(reused != NULL);
     test_sampled_edges();
     test_packed_tables();
+    test_two_streams();
     cp_for_each(sampled_plane);
     test_edges();
     test_hostile();

@@ -61,7 +61,8 @@ ptwm_error ptwm_chunk_encode_base(ptwm_ws *ws, const uint8_t *chain, size_t chai
  * (stage.h); versions 1-4 have a flags byte (version 1 knows flag bits 0-4,
  * version 2 adds bit 5, column-relative exponents, version 3 bit 6, signed
  * zeros in sparse chunks), read as the same stages. */
-#define PTWM_CHUNK_VERSION 5u /* what ptwm_chunk_encode writes */
+#define PTWM_CHUNK_VERSION 7u    /* the newest a payload of ptwm_chunk_encode needs */
+#define PTWM_CHUNK_X2_VERSION 7u /* rANS planes in two streams (rans.c, mode 4) */
 ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,
                                      size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
                                      size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err);
@@ -78,6 +79,10 @@ ptwm_error ptwm_chunk_decode_base(ptwm_ws *ws, unsigned version, const uint8_t *
                                   size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
                                   size_t src_len, const uint8_t *base, uint8_t *raw,
                                   size_t raw_len, int checked, ptwm_err *err);
+/* Whether a payload of ptwm_chunk_encode (for raw_len bytes) has a plane
+ * that needs PTWM_CHUNK_X2_VERSION: the container writes that version then,
+ * and version 5 (or 6) otherwise, which older readers read. */
+int ptwm_chunk_needs_x2(const uint8_t *src, size_t src_len, size_t raw_len);
 /* The same, as PTWM_CHUNK_VERSION. */
 ptwm_error ptwm_chunk_decode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
                              ptwm_dtype dtype, const uint8_t *src, size_t src_len, uint8_t *raw,

@@ -6,12 +6,14 @@
 #include "coder.h"
 #include "hash.h"
 #include "plane_coder.h"
+#include "rans.h"
 
 /* Decode every plane: into the raw bytes when the chunk has no stages (the
  * plane is the chunk), else into the workspace; IDENTITY planes are used
  * where they lie. Each CRC is checked before its plane is decoded. */
-static ptwm_error decode_planes(ptwm_ws *ws, const ptwm_chunk_head *h, int plane_crcs,
-                                uint8_t *raw, const uint8_t **plane, ptwm_err *err) {
+static ptwm_error decode_planes(ptwm_ws *ws, unsigned version, const ptwm_chunk_head *h,
+                                int plane_crcs, uint8_t *raw, const uint8_t **plane,
+                                ptwm_err *err) {
     const ptwm_chunk_layout *L = &h->L;
     size_t need = 16, poff = 0, boff = 0, k;
     uint8_t *pb;
@@ -36,6 +38,12 @@ static ptwm_error decode_planes(ptwm_ws *ws, const ptwm_chunk_head *h, int plane
             plane[k] = cp;
             continue;
         }
+        if (h->coder[k] == PTWM_METHOD_RANS && version < PTWM_CHUNK_X2_VERSION &&
+            ptwm_rans_two_streams(cp, h->coded[k]))
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chunk payload: plane %zu: rANS in two streams in a version %u file "
+                             "(from version %u on)",
+                             k, version, PTWM_CHUNK_X2_VERSION);
         if (h->coder[k] == PTWM_CODER_CONST) {
             memset(out, cp[0], L->len[k]);
         } else if ((e = ptwm_coder_find(h->coder[k])->decode(ws, cp, h->coded[k], out, L->len[k]))) {
@@ -94,7 +102,7 @@ static ptwm_error decode_payload(ptwm_ws *ws, unsigned version, const uint8_t *c
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "chunk_decode: NULL argument");
     if ((e = ptwm_chain_info_parse(chain, chain_len, (int)dtype, &c, err)) ||
         (e = ptwm_chunk_head_parse(version, &c, src, src_len, raw_len, &h, err)) ||
-        (e = decode_planes(ws, &h, plane_crcs, raw, plane, err)))
+        (e = decode_planes(ws, version, &h, plane_crcs, raw, plane, err)))
         return e;
     return run_inverses(ws, &h.L, plane, base, raw, err);
 }
@@ -112,6 +120,16 @@ static ptwm_error decode_with(ptwm_ws *ws, unsigned version, const uint8_t *chai
     ptwm_ws_trim(ws, PTWM_WS_KEEP);
     ptwm_ws_free(own);
     return e;
+}
+
+int ptwm_chunk_needs_x2(const uint8_t *src, size_t src_len, size_t raw_len) {
+    ptwm_chunk_head h;
+    size_t k, off = 0;
+    if (ptwm_chunk_head_parse(PTWM_CHUNK_VERSION, NULL, src, src_len, raw_len, &h, NULL)) return 0;
+    for (k = 0; k < h.L.count; off += h.coded[k++])
+        if (h.coder[k] == PTWM_METHOD_RANS && ptwm_rans_two_streams(h.body + off, h.coded[k]))
+            return 1;
+    return 0;
 }
 
 ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,

@@ -9,16 +9,27 @@
  *                           (n >= 1; coded size 2)
  *                 2 O0      order-0 rANS
  *                 3 O1      order-1 rANS (context = previous symbol)
- *   O0 and O1 continue with:
- *   byte 1      prec: log2 of the frequency total M. O0: 8..15; O1: 8..12.
- *   tables      O0: one frequency table.
+ *                 4 O0X2    order-0 rANS in two streams (container format
+ *                           version 7 on; the chunk decoder refuses it in
+ *                           older files)
+ *   O0, O1 and O0X2 continue with:
+ *   byte 1      prec: log2 of the frequency total M. O0, O0X2: 8..15; O1: 8..12.
+ *   tables      O0, O0X2: one frequency table.
  *               O1: a symbol set naming the contexts that have a table, then
  *                   one frequency table per such context, ascending.
+ *   O0 and O1 then hold one stream:
  *   states      S = 32 x u32: the final encoder states =
  *               the initial decoder states, each in [L, 2^32) with L = 2^16.
  *   words       u16 renormalisation words, in the order the decoder reads them.
  *   Nothing follows: the decoder must consume exactly every word and end with
  *   all S states equal to L (the encoder's initial value).
+ *   O0X2 holds two order-0 streams with the one table: symbols [0, h) and
+ *   [h, n), h = floor(n / 64) * 32 (half the whole rounds of 32):
+ *     +----------+---------------------------+---------------------------+
+ *     | u32 lenA | stream A: states, words   | stream B: states, words   |
+ *     +----------+---------------------------+---------------------------+
+ *                 <-------- lenA bytes ------> <--- the rest of the plane ->
+ *   each stream as an O0 stream of its symbols, ending as above.
  *
  *   symbol set: byte R.
  *     R == 0:     32 bytes of bitmap follow; symbol s is present if bit (s & 7)
@@ -51,7 +62,11 @@
  * state needs a word is close to a coin toss on weight planes). Order 0 has
  * 32 states so that an AVX2 decoder keeps four vectors of 8 in flight (one
  * vector alone waits on its gathers); the scalar decoder runs them 8 at a time
- * in registers. Order 1 runs its 32 segments the same way, with one more
+ * in registers. A large order-0 plane is two streams because a state's
+ * next symbol waits on its last (gather, multiply, renormalise: about 59
+ * cycles at AVX-512), and 32 states alone leave the core idle most of that:
+ * two streams in one loop decode 1.7x as fast, for about 100 bytes more.
+ * Order 1 runs its 32 segments the same way, with one more
  * gather for the context's table. The encoder picks prec (and with order -1 the order;
  * with -2 order 1 only where it saves 3% on a plane of 64 KiB or more) from
  * an exact table cost plus an entropy estimate; tables are normalised
@@ -77,7 +92,25 @@
 #define O1_MIN_AUTO PTWM_RANS_O1_MIN_AUTO
 #define O1_WORTH 0.97
 
-enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3 };
+enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3, MODE_O0X2 = 4 };
+
+/* Order-0 planes of at least this many symbols are coded as two streams
+ * (MODE_O0X2): a decoder runs both in one loop, twice the independent
+ * states, where one stream's 32 leave the AVX-512 loop waiting on its
+ * gathers' latency. The second stream's 32 states and its length cost
+ * about 100 bytes, under 0.05% of such a plane (docs/CHAINS.md). */
+#define RANS_X2_MIN ((size_t)1 << 16)
+
+/* Symbols of the first stream of a MODE_O0X2 plane: half its whole rounds. */
+static size_t x2_first(size_t n) {
+    return n / (2 * RANS_O0_STATES) * RANS_O0_STATES;
+}
+
+/* The bytes an order-0 coding adds to its table and words: mode, prec and
+ * the states (with the second stream's length and states). */
+static double o0_fixed(size_t n) {
+    return 2 + 4 * RANS_O0_STATES + (n >= RANS_X2_MIN ? 4 + 4 * RANS_O0_STATES : 0);
+}
 
 size_t ptwm_rans_bound(size_t n) {
     /* The encoder falls back to RAW whenever rANS would not be smaller. */
@@ -747,11 +780,11 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     best.prec = start;
     set = symset_size(&sl);
     floor = est_floor(cnt, &sl, set);
-    best.est = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, start, &sl, set, best.freq);
+    best.est = o0_fixed(n) + est_table(cnt, n, start, &sl, set, best.freq);
     for (prec = start - 1; prec >= 10; prec--) {
         double e;
         if (floor * 0.999 > best.est) break; /* (as e * 0.999 would) */
-        e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
+        e = o0_fixed(n) + est_table(cnt, n, prec, &sl, set, freq);
         if (e * 0.999 > best.est) break;
         best.prec = prec;
         best.est = e;
@@ -761,7 +794,7 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     for (prec = start + 1; prec <= hi; prec++) {
         double e;
         if (floor >= best.est * 0.997) break; /* (as e would) */
-        e = 2 + 4 * RANS_O0_STATES + est_table(cnt, n, prec, &sl, set, freq);
+        e = o0_fixed(n) + est_table(cnt, n, prec, &sl, set, freq);
         if (e >= best.est * 0.997) break;
         best.prec = prec;
         best.est = e;
@@ -796,19 +829,30 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n
     return best;
 }
 
-/* Returns the coded length, or 0 if it did not fit in cap. */
+/* Returns the coded length, or 0 if it did not fit in cap. A large plane
+ * becomes two streams, the first's length (u32) in front of them. */
 static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], unsigned prec,
                         uint8_t *dst, size_t cap) {
     enc_vsym vt;
-    size_t h, len;
-    h = freqtab_write(freq, NULL);
-    if (2 + h > cap) return 0;
-    dst[0] = MODE_O0;
+    size_t h, len, len2, a;
+    int two = n >= RANS_X2_MIN;
+    h = 2 + freqtab_write(freq, NULL) + (two ? 4 : 0);
+    if (h > cap) return 0;
+    dst[0] = two ? MODE_O0X2 : MODE_O0;
     dst[1] = (uint8_t)prec;
     freqtab_write(freq, dst + 2);
     build_vtab(freq, &vt);
-    len = encode_o0_stream(src, n, freq, &vt, prec, dst + 2 + h, dst + cap);
-    return len ? 2 + h + len : 0;
+    if (!two) {
+        len = encode_o0_stream(src, n, freq, &vt, prec, dst + h, dst + cap);
+        return len ? h + len : 0;
+    }
+    a = x2_first(n);
+    len = encode_o0_stream(src, a, freq, &vt, prec, dst + h, dst + cap);
+    if (!len || len > UINT32_MAX) return 0;
+    len2 = encode_o0_stream(src + a, n - a, freq, &vt, prec, dst + h + len, dst + cap);
+    if (!len2) return 0;
+    ptwm_store_le32(dst + h - 4, (uint32_t)len);
+    return h + len + len2;
 }
 
 static size_t encode_o1(ptwm_ws *ws, const uint8_t *src, size_t n, const uint64_t *cnt,
@@ -876,7 +920,7 @@ double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *out
     /* The plan counts the 32 final states whole beside the symbols' bits,
      * but they hold the last bits of the stream: about a byte each
      * (docs/ARCHITECTURE.md, "Measurements behind the code"). */
-    return p.est - (double)RANS_O0_STATES;
+    return p.est - (double)RANS_O0_STATES * (n >= RANS_X2_MIN ? 2 : 1);
 }
 
 ptwm_error ptwm_rans_encode_plan(const uint8_t *src, size_t n, const ptwm_rans_plan *pl,
@@ -1147,35 +1191,80 @@ static size_t decode_o0_vec(ptwm_rans_dec_o0_fn fn, const uint32_t *tab, const u
     return done;
 }
 
-static ptwm_error decode_o0(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, size_t n) {
-    uint32_t freq[256], x[RANS_O0_STATES];
+/* An order-0 decode table: packed (symbol, frequency and bias in one entry,
+ * for the AVX-512 loop at precisions up to RANS_PACK_PREC) or split. */
+typedef struct o0tab {
     uint32_t *tab;
-    uint8_t *sym;
-    size_t done;
+    uint8_t *sym; /* NULL when packed */
+} o0tab;
+
+static ptwm_error o0tab_build(ptwm_ws *ws, const uint32_t freq[256], unsigned prec, o0tab *t) {
     const ptwm_kernels *k = ptwm_kern();
-    ptwm_error e = freqtab_read(c, prec, freq);
-    if (e) return e;
-    e = read_states(c, x, RANS_O0_STATES);
-    if (e) return e;
     /* 3 bytes of slack after the symbols for the vector loop's gather */
-    tab = (uint32_t *)rans_buf(ws, PTWM_WS_RANS_DTAB0, ((sizeof(uint32_t) + 1) << RANS_PREC_MAX0) + 4);
-    if (!tab) return PTWM_ERR_NOMEM;
-    sym = (uint8_t *)(tab + ((size_t)1 << prec));
-    memset(sym + ((size_t)1 << prec), 0, 4);
+    t->tab = (uint32_t *)rans_buf(ws, PTWM_WS_RANS_DTAB0, ((sizeof(uint32_t) + 1) << RANS_PREC_MAX0) + 4);
+    if (!t->tab) return PTWM_ERR_NOMEM;
     /* Precision 12 or less fits the packed table: one gather, not two (its
      * build's slack fits the buffer's split-table room). */
     if (k->rans_dec_o0_packed && dtab_packs(freq, prec)) {
-        k->rans_dtab_packed(freq, tab);
-        done = decode_o0_vec(k->rans_dec_o0_packed, tab, NULL, prec, c, x, dst, n);
-        PTWM_CHECK(done != SIZE_MAX);
-        return decode_o0_packed_tail(tab, prec, c->p, c->end, x, dst + done, n - done);
+        k->rans_dtab_packed(freq, t->tab);
+        t->sym = NULL;
+        return PTWM_OK;
     }
-    build_dtab(freq, prec, tab, sym);
-    done = decode_o0_vec(k->rans_dec_o0, tab, sym, prec, c, x, dst, n);
+    t->sym = (uint8_t *)(t->tab + ((size_t)1 << prec));
+    memset(t->sym + ((size_t)1 << prec), 0, 4);
+    build_dtab(freq, prec, t->tab, t->sym);
+    return PTWM_OK;
+}
+
+/* The rest of one stream from states x: n symbols, its words from c->p to
+ * exactly c->end. */
+static ptwm_error decode_o0_rest(const o0tab *t, unsigned prec, rcur *c, uint32_t *x, uint8_t *dst,
+                                 size_t n) {
+    const ptwm_kernels *k = ptwm_kern();
+    size_t done = decode_o0_vec(t->sym ? k->rans_dec_o0 : k->rans_dec_o0_packed, t->tab, t->sym,
+                                prec, c, x, dst, n);
     PTWM_CHECK(done != SIZE_MAX);
-    dst += done;
-    n -= done;
-    return decode_o0_run(tab, sym, prec, c->p, c->end, x, dst, n);
+    if (!t->sym) return decode_o0_packed_tail(t->tab, prec, c->p, c->end, x, dst + done, n - done);
+    return decode_o0_run(t->tab, t->sym, prec, c->p, c->end, x, dst + done, n - done);
+}
+
+static ptwm_error decode_o0(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, size_t n) {
+    uint32_t freq[256], x[RANS_O0_STATES];
+    o0tab t;
+    ptwm_error e;
+    if ((e = freqtab_read(c, prec, freq)) || (e = read_states(c, x, RANS_O0_STATES)) ||
+        (e = o0tab_build(ws, freq, prec, &t)))
+        return e;
+    return decode_o0_rest(&t, prec, c, x, dst, n);
+}
+
+/* Two streams, the first's length in front: where the kernel table has the
+ * two-stream loop, both run in it while both have whole rounds, then each
+ * finishes alone. */
+static ptwm_error decode_o0x2(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, size_t n) {
+    uint32_t freq[256], xa[RANS_O0_STATES], xb[RANS_O0_STATES];
+    size_t na = x2_first(n), len, done = 0;
+    rcur a, b;
+    o0tab t;
+    ptwm_error e;
+    const ptwm_kernels *k = ptwm_kern();
+    if ((e = freqtab_read(c, prec, freq))) return e;
+    PTWM_CHECK(c->end - c->p >= 4);
+    len = ptwm_load_le32(c->p);
+    c->p += 4;
+    PTWM_CHECK(len <= (size_t)(c->end - c->p));
+    a.p = c->p;
+    a.end = b.p = c->p + len;
+    b.end = c->end;
+    if ((e = read_states(&a, xa, RANS_O0_STATES)) || (e = read_states(&b, xb, RANS_O0_STATES)) ||
+        (e = o0tab_build(ws, freq, prec, &t)))
+        return e;
+    {
+        ptwm_rans_dec_o0x2_fn both = t.sym ? k->rans_dec_o0x2 : k->rans_dec_o0x2_packed;
+        if (both) done = both(t.tab, t.sym, prec, &a.p, a.end, xa, dst, &b.p, b.end, xb, dst + na, na);
+    }
+    if ((e = decode_o0_rest(&t, prec, &a, xa, dst + done, na - done))) return e;
+    return decode_o0_rest(&t, prec, &b, xb, dst + na + done, n - na - done);
 }
 
 /* Order 1: context ctx's table starts at slot ctx << prec of tab/sym (all
@@ -1299,6 +1388,10 @@ static ptwm_error decode_o1(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, s
     return e;
 }
 
+int ptwm_rans_two_streams(const uint8_t *src, size_t src_size) {
+    return src && src_size >= 1 && src[0] == MODE_O0X2;
+}
+
 ptwm_error ptwm_rans_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, uint8_t *dst,
                             size_t dst_size) {
     rcur c;
@@ -1318,16 +1411,18 @@ ptwm_error ptwm_rans_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, ui
         memset(dst, src[1], dst_size);
         return PTWM_OK;
     case MODE_O0:
+    case MODE_O0X2:
     case MODE_O1:
         PTWM_CHECK(src_size >= 2);
         prec = src[1];
         PTWM_CHECK(prec >= RANS_PREC_MIN &&
-                   prec <= (mode == MODE_O0 ? RANS_PREC_MAX0 : RANS_PREC_MAX1));
+                   prec <= (mode == MODE_O1 ? RANS_PREC_MAX1 : RANS_PREC_MAX0));
         c.p = src + 2;
         c.end = src + src_size;
         if (!(ws = ptwm_ws_or_temp(ws, &own))) return PTWM_ERR_NOMEM;
         e = mode == MODE_O0 ? decode_o0(ws, &c, prec, dst, dst_size)
-                            : decode_o1(ws, &c, prec, dst, dst_size);
+            : mode == MODE_O0X2 ? decode_o0x2(ws, &c, prec, dst, dst_size)
+                                : decode_o1(ws, &c, prec, dst, dst_size);
         ptwm_ws_free(own);
         return e;
     default:

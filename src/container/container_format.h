@@ -21,7 +21,9 @@
 #define PTWM_FMT_BASE_VERSION 6u         /* written when the writer has a base: tensors
                                           * coded against a base tensor (tensor flag 4,
                                           * the base's hashes) */
-#define PTWM_FMT_MAX_VERSION 6u          /* newest version read */
+#define PTWM_FMT_X2_VERSION 7u           /* written when a chunk has a rANS plane in two
+                                          * streams (CHAINS.md, "RANS"); else 5 or 6 */
+#define PTWM_FMT_MAX_VERSION 7u          /* newest version read */
 #define PTWM_FMT_MIN_VERSION 1u          /* oldest version read */
 
 #define PTWM_FMT_HEAD_SIZE 16u

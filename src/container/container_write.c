@@ -92,6 +92,7 @@ typedef struct wjob {
     const uint8_t *base;        /* the base chunk (base_buf), or NULL: the tensor has none */
     uint8_t based;              /* the payload is coded against it */
     uint32_t base_crc;          /* then the base chunk's CRC32 */
+    int x2;                     /* the payload needs PTWM_FMT_X2_VERSION */
     int hash_raw;               /* the chunk is its tensor: hash it (into raw_hash) */
     uint8_t raw_hash[16];
     int coded;                  /* done, not yet appended (under rmu) */
@@ -129,6 +130,7 @@ struct ptwm_writer {
      * file, pos, the sharing store, chunk entries, the counts, failure. */
     pthread_mutex_t rmu;
     uint64_t pos, coded_total, raw_done;
+    int x2;                     /* a payload needs PTWM_FMT_X2_VERSION */
     ptwm_error failed;          /* sticky: a failed writer only accepts free/finish */
     ptwm_err ferr;              /* the failure's message, for the writing thread */
     wtensor *t;
@@ -745,6 +747,7 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
     if (!j->rc) {
         j->phash = payload_hash(j->dst, j->out_len);
         j->pcrc = ptwm_crc32(0, j->dst, j->out_len);
+        j->x2 = ptwm_chunk_needs_x2(j->dst, j->out_len, j->raw_len);
     }
     if (!j->rc && j->hash_raw) ptwm_xxh128_oneshot(j->src, j->raw_len, j->raw_hash);
     rmu_lock(w);
@@ -824,6 +827,7 @@ static void retire_job(ptwm_writer *w, wjob *j) {
     c->chain = j->chain;
     c->crc = j->pcrc;   /* a shared payload has equal bytes, so the same CRC */
     c->based = j->based;
+    w->x2 |= j->x2;
     c->base_crc = j->base_crc;
     if (c->offset == UINT64_MAX) {
         c->offset = w->pos;
@@ -1283,10 +1287,12 @@ static ptwm_error pack_table(ptwm_ws *ws, wbuf *tab, ptwm_err *err) {
     return PTWM_OK;
 }
 
-/* Version 6 only when a tensor is coded against a base: a file whose base
- * matched nothing is a version-5 file, readable where version 6 is not. */
+/* Version 7 only when a chunk has a rANS plane in two streams, else 6 only
+ * when a tensor is coded against a base: a file whose base matched nothing
+ * is a version-5 file, readable where version 6 is not. */
 static uint32_t file_version(const ptwm_writer *w) {
     size_t i;
+    if (w->x2) return PTWM_FMT_X2_VERSION;
     for (i = 0; w->p.base && i < w->nt; i++)
         if (tensor_flags(&w->t[i]) & PTWM_TF_BASE) return PTWM_FMT_BASE_VERSION;
     return PTWM_FMT_VERSION;

@@ -109,6 +109,8 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
         k->rans_dec_o0 = ptwm_rans_dec_o0_avx512;
         k->rans_dec_o0_packed = ptwm_rans_dec_o0_packed_avx512;
         k->rans_dtab_packed = ptwm_rans_dtab_packed_avx512;
+        k->rans_dec_o0x2 = ptwm_rans_dec_o0x2_avx512;
+        k->rans_dec_o0x2_packed = ptwm_rans_dec_o0x2_packed_avx512;
         k->plane_loops = &ptwm_plane_loops_avx512;
         k->colscale_loops = &ptwm_colscale_loops_avx512;
         k->joint_bf16 = ptwm_joint_bf16_avx512;

@@ -37,6 +37,14 @@ typedef size_t (*ptwm_rans_dec_o0_fn)(const uint32_t *tab, const uint8_t *sym, u
 typedef size_t (*ptwm_rans_dec_o1_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
                                       const uint8_t **pp, const uint8_t *end, uint32_t *x,
                                       uint32_t *ctx, uint8_t *dst, size_t q);
+/* Both streams of a two-stream plane in one loop: the first's states and
+ * words (pa, ea, xa) to da, the second's to db, at most n symbols each (as
+ * ptwm_rans_dec_o0_fn for one); returns how many each decoded. */
+typedef size_t (*ptwm_rans_dec_o0x2_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
+                                        const uint8_t **pa,
+                                        const uint8_t *ea, uint32_t *xa, uint8_t *da,
+                                        const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
+                                        uint8_t *db, size_t n);
 /* The encoder runs backwards: from symbol i down; returns where it stopped. */
 typedef size_t (*ptwm_rans_enc_o0_fn)(const uint8_t *src, size_t i, const struct rans_vsym *vt,
                                       unsigned prec, uint32_t *x, struct rans_ewriter *w);
@@ -107,6 +115,7 @@ typedef struct ptwm_kernels {
      * build and as fast to read. */
     ptwm_rans_dec_o0_fn rans_dec_o0_packed;
     void (*rans_dtab_packed)(const uint32_t freq[256], uint32_t *tab);
+    ptwm_rans_dec_o0x2_fn rans_dec_o0x2, rans_dec_o0x2_packed; /* NULL where none */
     ptwm_rans_dec_o1_fn rans_dec_o1;
     ptwm_rans_enc_o0_fn rans_enc_o0;
     ptwm_skip_seen_fn skip_seen; /* a prefix; also whole in its plain form */
@@ -161,6 +170,13 @@ size_t ptwm_rans_dec_o0_packed_avx512(const uint32_t *, const uint8_t *, unsigne
                                       const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
                                       size_t);
 void ptwm_rans_dtab_packed_avx512(const uint32_t freq[256], uint32_t *tab);
+size_t ptwm_rans_dec_o0x2_avx512(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
+                                 const uint8_t *, uint32_t *, uint8_t *, const uint8_t **,
+                                 const uint8_t *, uint32_t *, uint8_t *, size_t);
+size_t ptwm_rans_dec_o0x2_packed_avx512(const uint32_t *, const uint8_t *, unsigned,
+                                        const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
+                                        const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
+                                        size_t);
 size_t ptwm_rans_dec_o1_avx2(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
                              const uint8_t *, uint32_t *, uint32_t *, uint8_t *, size_t);
 size_t ptwm_rans_enc_o0_avx2(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
