@@ -23,15 +23,16 @@ static void rans_lanes_init(void) {
 
 /* The lanes of X below L take the next words in lane order (a lane
  * permutation of the next 8 words). */
-#define RANS_AVX2_RENORM(X)                                                                     \
+#define RANS_AVX2_RENORM_AT(X, P)                                                               \
     do {                                                                                        \
         __m256i need_ = _mm256_cmpeq_epi32(_mm256_srli_epi32(X, 16), zero), w_;                 \
         unsigned m_ = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need_));                 \
-        w_ = _mm256_cvtepu16_epi32(RANS_LD128(p));                                              \
+        w_ = _mm256_cvtepu16_epi32(RANS_LD128(P));                                              \
         w_ = _mm256_permutevar8x32_epi32(w_, RANS_LD256(rans_lanes[m_]));                       \
         X = _mm256_blendv_epi8(X, _mm256_or_si256(_mm256_slli_epi32(X, 16), w_), need_);        \
-        p += 2 * (unsigned)__builtin_popcount(m_);                                              \
+        (P) += 2 * (unsigned)__builtin_popcount(m_);                                            \
     } while (0)
+#define RANS_AVX2_RENORM(X) RANS_AVX2_RENORM_AT(X, p)
 
 /* x = f * (x >> prec) + bias for 8 states from their entries E, then the
  * renormalisation. */
@@ -72,7 +73,7 @@ static void rans_lanes_init(void) {
     const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  \
                                           -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,  \
                                           -1, -1, -1, -1);
-#define RD_RENORM(X) RANS_AVX2_RENORM(X)
+#define RD_RENORM_AT(X, P) RANS_AVX2_RENORM_AT(X, P)
 #define RD_PUT_SYMS(S, OUT) RANS_AVX2_PUT_SYMS(S, OUT)
 #define RD_TARGET __attribute__((target("avx2,popcnt"))) static
 #define RD_NAME dec_o0_avx2
