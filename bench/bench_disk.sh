@@ -15,7 +15,8 @@
 #   README=1 put the table into README.md's Performance section
 #   BENCH_TMP scratch directory (default /tmp); PTWM_CORPUS as for the tests
 #   OLD_PTWM  another build's ptwm: its decompress runs too, alternating with
-#            this one's in every round (before/after figures from one run)
+#            this one's in every round (before/after figures from one run), on
+#            the file as that build compresses it (its format may be older)
 # ptwm's output is fsynced before it is renamed into place (a crash leaves the
 # old file or the whole new one); zstd's and cp's are not, so the table also
 # gives `zstd -d` followed by an fsync of its output ("+ fsync" rows).

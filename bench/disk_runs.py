@@ -61,7 +61,8 @@ def same(a, b):
 def main():
     ptwm, corpus, ptcorpus, work, runs = sys.argv[1:6]
     # OLD_PTWM: another build's binary, its decompress runs alternating with
-    # this one's in every round (the table gives both, and x zstd for each).
+    # this one's in every round (the table gives both, and x zstd for each),
+    # on the file as it compresses it (the format may have changed between).
     old_ptwm = os.environ.get("OLD_PTWM")
     sizes = [int(s) for s in sys.argv[6].split()]
     threads = [int(t) for t in sys.argv[7].split()]
@@ -99,9 +100,12 @@ def main():
             run([ptwm, "compress", src, "-o", cdir + ".in", "-q"], rm(cdir + ".in"))
             run(["zstd", "-3", "-q", "-f", src, "-o", zst + ".in"])
             pin = os.path.join(cdir + ".in", "model.ptwm")
+            if old_ptwm:
+                run([old_ptwm, "compress", src, "-o", cdir + ".old", "-q"], rm(cdir + ".old"))
             for t in threads:
                 if old_ptwm:  # first: the file checked after the rounds is this build's
-                    jobs.append(("decompress", t, "ptwm decompress (OLD_PTWM)", [old_ptwm, "decompress", pin,
+                    jobs.append(("decompress", t, "ptwm decompress (OLD_PTWM)", [old_ptwm, "decompress",
+                                 os.path.join(cdir + ".old", "model.ptwm"),
                                  "-o", back, "-q", "--threads", str(t)], rm(back), None))
                 jobs.append(("decompress", t, "ptwm decompress", [ptwm, "decompress", pin, "-o", back,
                              "-q", "--threads", str(t)], rm(back), None))
