@@ -98,7 +98,8 @@ enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3, MODE_O0X2 = 4 };
  * (MODE_O0X2): a decoder runs both in one loop, twice the independent
  * states, where one stream's 32 leave the AVX-512 loop waiting on its
  * gathers' latency. The second stream's 32 states and its length cost
- * about 100 bytes, under 0.05% of such a plane (docs/CHAINS.md). */
+ * about 100 bytes: 0.25% of the smallest such plane, 0.03% of a 1 MiB BF16
+ * chunk's (docs/CHAINS.md). */
 #define RANS_X2_MIN ((size_t)1 << 16)
 
 /* Symbols of the first stream of a MODE_O0X2 plane: half its whole rounds. */
