@@ -965,57 +965,63 @@ static void test_columns(void) {
  * at lengths around the vector width (64) and with a map from sampled counts
  * (where exponents missing from the sample must escape). */
 static void test_joint_split_reference(void) {
-    static const size_t lens[] = {1, 2, 63, 64, 65, 127, 128, 129, 1000, 4096, 4097};
+    static const size_t lens[] = {1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1000, 4096, 4097};
+    static const ptwm_isa isas[] = {PTWM_ISA_SCALAR, PTWM_ISA_AVX2, PTWM_ISA_BEST};
     uint64_t rng = 0x5eed;
-    size_t li;
-    for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
-        size_t n = lens[li], i, ne, esc = 0;
-        uint8_t *ex = (uint8_t *)malloc(n), *sm = (uint8_t *)malloc(n), *j = (uint8_t *)malloc(n);
-        uint8_t *nib = (uint8_t *)malloc(n / 2 + 1), *side = (uint8_t *)malloc(n + PTWM_JOINT_MAP);
-        uint32_t hist[256];
-        int sampled;
-        for (i = 0; i < n; i++) {
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            /* ~20 common exponents, some rare ones across the whole byte range */
-            ex[i] = (uint8_t)((rng >> 60) < 14 ? 110 + (rng >> 33) % 20 : (rng >> 24) & 0xff);
-            sm[i] = (uint8_t)(rng >> 40);
-        }
-        for (sampled = 0; sampled < 2; sampled++) {
-            uint8_t rank[256];
-            memset(hist, 0, sizeof(hist));
-            for (i = 0; i < n; i += sampled ? 8 : 1) hist[ex[i]]++;
-            ne = ptwm_joint_split(ex, sm, n, hist, j, nib, side);
-            memset(rank, PTWM_JOINT_MAP, sizeof(rank));
-            for (i = 0; i < PTWM_JOINT_MAP; i++)
-                if (hist[side[i]] && rank[side[i]] == PTWM_JOINT_MAP) rank[side[i]] = (uint8_t)i;
-            esc = PTWM_JOINT_MAP;
+    size_t li, ii;
+    /* every level's split (the kernels do a prefix, planes.c the rest) */
+    for (ii = 0; ii < sizeof(isas) / sizeof(isas[0]); ii++) {
+        ptwm_set_isa_limit(isas[ii]);
+        for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+            size_t n = lens[li], i, ne, esc = 0;
+            uint8_t *ex = (uint8_t *)malloc(n), *sm = (uint8_t *)malloc(n), *j = (uint8_t *)malloc(n);
+            uint8_t *nib = (uint8_t *)malloc(n / 2 + 1), *side = (uint8_t *)malloc(n + PTWM_JOINT_MAP);
+            uint32_t hist[256];
+            int sampled;
             for (i = 0; i < n; i++) {
-                unsigned want = (unsigned)(rank[ex[i]] << 4 | sm[i] >> 4);
-                unsigned wn = (nib[i / 2] >> (4 * (i & 1))) & 15;
-                if (j[i] != want || wn != (sm[i] & 15u)) break;
-                if (rank[ex[i]] == PTWM_JOINT_MAP && side[esc++] != ex[i]) break;
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                /* ~20 common exponents, some rare ones across the whole byte range */
+                ex[i] = (uint8_t)((rng >> 60) < 14 ? 110 + (rng >> 33) % 20 : (rng >> 24) & 0xff);
+                sm[i] = (uint8_t)(rng >> 40);
             }
-            CHECK_MSG(i == n && ne == esc,
-                      "joint split of %zu elements (%s counts): element %zu differs, %zu side "
-                      "bytes, expected %zu",
-                      n, sampled ? "sampled" : "exact", i, ne, esc);
-            /* And back: the BF16 elements (sign, exponent, mantissa) from the
-             * joint planes, vector and scalar parts. */
-            {
-                uint8_t *bf = (uint8_t *)malloc(2 * n);
-                size_t got = ptwm_joint_merge_bf16(j, nib, side, ne, n, bf);
+            for (sampled = 0; sampled < 2; sampled++) {
+                uint8_t rank[256];
+                memset(hist, 0, sizeof(hist));
+                for (i = 0; i < n; i += sampled ? 8 : 1) hist[ex[i]]++;
+                ne = ptwm_joint_split(ex, sm, n, hist, j, nib, side);
+                memset(rank, PTWM_JOINT_MAP, sizeof(rank));
+                for (i = 0; i < PTWM_JOINT_MAP; i++)
+                    if (hist[side[i]] && rank[side[i]] == PTWM_JOINT_MAP) rank[side[i]] = (uint8_t)i;
+                esc = PTWM_JOINT_MAP;
                 for (i = 0; i < n; i++) {
-                    unsigned v = (unsigned)(sm[i] & 0x80) << 8 | (unsigned)ex[i] << 7 | (sm[i] & 0x7fu);
-                    if (bf[2 * i] != (uint8_t)v || bf[2 * i + 1] != (uint8_t)(v >> 8)) break;
+                    unsigned want = (unsigned)(rank[ex[i]] << 4 | sm[i] >> 4);
+                    unsigned wn = (nib[i / 2] >> (4 * (i & 1))) & 15;
+                    if (j[i] != want || wn != (sm[i] & 15u)) break;
+                    if (rank[ex[i]] == PTWM_JOINT_MAP && side[esc++] != ex[i]) break;
                 }
-                CHECK_MSG(i == n && got == ne - PTWM_JOINT_MAP,
-                          "joint merge to BF16 of %zu elements: element %zu differs, %zu escapes", n, i,
-                          got);
-                free(bf);
+                CHECK_MSG(i == n && ne == esc,
+                          "joint split of %zu elements (%s counts, isa %s): element %zu differs, %zu "
+                          "side bytes, expected %zu",
+                          n, sampled ? "sampled" : "exact", ptwm_isa_name(isas[ii]), i, ne, esc);
+                /* And back: the BF16 elements (sign, exponent, mantissa) from the
+                 * joint planes, vector and scalar parts. */
+                {
+                    uint8_t *bf = (uint8_t *)malloc(2 * n);
+                    size_t got = ptwm_joint_merge_bf16(j, nib, side, ne, n, bf);
+                    for (i = 0; i < n; i++) {
+                        unsigned v = (unsigned)(sm[i] & 0x80) << 8 | (unsigned)ex[i] << 7 | (sm[i] & 0x7fu);
+                        if (bf[2 * i] != (uint8_t)v || bf[2 * i + 1] != (uint8_t)(v >> 8)) break;
+                    }
+                    CHECK_MSG(i == n && got == ne - PTWM_JOINT_MAP,
+                              "joint merge to BF16 of %zu elements: element %zu differs, %zu escapes", n, i,
+                              got);
+                    free(bf);
+                }
             }
+            free(ex), free(sm), free(j), free(nib), free(side);
         }
-        free(ex), free(sm), free(j), free(nib), free(side);
     }
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
 }
 
 /* ptwm_sparse_compact and ptwm_sparse_expand against their definition, for

@@ -314,7 +314,7 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
         side[r] = (uint8_t)best;
     }
     /* The kernel writes the escapes of the elements it does (a multiple of
-     * 64: even), the rest are found here. */
+     * 32: even), the rest are found here. */
     i0 = ptwm_kern()->joint_split(ex, sm, n, rank, j, nib, side + ne, &kesc);
     ne += kesc;
     for (i = i0; i < n; i++) j[i] = (uint8_t)(rank[ex[i]] << 4 | sm[i] >> 4);

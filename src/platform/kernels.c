@@ -96,6 +96,8 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
         k->rans_dec_o0 = ptwm_rans_dec_o0_avx2;
         k->rans_dec_o1 = ptwm_rans_dec_o1_avx2;
         k->rans_enc_o0 = ptwm_rans_enc_o0_avx2;
+        k->skip_seen = ptwm_skip_seen_avx2;
+        k->joint_split = ptwm_joint_split_avx2;
         k->huf_encode = ptwm_huf_encode_avx2;
         k->huf_loops = &ptwm_huf_loops_avx2;
         k->plane_loops = &ptwm_plane_loops_avx2;

@@ -186,6 +186,7 @@ size_t ptwm_rans_enc_o0_avx2(const uint8_t *, size_t, const struct rans_vsym *, 
                              uint32_t *, struct rans_ewriter *);
 size_t ptwm_rans_enc_o0_vbmi(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
                              uint32_t *, struct rans_ewriter *);
+size_t ptwm_skip_seen_avx2(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]);
 size_t ptwm_skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]);
 void ptwm_huf_encode_avx2(const uint8_t *, const size_t *, const uint32_t *, uint8_t *const *,
                           uint8_t *const *);
@@ -197,6 +198,8 @@ size_t ptwm_sparse_compact_vbmi(const uint8_t *, size_t, unsigned, uint8_t *, ui
                                   size_t *, struct sign_writer *);
 size_t ptwm_sparse_expand_vbmi(const uint8_t *, const uint8_t *, size_t, unsigned, uint8_t *,
                                  size_t *, struct sign_reader *);
+size_t ptwm_joint_split_avx2(const uint8_t *, const uint8_t *, size_t, const uint8_t[256],
+                             uint8_t *, uint8_t *, uint8_t *, size_t *);
 size_t ptwm_joint_split_vbmi(const uint8_t *, const uint8_t *, size_t, const uint8_t[256],
                              uint8_t *, uint8_t *, uint8_t *, size_t *);
 size_t ptwm_joint_merge_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, size_t,
