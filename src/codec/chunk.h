@@ -57,10 +57,11 @@ ptwm_error ptwm_chunk_encode_base(ptwm_ws *ws, const uint8_t *chain, size_t chai
 /* Decode a payload into exactly raw_len bytes, checking every plane CRC that
  * is present before decoding that plane. Errors name the stage or plane and
  * the numbers; the container prefixes tensor and chunk. Payloads are read as
- * the container format version that holds them: version 5 names its stages
- * (stage.h); versions 1-4 have a flags byte (version 1 knows flag bits 0-4,
- * version 2 adds bit 5, column-relative exponents, version 3 bit 6, signed
- * zeros in sparse chunks), read as the same stages. */
+ * the container format version that holds them: from version 5 they name
+ * their stages (stage.h), and from version 7 a rANS plane may be two streams;
+ * versions 1-4 have a flags byte (version 1 knows flag bits 0-4, version 2
+ * adds bit 5, column-relative exponents, version 3 bit 6, signed zeros in
+ * sparse chunks), read as the same stages. */
 #define PTWM_CHUNK_VERSION 7u    /* the newest a payload of ptwm_chunk_encode needs */
 #define PTWM_CHUNK_X2_VERSION 7u /* rANS planes in two streams (rans.c, mode 4) */
 ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,
