@@ -827,8 +827,8 @@ static void retire_job(ptwm_writer *w, wjob *j) {
     c->chain = j->chain;
     c->crc = j->pcrc;   /* a shared payload has equal bytes, so the same CRC */
     c->based = j->based;
-    w->x2 |= j->x2;
     c->base_crc = j->base_crc;
+    w->x2 |= j->x2;
     if (c->offset == UINT64_MAX) {
         c->offset = w->pos;
         if (j->dst != j->out) {

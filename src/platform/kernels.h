@@ -41,10 +41,9 @@ typedef size_t (*ptwm_rans_dec_o1_fn)(const uint32_t *tab, const uint8_t *sym, u
  * words (pa, ea, xa) to da, the second's to db, at most n symbols each (as
  * ptwm_rans_dec_o0_fn for one); returns how many each decoded. */
 typedef size_t (*ptwm_rans_dec_o0x2_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
-                                        const uint8_t **pa,
-                                        const uint8_t *ea, uint32_t *xa, uint8_t *da,
-                                        const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
-                                        uint8_t *db, size_t n);
+                                        const uint8_t **pa, const uint8_t *ea, uint32_t *xa,
+                                        uint8_t *da, const uint8_t **pb, const uint8_t *eb,
+                                        uint32_t *xb, uint8_t *db, size_t n);
 /* The encoder runs backwards: from symbol i down; returns where it stopped. */
 typedef size_t (*ptwm_rans_enc_o0_fn)(const uint8_t *src, size_t i, const struct rans_vsym *vt,
                                       unsigned prec, uint32_t *x, struct rans_ewriter *w);
