@@ -1,6 +1,7 @@
 /* rANS kernels of level AVX2 (see rans.c for the format and why it has 32
  * states): the order-0 decoder (kernels/rans_dec_simd.h at 8 lanes), the
- * order-1 decoder and the order-0 encoder, 8 states a vector. */
+ * order-1 decoder and the order-0 encoder, 8 states a vector, and the scan
+ * for symbols a sample missed. */
 #include <pthread.h>
 #include "rans_kernels.h"
 
