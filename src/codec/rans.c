@@ -735,12 +735,13 @@ static double est_table(const uint64_t cnt[256], uint64_t total, unsigned prec,
 
 /* A floor under plan_o0's estimate at every precision: a table's symbol
  * bits are at least the counts' entropy (Gibbs' inequality: the
- * frequencies sum to 2^prec), its frequencies at least a byte each. A
+ * frequencies sum to 2^prec), its frequencies at least a byte each, beside
+ * the same fixed bytes (o0_fixed: n symbols, one stream or two). A
  * precision whose floor already fails the walk's test fails it with its
  * table (the floor is lowered by a millionth, far more than the doubles'
  * rounding of either sum can reach), so that table is not normalised (most
  * planes' walks stop at the first step that does not pay). */
-static double est_floor(const uint64_t cnt[256], const symlist *sl, size_t set_bytes) {
+static double est_floor(const uint64_t cnt[256], size_t n, const symlist *sl, size_t set_bytes) {
     uint64_t total = 0;
     double bits;
     int i;
@@ -748,8 +749,7 @@ static double est_floor(const uint64_t cnt[256], const symlist *sl, size_t set_b
     bits = ptwm_xlogx(total);
     for (i = 0; i < sl->n; i++) bits -= ptwm_xlogx(cnt[sl->sym[i]]);
     if (bits < 0.0) bits = 0.0;
-    return (2 + 4 * RANS_O0_STATES + (double)(set_bytes + (size_t)sl->n) + bits / 8.0) *
-           (1.0 - 1e-6);
+    return (o0_fixed(n) + (double)(set_bytes + (size_t)sl->n) + bits / 8.0) * (1.0 - 1e-6);
 }
 
 /* Highest precision worth trying for n symbols: a table much bigger than the
@@ -780,7 +780,7 @@ static plan plan_o0(const uint64_t cnt[256], size_t n) {
     symlist_make(cnt, &sl);
     best.prec = start;
     set = symset_size(&sl);
-    floor = est_floor(cnt, &sl, set);
+    floor = est_floor(cnt, n, &sl, set);
     best.est = o0_fixed(n) + est_table(cnt, n, start, &sl, set, best.freq);
     for (prec = start - 1; prec >= 10; prec--) {
         double e;
