@@ -201,7 +201,7 @@ static void check_table(ptwm_isa best) {
                       k->huf_encode && k->huf_loops && k->huf_bits && k->plane_loops &&
                       k->colscale_loops && k->sparse_compact && k->sparse_expand &&
                       k->joint_split && k->joint_merge && k->joint_bf16 && k->joint_scan &&
-                      k->xxh_oneshot && k->widen,
+                      k->zero_sample && k->xxh_oneshot && k->widen,
                   "level %s: a kernel table entry is empty", ptwm_isa_name((ptwm_isa)l));
         CHECK_MSG((k->rans_dec_o0_packed != NULL) == (l >= PTWM_ISA_AVX512) &&
                       (k->rans_dtab_packed != NULL) == (l >= PTWM_ISA_AVX512),
@@ -371,6 +371,49 @@ static void check_joint_escapes(ptwm_isa best) {
     ptwm_set_isa_limit(PTWM_ISA_BEST);
 }
 
+/* The sparse test's count of zeros among every 8th element, at every level
+ * against a count written here: +0 and -0 count, the smallest magnitudes
+ * (1, the sign bit's neighbours) do not, and zeros off the sampled
+ * positions are not seen. Lengths around the kernels' 16 and 32 elements a
+ * step. */
+static void check_zero_sample(ptwm_isa best) {
+    static const size_t sizes[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 1000, 4103};
+    static const uint32_t f32[] = {0, 0x80000000u, 1, 0x80000001u, 0x00800000u, 0x3f800000u,
+                                   0x7fffffffu, 0x40000000u};
+    static const uint16_t b16[] = {0, 0x8000, 1, 0x8001, 0x0080, 0x3f80, 0x7fff, 0x4000};
+    size_t k, i;
+    unsigned w;
+    int l;
+    uint8_t *buf = (uint8_t *)malloc(4 * 4103);
+    uint32_t seed = 7;
+    for (w = 2; w <= 4; w += 2)
+        for (k = 0; k < PTWM_ARRAY_LEN(sizes); k++) {
+            size_t n = sizes[k], want = 0, step;
+            for (i = 0; i < n; i++) {
+                unsigned pick;
+                seed = seed * 1103515245u + 12345u;
+                pick = (seed >> 16) % 8;
+                if (w == 2) ptwm_store_le16(buf + 2 * i, b16[pick]);
+                else ptwm_store_le32(buf + 4 * i, f32[pick]);
+                if (i % 8 == 0 && pick < 2) want++;
+            }
+            for (l = 0; l <= (int)best; l++) {
+                ptwm_set_isa_limit((ptwm_isa)l);
+                CHECK_MSG(ptwm_count_zero_elems(buf, n, w, 8) == want,
+                          "width %u, %zu elements, level %s: %zu sampled zeros, expected %zu", w,
+                          n, ptwm_isa_name((ptwm_isa)l), ptwm_count_zero_elems(buf, n, w, 8),
+                          want);
+            }
+            /* other steps take the plain loop */
+            for (step = 1, want = 0, i = 0; i < n; i++)
+                want += w == 2 ? (ptwm_load_le16(buf + 2 * i) & 0x7fffu) == 0
+                               : (ptwm_load_le32(buf + 4 * i) & 0x7fffffffu) == 0;
+            CHECK(ptwm_count_zero_elems(buf, n, w, step) == want);
+        }
+    free(buf);
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
+}
+
 /* The command line refuses a PTWM_ISA it does not know, and --version names
  * the level in effect. */
 static void check_cli(void) {
@@ -455,6 +498,7 @@ int main(int argc, char **argv) {
     CHECK(ptwm_set_isa_limit((ptwm_isa)99) == best);
     check_table(best);
     check_joint_escapes(best);
+    check_zero_sample(best);
 #ifdef PTWM_NO_SIMD
     CHECK_MSG(best == PTWM_ISA_SCALAR, "portable build reports %s", ptwm_isa_name(best));
 #endif

@@ -95,13 +95,14 @@ static int elem_is_zero(const uint8_t *p, unsigned width) {
 }
 
 size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_t step) {
-    size_t i, z = 0;
+    size_t i = 0, z = 0;
+    if (step == 8) i = ptwm_kern()->zero_sample(src, n, width, &z);
     switch (width) {
     case 2:
-        for (i = 0; i < n; i += step) z += (ptwm_load_le16(src + 2 * i) & 0x7fffu) == 0;
+        for (; i < n; i += step) z += (ptwm_load_le16(src + 2 * i) & 0x7fffu) == 0;
         break;
     case 4:
-        for (i = 0; i < n; i += step) z += (ptwm_load_le32(src + 4 * i) & 0x7fffffffu) == 0;
+        for (; i < n; i += step) z += (ptwm_load_le32(src + 4 * i) & 0x7fffffffu) == 0;
         break;
     case 8:
         for (i = 0; i < n; i += step) z += (ptwm_load_le64(src + 8 * i) << 1) == 0;

@@ -59,6 +59,11 @@ static size_t joint_scan_none(const uint8_t *j, size_t i, size_t n) {
     return i;
 }
 
+static size_t zero_sample_none(const uint8_t *src, size_t n, unsigned width, size_t *zeros) {
+    (void)src, (void)n, (void)width, (void)zeros;
+    return 0;
+}
+
 static size_t joint_bf16_none(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
                               const uint8_t *mhi, size_t n, uint8_t *dst) {
     (void)j, (void)nib, (void)mlo, (void)mhi, (void)n, (void)dst;
@@ -82,6 +87,7 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
     k->joint_merge = joint_merge_none;
     k->joint_bf16 = joint_bf16_none;
     k->joint_scan = joint_scan_none;
+    k->zero_sample = zero_sample_none;
     k->colscale_loops = &ptwm_colscale_loops_scalar;
     k->xxh_oneshot = ptwm_xxh128_scalar_oneshot;
     k->widen = &ptwm_widen_scalar;
@@ -117,6 +123,7 @@ void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level) {
         k->colscale_loops = &ptwm_colscale_loops_avx512;
         k->joint_bf16 = ptwm_joint_bf16_avx512;
         k->joint_scan = ptwm_joint_scan_avx512;
+        k->zero_sample = ptwm_zero_sample_avx512;
         k->xxh_oneshot = ptwm_xxh128_avx512_oneshot;
         k->xxh_vec_update = ptwm_xxh128_avx512_update;
     }

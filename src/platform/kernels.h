@@ -83,6 +83,12 @@ typedef size_t (*ptwm_joint_scan_fn)(const uint8_t *j, size_t i, size_t n);
 typedef size_t (*ptwm_joint_bf16_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
                                      const uint8_t *mhi, size_t n, uint8_t *dst);
 
+/* Zeros (+0 or -0) among every 8th element of elements of width 2 or 4,
+ * added to *zeros; a prefix: returns the elements covered (a multiple of
+ * 8), 0 for other widths. */
+typedef size_t (*ptwm_zero_sample_fn)(const uint8_t *src, size_t n, unsigned width,
+                                      size_t *zeros);
+
 /* The float-split and byte-plane loops (planes.c), whole. */
 typedef struct ptwm_plane_loops {
     void (*split_bf16)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *sm);
@@ -131,6 +137,7 @@ typedef struct ptwm_kernels {
     ptwm_joint_merge_fn joint_merge;
     ptwm_joint_bf16_fn joint_bf16;
     ptwm_joint_scan_fn joint_scan;
+    ptwm_zero_sample_fn zero_sample;
     const ptwm_colscale_loops *colscale_loops;
     /* XXH3-128 (hash.c): one-shot, and the update of a state hash_avx2.c
      * made (NULL without x86 SIMD); xxh_vec: begin makes such states. */
@@ -208,6 +215,7 @@ size_t ptwm_joint_bf16_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, 
 size_t ptwm_joint_bf16_avx512(const uint8_t *, const uint8_t *, const uint8_t *,
                               const uint8_t *, size_t, uint8_t *);
 size_t ptwm_joint_scan_avx512(const uint8_t *j, size_t i, size_t n);
+size_t ptwm_zero_sample_avx512(const uint8_t *src, size_t n, unsigned width, size_t *zeros);
 void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
 void ptwm_xxh128_avx512_oneshot(const void *p, size_t n, uint8_t out[16]);
 void ptwm_xxh128_base_update(void *s, const void *p, size_t n);

@@ -1,6 +1,6 @@
 /* Kernels of level AVX512 (x86-64-v4): the float-split and byte-plane loops
- * (kernels/planes_loops.h), the joint BF16 merge and the joint planes'
- * escape scan (see planes.h). */
+ * (kernels/planes_loops.h), the joint BF16 merge, the joint planes' escape
+ * scan and the sparse test's count of zeros (see planes.h). */
 #include "cpu.h"
 #include "planes_kernels.h"
 #include "planes_loops.h"
@@ -56,6 +56,27 @@ __attribute__((target("avx512f,avx512bw"))) size_t ptwm_joint_scan_avx512(const 
         uint64_t m = _mm512_cmpge_epu8_mask(_mm512_loadu_si512(j + i), top);
         if (m) return i + (size_t)__builtin_ctzll(m);
     }
+    return i;
+}
+
+/* ptwm_count_zero_elems at step 8, 64 bytes a step: the sampled elements
+ * are the low halves of dwords 0, 4, 8 and 12 (width 2) or dwords 0 and 8
+ * (width 4), counted in the lanes of a vector (the scalar loop's stride
+ * load was about 5% of BF16 compress time). */
+__attribute__((target("avx512f,avx512bw"))) size_t
+ptwm_zero_sample_avx512(const uint8_t *src, size_t n, unsigned width, size_t *zeros) {
+    const __mmask16 pick = width == 2 ? 0x1111 : 0x0101;
+    const __m512i mag = _mm512_set1_epi32(width == 2 ? 0x7fff : 0x7fffffff);
+    const __m512i one = _mm512_set1_epi32(1);
+    const size_t per = 64 / width;
+    __m512i acc = _mm512_setzero_si512();
+    size_t i = 0;
+    if (width != 2 && width != 4) return 0;
+    for (; n - i >= per; i += per) {
+        __mmask16 z = _mm512_mask_testn_epi32_mask(pick, _mm512_loadu_si512(src + i * width), mag);
+        acc = _mm512_mask_add_epi32(acc, z, acc, one);
+    }
+    *zeros += (size_t)(uint32_t)_mm512_reduce_add_epi32(acc);
     return i;
 }
 #endif
