@@ -19,24 +19,41 @@ typedef struct enc_planes {
     uint8_t b[8][256]; /* rcp bytes 0..3, then fc bytes 0..3 */
 } enc_planes;
 
+/* Precisions up to this take the narrow form of the fc entries (below). */
+#define ENC_NARROW_PREC 12
+
 /* The quotient is q = (t + ((x - t) >> 1)) >> (s - 1), t = mulhi(x, rcp)
  * (Granlund and Montgomery's form for 33-bit reciprocals), all in 32-bit
  * lanes: the 64-bit lanes of rcp's form (see enc_sym) took twice the
  * shifts. It needs s >= 1, so f = 1 takes rcp = 2^32 - 1 (q = x - 1, as
- * RANS_RCP64 does) and cum + M - 1 (the same state). */
-static void build_planes(const enc_vsym *vt, unsigned prec, enc_planes *pl) {
-    int s, k;
+ * RANS_RCP64 does) and cum + M - 1 (the same state).
+ *
+ * The wide fc entry is f << 16 | cum, as enc_vsym's; the loop then derives
+ * s - 1 from f. The narrow one (prec <= ENC_NARROW_PREC, every f < M) holds
+ * s - 1 too: cum (up to 2M - 2) in bits 0..12, f in 16..27 and s - 1 in
+ * 28..31, each taken out in one or two operations (the float conversion
+ * that derived s - 1, and the test for f = M, were a fifth of the loop's
+ * operations on the shared ports). Returns whether the table is narrow. */
+static int build_planes(const enc_vsym *vt, unsigned prec, enc_planes *pl) {
+    uint32_t m = 1u << prec;
+    int s, k, narrow = prec <= ENC_NARROW_PREC;
+    for (s = 0; s < 256; s++) narrow &= vt->fc[s] >> 16 < m;
     for (s = 0; s < 256; s++) {
-        uint32_t rcp = vt->rcp[s], fc = vt->fc[s];
-        if (fc >> 16 == 1) {
+        uint32_t rcp = vt->rcp[s], fc = vt->fc[s], f = fc >> 16, sh = 0;
+        if (f == 1) {
             rcp = 0xffffffffu;
-            fc += (1u << prec) - 1;
+            fc += m - 1;
+        }
+        if (narrow) {
+            while (f >= 2 && (2u << sh) <= f - 1) sh++; /* floor(log2(f - 1)) */
+            fc = sh << 28 | f << 16 | (fc - (f << 16));
         }
         for (k = 0; k < 4; k++) {
             pl->b[k][s] = (uint8_t)(rcp >> (8 * k));
             pl->b[4 + k][s] = (uint8_t)(fc >> (8 * k));
         }
     }
+    return narrow;
 }
 
 /* 64 lookups in one byte plane. */
@@ -45,22 +62,34 @@ static void build_planes(const enc_vsym *vt, unsigned prec, enc_planes *pl) {
                            _mm512_permutex2var_epi8(pl_[K][2], idx, pl_[K][3]))
 
 /* One group of 16 symbols on the vector X of 16 states: RC and FC hold the
- * group's table entries. */
-#define RANS_ENC_AVX512(X, RC, FC)                                                              \
+ * group's table entries; NARROW says which form FC has. */
+#define RANS_ENC_AVX512(X, RC, FC, NARROW)                                                      \
     do {                                                                                        \
-        __m512i f_ = _mm512_srli_epi32(FC, 16);                                                 \
-        __m512i xm_ = _mm512_sll_epi32(f_, xshift);                                             \
-        __mmask16 k_ = _mm512_cmpge_epu32_mask(X, xm_) & ~_mm512_cmpeq_epi32_mask(xm_, zero);   \
-        unsigned c_ = (unsigned)__builtin_popcount((unsigned)k_);                               \
-        __m256i w_ = _mm256_maskz_compress_epi16((__mmask16)k_, _mm512_cvtepi32_epi16(X));      \
-        __m512i sh_, t_, q_;                                                                    \
+        __m512i f_, xm_, sh_, t_, q_, w16_;                                                     \
+        __mmask16 k_;                                                                           \
+        unsigned c_;                                                                            \
+        if (NARROW) {                                                                           \
+            f_ = _mm512_and_si512(_mm512_srli_epi32(FC, 16), f12);                              \
+            xm_ = _mm512_sllv_epi32(f_, xshift);                                                \
+            k_ = _mm512_cmpge_epu32_mask(X, xm_);                                               \
+            sh_ = _mm512_srli_epi32(FC, 28);                                                    \
+        } else {                                                                                \
+            f_ = _mm512_srli_epi32(FC, 16);                                                     \
+            xm_ = _mm512_sllv_epi32(f_, xshift);                                                \
+            k_ = _mm512_cmpge_epu32_mask(X, xm_) & ~_mm512_cmpeq_epi32_mask(xm_, zero);         \
+            /* s - 1 = floor(log2(f - 1)) from the float's exponent (0 for f <= 2) */           \
+            sh_ = _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(       \
+                                       _mm512_cvtepi32_ps(_mm512_sub_epi32(f_, one))), 23),     \
+                                                    c127),                                      \
+                                   zero);                                                       \
+        }                                                                                       \
+        c_ = (unsigned)__builtin_popcount((unsigned)k_);                                        \
+        w16_ = _mm512_castsi256_si512(                                                          \
+            _mm256_maskz_compress_epi16((__mmask16)k_, _mm512_cvtepi32_epi16(X)));              \
         p -= 2 * (size_t)c_;                                                                    \
-        _mm256_mask_storeu_epi16((void *)p, (__mmask16)((1u << c_) - 1), w_);                   \
+        _mm256_mask_storeu_epi16((void *)p, (__mmask16)((1u << c_) - 1),                        \
+                                 _mm512_castsi512_si256(w16_));                                 \
         X = _mm512_mask_srli_epi32(X, k_, X, 16);                                               \
-        /* s - 1 = floor(log2(f - 1)) from the float's exponent (0 for f <= 2) */               \
-        sh_ = _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(           \
-                                   _mm512_cvtepi32_ps(_mm512_sub_epi32(f_, one))), 23), c127),  \
-                               zero);                                                           \
         /* t = mulhi(x, rcp): the odd products leave it in the odd lanes */                   \
         t_ = _mm512_mask_blend_epi32(                                                           \
             (__mmask16)0xAAAA, _mm512_srli_epi64(_mm512_mul_epu32(X, RC), 32),                  \
@@ -68,7 +97,7 @@ static void build_planes(const enc_vsym *vt, unsigned prec, enc_planes *pl) {
         q_ = _mm512_srlv_epi32(                                                                 \
             _mm512_add_epi32(t_, _mm512_srli_epi32(_mm512_sub_epi32(X, t_), 1)), sh_);          \
         X = _mm512_add_epi32(_mm512_add_epi32(X, _mm512_mullo_epi32(q_, _mm512_sub_epi32(mm, f_))), \
-                             _mm512_and_si512(FC, lo16));                                       \
+                             _mm512_and_si512(FC, NARROW ? cum13 : lo16));                     \
     } while (0)
 
 /* Four 32-bit vectors (groups 0..3) from four byte planes B0..B3 of the
@@ -83,19 +112,24 @@ static void build_planes(const enc_vsym *vt, unsigned prec, enc_planes *pl) {
         OUT[3] = _mm512_unpackhi_epi16(h01_, h23_);                                             \
     } while (0)
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt"))) static size_t
-encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec,
-               uint32_t x[RANS_O0_STATES], ewriter *w) {
+#define ENC_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt")))
+
+/* The loop, for a narrow or a wide table (a constant where inlined). */
+ENC_TARGET static inline __attribute__((always_inline)) size_t
+encode_o0_loop(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec,
+               uint32_t x[RANS_O0_STATES], ewriter *w, const int narrow) {
     const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
     const __m512i c127 = _mm512_set1_epi32(127), lo16 = _mm512_set1_epi32(0xffff);
+    const __m512i f12 = _mm512_set1_epi32(0xfff), cum13 = _mm512_set1_epi32(0x1fff);
     const __m512i mm = _mm512_set1_epi32((int)(1u << prec));
-    const __m128i xshift = _mm_cvtsi32_si128((int)(32 - prec));
+    const __m512i xshift = _mm512_set1_epi32((int)(32 - prec));
     /* Position 16L + 4j + t takes symbol 16j + 4L + t: after the unpacks,
      * vector j holds symbols 16j..16j+15 in order. */
     uint8_t order[64];
     __m512i pl_[8][4], perm, X0, X1;
     uint8_t *p = w->p;
     int k, q;
+    (void)zero, (void)one, (void)c127, (void)lo16, (void)f12, (void)cum13;
     for (k = 0; k < 64; k++) order[k] = (uint8_t)(16 * ((k >> 2) & 3) + 4 * (k >> 4) + (k & 3));
     perm = _mm512_loadu_si512(order);
     for (k = 0; k < 8; k++)
@@ -117,10 +151,10 @@ encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec
         }
         /* Backwards, as the scalar loop: the later round first, and in a
          * round the higher states first. */
-        RANS_ENC_AVX512(X1, rc[3], fc[3]);
-        RANS_ENC_AVX512(X0, rc[2], fc[2]);
-        RANS_ENC_AVX512(X1, rc[1], fc[1]);
-        RANS_ENC_AVX512(X0, rc[0], fc[0]);
+        RANS_ENC_AVX512(X1, rc[3], fc[3], narrow);
+        RANS_ENC_AVX512(X0, rc[2], fc[2], narrow);
+        RANS_ENC_AVX512(X1, rc[1], fc[1], narrow);
+        RANS_ENC_AVX512(X0, rc[0], fc[0], narrow);
     }
     _mm512_storeu_si512(x, X0);
     _mm512_storeu_si512(x + 16, X1);
@@ -128,12 +162,22 @@ encode_o0_vbmi(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec
     return i;
 }
 
+ENC_TARGET static size_t encode_o0_narrow(const uint8_t *src, size_t i, const enc_planes *pl,
+                                          unsigned prec, uint32_t *x, ewriter *w) {
+    return encode_o0_loop(src, i, pl, prec, x, w, 1);
+}
+
+ENC_TARGET static size_t encode_o0_wide(const uint8_t *src, size_t i, const enc_planes *pl,
+                                        unsigned prec, uint32_t *x, ewriter *w) {
+    return encode_o0_loop(src, i, pl, prec, x, w, 0);
+}
+
 /* What the 64-symbol steps leave goes through the AVX2 loop (same bytes). */
 size_t ptwm_rans_enc_o0_vbmi(const uint8_t *src, size_t i, const enc_vsym *vt, unsigned prec,
                              uint32_t *x, ewriter *w) {
     enc_planes pl;
-    build_planes(vt, prec, &pl);
-    i = encode_o0_vbmi(src, i, &pl, prec, x, w);
+    i = build_planes(vt, prec, &pl) ? encode_o0_narrow(src, i, &pl, prec, x, w)
+                                    : encode_o0_wide(src, i, &pl, prec, x, w);
     return ptwm_rans_enc_o0_avx2(src, i, vt, prec, x, w);
 }
 
