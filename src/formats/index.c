@@ -16,6 +16,7 @@
 #include "common.h"
 #include "fileio.h"
 #include "index.h"
+#include "nametab.h"
 #include "safetensors.h"
 
 /* A 100,000-tensor Hugging Face index is about 8 MB; parsing costs jansson
@@ -28,13 +29,6 @@ typedef struct index_entry {
     char *tensor;
     size_t shard;       /* into shards[] */
 } index_entry;
-
-/* Open addressing over positions (position + 1; 0 = empty), power-of-two size,
- * at most half full so probes stay short. */
-typedef struct name_table {
-    size_t *slots;
-    size_t n;
-} name_table;
 
 typedef struct meta_entry {
     char *key;
@@ -52,48 +46,14 @@ struct ptwm_index {
     size_t nshards, shards_cap;
     meta_entry *meta;
     size_t nmeta;
-    name_table by_tensor, by_shard;
+    ptwm_nametab by_tensor, by_shard;
 };
 
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
+static const char *tensor_at(const void *owner, size_t i) {
+    return ((const ptwm_index *)owner)->entries[i].tensor;
 }
-
-static const char *tensor_at(const ptwm_index *idx, size_t i) { return idx->entries[i].tensor; }
-static const char *shard_at(const ptwm_index *idx, size_t i) { return idx->shards[i]; }
-typedef const char *(*name_at_fn)(const ptwm_index *idx, size_t i);
-
-static size_t *table_find(const ptwm_index *idx, const name_table *t, name_at_fn name_at,
-                          const char *name) {
-    size_t mask = t->n - 1, i = (size_t)hash_name(name) & mask;
-    for (;;) {
-        size_t *slot = &t->slots[i];
-        if (*slot == 0 || strcmp(name_at(idx, *slot - 1), name) == 0) return slot;
-        i = (i + 1) & mask;
-    }
-}
-
-/* Make room for `count` names; when the table grows, the first `count - 1`
- * names are rehashed and the caller inserts the last. */
-static int table_reserve(const ptwm_index *idx, name_table *t, name_at_fn name_at, size_t count) {
-    size_t n = t->n ? t->n : 32, i;
-    size_t *slots;
-    name_table grown;
-    if (count * 2 <= t->n) return 0;
-    while (count * 2 > n) n *= 2;
-    if (!(slots = (size_t *)ptwm_calloc(n, sizeof(size_t)))) return -1;
-    grown.slots = slots;
-    grown.n = n;
-    for (i = 0; i + 1 < count; i++) *table_find(idx, &grown, name_at, name_at(idx, i)) = i + 1;
-    ptwm_free(t->slots);
-    *t = grown;
-    return 0;
-}
-
-static size_t *find_slot(const ptwm_index *idx, const char *tensor) {
-    return table_find(idx, &idx->by_tensor, tensor_at, tensor);
+static const char *shard_at(const void *owner, size_t i) {
+    return ((const ptwm_index *)owner)->shards[i];
 }
 
 static char *dup_str(const char *s, size_t len) {
@@ -140,8 +100,8 @@ ptwm_error ptwm_index_new(ptwm_index_kind kind, ptwm_index **out, ptwm_err *err)
     if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_create: out is NULL");
     *out = NULL;
     idx = (ptwm_index *)ptwm_calloc(1, sizeof *idx);
-    if (!idx || table_reserve(idx, &idx->by_tensor, tensor_at, 1) != 0 ||
-        table_reserve(idx, &idx->by_shard, shard_at, 1) != 0) {
+    if (!idx || !ptwm_nametab_reserve(&idx->by_tensor, 1) ||
+        !ptwm_nametab_reserve(&idx->by_shard, 1)) {
         ptwm_index_free(idx);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory creating an index");
     }
@@ -163,8 +123,8 @@ void ptwm_index_free(ptwm_index *idx) {
     ptwm_free(idx->entries);
     ptwm_free(idx->shards);
     ptwm_free(idx->meta);
-    ptwm_free(idx->by_tensor.slots);
-    ptwm_free(idx->by_shard.slots);
+    ptwm_nametab_free(&idx->by_tensor);
+    ptwm_nametab_free(&idx->by_shard);
     ptwm_free(idx);
 }
 
@@ -196,18 +156,23 @@ ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor
 
 ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos,
                            ptwm_err *err) {
-    size_t *slot;
+    uint64_t *slot;
     if (!idx || !tensor) return ptwm_fail_name(err, "index", tensor);
-    slot = find_slot(idx, tensor);
+    slot = ptwm_nametab_find(&idx->by_tensor, idx, tensor_at, tensor,
+                             ptwm_name_hash(tensor, strlen(tensor)));
     if (*slot == 0) return ptwm_fail_name(err, "index", tensor);
-    if (pos) *pos = *slot - 1;
+    if (pos) *pos = ptwm_nametab_index(*slot);
     return PTWM_OK;
 }
 
 static ptwm_error intern_shard(ptwm_index *idx, const char *shard, size_t *out, ptwm_err *err) {
-    size_t *slot = table_find(idx, &idx->by_shard, shard_at, shard);
+    uint32_t h = ptwm_name_hash(shard, strlen(shard));
+    uint64_t *slot;
+    if (!ptwm_nametab_reserve(&idx->by_shard, idx->nshards + 1))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    slot = ptwm_nametab_find(&idx->by_shard, idx, shard_at, shard, h);
     if (*slot) {
-        *out = *slot - 1;
+        *out = ptwm_nametab_index(*slot);
         return PTWM_OK;
     }
     if (idx->nshards >= INDEX_MAX_SHARDS)
@@ -221,19 +186,15 @@ static ptwm_error intern_shard(ptwm_index *idx, const char *shard, size_t *out, 
     }
     idx->shards[idx->nshards] = dup_str(shard, strlen(shard));
     if (!idx->shards[idx->nshards]) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    idx->nshards++;
-    if (table_reserve(idx, &idx->by_shard, shard_at, idx->nshards) != 0) {
-        ptwm_free(idx->shards[--idx->nshards]);
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    }
-    /* The table may be new: look the slot up again. */
-    *table_find(idx, &idx->by_shard, shard_at, shard) = idx->nshards;
-    *out = idx->nshards - 1;
+    ptwm_nametab_put(slot, h, idx->nshards);
+    *out = idx->nshards++;
     return PTWM_OK;
 }
 
 ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard, ptwm_err *err) {
-    size_t *slot, si = 0, len;
+    size_t si = 0, len;
+    uint64_t *slot;
+    uint32_t h;
     ptwm_error rc;
     if (!idx || !tensor || !shard)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_add: NULL argument");
@@ -246,10 +207,13 @@ ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "tensor '%s': shard name '%s' is not a plain file name%s", tensor, shard,
                          idx->kind == PTWM_INDEX_PTWM ? " ending in .ptwm" : "");
-    slot = find_slot(idx, tensor);
+    if (!ptwm_nametab_reserve(&idx->by_tensor, idx->count + 1))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing the index");
+    h = ptwm_name_hash(tensor, len);
+    slot = ptwm_nametab_find(&idx->by_tensor, idx, tensor_at, tensor, h);
     if (*slot != 0)
         return ptwm_fail(err, PTWM_ERR_DUPLICATE, "tensor '%s' mapped twice (to '%s' and '%s')",
-                         tensor, idx->shards[idx->entries[*slot - 1].shard], shard);
+                         tensor, idx->shards[idx->entries[ptwm_nametab_index(*slot)].shard], shard);
     if (idx->count >= INDEX_MAX_ENTRIES)
         return ptwm_fail(err, PTWM_ERR_LIMIT, "index holds more than %zu tensors",
                          INDEX_MAX_ENTRIES);
@@ -264,12 +228,7 @@ ptwm_error ptwm_index_add(ptwm_index *idx, const char *tensor, const char *shard
     idx->entries[idx->count].tensor = dup_str(tensor, len);
     if (!idx->entries[idx->count].tensor) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     idx->entries[idx->count].shard = si;
-    idx->count++;
-    if (table_reserve(idx, &idx->by_tensor, tensor_at, idx->count) != 0) {
-        ptwm_free(idx->entries[--idx->count].tensor);
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing the index");
-    }
-    *find_slot(idx, tensor) = idx->count;   /* the table may be new: look again */
+    ptwm_nametab_put(slot, h, idx->count++);
     return PTWM_OK;
 }
 

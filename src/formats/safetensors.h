@@ -4,6 +4,7 @@
 #define PTWM_SAFETENSORS_H
 
 #include "common.h"
+#include "nametab.h"
 
 /* One tensor entry of a header, after validation. Names and shapes live in
  * arenas of ptwm_st_parsed (one allocation each, not one per tensor): a
@@ -26,8 +27,7 @@ typedef struct ptwm_st_parsed {
     uint64_t data_len;          /* end of the last tensor: bytes the data region must hold */
     char *names;                /* every tensor name and metadata string, NUL-terminated */
     uint64_t *dims;             /* every shape, one after the other */
-    uint32_t *slots;            /* name hash table: index into t plus 1, 0 = empty */
-    size_t nslots;              /* a power of two, at least twice n */
+    ptwm_nametab by_name;       /* the names' hash table, over t */
 } ptwm_st_parsed;
 
 /* Parse and validate a header's JSON (the bytes after the 8-byte length):

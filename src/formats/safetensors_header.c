@@ -78,6 +78,7 @@ typedef struct st_build {
     size_t cap_t, names_len, names_cap, dims_len, dims_cap;
     size_t *meta_at;            /* key and value offsets in names, per metadata entry */
     int seen_meta;
+    uint32_t key_hash;          /* claim_key's key's, for keep_entry */
     const char *label;
 } st_build;
 
@@ -240,38 +241,18 @@ static ptwm_error parse_metadata(st_build *b, const json_t *obj, ptwm_err *err) 
 
 /* ---- the name hash table ------------------------------------------------- */
 
-static size_t name_hash(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a */
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return (size_t)(h ^ (h >> 32));
-}
-
-/* The slot holding `name`, or the empty slot where it belongs. Entries are
- * named through name_at, which stays valid while the arena grows. */
-static size_t find_slot(const ptwm_st_parsed *p, const char *name) {
-    size_t mask = p->nslots - 1, i = name_hash(name) & mask;
-    while (p->slots[i] && strcmp(p->names + p->t[p->slots[i] - 1].name_at, name) != 0)
-        i = (i + 1) & mask;
-    return i;
-}
-
-/* A table of `nslots` (a power of two above 2n) holding entries 0..n-1. */
-static int rehash(ptwm_st_parsed *p, size_t nslots) {
-    size_t i;
-    uint32_t *s = ptwm_calloc(nslots, sizeof(*s));
-    if (!s) return 0;
-    ptwm_free(p->slots);
-    p->slots = s;
-    p->nslots = nslots;
-    for (i = 0; i < p->n; i++) p->slots[find_slot(p, p->names + p->t[i].name_at)] = (uint32_t)(i + 1);
-    return 1;
+/* Entries are named through name_at, which stays valid while the arena
+ * grows. */
+static const char *entry_name(const void *owner, size_t i) {
+    const ptwm_st_parsed *p = (const ptwm_st_parsed *)owner;
+    return p->names + p->t[i].name_at;
 }
 
 ptrdiff_t ptwm_st_parsed_find(const ptwm_st_parsed *p, const char *name) {
-    size_t i;
-    if (!p || !name || !p->nslots) return -1;
-    i = find_slot(p, name);
-    return p->slots[i] ? (ptrdiff_t)p->slots[i] - 1 : -1;
+    uint64_t *s;
+    if (!p || !name || !p->by_name.cap) return -1;
+    s = ptwm_nametab_find(&p->by_name, p, entry_name, name, ptwm_name_hash(name, strlen(name)));
+    return *s ? (ptrdiff_t)ptwm_nametab_index(*s) : -1;
 }
 
 /* A top-level key, before its value is decoded (where jansson rejects a
@@ -287,11 +268,12 @@ static ptwm_error claim_key(st_build *b, const char *key, size_t key_at, size_t 
                              "appears twice", LABEL(b->label), key_at);
         return PTWM_OK;
     }
-    /* Slots stay under half full; n < 2^32 since every entry takes bytes. */
-    if ((p->n + 1) * 2 > p->nslots && !rehash(p, p->nslots ? p->nslots * 2 : 64))
+    /* n < 2^32 since every entry takes bytes. */
+    if (!ptwm_nametab_reserve(&p->by_name, p->n + 1))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
-    *slot = find_slot(p, key);
-    if (p->slots[*slot])
+    b->key_hash = ptwm_name_hash(key, strlen(key));
+    *slot = (size_t)(ptwm_nametab_find(&p->by_name, p, entry_name, key, b->key_hash) - p->by_name.slot);
+    if (p->by_name.slot[*slot])
         return ptwm_fail(err, PTWM_ERR_DUPLICATE,
                          "file '%s': header has a duplicate key at byte %zu: tensor '%.200s' "
                          "appears twice", LABEL(b->label), key_at, key);
@@ -324,7 +306,7 @@ static ptwm_error keep_entry(st_build *b, const char *key, size_t slot, const ui
     memcpy(p->dims + b->dims_len, shape, e->ndim * sizeof(*shape));
     e->shape_at = b->dims_len;
     b->dims_len += e->ndim;
-    p->slots[slot] = (uint32_t)(p->n + 1);
+    ptwm_nametab_put(&p->by_name.slot[slot], b->key_hash, p->n);
     p->n++;
     return PTWM_OK;
 }
@@ -629,10 +611,16 @@ ptwm_error ptwm_st_parse_header(const char *json, size_t len, const char *label,
         p->meta[i].value = p->names + b.meta_at[2 * i + 1];
     }
     if ((rc = check_tiling(p, label, err))) goto fail;
-    /* Sorting moved the entries: index the names again. */
-    if (p->nslots && !rehash(p, p->nslots)) {
-        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
-        goto fail;
+    /* Sorting moved the entries: the table follows them to their places. */
+    if (p->n) {
+        size_t *map = (size_t *)ptwm_malloc((uint64_t)p->n * sizeof(size_t));
+        if (!map) {
+            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(label));
+            goto fail;
+        }
+        for (i = 0; i < p->n; i++) map[p->t[i].order] = i;
+        ptwm_nametab_renumber(&p->by_name, map);
+        ptwm_free(map);
     }
     ptwm_free(b.meta_at);
     *out = b.p;
@@ -649,7 +637,7 @@ void ptwm_st_parsed_free(ptwm_st_parsed *p) {
     ptwm_free(p->meta);
     ptwm_free(p->names);
     ptwm_free(p->dims);
-    ptwm_free(p->slots);
+    ptwm_nametab_free(&p->by_name);
     memset(p, 0, sizeof(*p));
 }
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include "fileio.h"
 #include "index.h"
+#include "nametab.h"
 #include "shardir.h"
 #include "source_impl.h"
 
@@ -52,8 +53,7 @@ struct ptwm_shardir {
     size_t nshards;
     dir_entry *t;
     size_t n;
-    uint32_t *slots;              /* names: index into t plus 1, 0 = empty; at most half full */
-    size_t nslots;
+    ptwm_nametab by_name;         /* over t */
     uint64_t total_size, compressed_total_size;
 };
 
@@ -67,24 +67,26 @@ void ptwm_shardir_close(ptwm_shardir *d) {
     ptwm_free(d->shards);
     ptwm_free(d->shard_names);
     ptwm_free(d->t);
-    ptwm_free(d->slots);
+    ptwm_nametab_free(&d->by_name);
     ptwm_index_free(d->index);
     ptwm_free(d);
 }
 
 /* ---- the name table ------------------------------------------------------ */
 
-static size_t name_hash(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a */
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return (size_t)(h ^ (h >> 32));
+static const char *entry_name(const void *owner, size_t i) {
+    return ((const ptwm_shardir *)owner)->t[i].name;
 }
 
 /* The slot holding `name`, or the empty slot where it belongs. */
-static uint32_t *find_slot(const ptwm_shardir *d, const char *name) {
-    size_t mask = d->nslots - 1, i = name_hash(name) & mask;
-    while (d->slots[i] && strcmp(d->t[d->slots[i] - 1].name, name) != 0) i = (i + 1) & mask;
-    return &d->slots[i];
+static uint64_t *find_slot(const ptwm_shardir *d, const char *name, uint32_t h) {
+    return ptwm_nametab_find(&d->by_name, d, entry_name, name, h);
+}
+
+/* The index of the tensor called `name` plus 1, or 0. */
+static size_t find_name(const ptwm_shardir *d, const char *name) {
+    uint64_t s = *find_slot(d, name, ptwm_name_hash(name, strlen(name)));
+    return s ? ptwm_nametab_index(s) + 1 : 0;
 }
 
 /* ---- opening ------------------------------------------------------------- */
@@ -132,14 +134,11 @@ static ptwm_error collect_tensors(ptwm_shardir *d, const char *dir, ptwm_err *er
     const ptwm_source_ops *ops = d->k->shard;
     size_t s, i, total = 0;
     for (s = 0; s < d->nshards; s++) total += ops->count(d->shards[s]);
-    if (total >= UINT32_MAX / 2)
-        return ptwm_fail(err, PTWM_ERR_LIMIT, "directory '%s': %zu tensors, over %u", dir, total,
-                         (unsigned)(UINT32_MAX / 2 - 1));
-    for (d->nslots = 16; d->nslots < total * 2; d->nslots *= 2) {
-    }
+    if (total >= (size_t)1 << 30)
+        return ptwm_fail(err, PTWM_ERR_LIMIT, "directory '%s': %zu tensors, over %zu", dir, total,
+                         ((size_t)1 << 30) - 1);
     d->t = (dir_entry *)ptwm_calloc(total + 1, sizeof(*d->t));
-    d->slots = (uint32_t *)ptwm_calloc(d->nslots, sizeof(*d->slots));
-    if (!d->t || !d->slots) return no_memory(dir, err);
+    if (!d->t || !ptwm_nametab_reserve(&d->by_name, total)) return no_memory(dir, err);
     for (s = 0; s < d->nshards; s++) {
         size_t n = ops->count(d->shards[s]);
         if (ptwm_add_overflow(d->compressed_total_size, ops->file_size(d->shards[s]),
@@ -147,14 +146,16 @@ static ptwm_error collect_tensors(ptwm_shardir *d, const char *dir, ptwm_err *er
             return ptwm_fail(err, PTWM_ERR_INDEX, "directory '%s': shard sizes overflow", dir);
         for (i = 0; i < n; i++) {
             ptwm_tensor_info info;
-            uint32_t *slot;
+            uint64_t *slot;
+            uint32_t h;
             ptwm_error rc = ops->tensor(d->shards[s], i, &info, NULL);
             if (rc)
                 return ptwm_fail(err, rc, "directory '%s': shard '%s': tensor %zu unreadable", dir,
                                  d->shard_names[s], i);
-            slot = find_slot(d, info.name);
+            h = ptwm_name_hash(info.name, strlen(info.name));
+            slot = find_slot(d, info.name, h);
             if (*slot) {
-                const char *first = d->shard_names[d->t[*slot - 1].shard];
+                const char *first = d->shard_names[d->t[ptwm_nametab_index(*slot)].shard];
                 return d->k->ptwm ? ptwm_fail(err, PTWM_ERR_DUPLICATE,
                                               "directory '%s': tensor '%s' is in both shard '%s' "
                                               "and shard '%s'",
@@ -169,7 +170,7 @@ static ptwm_error collect_tensors(ptwm_shardir *d, const char *dir, ptwm_err *er
             d->t[d->n].name = info.name;
             d->t[d->n].local = i;
             d->t[d->n].shard = (uint32_t)s;
-            *slot = (uint32_t)++d->n;
+            ptwm_nametab_put(slot, h, d->n++);
         }
     }
     return PTWM_OK;
@@ -183,7 +184,7 @@ static ptwm_error check_index(const ptwm_shardir *d, const ptwm_index *idx, cons
     size_t i;
     int pt = d->k->ptwm;
     for (i = 0; ptwm_index_entry(idx, i, &tensor, &shard, NULL) == PTWM_OK; i++) {
-        uint32_t at = *find_slot(d, tensor);
+        size_t at = find_name(d, tensor);
         const char *held = at ? d->shard_names[d->t[at - 1].shard] : NULL;
         if (held && strcmp(held, shard) == 0) continue;
         if (!pt)
@@ -359,7 +360,7 @@ static ptwm_error dir_tensor(const void *h, size_t index, ptwm_tensor_info *out,
 
 static ptwm_error dir_find(const void *h, const char *name, size_t *index, ptwm_err *err) {
     const ptwm_shardir *d = (const ptwm_shardir *)h;
-    uint32_t at = name ? *find_slot(d, name) : 0;
+    size_t at = name ? find_name(d, name) : 0;
     if (!at) return ptwm_fail_name(err, d->k->label, name);
     if (index) *index = at - 1;
     return PTWM_OK;
