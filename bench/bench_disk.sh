@@ -8,11 +8,15 @@
 # copy ([out, in, kh, kw], bench/pytorch_layout.py). Restored files are checked
 # byte for byte.
 #
-# usage: [RUNS=5] [SIZES="16 128"] [THREADS="1 2"] [PATTERN=.bf16.] [README=1] [OLD_PTWM=bin]
-#        bench/bench_disk.sh [PTWM_BIN]
+# usage: [RUNS=5] [SIZES="16 128"] [THREADS="1 2"] [PATTERN=.bf16.] [MIN_TENSOR=bytes]
+#        [README=1] [OLD_PTWM=bin] bench/bench_disk.sh [PTWM_BIN]
 #   SIZES    MiB of tensor bytes per file (FULL=1: 16 128 512 2048)
 #   PATTERN  which corpus files give the tensors (default: the BF16 ones)
-#   README=1 put the table into README.md's Performance section
+#   MIN_TENSOR only the tensors of at least this many bytes (262144: a file
+#            shaped like a language model's, where the corpus's own shape is
+#            thousands of small tensors)
+#   README=1 put the table into README.md's Performance section (with
+#            MIN_TENSOR, between the "bench_disk.sh min_tensor" markers)
 #   BENCH_TMP scratch directory (default /tmp); PTWM_CORPUS as for the tests
 #   OLD_PTWM  another build's ptwm: its decompress runs too, alternating with
 #            this one's in every round (before/after figures from one run), on
@@ -41,9 +45,11 @@ DISK_RUNS_TMP=$work python3 "$here/bench/disk_runs.py" "$bin" "$corpus" "$work/p
 cat "$work/table.md"
 if [ "${README:-0}" = 1 ]; then
     python3 - "$here/README.md" "$work/table.md" <<'PY'
+import os
 import sys
 readme, table = sys.argv[1], open(sys.argv[2]).read()
-begin, end = "<!-- bench_disk.sh begin -->", "<!-- bench_disk.sh end -->"
+tag = "bench_disk.sh min_tensor" if os.environ.get("MIN_TENSOR") else "bench_disk.sh"
+begin, end = "<!-- %s begin -->" % tag, "<!-- %s end -->" % tag
 text = open(readme).read()
 if begin not in text:
     sys.exit("README.md has no %s marker" % begin)

@@ -67,10 +67,11 @@ def main():
     sizes = [int(s) for s in sys.argv[6].split()]
     threads = [int(t) for t in sys.argv[7].split()]
     pattern = sys.argv[8]
+    min_bytes = int(os.environ.get("MIN_TENSOR", "0"))
     runs = int(runs)
     version = subprocess.run([ptwm, "--version"], capture_output=True, text=True).stdout.strip()
     print("Disk to disk, whole processes (`bench/bench_disk.sh`): one safetensors file of the corpus's "
-          "tensors (files matching `%s`, repeated with rows rotated so no chunk repeats), on %d cores, "
+          "tensors (files matching `%s`%s, repeated with rows rotated so no chunk repeats), on %d cores, "
           "%s, %s; medians of %d alternating runs. wall/user/sys in seconds, peak = maximum resident "
           "set; x zstd = wall time of one-thread zstd (`zstd -3 -T1`, `zstd -d`) over ptwm's for the "
           "same job (above 1: ptwm faster); x +fsync: the same against `zstd -d` followed by an "
@@ -79,14 +80,15 @@ def main():
           "`zstd -d + fsync` is given too, and `cp` of the restored file is the floor for writing "
           "the bytes at all. Layout pt: the same weights with 4-D kernels moved to PyTorch's "
           "[out, in, kh, kw] (`bench/pytorch_layout.py`). Load average at the start: %.1f.\n"
-          % (pattern, os.cpu_count(), version, platform.platform(terse=True), runs,
+          % (pattern, ", tensors of %d bytes or more" % min_bytes if min_bytes else "",
+             os.cpu_count(), version, platform.platform(terse=True), runs,
              os.getloadavg()[0]))
     print("| MiB | layout | job | threads | command | wall | user | sys | peak MiB | MB/s | x zstd | x +fsync | size |")
     print("|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mb in sizes:
         for layout, src_dir in (("tf", corpus), ("pt", ptcorpus)):
             src = os.path.join(work, "%s-%d.safetensors" % (layout, mb))
-            make_bench_file.build(src_dir, src, mb << 20, pattern)
+            make_bench_file.build(src_dir, src, mb << 20, pattern, min_bytes)
             raw = os.path.getsize(src)
             cdir, back, zst, zback, cpout = (os.path.join(work, x) for x in
                                              ("c", "back", "f.zst", "zback", "cp.out"))

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """One safetensors file of about SIZE_MB of real weights: the tensors of the
 corpus files whose names contain PATTERN (default: the BF16 ones), shapes
-kept, repeated under new names until the size is reached. Repeat r rotates
+kept, repeated under new names until the size is reached. MIN_BYTES keeps
+only tensors of at least that many bytes (a file shaped like a language
+model's, whose tensors are mostly MiBs, where the corpus's small vision
+models hold thousands of biases and small kernels). Repeat r rotates
 each tensor by r rows (of its last dimension), so no chunk repeats an earlier
 one: ptwm stores equal payloads once, which would make a benchmark measure
 nothing. Written as it goes: memory stays at the corpus files.
 
-usage: bench/make_bench_file.py CORPUS_DIR OUT SIZE_MB [PATTERN]"""
+usage: bench/make_bench_file.py CORPUS_DIR OUT SIZE_MB [PATTERN [MIN_BYTES]]"""
 import json
 import os
 import struct
@@ -38,14 +41,16 @@ def rotated(dtype, shape, data, rep):
     return data[cut:] + data[:cut]
 
 
-def build(corpus, out, size, pattern=".bf16."):
+def build(corpus, out, size, pattern=".bf16.", min_bytes=0):
     tensors = []
     for f in sorted(os.listdir(corpus)):
         if f.endswith(".safetensors") and pattern in f:
             tensors += [(f.split(".")[0] + "." + name, dt, shape, data)
-                        for name, dt, shape, data in read_tensors(os.path.join(corpus, f))]
+                        for name, dt, shape, data in read_tensors(os.path.join(corpus, f))
+                        if len(data) >= min_bytes]
     if not tensors:
-        sys.exit("no corpus file matches %r in %s" % (pattern, corpus))
+        sys.exit("no corpus file matches %r in %s (tensors of %d bytes or more)"
+                 % (pattern, corpus, min_bytes))
     h, plan, off, rep = {"__metadata__": {"format": "pt"}}, [], 0, 0
     while off < size:
         for k, (name, dt, shape, data) in enumerate(tensors):
@@ -67,10 +72,11 @@ def build(corpus, out, size, pattern=".bf16."):
 
 
 def main():
-    if len(sys.argv) not in (4, 5):
+    if len(sys.argv) not in (4, 5, 6):
         sys.exit(__doc__)
     build(sys.argv[1], sys.argv[2], int(float(sys.argv[3]) * (1 << 20)),
-          sys.argv[4] if len(sys.argv) == 5 else ".bf16.")
+          sys.argv[4] if len(sys.argv) >= 5 else ".bf16.",
+          int(sys.argv[5]) if len(sys.argv) == 6 else 0)
 
 
 if __name__ == "__main__":
