@@ -12,6 +12,7 @@
 #include "chunk.h"
 #include "fileio.h"
 #include "iothread.h"
+#include "nametab.h"
 #include "hash.h"
 #include "threads.h"
 
@@ -65,7 +66,7 @@ struct ptwm_reader {
     unsigned version;
     rtensor *t;
     size_t nt;
-    size_t *by_name;             /* indices sorted by name */
+    ptwm_nametab by_name;        /* the tensors' names */
     rarena names, dims, chain_ptrs, chain_lens, chunk_pool;
     ptwm_kv *meta;
     size_t nmeta;
@@ -304,27 +305,8 @@ static ptwm_error parse_tensor(ptwm_reader *r, rtensor *t, cursor *c, ptwm_err *
     return parse_chunks(r, t, c, err);
 }
 
-/* Sort r->by_name by tensor name: a bottom-up merge sort, because C11 qsort
- * has no context argument and a static one would not be thread-safe. */
-static ptwm_error sort_by_name(ptwm_reader *r, size_t n, ptwm_err *err) {
-    size_t *tmp = (size_t *)ptwm_malloc((uint64_t)(n ? n : 1) * sizeof(size_t));
-    size_t width;
-    if (!tmp) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    for (width = 1; width < n; width *= 2) {
-        size_t lo;
-        for (lo = 0; lo < n; lo += 2 * width) {
-            size_t mid = PTWM_MIN(lo + width, n), hi = PTWM_MIN(lo + 2 * width, n);
-            size_t a = lo, b = mid, k = lo;
-            while (a < mid && b < hi)
-                tmp[k++] = strcmp(r->t[r->by_name[a]].name, r->t[r->by_name[b]].name) <= 0
-                               ? r->by_name[a++] : r->by_name[b++];
-            while (a < mid) tmp[k++] = r->by_name[a++];
-            while (b < hi) tmp[k++] = r->by_name[b++];
-        }
-        memcpy(r->by_name, tmp, n * sizeof(size_t));
-    }
-    ptwm_free(tmp);
-    return PTWM_OK;
+static const char *tensor_name(const void *owner, size_t i) {
+    return ((const ptwm_reader *)owner)->t[i].name;
 }
 
 typedef struct payload_ref {
@@ -394,8 +376,8 @@ static ptwm_error parse_tensors(ptwm_reader *r, cursor *c, ptwm_err *err) {
         return ptwm_fail(err, PTWM_ERR_TRUNCATED, "%u tensors do not fit in %llu table bytes", n,
                          (unsigned long long)c->left);
     r->t = (rtensor *)ptwm_calloc(n ? n : 1, sizeof(rtensor));
-    r->by_name = (size_t *)ptwm_calloc(n ? n : 1, sizeof(size_t));
-    if (!r->t || !r->by_name) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u tensors", n);
+    if (!r->t || !ptwm_nametab_reserve(&r->by_name, n))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %u tensors", n);
     for (i = 0; i < n; i++) {
         r->nt = i + 1;
         if ((rc = parse_tensor(r, &r->t[i], c, err))) {
@@ -403,7 +385,6 @@ static ptwm_error parse_tensors(ptwm_reader *r, cursor *c, ptwm_err *err) {
             else ptwm_err_prefix(err, "tensor %zu", i);
             return rc;
         }
-        r->by_name[i] = i;
     }
     /* The arenas are complete: offsets become pointers. */
     for (i = 0; i < n; i++) {
@@ -416,11 +397,14 @@ static ptwm_error parse_tensors(ptwm_reader *r, cursor *c, ptwm_err *err) {
     }
     if (c->left) return ptwm_fail(err, PTWM_ERR_CORRUPT, "%llu stray bytes after the tensor entries",
                                   (unsigned long long)c->left);
-    if ((rc = sort_by_name(r, n, err))) return rc;
-    for (i = 1; i < n; i++)
-        if (strcmp(r->t[r->by_name[i - 1]].name, r->t[r->by_name[i]].name) == 0)
-            return ptwm_fail(err, PTWM_ERR_DUPLICATE, "tensor name '%s' appears twice",
-                             r->t[r->by_name[i]].name);
+    for (i = 0; i < n; i++) {
+        const char *name = r->t[i].name;
+        uint32_t h = ptwm_name_hash(name, strlen(name));
+        uint64_t *s = ptwm_nametab_find(&r->by_name, r, tensor_name, name, h);
+        if (*s)
+            return ptwm_fail(err, PTWM_ERR_DUPLICATE, "tensor name '%s' appears twice", name);
+        ptwm_nametab_put(s, h, i);
+    }
     return attribute_shared(r, err);
 }
 
@@ -705,7 +689,7 @@ void ptwm_reader_close(ptwm_reader *r) {
     if (!r) return;
     if (r->fd >= 0) close(r->fd);
     ptwm_free(r->t);
-    ptwm_free(r->by_name);
+    ptwm_nametab_free(&r->by_name);
     ptwm_free(r->names.p);
     ptwm_free(r->dims.p);
     ptwm_free(r->chain_ptrs.p);
@@ -798,20 +782,13 @@ ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_in
 
 ptwm_error ptwm_reader_find(const ptwm_reader *r, const char *name, size_t *index,
                             ptwm_err *err) {
-    size_t lo = 0, hi;
+    uint64_t s;
     if (!r || !name) return ptwm_fail_name(err, r ? r->label : "ptwm_reader_find", name);
-    hi = r->nt;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(r->t[r->by_name[mid]].name, name);
-        if (c == 0) {
-            if (index) *index = r->by_name[mid];
-            return PTWM_OK;
-        }
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return ptwm_fail_name(err, r->label, name);
+    if (!r->by_name.cap) return ptwm_fail_name(err, r->label, name);
+    s = *ptwm_nametab_find(&r->by_name, r, tensor_name, name, ptwm_name_hash(name, strlen(name)));
+    if (!s) return ptwm_fail_name(err, r->label, name);
+    if (index) *index = ptwm_nametab_index(s);
+    return PTWM_OK;
 }
 
 ptwm_error ptwm_reader_chain_text(const ptwm_reader *r, size_t index, char *buf, size_t cap,
