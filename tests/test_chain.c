@@ -1,5 +1,6 @@
 /* Chains: wire round trip, text round trip, validation errors, the standard
- * table for every dtype and method, method names. */
+ * table for every dtype and method, method names, and the parse cache a
+ * workspace keeps (the same answers as a parse, errors never kept). */
 #include <string.h>
 #include "chain.h"
 #include "testutil.h"
@@ -218,8 +219,61 @@ static void test_method_names(void) {
     CHECK(ptwm_method_from_name(NULL, &got, NULL) == PTWM_ERR_INVALID_ARG);
 }
 
+/* Each call answers what ptwm_chain_info_parse answers for its own bytes
+ * and dtype, whatever the cache held before. */
+static void check_cached(ptwm_chain_cache *cache, const uint8_t *chain, size_t len, int dtype) {
+    ptwm_chain_info want, got;
+    ptwm_err e1, e2;
+    ptwm_error r1 = ptwm_chain_info_parse(chain, len, dtype, &want, &e1);
+    ptwm_error r2;
+    memset(&got, 0xA5, sizeof(got));
+    r2 = ptwm_chain_info_parse_cached(cache, chain, len, dtype, &got, &e2);
+    CHECK_MSG(r1 == r2, "%zu-byte chain, dtype %d: parse %d, cached parse %d", len, dtype, (int)r1,
+              (int)r2);
+    if (r1 == PTWM_OK && r2 == PTWM_OK)
+        CHECK_MSG(memcmp(&want, &got, sizeof(want)) == 0, "%zu-byte chain, dtype %d: other info",
+                  len, dtype);
+    if (r1 != PTWM_OK && r2 != PTWM_OK) CHECK(strcmp(e1.message, e2.message) == 0);
+}
+
+static void test_cache(void) {
+    ptwm_chain_cache cache;
+    uint8_t a[PTWM_CHAIN_MAX_BYTES], b[PTWM_CHAIN_MAX_BYTES], bad[PTWM_CHAIN_MAX_BYTES];
+    size_t la = 0, lb = 0, i;
+    ptwm_err err;
+    memset(&cache, 0, sizeof(cache));
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, a, sizeof(a), &la,
+                              &err) == PTWM_OK);
+    CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_HUFFMAN, b, sizeof(b), &lb,
+                              &err) == PTWM_OK);
+    check_cached(&cache, a, 0, PTWM_DTYPE_BF16);     /* empty cache, empty chain */
+    check_cached(&cache, a, la, PTWM_DTYPE_BF16);
+    check_cached(&cache, a, la, PTWM_DTYPE_BF16);    /* from the cache */
+    check_cached(&cache, a, la, PTWM_DTYPE_U8);      /* another dtype: an error, not the kept one */
+    CHECK_ERR(ptwm_chain_info_parse_cached(&cache, a, la, PTWM_DTYPE_U8, &(ptwm_chain_info){0},
+                                           &err),
+              &err, PTWM_ERR_DTYPE, "cannot be cut");
+    check_cached(&cache, a, la, PTWM_DTYPE_BF16);
+    check_cached(&cache, b, lb, PTWM_DTYPE_BF16);    /* other bytes */
+    check_cached(&cache, a, la, PTWM_DTYPE_BF16);
+    /* a's bytes with one changed: each is parsed, never answered from a */
+    for (i = 0; i < la; i++) {
+        memcpy(bad, a, la);
+        bad[i] ^= 0x40;
+        check_cached(&cache, bad, la, PTWM_DTYPE_BF16);
+        check_cached(&cache, a, la, PTWM_DTYPE_BF16);
+    }
+    check_cached(&cache, a, la - 1, PTWM_DTYPE_BF16); /* a prefix */
+    check_cached(&cache, a, 0, PTWM_DTYPE_BF16);
+    /* a fresh (zeroed) cache holds nothing, even for an empty chain of dtype 0 */
+    memset(&cache, 0, sizeof(cache));
+    CHECK_ERR(ptwm_chain_info_parse_cached(&cache, a, 0, 0, &(ptwm_chain_info){0}, &err), &err,
+              PTWM_ERR_CORRUPT, "chain: 0 bytes");
+}
+
 int main(void) {
     test_standard_table();
+    test_cache();
     test_standard_entries();
     test_wire_bytes();
     test_text_forms();

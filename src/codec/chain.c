@@ -206,6 +206,25 @@ ptwm_error ptwm_chain_info_parse(const uint8_t *chain, size_t len, int dtype, pt
     return PTWM_OK;
 }
 
+ptwm_error ptwm_chain_info_parse_cached(ptwm_chain_cache *cache, const uint8_t *chain,
+                                        size_t len, int dtype, ptwm_chain_info *out,
+                                        ptwm_err *err) {
+    ptwm_error e;
+    if (chain && len && cache->len == len && cache->dtype == dtype &&
+        memcmp(cache->bytes, chain, len) == 0) {
+        *out = cache->info;
+        return PTWM_OK;
+    }
+    if ((e = ptwm_chain_info_parse(chain, len, dtype, out, err))) return e;
+    if (len <= PTWM_CHAIN_CACHE_BYTES) {
+        memcpy(cache->bytes, chain, len);
+        cache->len = len;
+        cache->dtype = dtype;
+        cache->info = *out;
+    }
+    return PTWM_OK;
+}
+
 ptwm_error ptwm_chain_validate(const uint8_t *chain, size_t len, ptwm_dtype dtype, ptwm_err *err) {
     ptwm_chain_info c;
     if ((unsigned)dtype >= PTWM_DTYPE_COUNT)

@@ -56,4 +56,21 @@ typedef struct ptwm_chain_info {
 ptwm_error ptwm_chain_info_parse(const uint8_t *chain, size_t len, int dtype,
                                  ptwm_chain_info *out, ptwm_err *err);
 
+/* The last chain a worker parsed, with its dtype: the chunks of a tensor
+ * share their chain, and parsing it again for every chunk was about 1% of a
+ * restore of small tensors. Only a parse that succeeded is kept. */
+#define PTWM_CHAIN_CACHE_BYTES 48
+typedef struct ptwm_chain_cache {
+    uint8_t bytes[PTWM_CHAIN_CACHE_BYTES];
+    size_t len; /* 0: nothing kept */
+    int dtype;
+    ptwm_chain_info info;
+} ptwm_chain_cache;
+
+/* ptwm_chain_info_parse, answered from the cache when the chain's bytes and
+ * dtype are the ones kept there (chains longer than the cache are parsed). */
+ptwm_error ptwm_chain_info_parse_cached(ptwm_chain_cache *cache, const uint8_t *chain,
+                                        size_t len, int dtype, ptwm_chain_info *out,
+                                        ptwm_err *err);
+
 #endif

@@ -324,7 +324,8 @@ static ptwm_error encode_ws(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
 
     if (!out_len || (!raw && raw_len) || (!dst && cap))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "chunk_encode: NULL argument");
-    if ((e = ptwm_chain_info_parse(chain, chain_len, (int)dtype, &c, err))) return e;
+    if ((e = ptwm_chain_info_parse_cached(&ws->chain, chain, chain_len, (int)dtype, &c, err)))
+        return e;
     if (base) base_chain(&c, dtype);
     M->c = &c;
     memset(&M->P, 0, sizeof(M->P));

@@ -100,7 +100,7 @@ static ptwm_error decode_payload(ptwm_ws *ws, unsigned version, const uint8_t *c
     ptwm_error e;
     if ((!src && src_len) || (!raw && raw_len))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "chunk_decode: NULL argument");
-    if ((e = ptwm_chain_info_parse(chain, chain_len, (int)dtype, &c, err)) ||
+    if ((e = ptwm_chain_info_parse_cached(&ws->chain, chain, chain_len, (int)dtype, &c, err)) ||
         (e = ptwm_chunk_head_parse(version, &c, src, src_len, raw_len, &h, err)) ||
         (e = decode_planes(ws, version, &h, plane_crcs, raw, plane, err)))
         return e;

@@ -13,6 +13,7 @@
 #ifndef PTWM_WORKSPACE_H
 #define PTWM_WORKSPACE_H
 
+#include "chain.h"
 #include "common.h"
 
 /* Each region has one owner and one use: no two users share a buffer, so no
@@ -45,6 +46,7 @@ typedef struct ptwm_ws {
     uint8_t rans_dtab1_built[256];
     unsigned rans_dtab1_prec;
     void *zstd_cctx, *zstd_dctx; /* libzstd contexts, made on first use */
+    ptwm_chain_cache chain;      /* the chain of the last chunk */
 } ptwm_ws;
 
 /* A workspace with no memory yet (NULL if out of memory); free(NULL) is
