@@ -46,10 +46,10 @@ static void fill_and_find(names *nm, size_t n, int forced) {
     {
         const char *miss[] = {"", "layer.0.weightx", "layer.99999.bias", "layer.0.weigh"};
         size_t k;
-        for (k = 0; k < PTWM_ARRAY_LEN(miss); k++)
-            CHECK_MSG(*ptwm_nametab_find(&t, nm, name_at, miss[k],
-                                         forced ? 7u : ptwm_name_hash(miss[k], strlen(miss[k]))) == 0,
-                      "'%s' found", miss[k]);
+        for (k = 0; k < PTWM_ARRAY_LEN(miss); k++) {
+            uint32_t h = forced ? 7u : ptwm_name_hash(miss[k], strlen(miss[k]));
+            CHECK_MSG(*ptwm_nametab_find(&t, nm, name_at, miss[k], h) == 0, "'%s' found", miss[k]);
+        }
     }
     /* renumbered in reverse: each name at n - 1 - its index */
     {
@@ -99,7 +99,8 @@ static void check_header(void) {
     /* written in reverse file order, so sorting moves every entry */
     for (i = 3000; i-- > 0;)
         len += (size_t)snprintf(json + len, cap - len,
-                                "%s\"t.%04zu\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}",
+                                "%s\"t.%04zu\":{\"dtype\":\"U8\",\"shape\":[1],"
+                                "\"data_offsets\":[%zu,%zu]}",
                                 i == 2999 ? "" : ",", i, i, i + 1);
     len += (size_t)snprintf(json + len, cap - len, "}");
     CHECK_MSG(ptwm_st_parse_header(json, len, "h", &p, &err) == PTWM_OK, "%s", err.message);

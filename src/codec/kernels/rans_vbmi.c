@@ -112,7 +112,8 @@ static int build_planes(const enc_vsym *vt, unsigned prec, enc_planes *pl) {
         OUT[3] = _mm512_unpackhi_epi16(h01_, h23_);                                             \
     } while (0)
 
-#define ENC_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt")))
+#define ENC_TARGET                                                                              \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt")))
 
 /* The loop, for a narrow or a wide table (a constant where inlined). */
 ENC_TARGET static inline __attribute__((always_inline)) size_t
