@@ -1,13 +1,14 @@
-/* The name table (src/formats/nametab.c) that safetensors headers, shard
- * directories and Hugging Face indexes look names up in: every name is found
- * at its index and a missing one is not, across growth from empty; names
- * whose hashes collide (forced by passing one hash for all) are told apart
- * by their bytes; renumbering follows a permutation; the size limit is
- * refused. Then the users: a header, an index and a directory of names that
+/* The name table (src/platform/nametab.c) that .ptwm tables, safetensors
+ * headers, shard directories and indexes look names up in: every name is
+ * found at its index and a missing one is not, across growth from empty;
+ * names whose hashes collide (forced by passing one hash for all) are told
+ * apart by their bytes; renumbering follows a permutation; the size limit is
+ * refused; the hash is seeded. Then the users: a header, an index and a directory of names that
  * differ only in their last bytes reject a duplicate and find every name. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include "index.h"
 #include "nametab.h"
 #include "safetensors.h"
@@ -79,9 +80,17 @@ static void check_table(void) {
     for (i = 0; i < N; i++) snprintf(nm->name[i], sizeof(nm->name[i]), "layer.%zu.weight", i);
     fill_and_find(nm, N, 0);
     fill_and_find(nm, 300, 1);
-    /* the same hash bits, different lengths: only the bytes tell them apart */
     CHECK(ptwm_name_hash("a", 1) != ptwm_name_hash("a", 0));
     CHECK(ptwm_name_hash("layer.1.weight", 14) == ptwm_name_hash("layer.1.weight", 14));
+    /* seeded: not the plain XXH3 a file's author could compute (each of
+     * eight names equal by chance: 2^-32) */
+    {
+        int plain = 0;
+        for (i = 0; i < 8; i++)
+            plain += ptwm_name_hash(nm->name[i], strlen(nm->name[i])) ==
+                     (uint32_t)XXH3_64bits(nm->name[i], strlen(nm->name[i]));
+        CHECK_MSG(plain < 8, "the name hash is the unseeded XXH3");
+    }
     CHECK(!ptwm_nametab_reserve(&t, (size_t)1 << 30));
     CHECK(t.slot == NULL && t.cap == 0);
     free(nm);

@@ -272,7 +272,8 @@ static ptwm_error claim_key(st_build *b, const char *key, size_t key_at, size_t 
     if (!ptwm_nametab_reserve(&p->by_name, p->n + 1))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "file '%s': out of memory", LABEL(b->label));
     b->key_hash = ptwm_name_hash(key, strlen(key));
-    *slot = (size_t)(ptwm_nametab_find(&p->by_name, p, entry_name, key, b->key_hash) - p->by_name.slot);
+    *slot = (size_t)(ptwm_nametab_find(&p->by_name, p, entry_name, key, b->key_hash) -
+                     p->by_name.slot);
     if (p->by_name.slot[*slot])
         return ptwm_fail(err, PTWM_ERR_DUPLICATE,
                          "file '%s': header has a duplicate key at byte %zu: tensor '%.200s' "

@@ -1,9 +1,28 @@
 /* The name table (see nametab.h). */
+#include <pthread.h>
+#include <sys/random.h>
+#include <time.h>
 #include <xxhash.h>
 #include "nametab.h"
 
+static uint64_t seed;
+static pthread_once_t seed_once = PTHREAD_ONCE_INIT;
+
+/* Without the random source (an old kernel, a sandbox), the clock and an
+ * address still differ from run to run. */
+static void seed_init(void) {
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        s = (uint64_t)t.tv_nsec ^ ((uint64_t)t.tv_sec << 30) ^ (uint64_t)(uintptr_t)&s;
+    }
+    seed = s;
+}
+
 uint32_t ptwm_name_hash(const char *name, size_t len) {
-    return (uint32_t)XXH3_64bits(name, len);
+    pthread_once(&seed_once, seed_init);
+    return (uint32_t)XXH3_64bits_withSeed(name, len, seed);
 }
 
 uint64_t *ptwm_nametab_find(const ptwm_nametab *t, const void *owner, ptwm_name_at_fn at,
@@ -11,7 +30,8 @@ uint64_t *ptwm_nametab_find(const ptwm_nametab *t, const void *owner, ptwm_name_
     size_t mask = t->cap - 1, i = h & mask;
     for (;; i = (i + 1) & mask) {
         uint64_t s = t->slot[i];
-        if (!s || ((uint32_t)(s >> 32) == h && strcmp(at(owner, ptwm_nametab_index(s)), name) == 0))
+        if (!s ||
+            ((uint32_t)(s >> 32) == h && strcmp(at(owner, ptwm_nametab_index(s)), name) == 0))
             return &t->slot[i];
     }
 }

@@ -1,10 +1,12 @@
 /* A name table: open addressing over entries an owner keeps elsewhere
- * (safetensors headers, shard directories, Hugging Face indexes). A slot
+ * (.ptwm tables, safetensors headers, shard directories, indexes). A slot
  * holds 32 bits of the name's hash beside the entry's index plus 1, so a
  * probe compares names only when those bits match, and growing the table
  * moves slots without reading a name or hashing one again (on a header of
  * 250,000 tensors, FNV-1a hashes and the compares of every probe and
- * rehash were a third of opening it). */
+ * rehash were a third of opening it). The hash is seeded once per process
+ * from the system's random source: a hostile file cannot pick names that
+ * share their slots and make every lookup a long probe. */
 #ifndef PTWM_NAMETAB_H
 #define PTWM_NAMETAB_H
 
@@ -18,7 +20,7 @@ typedef struct ptwm_nametab {
 /* The owner's name of entry i. */
 typedef const char *(*ptwm_name_at_fn)(const void *owner, size_t i);
 
-/* The hash of name[0..len) the table keys on. */
+/* The hash of name[0..len) the table keys on (this process's seed). */
 uint32_t ptwm_name_hash(const char *name, size_t len);
 
 /* The slot of the entry called `name` (hash h), or the empty slot where it
