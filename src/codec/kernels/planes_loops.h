@@ -13,7 +13,15 @@ PTWM_INLINE void split_bf16_body(const uint8_t *restrict src, size_t n, uint8_t 
                                  uint8_t *restrict sm) {
     size_t i;
     for (i = 0; i < n; i++) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* One 16-bit load: from two byte loads the compiler split the bytes
+         * into planes and zipped them back before shifting (three times
+         * the byte moves of this loop). */
+        uint16_t v;
+        memcpy(&v, src + 2 * i, 2);
+#else
         uint16_t v = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
+#endif
         ex[i] = (uint8_t)(v >> 7);
         sm[i] = (uint8_t)(((v >> 8) & 0x80) | (v & 0x7f));
     }
