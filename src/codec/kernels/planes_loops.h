@@ -9,19 +9,24 @@
 #include "common.h"
 #include "cpu.h"
 
+/* 16-bit elements read and written whole on little-endian hosts: composed
+ * from byte loads, or split into byte stores, the compiler moved the bytes
+ * into planes and zipped them back (three times the byte moves of the
+ * loop). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define PLANES_LD16(p, v) memcpy(&(v), (p), 2)
+#define PLANES_ST16(p, v) memcpy((p), &(v), 2)
+#else
+#define PLANES_LD16(p, v) ((v) = (uint16_t)((p)[0] | ((p)[1] << 8)))
+#define PLANES_ST16(p, v) ((p)[0] = (uint8_t)(v), (p)[1] = (uint8_t)((v) >> 8))
+#endif
+
 PTWM_INLINE void split_bf16_body(const uint8_t *restrict src, size_t n, uint8_t *restrict ex,
                                  uint8_t *restrict sm) {
     size_t i;
     for (i = 0; i < n; i++) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        /* One 16-bit load: from two byte loads the compiler split the bytes
-         * into planes and zipped them back before shifting (three times
-         * the byte moves of this loop). */
         uint16_t v;
-        memcpy(&v, src + 2 * i, 2);
-#else
-        uint16_t v = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
-#endif
+        PLANES_LD16(src + 2 * i, v);
         ex[i] = (uint8_t)(v >> 7);
         sm[i] = (uint8_t)(((v >> 8) & 0x80) | (v & 0x7f));
     }
@@ -31,9 +36,9 @@ PTWM_INLINE void merge_bf16_body(const uint8_t *restrict ex, const uint8_t *rest
                                  uint8_t *restrict dst) {
     size_t i;
     for (i = 0; i < n; i++) {
-        unsigned v = ((unsigned)(sm[i] & 0x80) << 8) | ((unsigned)ex[i] << 7) | (sm[i] & 0x7fu);
-        dst[2 * i] = (uint8_t)v;
-        dst[2 * i + 1] = (uint8_t)(v >> 8);
+        uint16_t v = (uint16_t)(((unsigned)(sm[i] & 0x80) << 8) | ((unsigned)ex[i] << 7) |
+                                (sm[i] & 0x7fu));
+        PLANES_ST16(dst + 2 * i, v);
     }
 }
 
@@ -41,7 +46,8 @@ PTWM_INLINE void split_f16_body(const uint8_t *restrict src, size_t n, uint8_t *
                                 uint8_t *restrict hi, uint8_t *restrict lo) {
     size_t i;
     for (i = 0; i < n; i++) {
-        unsigned v = (unsigned)(src[2 * i] | (src[2 * i + 1] << 8));
+        uint16_t v;
+        PLANES_LD16(src + 2 * i, v);
         ex[i] = (uint8_t)((v >> 10) & 31);
         hi[i] = (uint8_t)(((v >> 13) & 4) | ((v >> 8) & 3));
         lo[i] = (uint8_t)v;
@@ -52,10 +58,9 @@ PTWM_INLINE void merge_f16_body(const uint8_t *restrict ex, const uint8_t *restr
                                 const uint8_t *restrict lo, size_t n, uint8_t *restrict dst) {
     size_t i;
     for (i = 0; i < n; i++) {
-        unsigned v = ((unsigned)(hi[i] & 4) << 13) | ((unsigned)(ex[i] & 31) << 10) |
-                     ((unsigned)(hi[i] & 3) << 8) | lo[i];
-        dst[2 * i] = (uint8_t)v;
-        dst[2 * i + 1] = (uint8_t)(v >> 8);
+        uint16_t v = (uint16_t)(((unsigned)(hi[i] & 4) << 13) | ((unsigned)(ex[i] & 31) << 10) |
+                                ((unsigned)(hi[i] & 3) << 8) | lo[i]);
+        PLANES_ST16(dst + 2 * i, v);
     }
 }
 
