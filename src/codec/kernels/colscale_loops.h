@@ -66,6 +66,34 @@ PTWM_INLINE void colscale_forward_body(const uint8_t *restrict x, size_t n, size
     }
 }
 
+/* Block scales (ptwm_micro_forward): blocks of 32, the standard size, as a
+ * loop of a fixed count the compiler turns into whole-vector max and
+ * subtract (with the size a variable it ran about 11 cycles a block). */
+PTWM_INLINE void micro_forward_body(const uint8_t *restrict x, size_t n, unsigned block,
+                                    uint8_t *restrict r, uint8_t *restrict d) {
+    size_t b = 0, i = 0;
+    uint8_t prev = 0;
+    if (block == 32)
+        for (; n - i >= 32; i += 32) {
+            uint8_t s = 0;
+            unsigned k;
+            for (k = 0; k < 32; k++) s = x[i + k] > s ? x[i + k] : s;
+            for (k = 0; k < 32; k++) r[i + k] = (uint8_t)(s - x[i + k]);
+            d[b++] = (uint8_t)(s - prev);
+            prev = s;
+        }
+    while (i < n) {
+        size_t end = PTWM_MIN(n, i + block), k;
+        uint8_t s = 0;
+        /* Separate max and subtract loops: both vectorise. */
+        for (k = i; k < end; k++) s = x[k] > s ? x[k] : s;
+        for (k = i; k < end; k++) r[k] = (uint8_t)(s - x[k]);
+        d[b++] = (uint8_t)(s - prev);
+        prev = s;
+        i = end;
+    }
+}
+
 PTWM_INLINE void colscale_inverse_body(const uint8_t *restrict r, const uint8_t *restrict d,
                                        size_t n, size_t cols, uint8_t *restrict x) {
     size_t i, k, m = PTWM_MIN(cols, n);
@@ -130,7 +158,11 @@ PTWM_INLINE void colscale_inverse_bf16_body(uint8_t *el, size_t n, const uint8_t
     PTWM_LOOP_COPY(ATTR, colscale_inverse_bf16, SUFFIX, (uint8_t *el, size_t n,            \
                    const uint8_t *restrict d, size_t cols, uint16_t *restrict s7),         \
                    (el, n, d, cols, s7))                                                   \
+    PTWM_LOOP_COPY(ATTR, micro_forward, SUFFIX, (const uint8_t *restrict x, size_t n,      \
+                   unsigned block, uint8_t *restrict r, uint8_t *restrict d),              \
+                   (x, n, block, r, d))                                                    \
     const ptwm_colscale_loops ptwm_colscale_loops_##SUFFIX = {                             \
-        colscale_forward_##SUFFIX, colscale_inverse_##SUFFIX, colscale_inverse_bf16_##SUFFIX};
+        colscale_forward_##SUFFIX, colscale_inverse_##SUFFIX, colscale_inverse_bf16_##SUFFIX, \
+        micro_forward_##SUFFIX};
 
 #endif
