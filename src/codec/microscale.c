@@ -32,6 +32,15 @@ void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d,
     ptwm_kern()->colscale_loops->inverse(r, d, n, cols, x);
 }
 
+size_t ptwm_colscale_s7(const uint8_t *restrict d, size_t n, size_t cols, uint16_t *restrict s7) {
+    return cols ? colscale_s7(d, n, cols, s7) : 0;
+}
+
+void ptwm_colscale_fix_bf16(uint8_t *el, size_t n, const uint16_t *restrict s7, size_t span,
+                            size_t k0) {
+    if (span) ptwm_kern()->colscale_loops->fix_bf16(el, n, s7, span, k0);
+}
+
 void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uint8_t *restrict d, size_t cols,
                                 uint16_t *restrict s7) {
     ptwm_kern()->colscale_loops->inverse_bf16(el, n, d, cols, s7);

@@ -32,6 +32,12 @@ void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d,
  * s7: scratch for cols + 256 values. */
 void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uint8_t *restrict d, size_t cols,
                                 uint16_t *restrict s7);
+/* The same in pieces, for a merge that finishes each strip of elements
+ * while it is in cache: the scales into s7 (cols + 256 values) and the
+ * span they repeat over, then el[0..n) fixed from span position k0. */
+size_t ptwm_colscale_s7(const uint8_t *restrict d, size_t n, size_t cols, uint16_t *restrict s7);
+void ptwm_colscale_fix_bf16(uint8_t *el, size_t n, const uint16_t *restrict s7, size_t span,
+                            size_t k0);
 
 /* Number of blocks (scale plane length) for n exponents. */
 PTWM_INLINE size_t ptwm_micro_blocks(size_t n, unsigned block) {

@@ -1,6 +1,7 @@
 /* Float field splits and byte planes (see planes.h). */
 #include "cpu.h"
 #include "entropy.h"
+#include "microscale.h"
 #include "planes.h"
 #include "kernels/planes_kernels.h"
 #include "kernels/planes_loops.h"
@@ -346,24 +347,45 @@ static size_t joint_escapes(const uint8_t *j, size_t n, const uint8_t *esc, size
     return c;
 }
 
-size_t ptwm_joint_merge_bf16(const uint8_t *restrict j, const uint8_t *restrict nib,
-                             const uint8_t *restrict side, size_t side_len, size_t n,
-                             uint8_t *restrict dst) {
+/* Elements of a strip: after a whole chunk was merged, its escapes and
+ * column scales were each a pass over elements no longer in cache. Even,
+ * so that strips start on a whole nibble byte. */
+#define JOINT_STRIP 8192
+
+size_t ptwm_joint_merge_bf16_cols(const uint8_t *restrict j, const uint8_t *restrict nib,
+                                  const uint8_t *restrict side, size_t side_len, size_t n,
+                                  uint8_t *restrict dst, const uint16_t *restrict s7,
+                                  size_t span) {
     uint8_t mlo[16], mhi[16];
-    size_t i = 0;
+    size_t a, c = 0, avail = side_len - PTWM_JOINT_MAP;
     unsigned r;
+    ptwm_joint_bf16_fn kernel = ptwm_kern()->joint_bf16;
     for (r = 0; r < 16; r++) {
         unsigned e = r < PTWM_JOINT_MAP ? side[r] : 0;
         mlo[r] = (uint8_t)((e & 1) << 7);
         mhi[r] = (uint8_t)(e >> 1);
     }
-    i = ptwm_kern()->joint_bf16(j, nib, mlo, mhi, n, dst);
-    for (; i < n; i++) {
-        unsigned sm = (unsigned)(j[i] << 4 & 0xf0) | ((nib[i / 2] >> (4 * (i & 1))) & 15);
-        dst[2 * i] = (uint8_t)(mlo[j[i] >> 4] | (sm & 0x7f));
-        dst[2 * i + 1] = (uint8_t)(mhi[j[i] >> 4] | (sm & 0x80));
+    for (a = 0; a < n; a += JOINT_STRIP) {
+        size_t len = PTWM_MIN((size_t)JOINT_STRIP, n - a), i;
+        const uint8_t *js = j + a, *ns = nib + a / 2;
+        uint8_t *d = dst + 2 * a;
+        i = kernel(js, ns, mlo, mhi, len, d);
+        for (; i < len; i++) {
+            unsigned sm = (unsigned)(js[i] << 4 & 0xf0) | ((ns[i / 2] >> (4 * (i & 1))) & 15);
+            d[2 * i] = (uint8_t)(mlo[js[i] >> 4] | (sm & 0x7f));
+            d[2 * i + 1] = (uint8_t)(mhi[js[i] >> 4] | (sm & 0x80));
+        }
+        c += joint_escapes(js, len, side + PTWM_JOINT_MAP + PTWM_MIN(c, avail),
+                           avail > c ? avail - c : 0, d, 2, 1);
+        if (span) ptwm_colscale_fix_bf16(d, len, s7, span, a % span);
     }
-    return joint_escapes(j, n, side + PTWM_JOINT_MAP, side_len - PTWM_JOINT_MAP, dst, 2, 1);
+    return c;
+}
+
+size_t ptwm_joint_merge_bf16(const uint8_t *restrict j, const uint8_t *restrict nib,
+                             const uint8_t *restrict side, size_t side_len, size_t n,
+                             uint8_t *restrict dst) {
+    return ptwm_joint_merge_bf16_cols(j, nib, side, side_len, n, dst, NULL, 0);
 }
 
 size_t ptwm_joint_merge(const uint8_t *restrict j, const uint8_t *restrict nib,

@@ -75,7 +75,8 @@ typedef struct ptwm_pipe {
                           * bytes, or the sparse stage's region) */
     uint8_t *raw;        /* decode: the chunk */
     int merged;          /* decode: the elements are assembled already (a stage
-                          * fused its inverse with the transform's) */
+                          * fused its inverse with the transform's); 2: and
+                          * the column scales below it applied */
     const uint32_t *ex_hist; /* encode: counts of plane 0 (JOINT picks its map) */
     const uint8_t *base; /* the base chunk (BASE's other input), or NULL: none */
     size_t base_len;

@@ -33,10 +33,12 @@ static ptwm_error cols_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_l
 }
 
 /* Joint BF16 planes merged straight into elements (P->merged) have the
- * residuals in their exponent fields: finished in place. */
+ * residuals in their exponent fields: finished in place, unless the merge
+ * did it (P->merged 2, joint_inverse). */
 static ptwm_error cols_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     size_t cols = (size_t)u->p[0];
+    if (P->merged == 2) return PTWM_OK;
     if (P->merged) {
         uint16_t *s7 = (uint16_t *)ptwm_ws_get(ws, PTWM_WS_COLS, 2 * cols + 512, 0);
         if (!s7) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu column scales", cols);

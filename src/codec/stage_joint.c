@@ -2,6 +2,7 @@
  * low 4 bits as nibbles, and a side plane with the exponent map and the
  * escaped exponents (docs/CHAINS.md, "Joint exponent planes"). Parameter:
  * the count of escapes (the side plane holds the map and one exponent each). */
+#include "microscale.h"
 #include "planes.h"
 #include "stage.h"
 
@@ -38,13 +39,25 @@ static ptwm_error joint_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_
 }
 
 /* BF16 planes merge straight into elements (P->merged: the split has
- * nothing left to do, and column scales finish the exponents in place). */
+ * nothing left to do). Column scales right below (COLS, the stage before)
+ * finish the exponents strip by strip as they merge (P->merged 2: COLS has
+ * nothing left to do either); a pass of their own over the chunk, out of
+ * cache by then, was 2-3% of a restore. */
 static ptwm_error joint_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                 ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     size_t esc, sl = L->side_len[s][0];
     if (L->width == 2 && L->exp_bits == 8 && L->man_bits == 7) {
-        esc = ptwm_joint_merge_bf16(P->main[0], P->main[1], P->side[s][0], sl, L->n, P->el);
-        P->merged = 1;
+        uint16_t *s7 = NULL;
+        size_t span = 0;
+        if (s > 0 && L->use[s - 1].id == PTWM_CSTAGE_COLS) {
+            size_t cols = (size_t)L->use[s - 1].p[0];
+            if (!(s7 = (uint16_t *)ptwm_ws_get(ws, PTWM_WS_COLS, 2 * cols + 512, 0)))
+                return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu column scales", cols);
+            span = ptwm_colscale_s7(P->side[s - 1][0], L->n, cols, s7);
+        }
+        esc = ptwm_joint_merge_bf16_cols(P->main[0], P->main[1], P->side[s][0], sl, L->n, P->el,
+                                         s7, span);
+        P->merged = span ? 2 : 1;
     } else {
         uint8_t *x = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_JOINT, 2 * L->n, 0);
         if (!x)

@@ -111,40 +111,53 @@ PTWM_INLINE void colscale_inverse_body(const uint8_t *restrict r, const uint8_t 
     for (k = 0; k < m; k++) x[k] = (uint8_t)(x[k] - r[k]);
 }
 
-/* With the scale at the field's place (s << 7), the field of v = r << 7 | rest
- * becomes (s << 7) - (v & 0x7f80) masked to the field: no shifts per element.
- * Narrow rows are repeated in s7 to at least 256 elements, so the vector
- * loop runs long. */
-PTWM_INLINE void colscale_inverse_bf16_body(uint8_t *el, size_t n, const uint8_t *restrict d,
-                                            size_t cols, uint16_t *restrict s7) {
-    size_t i, k, m = PTWM_MIN(cols, n), span;
+/* The column scales at the BF16 exponent field's place (s << 7) into s7,
+ * narrow rows repeated to at least 256 elements so the loops run long;
+ * returns that span (a whole number of rows), or cols when n < cols. */
+PTWM_INLINE size_t colscale_s7(const uint8_t *restrict d, size_t n, size_t cols,
+                               uint16_t *restrict s7) {
+    size_t k, m = PTWM_MIN(cols, n), span;
     uint8_t s = 0;
-    if (!cols) return;
     for (k = 0; k < m; k++) {
         s = (uint8_t)(s + d[k]);
         s7[k] = (uint16_t)(s << 7);
     }
+    if (m < cols) return cols; /* n < cols: one partial row */
     span = cols * (cols >= 256 ? 1 : (256 + cols - 1) / cols);
-    if (m == cols) {
-        for (k = cols; k < span; k++) s7[k] = s7[k - cols];
-    } else {
-        span = cols; /* n < cols: one partial row */
-    }
-    for (i = 0; i < n; i += span) {
-        size_t w = PTWM_MIN(span, n - i);
+    for (k = cols; k < span; k++) s7[k] = s7[k - cols];
+    return span;
+}
+
+/* With the scale at the field's place, the field of v = r << 7 | rest
+ * becomes (s << 7) - (v & 0x7f80) masked to the field: no shifts per
+ * element. el[0..n) starts at position k0 of the span. */
+PTWM_INLINE void colscale_fix_bf16_body(uint8_t *el, size_t n, const uint16_t *restrict s7,
+                                        size_t span, size_t k0) {
+    size_t i = 0, k;
+    while (i < n) {
+        size_t w = PTWM_MIN(span - k0, n - i);
         uint8_t *restrict row = el + 2 * i;
+        const uint16_t *restrict s = s7 + k0;
         for (k = 0; k < w; k++) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
             uint16_t v; /* a plain 16-bit load: the loop vectorises */
             memcpy(&v, row + 2 * k, 2);
-            v = (uint16_t)((v & 0x807f) | ((s7[k] - (v & 0x7f80)) & 0x7f80));
+            v = (uint16_t)((v & 0x807f) | ((s[k] - (v & 0x7f80)) & 0x7f80));
             memcpy(row + 2 * k, &v, 2);
 #else
             uint16_t v = ptwm_load_le16(row + 2 * k);
-            ptwm_store_le16(row + 2 * k, (uint16_t)((v & 0x807f) | ((s7[k] - (v & 0x7f80)) & 0x7f80)));
+            ptwm_store_le16(row + 2 * k, (uint16_t)((v & 0x807f) | ((s[k] - (v & 0x7f80)) & 0x7f80)));
 #endif
         }
+        i += w;
+        k0 = 0;
     }
+}
+
+PTWM_INLINE void colscale_inverse_bf16_body(uint8_t *el, size_t n, const uint8_t *restrict d,
+                                            size_t cols, uint16_t *restrict s7) {
+    if (!cols) return;
+    colscale_fix_bf16_body(el, n, s7, colscale_s7(d, n, cols, s7), 0);
 }
 
 /* Every loop under ATTR, and their table ptwm_colscale_loops_SUFFIX (kernels.h). */
@@ -161,8 +174,11 @@ PTWM_INLINE void colscale_inverse_bf16_body(uint8_t *el, size_t n, const uint8_t
     PTWM_LOOP_COPY(ATTR, micro_forward, SUFFIX, (const uint8_t *restrict x, size_t n,      \
                    unsigned block, uint8_t *restrict r, uint8_t *restrict d),              \
                    (x, n, block, r, d))                                                    \
+    PTWM_LOOP_COPY(ATTR, colscale_fix_bf16, SUFFIX, (uint8_t *el, size_t n,                \
+                   const uint16_t *restrict s7, size_t span, size_t k0),                   \
+                   (el, n, s7, span, k0))                                                  \
     const ptwm_colscale_loops ptwm_colscale_loops_##SUFFIX = {                             \
         colscale_forward_##SUFFIX, colscale_inverse_##SUFFIX, colscale_inverse_bf16_##SUFFIX, \
-        micro_forward_##SUFFIX};
+        micro_forward_##SUFFIX, colscale_fix_bf16_##SUFFIX};
 
 #endif
