@@ -93,6 +93,17 @@ static void check_table(void) {
     }
     CHECK(!ptwm_nametab_reserve(&t, (size_t)1 << 30));
     CHECK(t.slot == NULL && t.cap == 0);
+    /* a table never grown holds nothing, and a lookup in it says so */
+    CHECK(ptwm_nametab_lookup(&t, nm, name_at, "layer.0.weight") == SIZE_MAX);
+    CHECK(ptwm_nametab_reserve(&t, 0) && t.cap == 0);
+    CHECK(ptwm_nametab_lookup(&t, nm, name_at, "") == SIZE_MAX);
+    CHECK(ptwm_nametab_reserve(&t, 1) && t.cap > 0);
+    ptwm_nametab_put(ptwm_nametab_find(&t, nm, name_at, nm->name[3],
+                                       ptwm_name_hash(nm->name[3], strlen(nm->name[3]))),
+                     ptwm_name_hash(nm->name[3], strlen(nm->name[3])), 3);
+    CHECK(ptwm_nametab_lookup(&t, nm, name_at, nm->name[3]) == 3);
+    CHECK(ptwm_nametab_lookup(&t, nm, name_at, nm->name[4]) == SIZE_MAX);
+    ptwm_nametab_free(&t);
     free(nm);
 }
 

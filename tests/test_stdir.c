@@ -1,5 +1,6 @@
 /* Hugging Face checkpoint directories: sharded write and read back of a
- * corpus file, single-shard and empty directories, and hostile index files. */
+ * corpus file, single-shard and empty directories (lookups in them, and an
+ * index naming a tensor an empty shard lacks), and hostile index files. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +115,22 @@ static void empty_dir_write(void) {
     CHECK_ERR(ptwm_stdir_write(dir, NULL, 0, NULL, 0, 1000, &err), &err, PTWM_OK, NULL);
     CHECK_ERR(ptwm_stdir_open(dir, PTWM_OPEN_MMAP, &d, &err), &err, PTWM_OK, NULL);
     CHECK(ptwm_stdir_count(d) == 0 && ptwm_stdir_shard_count(d) == 1);
+    /* a lookup in a directory of no tensors finds nothing (its name table
+     * is empty) */
+    CHECK_ERR(ptwm_stdir_find(d, "x", NULL, &err), &err, PTWM_ERR_NOT_FOUND, "'x'");
     ptwm_stdir_close(d);
     d = NULL;
+    /* an index naming a tensor its only shard, of no tensors, lacks */
+    dir = make_dir("empty-shard");
+    {
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/e.safetensors", dir);
+        CHECK_ERR(ptwm_st_write(path, NULL, 0, NULL, 0, &err), &err, PTWM_OK, NULL);
+    }
+    put(dir, "model.safetensors.index.json", "{\"weight_map\": {\"x\": \"e.safetensors\"}}");
+    CHECK_ERR(ptwm_stdir_open(dir, PTWM_OPEN_PREAD, &d, &err), &err, PTWM_ERR_INDEX,
+              "tensor 'x' is mapped to shard 'e.safetensors', which lacks it");
+    CHECK(d == NULL);
     /* an index with an empty weight_map: no shards, no tensors */
     dir = make_dir("empty-index");
     put(dir, "model.safetensors.index.json", "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {}}\n");

@@ -782,12 +782,11 @@ ptwm_error ptwm_reader_tensor(const ptwm_reader *r, size_t index, ptwm_tensor_in
 
 ptwm_error ptwm_reader_find(const ptwm_reader *r, const char *name, size_t *index,
                             ptwm_err *err) {
-    uint64_t s;
+    size_t i;
     if (!r || !name) return ptwm_fail_name(err, r ? r->label : "ptwm_reader_find", name);
-    if (!r->by_name.cap) return ptwm_fail_name(err, r->label, name);
-    s = *ptwm_nametab_find(&r->by_name, r, tensor_name, name, ptwm_name_hash(name, strlen(name)));
-    if (!s) return ptwm_fail_name(err, r->label, name);
-    if (index) *index = ptwm_nametab_index(s);
+    if ((i = ptwm_nametab_lookup(&r->by_name, r, tensor_name, name)) == SIZE_MAX)
+        return ptwm_fail_name(err, r->label, name);
+    if (index) *index = i;
     return PTWM_OK;
 }
 

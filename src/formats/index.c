@@ -156,12 +156,11 @@ ptwm_error ptwm_index_entry(const ptwm_index *idx, size_t i, const char **tensor
 
 ptwm_error ptwm_index_find(const ptwm_index *idx, const char *tensor, size_t *pos,
                            ptwm_err *err) {
-    uint64_t *slot;
+    size_t i;
     if (!idx || !tensor) return ptwm_fail_name(err, "index", tensor);
-    slot = ptwm_nametab_find(&idx->by_tensor, idx, tensor_at, tensor,
-                             ptwm_name_hash(tensor, strlen(tensor)));
-    if (*slot == 0) return ptwm_fail_name(err, "index", tensor);
-    if (pos) *pos = ptwm_nametab_index(*slot);
+    if ((i = ptwm_nametab_lookup(&idx->by_tensor, idx, tensor_at, tensor)) == SIZE_MAX)
+        return ptwm_fail_name(err, "index", tensor);
+    if (pos) *pos = i;
     return PTWM_OK;
 }
 

@@ -249,10 +249,8 @@ static const char *entry_name(const void *owner, size_t i) {
 }
 
 ptrdiff_t ptwm_st_parsed_find(const ptwm_st_parsed *p, const char *name) {
-    uint64_t *s;
-    if (!p || !name || !p->by_name.cap) return -1;
-    s = ptwm_nametab_find(&p->by_name, p, entry_name, name, ptwm_name_hash(name, strlen(name)));
-    return *s ? (ptrdiff_t)ptwm_nametab_index(*s) : -1;
+    size_t i = p && name ? ptwm_nametab_lookup(&p->by_name, p, entry_name, name) : SIZE_MAX;
+    return i == SIZE_MAX ? -1 : (ptrdiff_t)i;
 }
 
 /* A top-level key, before its value is decoded (where jansson rejects a

@@ -78,15 +78,9 @@ static const char *entry_name(const void *owner, size_t i) {
     return ((const ptwm_shardir *)owner)->t[i].name;
 }
 
-/* The slot holding `name`, or the empty slot where it belongs. */
-static uint64_t *find_slot(const ptwm_shardir *d, const char *name, uint32_t h) {
-    return ptwm_nametab_find(&d->by_name, d, entry_name, name, h);
-}
-
-/* The index of the tensor called `name` plus 1, or 0. */
+/* The index of the tensor called `name`, or SIZE_MAX. */
 static size_t find_name(const ptwm_shardir *d, const char *name) {
-    uint64_t s = *find_slot(d, name, ptwm_name_hash(name, strlen(name)));
-    return s ? ptwm_nametab_index(s) + 1 : 0;
+    return ptwm_nametab_lookup(&d->by_name, d, entry_name, name);
 }
 
 /* ---- opening ------------------------------------------------------------- */
@@ -153,7 +147,7 @@ static ptwm_error collect_tensors(ptwm_shardir *d, const char *dir, ptwm_err *er
                 return ptwm_fail(err, rc, "directory '%s': shard '%s': tensor %zu unreadable", dir,
                                  d->shard_names[s], i);
             h = ptwm_name_hash(info.name, strlen(info.name));
-            slot = find_slot(d, info.name, h);
+            slot = ptwm_nametab_find(&d->by_name, d, entry_name, info.name, h);
             if (*slot) {
                 const char *first = d->shard_names[d->t[ptwm_nametab_index(*slot)].shard];
                 return d->k->ptwm ? ptwm_fail(err, PTWM_ERR_DUPLICATE,
@@ -185,7 +179,7 @@ static ptwm_error check_index(const ptwm_shardir *d, const ptwm_index *idx, cons
     int pt = d->k->ptwm;
     for (i = 0; ptwm_index_entry(idx, i, &tensor, &shard, NULL) == PTWM_OK; i++) {
         size_t at = find_name(d, tensor);
-        const char *held = at ? d->shard_names[d->t[at - 1].shard] : NULL;
+        const char *held = at != SIZE_MAX ? d->shard_names[d->t[at].shard] : NULL;
         if (held && strcmp(held, shard) == 0) continue;
         if (!pt)
             return ptwm_fail(err, PTWM_ERR_INDEX,
@@ -360,9 +354,9 @@ static ptwm_error dir_tensor(const void *h, size_t index, ptwm_tensor_info *out,
 
 static ptwm_error dir_find(const void *h, const char *name, size_t *index, ptwm_err *err) {
     const ptwm_shardir *d = (const ptwm_shardir *)h;
-    size_t at = name ? find_name(d, name) : 0;
-    if (!at) return ptwm_fail_name(err, d->k->label, name);
-    if (index) *index = at - 1;
+    size_t at = name ? find_name(d, name) : SIZE_MAX;
+    if (at == SIZE_MAX) return ptwm_fail_name(err, d->k->label, name);
+    if (index) *index = at;
     return PTWM_OK;
 }
 

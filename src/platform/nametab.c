@@ -36,6 +36,14 @@ uint64_t *ptwm_nametab_find(const ptwm_nametab *t, const void *owner, ptwm_name_
     }
 }
 
+size_t ptwm_nametab_lookup(const ptwm_nametab *t, const void *owner, ptwm_name_at_fn at,
+                           const char *name) {
+    uint64_t s;
+    if (!t->cap) return SIZE_MAX;
+    s = *ptwm_nametab_find(t, owner, at, name, ptwm_name_hash(name, strlen(name)));
+    return s ? ptwm_nametab_index(s) : SIZE_MAX;
+}
+
 /* Every full slot of `from` into the empty table `to`, by its hash bits. */
 static void move_slots(const uint64_t *from, size_t n, uint64_t *to, size_t cap) {
     size_t k, mask = cap - 1;

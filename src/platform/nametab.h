@@ -23,8 +23,13 @@ typedef const char *(*ptwm_name_at_fn)(const void *owner, size_t i);
 /* The hash of name[0..len) the table keys on (this process's seed). */
 uint32_t ptwm_name_hash(const char *name, size_t len);
 
+/* The index of the entry called `name`, or SIZE_MAX: not there (an empty
+ * table, never grown, holds nothing). */
+size_t ptwm_nametab_lookup(const ptwm_nametab *t, const void *owner, ptwm_name_at_fn at,
+                           const char *name);
+
 /* The slot of the entry called `name` (hash h), or the empty slot where it
- * belongs; cap must be nonzero. */
+ * belongs, for inserting; cap must be nonzero (ptwm_nametab_reserve). */
 uint64_t *ptwm_nametab_find(const ptwm_nametab *t, const void *owner, ptwm_name_at_fn at,
                             const char *name, uint32_t h);
 
