@@ -43,5 +43,5 @@ void ptwm_colscale_fix_bf16(uint8_t *el, size_t n, const uint16_t *restrict s7, 
 
 void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uint8_t *restrict d, size_t cols,
                                 uint16_t *restrict s7) {
-    ptwm_kern()->colscale_loops->inverse_bf16(el, n, d, cols, s7);
+    ptwm_colscale_fix_bf16(el, n, s7, ptwm_colscale_s7(d, n, cols, s7), 0);
 }

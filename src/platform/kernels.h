@@ -109,7 +109,6 @@ typedef struct ptwm_colscale_loops {
     void (*forward)(const uint8_t *x, size_t n, size_t cols, uint8_t *r, uint8_t *d,
                     uint32_t *sum);
     void (*inverse)(const uint8_t *r, const uint8_t *d, size_t n, size_t cols, uint8_t *x);
-    void (*inverse_bf16)(uint8_t *el, size_t n, const uint8_t *d, size_t cols, uint16_t *s7);
     void (*micro_forward)(const uint8_t *x, size_t n, unsigned block, uint8_t *r, uint8_t *d);
     void (*fix_bf16)(uint8_t *el, size_t n, const uint16_t *s7, size_t span, size_t k0);
 } ptwm_colscale_loops;

@@ -154,12 +154,6 @@ PTWM_INLINE void colscale_fix_bf16_body(uint8_t *el, size_t n, const uint16_t *r
     }
 }
 
-PTWM_INLINE void colscale_inverse_bf16_body(uint8_t *el, size_t n, const uint8_t *restrict d,
-                                            size_t cols, uint16_t *restrict s7) {
-    if (!cols) return;
-    colscale_fix_bf16_body(el, n, s7, colscale_s7(d, n, cols, s7), 0);
-}
-
 /* Every loop under ATTR, and their table ptwm_colscale_loops_SUFFIX (kernels.h). */
 #define COLSCALE_LOOPS(SUFFIX, ATTR)                                                       \
     PTWM_LOOP_COPY(ATTR, colscale_forward, SUFFIX, (const uint8_t *restrict x, size_t n,   \
@@ -168,9 +162,6 @@ PTWM_INLINE void colscale_inverse_bf16_body(uint8_t *el, size_t n, const uint8_t
     PTWM_LOOP_COPY(ATTR, colscale_inverse, SUFFIX, (const uint8_t *restrict r,             \
                    const uint8_t *restrict d, size_t n, size_t cols, uint8_t *restrict x), \
                    (r, d, n, cols, x))                                                     \
-    PTWM_LOOP_COPY(ATTR, colscale_inverse_bf16, SUFFIX, (uint8_t *el, size_t n,            \
-                   const uint8_t *restrict d, size_t cols, uint16_t *restrict s7),         \
-                   (el, n, d, cols, s7))                                                   \
     PTWM_LOOP_COPY(ATTR, micro_forward, SUFFIX, (const uint8_t *restrict x, size_t n,      \
                    unsigned block, uint8_t *restrict r, uint8_t *restrict d),              \
                    (x, n, block, r, d))                                                    \
@@ -178,7 +169,7 @@ PTWM_INLINE void colscale_inverse_bf16_body(uint8_t *el, size_t n, const uint8_t
                    const uint16_t *restrict s7, size_t span, size_t k0),                   \
                    (el, n, s7, span, k0))                                                  \
     const ptwm_colscale_loops ptwm_colscale_loops_##SUFFIX = {                             \
-        colscale_forward_##SUFFIX, colscale_inverse_##SUFFIX, colscale_inverse_bf16_##SUFFIX, \
-        micro_forward_##SUFFIX, colscale_fix_bf16_##SUFFIX};
+        colscale_forward_##SUFFIX, colscale_inverse_##SUFFIX, micro_forward_##SUFFIX,       \
+        colscale_fix_bf16_##SUFFIX};
 
 #endif
