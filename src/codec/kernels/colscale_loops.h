@@ -66,31 +66,36 @@ PTWM_INLINE void colscale_forward_body(const uint8_t *restrict x, size_t n, size
     }
 }
 
-/* Block scales (ptwm_micro_forward): blocks of 32, the standard size, as a
- * loop of a fixed count the compiler turns into whole-vector max and
- * subtract (with the size a variable it ran about 11 cycles a block). */
+/* One block of ptwm_micro_forward: its scale (the largest exponent) and
+ * the residuals. Separate max and subtract loops: both vectorise. */
+PTWM_INLINE uint8_t micro_block(const uint8_t *restrict x, size_t w, uint8_t *restrict r) {
+    uint8_t s = 0;
+    size_t k;
+    for (k = 0; k < w; k++) s = x[k] > s ? x[k] : s;
+    for (k = 0; k < w; k++) r[k] = (uint8_t)(s - x[k]);
+    return s;
+}
+
+/* Block scales. Whole blocks of 32, the standard size, run in a loop of
+ * their own with the length a constant, which the compiler turns into
+ * whole-vector max and subtract (with the length a variable it ran about 11
+ * cycles a block; one loop testing each block's length ran at 41-78 us
+ * against 32-54 for 512K exponents). */
 PTWM_INLINE void micro_forward_body(const uint8_t *restrict x, size_t n, unsigned block,
                                     uint8_t *restrict r, uint8_t *restrict d) {
-    size_t b = 0, i = 0;
-    uint8_t prev = 0;
+    size_t b = 0, i = 0, w;
+    uint8_t prev = 0, s;
     if (block == 32)
         for (; n - i >= 32; i += 32) {
-            uint8_t s = 0;
-            unsigned k;
-            for (k = 0; k < 32; k++) s = x[i + k] > s ? x[i + k] : s;
-            for (k = 0; k < 32; k++) r[i + k] = (uint8_t)(s - x[i + k]);
+            s = micro_block(x + i, 32, r + i);
             d[b++] = (uint8_t)(s - prev);
             prev = s;
         }
-    while (i < n) {
-        size_t end = PTWM_MIN(n, i + block), k;
-        uint8_t s = 0;
-        /* Separate max and subtract loops: both vectorise. */
-        for (k = i; k < end; k++) s = x[k] > s ? x[k] : s;
-        for (k = i; k < end; k++) r[k] = (uint8_t)(s - x[k]);
+    for (; i < n; i += w) {
+        w = PTWM_MIN(block, n - i);
+        s = micro_block(x + i, w, r + i);
         d[b++] = (uint8_t)(s - prev);
         prev = s;
-        i = end;
     }
 }
 
