@@ -26,6 +26,7 @@
 #include "container_format.h"
 #include "container_read.h"
 #include "context.h"
+#include "dout.h"
 #include "chunk.h"
 #include "entropy.h"
 #include "fileio.h"
@@ -109,11 +110,21 @@ typedef struct pslot {
     uint64_t hash;     /* 0: empty */
     uint64_t offset;
     uint32_t len;
+    uint32_t kept;     /* 1 + where a copy of it starts in pstore.keep; 0: none */
 } pslot;
+
+/* Written past the page cache (dout.h), a payload would be read back from
+ * the disk to be compared; small ones are kept in memory instead, up to
+ * KEEP_CAP bytes in all (a file of repeated biases compared 1,229 payloads
+ * of 36-1,953 bytes, each a disk read). */
+#define KEEP_MAX ((size_t)4 << 10)
+#define KEEP_CAP ((size_t)16 << 20)
 
 typedef struct pstore {
     pslot *slot;
     size_t cap, used;
+    uint8_t *keep;
+    size_t keep_len, keep_cap;
 } pstore;
 
 typedef struct wbuf {
@@ -125,6 +136,8 @@ struct ptwm_writer {
     ptwm_cparams p;
     int to_file;
     ptwm_atomic_file af;
+    ptwm_dout *dout;            /* appends past the page cache, once the file is large */
+    int dout_tried;
     wbuf mem;
     /* Appending (under rmu, by whichever thread retires a job): the image or
      * file, pos, the sharing store, chunk entries, the counts, failure. */
@@ -217,13 +230,23 @@ static int wbuf_u64(wbuf *b, uint64_t v) {
 /* ---- output -------------------------------------------------------------- */
 
 static ptwm_error w_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err *err) {
-    if (w->to_file) {
+    if (w->dout) {
+        ptwm_error rc = ptwm_dout_append(w->dout, src, n, err);
+        if (rc) return rc;
+    } else if (w->to_file) {
         ptwm_error rc = ptwm_write_full(w->af.fd, src, n, w->af.final_path, err);
         if (rc) return rc;
         /* The disk writes what is done while the rest is coded: the fsync
          * that commits the file then waits for the last few MiB only. */
         if ((w->pos + n) / PTWM_WRITEBACK_STEP != w->pos / PTWM_WRITEBACK_STEP)
             ptwm_start_writeback(w->af.fd, 0, 0);
+        /* A file this large goes on past the page cache (dout.h). */
+        if (!w->dout_tried && w->pos + n >= PTWM_DOUT_MIN) {
+            w->dout_tried = 1;
+            if ((rc = ptwm_dout_open(w->af.fd, w->af.tmp_path, w->af.final_path, w->pos + n,
+                                     &w->dout, err)))
+                return rc;
+        }
     } else if (!wbuf_put(&w->mem, src, n)) {
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing a %zu-byte .ptwm image",
                          w->mem.len);
@@ -522,6 +545,7 @@ void ptwm_writer_free(ptwm_writer *w) {
             ptwm_queue_wait(w->queue, w->slot0 + w->reclaim);
         w->sh->ring[w->slot0 ? 1 : 0] = NULL;
     }
+    ptwm_dout_free(w->dout);
     if (w->to_file) ptwm_atomic_abort(&w->af);
     ptwm_free(w->mem.p);
     for (i = 0; i < w->nt; i++) ptwm_free(w->t[i].chunks);
@@ -542,6 +566,7 @@ void ptwm_writer_free(ptwm_writer *w) {
         for (i = 0; i < w->nworkers; i++) ptwm_ctx_give(w->ctx, w->scratch[i], w->slot_size);
     ptwm_free(w->scratch);
     ptwm_free(w->dedup.slot);
+    ptwm_free(w->dedup.keep);
     if (w->cmp) ptwm_ctx_give(w->ctx, w->cmp, w->bound);
     if (w->own_ctx) ptwm_ctx_free(w->own_ctx);
     else if (w->claimed) ptwm_ctx_release(w->ctx);
@@ -760,7 +785,9 @@ static void encode_task(void *ctx, size_t i, unsigned worker) {
 static int payload_equal(ptwm_writer *w, uint64_t offset, const uint8_t *p, size_t len) {
     if (!w->to_file) return memcmp(w->mem.p + offset, p, len) == 0;
     if (!w->cmp && !(w->cmp = (uint8_t *)ptwm_ctx_take(w->ctx, w->bound))) return 0;
-    if (len > w->bound || ptwm_pread_full(w->af.fd, w->cmp, len, offset, w->af.final_path, NULL))
+    if (len > w->bound ||
+        (w->dout ? ptwm_dout_pread(w->dout, w->cmp, len, offset, NULL)
+                 : ptwm_pread_full(w->af.fd, w->cmp, len, offset, w->af.final_path, NULL)))
         return 0;
     return memcmp(w->cmp, p, len) == 0;
 }
@@ -789,12 +816,26 @@ static uint64_t payload_find_or_add(ptwm_writer *w, const uint8_t *p, size_t len
     }
     for (i = h & (d->cap - 1); d->slot[i].hash; i = (i + 1) & (d->cap - 1))
         if (d->slot[i].hash == h && d->slot[i].len == len &&
-            payload_equal(w, d->slot[i].offset, p, len))
+            (d->slot[i].kept ? memcmp(d->keep + d->slot[i].kept - 1, p, len) == 0
+                             : payload_equal(w, d->slot[i].offset, p, len)))
             return d->slot[i].offset;
     d->slot[i].hash = h;
     d->slot[i].offset = at;
     d->slot[i].len = (uint32_t)len;
+    d->slot[i].kept = 0;
     d->used++;
+    if (w->dout && len <= KEEP_MAX && d->keep_len + len <= KEEP_CAP) {
+        if (d->keep_len + len > d->keep_cap) {
+            size_t cap = PTWM_MAX(d->keep_cap * 2, (size_t)64 << 10);
+            uint8_t *q = (uint8_t *)ptwm_realloc(d->keep, PTWM_MIN(cap, KEEP_CAP));
+            if (!q) return UINT64_MAX;
+            d->keep = q;
+            d->keep_cap = PTWM_MIN(cap, KEEP_CAP);
+        }
+        memcpy(d->keep + d->keep_len, p, len);
+        d->slot[i].kept = (uint32_t)d->keep_len + 1;
+        d->keep_len += len;
+    }
     return UINT64_MAX;
 }
 
@@ -1325,10 +1366,6 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
         return rc;
     }
     version = file_version(w);
-    if ((rc = set_head_version(w, version, err))) {
-        ptwm_free(tab.p);
-        return rc;
-    }
     table_offset = w->pos;
     memset(foot, 0, sizeof(foot));
     ptwm_store_le64(foot + PTWM_FOOT_TABLE_OFFSET, table_offset);
@@ -1341,6 +1378,8 @@ static ptwm_error finish_common(ptwm_writer *w, ptwm_err *err) {
     rc = w_emit(w, tab.p, tab.len, err);
     ptwm_free(tab.p);
     if (!rc) rc = w_emit(w, foot, sizeof(foot), err);
+    if (!rc && w->dout) rc = ptwm_dout_finish(w->dout, err);
+    if (!rc) rc = set_head_version(w, version, err);
     return rc;
 }
 
