@@ -114,11 +114,12 @@ typedef struct pslot {
 } pslot;
 
 /* Written past the page cache (dout.h), a payload would be read back from
- * the disk to be compared; small ones are kept in memory instead, up to
- * KEEP_CAP bytes in all (a file of repeated biases compared 1,229 payloads
- * of 36-1,953 bytes, each a disk read). */
-#define KEEP_MAX ((size_t)4 << 10)
-#define KEEP_CAP ((size_t)16 << 20)
+ * the disk to be compared; small ones (zero or constant tensors, biases)
+ * are kept in memory instead, up to KEEP_CAP bytes in all (a file of
+ * repeated biases compared 1,229 payloads of 36-1,953 bytes, each a disk
+ * read). The cap bounds what files without repeats pay for nothing. */
+#define KEEP_MAX ((size_t)2 << 10)
+#define KEEP_CAP ((size_t)2 << 20)
 
 typedef struct pstore {
     pslot *slot;
