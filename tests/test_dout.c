@@ -7,7 +7,8 @@
  * filled, finished, patched through the descriptor, and then holds exactly
  * the bytes given. Run through the page cache (any file system), direct
  * where the file system allows it, and with every direct write refused
- * (each block then written through the descriptor).
+ * (each block then written through the descriptor); a block that neither
+ * descriptor takes is an error naming the file.
  *
  * The writer: a .ptwm file past the direct-output size, with payloads that
  * repeat (small ones, kept in memory; large ones, read back from blocks in
@@ -110,6 +111,36 @@ static void run_blocks(mode m, const uint8_t *want) {
     unlink(path);
 }
 
+/* A block neither descriptor takes (the caller's is read-only here): the
+ * write's failure comes back from an append or the finish, naming the
+ * file, and freeing afterwards is safe. Every byte lies in whole aligned
+ * blocks, so the failure can only be a block's. */
+static void run_failing(const uint8_t *want) {
+    char *path = tu_tmp_path("dout-ro.bin");
+    int fd;
+    ptwm_dout *d = NULL;
+    ptwm_err err;
+    ptwm_error rc = PTWM_OK;
+    size_t pos = 8192;
+    CHECK(tu_write_file(path, want, pos) == 0);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    CHECK_ERR(ptwm_dout_open_buffered(fd, path, "dout-ro.bin", pos, &d, &err), &err, PTWM_OK, NULL);
+    CHECK(d != NULL);
+    if (d) {
+        ptwm_dout_refuse_direct(d);
+        while (!rc && pos + (1 << 20) <= TOTAL) {
+            rc = ptwm_dout_append(d, want + pos, 1 << 20, &err);
+            pos += 1 << 20;
+        }
+        if (!rc) rc = ptwm_dout_finish(d, &err);
+        CHECK_ERR(rc, &err, PTWM_ERR_IO, "dout-ro.bin: write at offset");
+        ptwm_dout_free(d);
+    }
+    close(fd);
+}
+
 /* ---- the writer ----------------------------------------------------------- */
 
 #define NT 64
@@ -196,6 +227,7 @@ int main(void) {
     run_blocks(MODE_BUFFERED, want);
     run_blocks(MODE_DIRECT, want);
     run_blocks(MODE_REFUSED, want);
+    run_failing(want);
     run_writer();
     free(want);
     return tu_finish("dout");

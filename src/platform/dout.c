@@ -18,6 +18,7 @@ typedef struct dblock {
     uint8_t *p;
     size_t len;
     uint64_t off;
+    int fd;              /* the descriptor its write went to */
     int busy;            /* queued and not yet written (cleared with a release store) */
     ptwm_error rc;       /* its write's failure, read once busy is 0 */
     ptwm_err err;
@@ -35,14 +36,15 @@ struct ptwm_dout {
 };
 
 /* On the writing thread: a refused direct write is written through the
- * page cache, and so is every later block. */
+ * page cache, and so is every later block; a failure there is the file's. */
 static void block_done(void *arg, ptwm_error rc, const ptwm_err *e) {
     dblock *b = (dblock *)arg;
     ptwm_dout *d = b->d;
-    if (rc) {
+    if (rc && b->fd == d->dfd) {
         __atomic_store_n(&d->direct, 0, __ATOMIC_RELAXED);
         rc = ptwm_pwrite_full(d->fd, b->p, b->len, b->off, d->path, &b->err);
-        (void)e;
+    } else if (rc) {
+        b->err = *e;
     }
     b->rc = rc;
     __atomic_store_n(&b->busy, 0, __ATOMIC_RELEASE);
@@ -75,6 +77,7 @@ static ptwm_error submit(ptwm_dout *d, size_t len, ptwm_err *err) {
     void *p = b->p;
     int fd = __atomic_load_n(&d->direct, __ATOMIC_RELAXED) ? d->dfd : d->fd;
     ptwm_error rc;
+    b->fd = fd;
     b->len = len;
     b->busy = 1;
     if ((rc = ptwm_io_put(d->io, fd, d->path, &p, &len, 1, b->off, block_done, b, err))) {
