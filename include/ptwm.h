@@ -405,7 +405,8 @@ typedef struct ptwm_writer ptwm_writer;
 
 /* Start a .ptwm written to `path` (through a temporary file, fsynced and renamed
  * on finish). Past 8 MiB the file is written with O_DIRECT where the file system
- * takes it, bypassing the page cache (and one extra thread writes its blocks). */
+ * takes it, bypassing the page cache (and one extra thread writes its blocks);
+ * PTWM_DIRECT_IO=0 in the environment keeps it in the page cache. */
 PTWM_API ptwm_error ptwm_writer_open_file(const char *path, const ptwm_cparams *params,
                                           ptwm_writer **out, ptwm_err *err);
 /* Start a .ptwm built in memory; ptwm_writer_finish_memory hands it over. */

@@ -18,7 +18,7 @@ static void help(FILE *out) {
             "fsynced and renamed when complete: a crash leaves the old OUTDIR or the\n"
             "complete new one. A .ptwm file past 8 MiB is written past the page cache\n"
             "(O_DIRECT, where the file system takes it): it goes to the disk anyway, and\n"
-            "is not left in memory.\n\n"
+            "is not left in memory (PTWM_DIRECT_IO=0 writes through the page cache).\n\n"
             "options:\n"
             "  -o, --output OUTDIR     output directory (required; missing parents are made)\n"
             "  --max-shard-size SIZE   re-plan the shards: at most SIZE raw bytes each\n"

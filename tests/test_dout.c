@@ -8,7 +8,8 @@
  * the bytes given. Run through the page cache (any file system), direct
  * where the file system allows it, and with every direct write refused
  * (each block then written through the descriptor); a block that neither
- * descriptor takes is an error naming the file.
+ * descriptor takes is an error naming the file; PTWM_DIRECT_IO=0 turns
+ * it off.
  *
  * The writer: a .ptwm file past the direct-output size, with payloads that
  * repeat (small ones, kept in memory; large ones, read back from blocks in
@@ -222,12 +223,31 @@ static void run_writer(void) {
     ptwm_free(img);
 }
 
+/* PTWM_DIRECT_IO=0 keeps every write in the page cache: no direct output
+ * is opened, whatever the file system. */
+static void run_env_off(const uint8_t *want) {
+    char *path = tu_tmp_path("dout-env.bin");
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ptwm_dout *d = (ptwm_dout *)1;
+    ptwm_err err;
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    CHECK(write(fd, want, HEAD) == HEAD);
+    setenv("PTWM_DIRECT_IO", "0", 1);
+    CHECK_ERR(ptwm_dout_open(fd, path, "dout-env.bin", HEAD, &d, &err), &err, PTWM_OK, NULL);
+    CHECK_MSG(d == NULL, "PTWM_DIRECT_IO=0 and a direct output was opened");
+    ptwm_dout_free(d == (ptwm_dout *)1 ? NULL : d);
+    unsetenv("PTWM_DIRECT_IO");
+    close(fd);
+}
+
 int main(void) {
     uint8_t *want = expected_bytes();
     run_blocks(MODE_BUFFERED, want);
     run_blocks(MODE_DIRECT, want);
     run_blocks(MODE_REFUSED, want);
     run_failing(want);
+    run_env_off(want);
     run_writer();
     free(want);
     return tu_finish("dout");

@@ -2,6 +2,7 @@
 #include "dout.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include "fileio.h"
 #include "iothread.h"
@@ -131,9 +132,12 @@ static ptwm_error dout_open(int fd, const char *open_path, const char *name, uin
 
 ptwm_error ptwm_dout_open(int fd, const char *open_path, const char *name, uint64_t pos,
                           ptwm_dout **out, ptwm_err *err) {
+    const char *env = getenv("PTWM_DIRECT_IO");
 #ifdef O_DIRECT
-    return dout_open(fd, open_path, name, pos, O_DIRECT, out, err);
+    return dout_open(fd, open_path, name, pos, env && strcmp(env, "0") == 0 ? -1 : O_DIRECT, out,
+                     err);
 #else
+    (void)env;
     return dout_open(fd, open_path, name, pos, -1, out, err);
 #endif
 }

@@ -25,8 +25,10 @@ typedef struct ptwm_dout ptwm_dout;
  * second, direct descriptor; errors name it `name`) from offset `pos`, its
  * current end: the bytes from the aligned offset below pos are read back to
  * start the first block. *out is NULL, with PTWM_OK, where direct writes,
- * or memory for the blocks, or their thread, cannot be had: the caller goes
- * on writing fd itself. The only error is that read's. */
+ * or memory for the blocks, or their thread, cannot be had, or the
+ * environment says PTWM_DIRECT_IO=0 (a file read back at once is then still
+ * in the page cache): the caller goes on writing fd itself. The only error
+ * is that read's. */
 ptwm_error ptwm_dout_open(int fd, const char *open_path, const char *name, uint64_t pos,
                           ptwm_dout **out, ptwm_err *err);
 /* Append n bytes (copied: src is the caller's again on return). A failed
