@@ -126,6 +126,12 @@ ptwm_error ptwm_stages_from_flags(unsigned version, unsigned flags, const ptwm_c
 ptwm_error ptwm_stage_needs_exponent(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                      ptwm_err *err);
 
+/* COLS's scales at the BF16 exponent field (ptwm_colscale_s7) for `cols`
+ * columns, in the workspace: for COLS's own inverse and for JOINT's merge,
+ * which finishes them when COLS is right below it. NULL: out of memory
+ * (err says so). */
+uint16_t *ptwm_stage_cols_s7(ptwm_ws *ws, size_t cols, ptwm_err *err);
+
 /* Stage definitions (one file each). */
 extern const ptwm_stage ptwm_stage_split, ptwm_stage_planes, ptwm_stage_sparse,
     ptwm_stage_blocks, ptwm_stage_cols, ptwm_stage_joint, ptwm_stage_base;

@@ -32,6 +32,13 @@ static ptwm_error cols_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_l
     return PTWM_OK;
 }
 
+uint16_t *ptwm_stage_cols_s7(ptwm_ws *ws, size_t cols, ptwm_err *err) {
+    /* cols + 256 values: narrow rows are repeated to 256 elements */
+    uint16_t *s7 = (uint16_t *)ptwm_ws_get(ws, PTWM_WS_COLS, 2 * cols + 512, 0);
+    if (!s7) ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu column scales", cols);
+    return s7;
+}
+
 /* Joint BF16 planes merged straight into elements (P->merged) have the
  * residuals in their exponent fields: finished in place, unless the merge
  * did it (P->merged 2, joint_inverse). */
@@ -40,8 +47,8 @@ static ptwm_error cols_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_c
     size_t cols = (size_t)u->p[0];
     if (P->merged == 2) return PTWM_OK;
     if (P->merged) {
-        uint16_t *s7 = (uint16_t *)ptwm_ws_get(ws, PTWM_WS_COLS, 2 * cols + 512, 0);
-        if (!s7) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu column scales", cols);
+        uint16_t *s7 = ptwm_stage_cols_s7(ws, cols, err);
+        if (!s7) return PTWM_ERR_NOMEM;
         ptwm_colscale_inverse_bf16(P->el, L->n, P->side[s][0], cols, s7);
     } else {
         uint8_t *x = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_EXP, L->n, 0);

@@ -51,8 +51,7 @@ static ptwm_error joint_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_
         size_t span = 0;
         if (s > 0 && L->use[s - 1].id == PTWM_CSTAGE_COLS) {
             size_t cols = (size_t)L->use[s - 1].p[0];
-            if (!(s7 = (uint16_t *)ptwm_ws_get(ws, PTWM_WS_COLS, 2 * cols + 512, 0)))
-                return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu column scales", cols);
+            if (!(s7 = ptwm_stage_cols_s7(ws, cols, err))) return PTWM_ERR_NOMEM;
             span = ptwm_colscale_s7(P->side[s - 1][0], L->n, cols, s7);
         }
         esc = ptwm_joint_merge_bf16_cols(P->main[0], P->main[1], P->side[s][0], sl, L->n, P->el,
