@@ -825,14 +825,9 @@ static uint64_t payload_find_or_add(ptwm_writer *w, const uint8_t *p, size_t len
     d->slot[i].len = (uint32_t)len;
     d->slot[i].kept = 0;
     d->used++;
-    if (w->dout && len <= KEEP_MAX && d->keep_len + len <= KEEP_CAP) {
-        if (d->keep_len + len > d->keep_cap) {
-            size_t cap = PTWM_MAX(d->keep_cap * 2, (size_t)64 << 10);
-            uint8_t *q = (uint8_t *)ptwm_realloc(d->keep, PTWM_MIN(cap, KEEP_CAP));
-            if (!q) return UINT64_MAX;
-            d->keep = q;
-            d->keep_cap = PTWM_MIN(cap, KEEP_CAP);
-        }
+    /* (doubling from 64 bytes, the buffer never passes KEEP_CAP, a power of 2) */
+    if (w->dout && len <= KEEP_MAX && d->keep_len + len <= KEEP_CAP &&
+        ptwm_grow((void **)&d->keep, &d->keep_cap, d->keep_len + len, 1)) {
         memcpy(d->keep + d->keep_len, p, len);
         d->slot[i].kept = (uint32_t)d->keep_len + 1;
         d->keep_len += len;
