@@ -51,24 +51,22 @@ static void block_done(void *arg, ptwm_error rc, const ptwm_err *e) {
     __atomic_store_n(&b->busy, 0, __ATOMIC_RELEASE);
 }
 
-/* Wait for block i's write; its failure, if any. */
+/* Wait for block i's write; its failure, if any (reported once). */
 static ptwm_error block_wait(ptwm_dout *d, int i, ptwm_err *err) {
     dblock *b = &d->blk[i];
+    ptwm_error rc;
     ptwm_io_wait(d->io, &b->busy);
-    if (b->rc) {
-        if (err) *err = b->err;
-        return b->rc;
-    }
-    return PTWM_OK;
+    rc = b->rc;
+    if (rc && err) *err = b->err;
+    b->rc = PTWM_OK;
+    return rc;
 }
 
 static ptwm_error wait_all(ptwm_dout *d, ptwm_err *err) {
     ptwm_error rc = PTWM_OK, r;
     int i;
-    for (i = 0; i < DOUT_NBUF; i++) {
+    for (i = 0; i < DOUT_NBUF; i++)
         if ((r = block_wait(d, i, rc ? NULL : err)) && !rc) rc = r;
-        d->blk[i].rc = PTWM_OK;
-    }
     return rc;
 }
 
@@ -171,23 +169,24 @@ ptwm_error ptwm_dout_append(ptwm_dout *d, const void *src, size_t n, ptwm_err *e
         d->cur = (d->cur + 1) % DOUT_NBUF;
         d->fill = 0;
         rc = block_wait(d, d->cur, err);
-        d->blk[d->cur].rc = PTWM_OK;
         d->blk[d->cur].off = next_off;
         if (rc) return rc;
     }
     return PTWM_OK;
 }
 
+/* The bytes block i holds: every block but the current one keeps what it
+ * was last given until it is reused. */
+static size_t block_held(const ptwm_dout *d, int i) {
+    return i == d->cur ? d->fill : d->blk[i].len;
+}
+
 /* The block holding file offset `at`, or -1 if none does any more (its
- * buffer was reused: the write of those bytes is done). Every block but
- * the current one keeps what it was last given until it is reused. */
+ * buffer was reused: the write of those bytes is done). */
 static int block_at(const ptwm_dout *d, uint64_t at) {
     int i;
-    for (i = 0; i < DOUT_NBUF; i++) {
-        const dblock *b = &d->blk[i];
-        size_t held = i == d->cur ? d->fill : b->len;
-        if (at >= b->off && at - b->off < held) return i;
-    }
+    for (i = 0; i < DOUT_NBUF; i++)
+        if (at >= d->blk[i].off && at - d->blk[i].off < block_held(d, i)) return i;
     return -1;
 }
 
@@ -205,8 +204,8 @@ ptwm_error ptwm_dout_pread(ptwm_dout *d, void *dst, size_t len, uint64_t off, pt
         size_t take;
         if (i >= 0) {
             const dblock *b = &d->blk[i];
-            size_t held = i == d->cur ? d->fill : b->len, at = (size_t)(off - b->off);
-            take = PTWM_MIN(len, held - at);
+            size_t at = (size_t)(off - b->off);
+            take = PTWM_MIN(len, block_held(d, i) - at);
             memcpy(out, b->p + at, take);
         } else {
             uint64_t next = end;
