@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "entropy.h"
+#include "huffman.h"
 #include "testutil.h"
 
 /* Encode and decode; check the bound, the bytes and the exact-size contract. */
@@ -561,8 +562,60 @@ static void test_golden_files(void) {
     CHECK_MSG(good >= 1 && bad >= 9, "%d good and %d bad files in %s", good, bad, dir);
 }
 
+
+/* Lengths planned from exact counts (ptwm_huf_size, as the coder policy
+ * plans small planes) code to the bytes ptwm_huf_encode gives, and decode
+ * back: on symbol sets at both ends of the range and at 8-byte word
+ * boundaries, with the lowest or highest symbol holding a 1-bit code (the
+ * encoder finds the used range from the lengths a word at a time). */
+static void test_planned_lengths(void) {
+    static const unsigned pairs[][2] = {{0, 255}, {255, 0}, {7, 8}, {8, 7},  {0, 1},
+                                        {254, 255}, {63, 64}, {64, 63}, {128, 135}, {1, 254}};
+    uint64_t seed = 11;
+    uint8_t *b = malloc(20000), *e1 = malloc(20001), *e2 = malloc(20001), *d = malloc(20000);
+    size_t i, k, planned = 0;
+    CHECK(b && e1 && e2 && d);
+    for (i = 0; i < PTWM_ARRAY_LEN(pairs) * 6; i++) {
+        const unsigned *pr = pairs[i % PTWM_ARRAY_LEN(pairs)];
+        size_t n = i < PTWM_ARRAY_LEN(pairs) * 3 ? 300 + i : 5000 + 97 * i, l1 = 0, l2 = 0, sz;
+        unsigned extra = (unsigned)(i / PTWM_ARRAY_LEN(pairs)); /* a few other symbols */
+        uint32_t hist[256] = {0};
+        uint8_t len[256];
+        /* pr[0] takes about 3/4 of the plane (a 1-bit code), pr[1] and up
+         * to 5 symbols between them the rest */
+        for (k = 0; k < n; k++) {
+            uint64_t r = tu_rand(&seed);
+            unsigned lo = pr[0] < pr[1] ? pr[0] : pr[1], hi = pr[0] ^ pr[1] ^ lo;
+            b[k] = (uint8_t)((r & 3) ? pr[0]
+                             : extra && (r & 4) && hi - lo > 1 ? lo + 1 + (unsigned)((r >> 8) % extra) % (hi - lo - 1)
+                                                                : pr[1]);
+            hist[b[k]]++;
+        }
+        sz = ptwm_huf_size(hist, n, SIZE_MAX, len);
+        CHECK(ptwm_huf_encode(b, n, e1, n + 1, &l1) == PTWM_OK);
+        if (sz > 2 && sz <= n) {
+            CHECK(ptwm_huf_encode_lengths(b, n, len, e2, n + 1, &l2) == PTWM_OK);
+            CHECK_MSG(l1 == l2 && memcmp(e1, e2, l1) == 0,
+                      "symbols %u/%u, n=%zu: planned lengths code to %zu bytes, chosen ones to %zu",
+                      pr[0], pr[1], n, l2, l1);
+            CHECK_MSG(e2[0] == 2 && e2[1] == (pr[0] < pr[1] ? pr[0] : pr[1]) &&
+                          e2[2] == (pr[0] < pr[1] ? pr[1] : pr[0]),
+                      "symbols %u/%u: range %u..%u", pr[0], pr[1], e2[1], e2[2]);
+            CHECK(ptwm_huf_decode(e2, l2, d, n) == PTWM_OK && memcmp(d, b, n) == 0);
+            planned++;
+        }
+    }
+    CHECK_MSG(planned == PTWM_ARRAY_LEN(pairs) * 6, "%zu of %zu planes planned", planned,
+              PTWM_ARRAY_LEN(pairs) * 6);
+    free(b);
+    free(e1);
+    free(e2);
+    free(d);
+}
+
 int main(void) {
     test_edges();
+    test_planned_lengths();
     test_cap();
     test_hostile_handmade();
     test_eight_byte_streams();

@@ -94,19 +94,23 @@ static void huf_segments(size_t n, size_t begin[HUF_STREAMS + 1]) {
     begin[4] = n;
 }
 
-/* Canonical code of every symbol from its length (0 = none). Both sides walk
- * (length, symbol) in the same order; `pos` is the code left-aligned to
- * HUF_MAX_LEN bits, as the decoder's table fill advances through its entries. */
-static void huf_canonical(const uint8_t len[256], uint16_t code[256]) {
-    unsigned l, s, pos = 0, start[HUF_MAX_LEN + 2] = {0}, count[HUF_MAX_LEN + 2] = {0};
+/* Canonical code of every symbol from its length (0 = none; only symbols
+ * lo..hi have one). Both sides walk (length, symbol) in the same order;
+ * `pos` is the code left-aligned to HUF_MAX_LEN bits, as the decoder's table
+ * fill advances through its entries. */
+static void huf_canonical(const uint8_t len[256], size_t lo, size_t hi, uint16_t code[256]) {
+    unsigned l, pos = 0, start[HUF_MAX_LEN + 2] = {0}, count[HUF_MAX_LEN + 2] = {0};
+    size_t s;
     /* Where each length's run starts, then the symbols in order: one pass
-     * each instead of one pass over the symbols per length. */
-    for (s = 0; s < 256; s++) count[len[s]]++;
+     * each instead of one pass over the symbols per length; over lo..hi
+     * only (counting the absent symbols' zeros was most of coding a plane
+     * of a few hundred bytes: one counter incremented 200 times in a row). */
+    for (s = lo; s <= hi; s++) count[len[s]]++;
     for (l = 1; l <= HUF_MAX_LEN; l++) {
         start[l] = pos;
         pos += count[l] << (HUF_MAX_LEN - l);
     }
-    for (s = 0; s < 256; s++) {
+    for (s = lo; s <= hi; s++) {
         l = len[s];
         if (l) {
             code[s] = (uint16_t)(start[l] >> (HUF_MAX_LEN - l));
@@ -115,24 +119,47 @@ static void huf_canonical(const uint8_t len[256], uint16_t code[256]) {
     }
 }
 
+/* The symbols lo..hi that have a nonzero byte in v (code lengths, or
+ * anything else a byte a symbol): returns how many there are; none leaves
+ * *lo = 256, *hi = 0. Whole zero words are skipped at both ends. */
+static size_t huf_used_range(const uint8_t v[256], size_t *lo, size_t *hi) {
+    size_t a = 0, b = 256, used = 0, i;
+    uint64_t w;
+    while (a < 256 && !ptwm_load_le64(v + a)) a += 8;
+    if (a == 256) {
+        *lo = 256;
+        *hi = 0;
+        return 0;
+    }
+    while (!ptwm_load_le64(v + b - 8)) b -= 8;
+    w = ptwm_load_le64(v + a);
+    *lo = a + (size_t)__builtin_ctzll(w) / 8;
+    w = ptwm_load_le64(v + b - 8);
+    *hi = b - 8 + (size_t)(63 - __builtin_clzll(w)) / 8;
+    for (i = *lo; i <= *hi; i++) used += v[i] != 0;
+    return used;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Encoder                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* The m used symbols as keys count << 8 | symbol, ascending (keys are
- * distinct, so the order is total): an LSD radix sort on the 40-bit keys
- * (counts < 2^32), one pass per count byte that is nonzero in some count
- * (the symbol byte is in order already), which costs a fraction of qsort's
- * comparator calls on the planes of small tensors. Returns m. */
-static size_t huf_sorted_keys(const uint64_t freq[256], uint64_t keys[256]) {
+/* The m used symbols (all within lo..hi) as keys count << 8 | symbol,
+ * ascending (keys are distinct, so the order is total): an LSD radix sort on
+ * the 40-bit keys (counts < 2^32), one pass per count byte that is nonzero
+ * in some count (the symbol byte is in order already), which costs a
+ * fraction of qsort's comparator calls on the planes of small tensors. The
+ * keys are gathered without a branch (present symbols are scattered).
+ * Returns m. */
+static size_t huf_sorted_keys(const uint64_t freq[256], size_t lo, size_t hi, uint64_t keys[256]) {
     uint64_t tmp[256], *a = keys, *b = tmp, top = 0;
     size_t m = 0, i;
     unsigned pass, passes = 1;
-    for (i = 0; i < 256; i++)
-        if (freq[i]) {
-            keys[m++] = freq[i] << 8 | i;
-            top |= freq[i];
-        }
+    for (i = lo; i <= hi; i++) {
+        keys[m] = freq[i] << 8 | i;
+        m += freq[i] != 0;
+        top |= freq[i];
+    }
     /* Only the count bytes that are nonzero somewhere need a pass. */
     while (passes < 4 && top >> (8 * passes)) passes++;
     for (pass = 1; pass <= passes; pass++) { /* byte 0 is the symbol: already in order */
@@ -284,10 +311,10 @@ static void huf_limit_choice(const uint64_t freq[256], const uint64_t *keys, siz
     if (bits11 > bits13 + bits13 / 250) memcpy(len, len13, sizeof(len13));
 }
 
-static void huf_choose_lengths(const uint64_t freq[256], uint8_t len[256]) {
+static void huf_choose_lengths(const uint64_t freq[256], size_t lo, size_t hi, uint8_t len[256]) {
     uint8_t opt[256];
     uint64_t keys[256];
-    size_t m = huf_sorted_keys(freq, keys);
+    size_t m = huf_sorted_keys(freq, lo, hi, keys);
     unsigned longest = huf_optimal_lengths(keys, m, opt);
     huf_limit_choice(freq, keys, m, opt, longest, len);
 }
@@ -341,19 +368,18 @@ static ptwm_error huf_store(const uint8_t *src, size_t n, uint8_t *dst, size_t c
     return PTWM_OK;
 }
 
-/* Counts widened, with the used symbol range; returns how many are used. */
+/* Counts widened, with the used symbol range; returns how many are used
+ * (without a branch a symbol: present symbols are scattered). */
 static size_t huf_counts(const uint32_t hist[256], uint64_t freq[256], size_t *lo, size_t *hi) {
-    size_t used = 0, i;
-    *lo = 256;
-    *hi = 0;
+    size_t used = 0, first = 256, last = 0, i;
     for (i = 0; i < 256; i++) {
         freq[i] = hist[i];
-        if (freq[i]) {
-            used++;
-            if (*lo == 256) *lo = i;
-            *hi = i;
-        }
+        used += hist[i] != 0;
+        last = hist[i] ? i : last;
+        first = hist[i] && first == 256 ? i : first;
     }
+    *lo = first;
+    *hi = last;
     return used;
 }
 
@@ -377,7 +403,7 @@ size_t ptwm_huf_size(const uint32_t hist[256], size_t n, size_t beat, uint8_t le
     unsigned longest;
     if (n < 2 || n > UINT32_MAX) return n + 1;
     if (huf_counts(hist, freq, &lo, &hi) <= 1) return 2;
-    m = huf_sorted_keys(freq, keys);
+    m = huf_sorted_keys(freq, lo, hi, keys);
     longest = huf_optimal_lengths(keys, m, opt);
     for (i = lo; i <= hi; i++) bits += freq[i] * opt[i];
     /* The optimal code's floor (see ptwm_huf_size_floor) already loses. */
@@ -434,22 +460,15 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
          * symbol present has one, so the used range is where they are, and
          * each stream's bits are summed directly. */
         memcpy(len, lengths, sizeof(len));
-        for (i = 0; i < 256; i++)
-            if (len[i]) {
-                used++;
-                if (lo == 256) lo = i;
-                hi = i;
-            }
+        used = huf_used_range(len, &lo, &hi);
         if (used < 2) return ptwm_huf_encode_lengths(src, n, NULL, dst, cap, out_len);
     } else {
         huf_histograms(src, begin, hist);
         for (i = 0; i < 256; i++) {
             freq[i] = (uint64_t)hist[0][i] + hist[1][i] + hist[2][i] + hist[3][i];
-            if (freq[i]) {
-                used++;
-                if (lo == 256) lo = i;
-                hi = i;
-            }
+            used += freq[i] != 0;
+            hi = freq[i] ? i : hi;
+            lo = freq[i] && lo == 256 ? i : lo;
         }
         if (used == 1) {
             if (cap < 2) return PTWM_ERR_DST_SIZE;
@@ -458,7 +477,7 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
             *out_len = 2;
             return PTWM_OK;
         }
-        huf_choose_lengths(freq, len);
+        huf_choose_lengths(freq, lo, hi, len);
     }
     nib = (hi - lo + 2) / 2;
     total = 3 + nib + HUF_JUMP_BYTES;
@@ -478,8 +497,10 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
     if (total >= n - n / 128 || big) return huf_store(src, n, dst, cap, out_len);
     if (cap < total) return PTWM_ERR_DST_SIZE;
 
-    huf_canonical(len, code);
-    for (i = 0; i < 256; i++) ce[i] = len[i] ? (uint32_t)code[i] | ((uint32_t)len[i] << 16) : 0;
+    huf_canonical(len, lo, hi, code);
+    /* (only present symbols, all within lo..hi, are looked up) */
+    memset(ce, 0, sizeof(ce));
+    for (i = lo; i <= hi; i++) ce[i] = len[i] ? (uint32_t)code[i] | ((uint32_t)len[i] << 16) : 0;
     dst[0] = HUF_MODE_HUFFMAN;
     dst[1] = (uint8_t)lo;
     dst[2] = (uint8_t)hi;
