@@ -88,15 +88,21 @@ static void estimate_finish(ptwm_plane_est *e, const uint8_t *src, size_t n, siz
     /* sum h log2(seen / h) = seen log2 seen - sum h log2 h */
     e->entropy = ptwm_xlogx(seen);
     {
-        /* The present symbols first, without a branch (they are scattered:
-         * a branch a symbol mispredicted), then their terms in symbol order. */
+        /* The present symbols first, without a branch a symbol (they are
+         * scattered: a branch a symbol mispredicted), skipping runs of 8
+         * absent ones (most of an exponent plane's 256), then their terms
+         * in symbol order. */
         const double *xt = ptwm_xlogx_table(); /* one lookup a count, no call */
         double ent = e->entropy;
         uint32_t present[256];
         unsigned k = 0, j;
-        for (s = 0; s < 256; s++) {
-            present[k] = hist[s];
-            k += hist[s] != 0;
+        for (s = 0; s < 256; s += 8) {
+            const uint32_t *h8 = hist + s;
+            if (!(h8[0] | h8[1] | h8[2] | h8[3] | h8[4] | h8[5] | h8[6] | h8[7])) continue;
+            for (j = 0; j < 8; j++) {
+                present[k] = h8[j];
+                k += h8[j] != 0;
+            }
         }
         for (j = 0; j < k; j++)
             ent -= present[j] < PTWM_XLOGX_SMALL ? xt[present[j]] : ptwm_xlogx(present[j]);
