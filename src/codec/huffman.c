@@ -151,6 +151,7 @@ static size_t huf_used_range(const uint8_t v[256], size_t *lo, size_t *hi) {
  * fraction of qsort's comparator calls on the planes of small tensors. The
  * keys are gathered without a branch (present symbols are scattered).
  * Returns m. */
+#define HUF_INSERTION_MAX 32
 static size_t huf_sorted_keys(const uint64_t freq[256], size_t lo, size_t hi, uint64_t keys[256]) {
     uint64_t tmp[256], *a = keys, *b = tmp, top = 0;
     size_t m = 0, i;
@@ -159,6 +160,17 @@ static size_t huf_sorted_keys(const uint64_t freq[256], size_t lo, size_t hi, ui
         keys[m] = freq[i] << 8 | i;
         m += freq[i] != 0;
         top |= freq[i];
+    }
+    /* A few keys (the exponent planes of small tensors): insertion sort,
+     * cheaper than clearing 257 buckets a pass. */
+    if (m <= HUF_INSERTION_MAX) {
+        for (i = 1; i < m; i++) {
+            uint64_t k = keys[i];
+            size_t j = i;
+            for (; j > 0 && keys[j - 1] > k; j--) keys[j] = keys[j - 1];
+            keys[j] = k;
+        }
+        return m;
     }
     /* Only the count bytes that are nonzero somewhere need a pass. */
     while (passes < 4 && top >> (8 * passes)) passes++;
