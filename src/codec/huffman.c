@@ -119,9 +119,9 @@ static void huf_canonical(const uint8_t len[256], size_t lo, size_t hi, uint16_t
     }
 }
 
-/* The symbols lo..hi that have a nonzero byte in v (code lengths, or
- * anything else a byte a symbol): returns how many there are; none leaves
- * *lo = 256, *hi = 0. Whole zero words are skipped at both ends. */
+/* The used range of v (a byte a symbol: code lengths): *lo and *hi, the
+ * first and last symbol whose byte is nonzero; returns how many are (none:
+ * *lo = 256, *hi = 0). Whole zero words are skipped at both ends. */
 static size_t huf_used_range(const uint8_t v[256], size_t *lo, size_t *hi) {
     size_t a = 0, b = 256, used = 0, i;
     uint64_t w;
@@ -144,14 +144,14 @@ static size_t huf_used_range(const uint8_t v[256], size_t *lo, size_t *hi) {
 /* Encoder                                                                   */
 /* ------------------------------------------------------------------------ */
 
+#define HUF_INSERTION_MAX 32
 /* The m used symbols (all within lo..hi) as keys count << 8 | symbol,
  * ascending (keys are distinct, so the order is total): an LSD radix sort on
  * the 40-bit keys (counts < 2^32), one pass per count byte that is nonzero
  * in some count (the symbol byte is in order already), which costs a
- * fraction of qsort's comparator calls on the planes of small tensors. The
- * keys are gathered without a branch (present symbols are scattered).
- * Returns m. */
-#define HUF_INSERTION_MAX 32
+ * fraction of qsort's comparator calls; up to HUF_INSERTION_MAX keys are
+ * sorted by insertion. The keys are gathered without a branch (present
+ * symbols are scattered). Returns m. */
 static size_t huf_sorted_keys(const uint64_t freq[256], size_t lo, size_t hi, uint64_t keys[256]) {
     uint64_t tmp[256], *a = keys, *b = tmp, top = 0;
     size_t m = 0, i;
