@@ -27,11 +27,11 @@
 #define HEAD 12345                      /* bytes written before the takeover */
 #define TOTAL ((size_t)9 << 20)         /* bytes in all: several blocks */
 
-static uint8_t *expected_bytes(void) {
-    uint8_t *e = (uint8_t *)malloc(TOTAL);
-    uint64_t st = 7;
+/* n random bytes (n a multiple of 8) from seed st. */
+static uint8_t *random_bytes(size_t n, uint64_t st) {
+    uint8_t *e = (uint8_t *)malloc(n);
     size_t i;
-    for (i = 0; i < TOTAL; i += 8) {
+    for (i = 0; e && i < n; i += 8) {
         uint64_t v = tu_rand(&st);
         memcpy(e + i, &v, 8);
     }
@@ -185,13 +185,8 @@ static void run_writer(void) {
     ptwm_err err;
     void *img = NULL;
     size_t img_len = 0, len = 0, i, raw = 0;
-    uint8_t *file, *noise = (uint8_t *)malloc(NOISE);
-    uint64_t st = 11;
+    uint8_t *file, *noise = random_bytes(NOISE, 11);
     char *path = tu_tmp_path("dout.ptwm");
-    for (i = 0; i < NOISE; i += 8) {
-        uint64_t v = tu_rand(&st);
-        memcpy(noise + i, &v, 8);
-    }
     make_tensors(&t, noise);
     for (i = 0; i < NT; i++) raw += t.d[i].nbytes;
     p.threads = 2;
@@ -242,7 +237,7 @@ static void run_env_off(const uint8_t *want) {
 }
 
 int main(void) {
-    uint8_t *want = expected_bytes();
+    uint8_t *want = random_bytes(TOTAL, 7);
     run_blocks(MODE_BUFFERED, want);
     run_blocks(MODE_DIRECT, want);
     run_blocks(MODE_REFUSED, want);
