@@ -562,7 +562,6 @@ static void test_golden_files(void) {
     CHECK_MSG(good >= 1 && bad >= 9, "%d good and %d bad files in %s", good, bad, dir);
 }
 
-
 /* Lengths planned from exact counts (ptwm_huf_size, as the coder policy
  * plans small planes) code to the bytes ptwm_huf_encode gives, and decode
  * back: on symbol sets at both ends of the range and at 8-byte word
@@ -577,6 +576,7 @@ static void test_planned_lengths(void) {
     CHECK(b && e1 && e2 && d);
     for (i = 0; i < PTWM_ARRAY_LEN(pairs) * 6; i++) {
         const unsigned *pr = pairs[i % PTWM_ARRAY_LEN(pairs)];
+        unsigned lo = pr[0] < pr[1] ? pr[0] : pr[1], hi = pr[0] ^ pr[1] ^ lo;
         size_t n = i < PTWM_ARRAY_LEN(pairs) * 3 ? 300 + i : 5000 + 97 * i, l1 = 0, l2 = 0, sz;
         unsigned extra = (unsigned)(i / PTWM_ARRAY_LEN(pairs)); /* a few other symbols */
         uint32_t hist[256] = {0};
@@ -585,10 +585,10 @@ static void test_planned_lengths(void) {
          * to 5 symbols between them the rest */
         for (k = 0; k < n; k++) {
             uint64_t r = tu_rand(&seed);
-            unsigned lo = pr[0] < pr[1] ? pr[0] : pr[1], hi = pr[0] ^ pr[1] ^ lo;
-            b[k] = (uint8_t)((r & 3) ? pr[0]
-                             : extra && (r & 4) && hi - lo > 1 ? lo + 1 + (unsigned)((r >> 8) % extra) % (hi - lo - 1)
-                                                                : pr[1]);
+            unsigned mid = extra && (r & 4) && hi - lo > 1
+                               ? lo + 1 + (unsigned)((r >> 8) % extra) % (hi - lo - 1)
+                               : pr[1];
+            b[k] = (uint8_t)((r & 3) ? pr[0] : mid);
             hist[b[k]]++;
         }
         sz = ptwm_huf_size(hist, n, SIZE_MAX, len);
@@ -598,9 +598,8 @@ static void test_planned_lengths(void) {
             CHECK_MSG(l1 == l2 && memcmp(e1, e2, l1) == 0,
                       "symbols %u/%u, n=%zu: planned lengths code to %zu bytes, chosen ones to %zu",
                       pr[0], pr[1], n, l2, l1);
-            CHECK_MSG(e2[0] == 2 && e2[1] == (pr[0] < pr[1] ? pr[0] : pr[1]) &&
-                          e2[2] == (pr[0] < pr[1] ? pr[1] : pr[0]),
-                      "symbols %u/%u: range %u..%u", pr[0], pr[1], e2[1], e2[2]);
+            CHECK_MSG(e2[0] == 2 && e2[1] == lo && e2[2] == hi, "symbols %u/%u: range %u..%u",
+                      pr[0], pr[1], e2[1], e2[2]);
             CHECK(ptwm_huf_decode(e2, l2, d, n) == PTWM_OK && memcmp(d, b, n) == 0);
             planned++;
         }
