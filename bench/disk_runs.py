@@ -106,11 +106,11 @@ def main():
                 run([old_ptwm, "compress", src, "-o", cdir + ".old", "-q"], rm(cdir + ".old"))
             # Read once, so every decompress starts from the page cache: ptwm
             # writes a large .ptwm past it (docs/ARCHITECTURE.md), zstd does not.
-            for f in (pin, os.path.join(cdir + ".old", "model.ptwm") if old_ptwm else None):
-                if f:
-                    with open(f, "rb") as fh:
-                        while fh.read(1 << 22):
-                            pass
+            warm = [pin] + ([os.path.join(cdir + ".old", "model.ptwm")] if old_ptwm else [])
+            for f in warm:
+                with open(f, "rb") as fh:
+                    while fh.read(1 << 22):
+                        pass
             for t in threads:
                 if old_ptwm:  # first: the file checked after the rounds is this build's
                     jobs.append(("decompress", t, "ptwm decompress (OLD_PTWM)", [old_ptwm, "decompress",
