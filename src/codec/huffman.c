@@ -448,7 +448,7 @@ uint64_t ptwm_huf_bits_scalar(const uint8_t *src, size_t n, const uint8_t len[25
 
 ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *lengths,
                                    uint8_t *dst, size_t cap, size_t *out_len) {
-    uint32_t hist[HUF_STREAMS][256];
+    uint32_t hist[HUF_STREAMS][256], all[256];
     uint64_t freq[256];
     uint8_t len[256];
     uint16_t code[256];
@@ -476,12 +476,9 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
         if (used < 2) return ptwm_huf_encode_lengths(src, n, NULL, dst, cap, out_len);
     } else {
         huf_histograms(src, begin, hist);
-        for (i = 0; i < 256; i++) {
-            freq[i] = (uint64_t)hist[0][i] + hist[1][i] + hist[2][i] + hist[3][i];
-            used += freq[i] != 0;
-            hi = freq[i] ? i : hi;
-            lo = freq[i] && lo == 256 ? i : lo;
-        }
+        /* (the streams' counts sum to n, which fits in 32 bits) */
+        for (i = 0; i < 256; i++) all[i] = hist[0][i] + hist[1][i] + hist[2][i] + hist[3][i];
+        used = huf_counts(all, freq, &lo, &hi);
         if (used == 1) {
             if (cap < 2) return PTWM_ERR_DST_SIZE;
             dst[0] = HUF_MODE_RLE;
