@@ -130,12 +130,11 @@ static ptwm_error dout_open(int fd, const char *open_path, const char *name, uin
 
 ptwm_error ptwm_dout_open(int fd, const char *open_path, const char *name, uint64_t pos,
                           ptwm_dout **out, ptwm_err *err) {
-    const char *env = getenv("PTWM_DIRECT_IO");
 #ifdef O_DIRECT
+    const char *env = getenv("PTWM_DIRECT_IO");
     return dout_open(fd, open_path, name, pos, env && strcmp(env, "0") == 0 ? -1 : O_DIRECT, out,
                      err);
 #else
-    (void)env;
     return dout_open(fd, open_path, name, pos, -1, out, err);
 #endif
 }
