@@ -78,7 +78,8 @@ def main():
           "fsync of its output. "
           "ptwm fsyncs its output before renaming it into place; `zstd -d` and `cp` do not, so "
           "`zstd -d + fsync` is given too, and `cp` of the restored file is the floor for writing "
-          "the bytes at all. Layout pt: the same weights with 4-D kernels moved to PyTorch's "
+          "the bytes at all (into the page cache); `cp + fsync` writes them to the disk, as ptwm "
+          "does, but starts the writeback only at the end. Layout pt: the same weights with 4-D kernels moved to PyTorch's "
           "[out, in, kh, kw] (`bench/pytorch_layout.py`). Load average at the start: %.1f.\n"
           % (pattern, ", tensors of %d bytes or more" % min_bytes if min_bytes else "",
              os.cpu_count(), version, platform.platform(terse=True), runs,
@@ -123,6 +124,8 @@ def main():
             jobs.append(("decompress", 1, "zstd -d + fsync", ["sh", "-c", 'zstd -d -q -f "$1" -o "$2" && sync "$2"',
                          "sh", zst + ".in", zback], rm(zback), None))
             jobs.append(("decompress", 1, "cp (restored file)", ["cp", src, cpout], rm(cpout), None))
+            jobs.append(("decompress", 1, "cp + fsync", ["sh", "-c", 'cp "$1" "$2" && sync "$2"', "sh",
+                         src, cpout], rm(cpout), None))
             res = [[] for _ in jobs]
             for _ in range(runs):
                 for k, j in enumerate(jobs):
