@@ -79,8 +79,9 @@ def main():
           "ptwm fsyncs its output before renaming it into place; `zstd -d` and `cp` do not, so "
           "`zstd -d + fsync` is given too, and `cp` of the restored file is the floor for writing "
           "the bytes at all (into the page cache); `cp + fsync` writes them to the disk, as ptwm "
-          "does, but starts the writeback only at the end. Layout pt: the same weights with 4-D kernels moved to PyTorch's "
-          "[out, in, kh, kw] (`bench/pytorch_layout.py`). Load average at the start: %.1f.\n"
+          "does, but starts the writeback only at the end. Layout pt: the same weights with 4-D "
+          "kernels moved to PyTorch's [out, in, kh, kw] (`bench/pytorch_layout.py`). Load "
+          "average at the start: %.1f.\n"
           % (pattern, ", tensors of %d bytes or more" % min_bytes if min_bytes else "",
              os.cpu_count(), version, platform.platform(terse=True), runs,
              os.getloadavg()[0]))
