@@ -23,7 +23,7 @@
 #            the file as that build compresses it (its format may be older)
 # ptwm's output is fsynced before it is renamed into place (a crash leaves the
 # old file or the whole new one); zstd's and cp's are not, so the table also
-# gives `zstd -d` followed by an fsync of its output ("+ fsync" rows).
+# gives `zstd -d` and `cp` followed by an fsync of their output ("+ fsync" rows).
 # needs: zstd, python3, cp, sync (coreutils)
 set -eu
 
