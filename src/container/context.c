@@ -31,7 +31,7 @@ struct ptwm_ctx {
     pcommit *chead, *ctail;
     ptwm_error crc;
     ptwm_err cerr;
-    void *writers;                      /* container_write.c's shared state */
+    void *writers;                      /* the writers' shared state (write_shared.c) */
     void (*writers_free)(void *);
     ptwm_ws *ws[PTWM_POOL_MAX];
     unsigned nws;

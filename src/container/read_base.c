@@ -10,7 +10,7 @@
  * with no other lock held. */
 #include "reader_impl.h"
 #include "container_format.h"
-#include "container_read.h"
+#include "source_impl.h"
 #include "chunk.h"
 
 /* Why tensor t cannot have its base, into err: no base given, the base

@@ -22,7 +22,7 @@
 #define PTWM_READ_RING_H
 
 #include "reader_impl.h"
-#include "container_read.h"
+#include "fstream.h"
 #include "iothread.h"
 
 struct ptwm_fstream_file;

@@ -11,7 +11,7 @@
  * takes a lock: one thread calls a reader at a time. */
 #include "container_format.h"
 #include "reader_impl.h"
-#include "container_read.h"
+#include "reader.h"
 #include "context.h"
 #include "chunk.h"
 #include "fileio.h"
@@ -193,13 +193,6 @@ void ptwm_reader_set_threads(ptwm_reader *r, int threads) {
     r->threads = threads;
     ptwm_pool_free(r->pool);
     r->pool = NULL;
-}
-
-void ptwm_reader_release_pool(ptwm_reader *r) {
-    if (!r) return;
-    ptwm_pool_free(r->pool);
-    r->pool = NULL;
-    if (r->own_ctx) free_workspaces(r);
 }
 
 size_t ptwm_reader_count(const ptwm_reader *r) {

@@ -9,7 +9,6 @@
  * oldest slot (write_ring.c). Runs on the writing thread. */
 #include "writer_impl.h"
 #include "container_format.h"
-#include "container_read.h"
 #include "context.h"
 #include "hash.h"
 

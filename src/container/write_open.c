@@ -14,7 +14,7 @@
  * writing thread. */
 #include "writer_impl.h"
 #include "container_format.h"
-#include "container_read.h"
+#include "writer.h"
 #include "context.h"
 
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {

@@ -16,7 +16,7 @@
  * runs on the writing thread, without a lock of its own (the context's
  * committer has its own: context.c). */
 #include "writer_impl.h"
-#include "container_read.h"
+#include "write_later.h"
 #include "context.h"
 
 static void shared_task(void *ctx, size_t s, unsigned worker) {
