@@ -4,14 +4,15 @@
  * dtype and shape, then the payload hash the base records) and keeps, per
  * tensor, its index in the base or why it has none. Decoding a based chunk
  * (on any worker) reads the base's bytes of the same range, checks them
- * against the CRC32 the chunk entry records, and only then decodes. A base
- * whose reads must come one at a time (a .ptwm base decodes with state of
- * its own) is read under base_mu, which guards nothing else and is taken
- * with no other lock held. */
+ * against the CRC32 the chunk entry records, and only then decodes. The base
+ * is read through the table container_base.h defines, never through its
+ * format's calls. A base whose reads must come one at a time (base.serial)
+ * is read under base_mu, which guards nothing else and is taken with no
+ * other lock held. */
 #include "reader_impl.h"
 #include "container_format.h"
-#include "source_impl.h"
 #include "chunk.h"
+#include "reader.h"
 
 /* Why tensor t cannot have its base, into err: no base given, the base
  * lacks it (or its dtype or shape differ), or the base's tensor hashes
@@ -26,14 +27,14 @@ static ptwm_error base_fail(const ptwm_reader *r, const rtensor *t, ptwm_error r
                          "coded against a base tensor of XXH3-128 %s, and no base was given "
                          "(--base)",
                          want);
-    if (rc == PTWM_ERR_BASE_HASH && bi != SIZE_MAX && ptwm_source_tensor_hash(r->base, bi, h))
+    if (rc == PTWM_ERR_BASE_HASH && bi != SIZE_MAX && r->base.ops->tensor_hash(r->base.h, bi, h))
         return ptwm_fail(err, rc,
                          "coded against a base tensor of XXH3-128 %s, the base '%s' holds one of "
                          "XXH3-128 %s (a different base)",
-                         want, ptwm_source_path(r->base), ptwm_hex128(h, got));
+                         want, r->base.ops->label(r->base.h), ptwm_hex128(h, got));
     return ptwm_fail(err, PTWM_ERR_BASE_MISMATCH,
                      "coded against a base tensor of XXH3-128 %s, and the base '%s' %s", want,
-                     ptwm_source_path(r->base),
+                     r->base.ops->label(r->base.h),
                      bi == SIZE_MAX ? "has no tensor of this name"
                                     : "holds one of another dtype or shape");
 }
@@ -47,15 +48,15 @@ ptwm_error ptwm_reader_decode_based(ptwm_reader *r, ptwm_ws *ws, const rtensor *
     uint8_t *b;
     uint32_t got;
     ptwm_error rc;
-    if (!r->base) return base_fail(r, t, PTWM_ERR_BASE_MISSING, err);
+    if (!r->base.ops) return base_fail(r, t, PTWM_ERR_BASE_MISSING, err);
     if (r->base_rc[ti]) return base_fail(r, t, r->base_rc[ti], err);
     if (!(b = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_BASE, c->raw, 0)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a base chunk of %u bytes", c->raw);
-    if (r->base_locked) pthread_mutex_lock(&r->base_mu);
-    rc = ptwm_source_read(r->base, r->base_idx[ti], c->start, b, c->raw, err);
-    if (r->base_locked) pthread_mutex_unlock(&r->base_mu);
+    if (r->base.serial) pthread_mutex_lock(&r->base_mu);
+    rc = r->base.ops->read(r->base.h, r->base_idx[ti], c->start, b, c->raw, err);
+    if (r->base.serial) pthread_mutex_unlock(&r->base_mu);
     if (rc) {
-        ptwm_err_prefix(err, "its base '%s'", ptwm_source_path(r->base));
+        ptwm_err_prefix(err, "its base '%s'", r->base.ops->label(r->base.h));
         return rc;
     }
     got = ptwm_crc32(0, b, c->raw);
@@ -65,7 +66,7 @@ ptwm_error ptwm_reader_decode_based(ptwm_reader *r, ptwm_ws *ws, const rtensor *
                          "the base '%s' has bytes %llu..%llu of CRC32 %08x, this chunk was coded "
                          "against CRC32 %08x (a damaged or different base; base tensor XXH3-128 "
                          "%s)",
-                         ptwm_source_path(r->base), (unsigned long long)c->start,
+                         r->base.ops->label(r->base.h), (unsigned long long)c->start,
                          (unsigned long long)(c->start + c->raw), (unsigned)got,
                          (unsigned)c->base_crc, ptwm_hex128(t->base_hash, want));
     }
@@ -73,42 +74,38 @@ ptwm_error ptwm_reader_decode_based(ptwm_reader *r, ptwm_ws *ws, const rtensor *
                                   t->dtype, src, c->coded, b, out, c->raw, 1, err);
 }
 
-ptwm_error ptwm_reader_set_base(ptwm_reader *r, ptwm_source *base, ptwm_err *err) {
+ptwm_error ptwm_reader_use_base(ptwm_reader *r, const ptwm_base *base, ptwm_err *err) {
+    static const ptwm_base none = {NULL, NULL, 0};
+    const ptwm_base_ops *ops;
     size_t i;
     ptwm_tensor_info bi;
     uint8_t h[16];
-    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_reader_set_base: NULL reader");
+    if (!r) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_reader_use_base: NULL reader");
     ptwm_free(r->base_idx);
     ptwm_free(r->base_rc);
     r->base_idx = NULL;
     r->base_rc = NULL;
-    r->base = base;
-    if (!base) return PTWM_OK;
+    r->base = base && base->ops ? *base : none;
+    if (!(ops = r->base.ops)) return PTWM_OK;
     r->base_idx = (size_t *)ptwm_calloc(r->nt ? r->nt : 1, sizeof(size_t));
     r->base_rc = (ptwm_error *)ptwm_calloc(r->nt ? r->nt : 1, sizeof(ptwm_error));
     if (!r->base_idx || !r->base_rc) {
-        r->base = NULL;
+        r->base = none;
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for %zu base entries", r->nt);
     }
     if (!r->base_mu_ready) pthread_mutex_init(&r->base_mu, NULL);
     r->base_mu_ready = 1;
-    /* A .ptwm base decodes with its reader's state, one range at a time, on
-     * the thread that asks (no pool inside a pool); safetensors kinds read
-     * with pread, from any thread at once. */
-    r->base_locked = ptwm_source_get_kind(base) == PTWM_SOURCE_PTWM ||
-                     ptwm_source_get_kind(base) == PTWM_SOURCE_PTWM_DIR;
-    if (r->base_locked) ptwm_source_set_threads(base, 1);
     for (i = 0; i < r->nt; i++) {
         const rtensor *t = &r->t[i];
         r->base_idx[i] = SIZE_MAX;
         if (!(t->flags & PTWM_TF_BASE)) continue;
-        if (ptwm_source_find(base, t->name, &r->base_idx[i], NULL)) {
+        if (ops->find(r->base.h, t->name, &r->base_idx[i])) {
             r->base_idx[i] = SIZE_MAX;
             r->base_rc[i] = PTWM_ERR_BASE_MISMATCH;
-        } else if (ptwm_source_tensor(base, r->base_idx[i], &bi, NULL) || bi.dtype != t->dtype ||
+        } else if (ops->tensor(r->base.h, r->base_idx[i], &bi) || bi.dtype != t->dtype ||
                    bi.ndim != t->ndim || (t->ndim && memcmp(bi.shape, t->shape, t->ndim * 8))) {
             r->base_rc[i] = PTWM_ERR_BASE_MISMATCH;
-        } else if (ptwm_source_tensor_hash(base, r->base_idx[i], h) &&
+        } else if (ops->tensor_hash(r->base.h, r->base_idx[i], h) &&
                    memcmp(h, t->base_hash, 16) != 0) {
             r->base_rc[i] = PTWM_ERR_BASE_HASH;
         }

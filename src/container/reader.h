@@ -5,6 +5,7 @@
 #define PTWM_READER_H
 
 #include "common.h"
+#include "container_base.h"
 
 /* The decoding threads set (0 = all cores). */
 int ptwm_reader_get_threads(const ptwm_reader *r);
@@ -20,5 +21,12 @@ int ptwm_reader_tensor_hash(const ptwm_reader *r, size_t index, uint8_t hash[16]
 ptwm_error ptwm_reader_chunk_info(const ptwm_reader *r, size_t index, uint64_t chunk,
                                   uint64_t *offset, uint32_t *coded, uint32_t *raw,
                                   uint64_t *nchunks);
+/* The base tensors coded against one decode with (docs/DELTA.md; not
+ * owned: it outlives the reader's use); NULL or base->ops NULL removes it.
+ * Each such tensor's base tensor is looked up now (name, dtype and shape,
+ * recorded payload hash); a tensor whose base tensor is missing or differs
+ * fails when decoded, naming the tensor and the hashes. The public
+ * ptwm_reader_set_base fills `base` in from a source (formats layer). */
+ptwm_error ptwm_reader_use_base(ptwm_reader *r, const ptwm_base *base, ptwm_err *err);
 
 #endif

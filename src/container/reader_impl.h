@@ -24,6 +24,7 @@
 #define PTWM_READER_IMPL_H
 
 #include "common.h"
+#include "container_base.h"
 #include "hash.h"
 #include "nametab.h"
 #include "threads.h"
@@ -100,13 +101,13 @@ struct ptwm_reader {
     uint64_t seq_next;
     int seq_on;
     ptwm_xxh128 seq_hash;
-    /* The base of tensors coded against one (ptwm_reader_set_base; not
-     * owned): per tensor its index in the base, or why it has none. A .ptwm
-     * base decodes one range at a time (base_mu). */
-    ptwm_source *base;
+    /* The base of tensors coded against one (ptwm_reader_use_base; not
+     * owned; base.ops NULL: none): per tensor its index in the base, or why
+     * it has none. A serial base is read one range at a time (base_mu). */
+    ptwm_base base;
     size_t *base_idx;
     ptwm_error *base_rc;
-    int base_locked, base_mu_ready;
+    int base_mu_ready;
     pthread_mutex_t base_mu;
 };
 

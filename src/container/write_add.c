@@ -117,8 +117,8 @@ static void wtensor_free(wtensor *t) {
  * shape (and bytes). Its index into *bi. */
 static int base_match(const ptwm_writer *w, const wtensor *t, size_t *bi) {
     ptwm_tensor_info b;
-    if (!w->p.base || !t->nbytes || ptwm_source_find(w->p.base, t->name, bi, NULL) ||
-        ptwm_source_tensor(w->p.base, *bi, &b, NULL))
+    if (!w->base.ops || !t->nbytes || w->base.ops->find(w->base.h, t->name, bi) ||
+        w->base.ops->tensor(w->base.h, *bi, &b))
         return 0;
     return b.dtype == t->dtype && b.ndim == t->ndim &&
            (!t->ndim || memcmp(b.shape, t->shape, (size_t)t->ndim * 8) == 0);
@@ -132,7 +132,7 @@ static ptwm_error read_base_chunk(ptwm_writer *w, wjob *j, size_t bi, uint64_t o
     if (!j->base_buf && !(j->base_buf = (uint8_t *)ptwm_malloc(w->p.chunk_size)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a base chunk of %llu bytes",
                          (unsigned long long)w->p.chunk_size);
-    if ((rc = ptwm_source_read(w->p.base, bi, off, j->base_buf, len, err))) {
+    if ((rc = w->base.ops->read(w->base.h, bi, off, j->base_buf, len, err))) {
         ptwm_err_prefix(err, "reading its base's bytes %llu..%llu", (unsigned long long)off,
                         (unsigned long long)(off + len));
         return rc;

@@ -146,7 +146,7 @@ static ptwm_error pack_table(ptwm_ws *ws, wbuf *tab, ptwm_err *err) {
 static uint32_t file_version(const ptwm_writer *w) {
     size_t i;
     if (w->x2) return PTWM_FMT_X2_VERSION;
-    for (i = 0; w->p.base && i < w->nt; i++)
+    for (i = 0; w->base.ops && i < w->nt; i++)
         if (tensor_flags(&w->t[i]) & PTWM_TF_BASE) return PTWM_FMT_BASE_VERSION;
     return PTWM_FMT_VERSION;
 }

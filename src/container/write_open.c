@@ -34,8 +34,8 @@ static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
  * compress_file): chunks are coded in place, so slots need no raw buffer and
  * the ring can be deeper (more chunks queued ahead keeps every thread busy
  * to the end on files of a few MB). */
-static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer **out,
-                             ptwm_err *err) {
+static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, int borrow,
+                             ptwm_writer **out, ptwm_err *err) {
     static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
     ptwm_writer *w;
     ptwm_error rc;
@@ -48,6 +48,8 @@ static ptwm_error writer_new(const ptwm_cparams *params, int borrow, ptwm_writer
     if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");
     pthread_mutex_init(&w->rmu, NULL);
     w->p = *params;
+    w->p.base = NULL;   /* the base is read through w->base only (container_base.h) */
+    if (base && base->ops) w->base = *base;
     if (!w->p.method) w->p.method = PTWM_METHOD_MICROSCALE;
     w->af.fd = -1;
     if (params->ctx) {
@@ -117,12 +119,12 @@ static ptwm_error write_head(ptwm_writer *w, ptwm_err *err) {
     return ptwm_writer_emit(w, head, sizeof(head), err);
 }
 
-static ptwm_error open_file(const char *path, const ptwm_cparams *params, int borrow,
-                            ptwm_writer **out, ptwm_err *err) {
+static ptwm_error open_file(const char *path, const ptwm_cparams *params, const ptwm_base *base,
+                            int borrow, ptwm_writer **out, ptwm_err *err) {
     ptwm_writer *w;
     ptwm_error rc;
     if (!out || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL path or output handle");
-    if ((rc = writer_new(params, borrow, &w, err))) return rc;
+    if ((rc = writer_new(params, base, borrow, &w, err))) return rc;
     w->to_file = 1;
     if ((rc = ptwm_atomic_open(path, &w->af, err)) || (rc = write_head(w, err))) {
         ptwm_writer_free(w);
@@ -132,12 +134,12 @@ static ptwm_error open_file(const char *path, const ptwm_cparams *params, int bo
     return PTWM_OK;
 }
 
-static ptwm_error open_memory(const ptwm_cparams *params, int borrow, ptwm_writer **out,
-                              ptwm_err *err) {
+static ptwm_error open_memory(const ptwm_cparams *params, const ptwm_base *base, int borrow,
+                              ptwm_writer **out, ptwm_err *err) {
     ptwm_writer *w;
     ptwm_error rc;
     if (!out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output handle");
-    if ((rc = writer_new(params, borrow, &w, err))) return rc;
+    if ((rc = writer_new(params, base, borrow, &w, err))) return rc;
     if ((rc = write_head(w, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -146,13 +148,14 @@ static ptwm_error open_memory(const ptwm_cparams *params, int borrow, ptwm_write
     return PTWM_OK;
 }
 
-ptwm_error ptwm_writer_open_file(const char *path, const ptwm_cparams *params, ptwm_writer **out,
-                                 ptwm_err *err) {
-    return open_file(path, params, 0, out, err);
+ptwm_error ptwm_writer_open_file_base(const char *path, const ptwm_cparams *params,
+                                      const ptwm_base *base, ptwm_writer **out, ptwm_err *err) {
+    return open_file(path, params, base, 0, out, err);
 }
 
-ptwm_error ptwm_writer_open_memory(const ptwm_cparams *params, ptwm_writer **out, ptwm_err *err) {
-    return open_memory(params, 0, out, err);
+ptwm_error ptwm_writer_open_memory_base(const ptwm_cparams *params, const ptwm_base *base,
+                                        ptwm_writer **out, ptwm_err *err) {
+    return open_memory(params, base, 0, out, err);
 }
 
 void ptwm_writer_free(ptwm_writer *w) {
@@ -306,15 +309,15 @@ static ptwm_error add_all(ptwm_writer *w, const ptwm_tensor_desc *tensors, size_
     return PTWM_OK;
 }
 
-ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
-                              const ptwm_chain_list *chains, const ptwm_cparams *params, void **out,
-                              size_t *len, ptwm_err *err) {
+ptwm_error ptwm_compress_blob_base(const ptwm_tensor_desc *tensors, size_t n,
+                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                   const ptwm_base *base, void **out, size_t *len, ptwm_err *err) {
     ptwm_writer *w = NULL;
     ptwm_error rc;
     if (!out || !len) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output");
     *out = NULL;
     *len = 0;
-    if ((rc = open_memory(params, 1, &w, err))) return rc; /* the tensors outlive the writer */
+    if ((rc = open_memory(params, base, 1, &w, err))) return rc; /* the tensors outlive the writer */
     {
         /* Room for the image at its raw size up front: growing by doubling
          * copied the image again at every step, on the thread that also
@@ -333,12 +336,12 @@ ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
     return ptwm_writer_finish_memory(w, out, len, err);
 }
 
-ptwm_error ptwm_compress_file(const char *path, const ptwm_tensor_desc *tensors, size_t n,
-                              const ptwm_chain_list *chains, const ptwm_cparams *params,
-                              ptwm_err *err) {
+ptwm_error ptwm_compress_file_base(const char *path, const ptwm_tensor_desc *tensors, size_t n,
+                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                   const ptwm_base *base, ptwm_err *err) {
     ptwm_writer *w = NULL;
     ptwm_error rc;
-    if ((rc = open_file(path, params, 1, &w, err))) return rc; /* the tensors outlive the writer */
+    if ((rc = open_file(path, params, base, 1, &w, err))) return rc; /* the tensors outlive the writer */
     if ((rc = add_all(w, tensors, n, chains, err))) {
         ptwm_writer_free(w);
         return rc;

@@ -36,6 +36,7 @@
 #define PTWM_WRITER_IMPL_H
 
 #include "common.h"
+#include "container_base.h"
 #include "chunk.h"
 #include "container_format.h"
 #include "dout.h"
@@ -136,7 +137,8 @@ typedef struct wbuf {
 } wbuf;
 
 struct ptwm_writer {
-    ptwm_cparams p;
+    ptwm_cparams p;             /* p.base unused: the base is `base` */
+    ptwm_base base;             /* tensors are coded against (base.ops NULL: none) */
     int to_file;
     ptwm_atomic_file af;
     ptwm_dout *dout;            /* appends past the page cache, once the file is large */
