@@ -142,6 +142,87 @@ static ptwm_error read_base_chunk(ptwm_writer *w, wjob *j, size_t bi, uint64_t o
     return PTWM_OK;
 }
 
+/* Append t to the writer's tensors (taken over), its index into *ti.
+ * Appending threads read the tensor array: it moves under rmu. */
+static ptwm_error append_tensor(ptwm_writer *w, wtensor *t, size_t *ti, ptwm_err *err) {
+    rmu_lock(w);
+    if (w->nt == w->capt) {
+        size_t cap = w->capt ? w->capt * 2 : 16;
+        wtensor *nt = (wtensor *)ptwm_realloc(w->t, (uint64_t)cap * sizeof(wtensor));
+        if (!nt) {
+            rmu_unlock(w);
+            wtensor_free(t);
+            return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for the tensor table"));
+        }
+        w->t = nt;
+        w->capt = cap;
+    }
+    *ti = w->nt++;
+    w->t[*ti] = *t;
+    rmu_unlock(w);
+    return PTWM_OK;
+}
+
+/* The bytes [off, off + len) of tensor t into job j's slot: read through
+ * the caller's callback, borrowed from the caller's buffer, or copied into
+ * the slot's own. A failure is the writer's. */
+static ptwm_error fill_slot(ptwm_writer *w, wjob *j, const wtensor *t, const ptwm_tensor_desc *d,
+                            ptwm_read_fn read, void *ctx, uint64_t off, size_t len, ptwm_err *err) {
+    ptwm_error rc;
+    if (!w->borrow && !j->raw && !(j->raw = (uint8_t *)ptwm_ctx_take(w->ctx, (size_t)w->p.chunk_size)))
+        return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM,
+                                          "out of memory for a chunk buffer of %llu bytes",
+                                          (unsigned long long)w->p.chunk_size));
+    if (read && !j->raw)
+        return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                                          "streamed tensor on a borrowing writer"));
+    if (read) {
+        if ((rc = read(ctx, off, j->raw, len, err))) {
+            ptwm_err_prefix(err, "tensor '%s': reading bytes %llu..%llu", t->name,
+                            (unsigned long long)off, (unsigned long long)(off + len));
+            return w_fail_caller(w, rc);
+        }
+        j->src = j->raw;
+    } else if (w->borrow) {
+        j->src = (const uint8_t *)d->data + off;
+    } else {
+        memcpy(j->raw, (const uint8_t *)d->data + off, len);
+        j->src = j->raw;
+    }
+    return PTWM_OK;
+}
+
+/* What job j (chunk k of tensor ti, t, len bytes) carries of its tensor:
+ * copies, since the tensor array may move while workers run. */
+static void describe_job(wjob *j, const wtensor *t, size_t ti, uint64_t k, size_t len) {
+    const uint8_t *q = t->chain_bytes;
+    unsigned c;
+    j->tensor = ti;
+    j->chunk = k;
+    j->dtype = t->dtype;
+    j->columns = t->ndim >= 2 ? t->shape[t->ndim - 1] : 0;
+    j->plane_crc = (t->flags & PTWM_TF_PLANE_CRC) != 0;
+    j->hash_raw = t->nchunks == 1 && (t->flags & PTWM_TF_PAYLOAD_HASH);
+    j->nchains = t->nchains;
+    for (c = 0; c < t->nchains; q += t->chain_len[c++]) {
+        j->chain_ptr[c] = q;
+        j->chain_len[c] = t->chain_len[c];
+    }
+    j->raw_len = len;
+    j->rc = PTWM_OK; /* (coded is 0: cleared when the slot's last job was appended) */
+}
+
+/* The digest of h, if begun, into tensor ti's base hash (base) or payload
+ * hash, under rmu (appending threads read the array). */
+static void end_hash(ptwm_writer *w, ptwm_xxh128 *h, size_t ti, int base) {
+    uint8_t hash[16];
+    if (!h->state) return;
+    ptwm_xxh128_end(h, hash);
+    rmu_lock(w);
+    memcpy(base ? w->t[ti].base_hash : w->t[ti].hash, hash, 16);
+    rmu_unlock(w);
+}
+
 static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const ptwm_chain_list *chains,
                              ptwm_read_fn read, void *ctx, ptwm_err *err) {
     wtensor t;
@@ -149,7 +230,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     size_t bi = 0;
     ptwm_error rc;
     uint64_t k, off = 0;
-    size_t ti;
+    size_t ti = 0;
     if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
     if ((rc = w_failed(w, err))) return rc;
     if (!read && d && d->nbytes && !d->data)
@@ -165,27 +246,17 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         }
         t.flags |= PTWM_TF_BASE;
     }
-    /* Appending threads read the tensor array: it moves under rmu. */
-    rmu_lock(w);
-    if (w->nt == w->capt) {
-        size_t cap = w->capt ? w->capt * 2 : 16;
-        wtensor *nt = (wtensor *)ptwm_realloc(w->t, (uint64_t)cap * sizeof(wtensor));
-        if (!nt) {
-            rmu_unlock(w);
-            wtensor_free(&t);
-            return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for the tensor table"));
-        }
-        w->t = nt;
-        w->capt = cap;
-    }
-    ti = w->nt++;
-    w->t[ti] = t;
-    rmu_unlock(w);
     /* A tensor of one chunk is hashed by the worker that codes it (in
      * parallel); others here (in order, as their chunks are queued; an empty
      * tensor gets the hash of no bytes). */
-    if ((t.flags & PTWM_TF_PAYLOAD_HASH) && t.nchunks != 1 && (rc = ptwm_xxh128_begin(&h, err)))
+    if ((rc = append_tensor(w, &t, &ti, err))) {
+        ptwm_xxh128_free(&bh);
+        return rc;
+    }
+    if ((t.flags & PTWM_TF_PAYLOAD_HASH) && t.nchunks != 1 && (rc = ptwm_xxh128_begin(&h, err))) {
+        ptwm_xxh128_free(&bh);
         return w_fail_caller(w, rc);
+    }
     for (k = 0; k < t.nchunks; k++) {
         wjob *j;
         size_t len = (size_t)PTWM_MIN(t.chunk_size, t.nbytes - off), slot;
@@ -196,30 +267,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         if (w->nheld == w->window && (rc = ptwm_writer_reclaim_one(w, err))) break;
         slot = (w->reclaim + w->nheld) % w->window;
         j = &w->jobs[slot];
-        if (!w->borrow && !j->raw && !(j->raw = (uint8_t *)ptwm_ctx_take(w->ctx, (size_t)w->p.chunk_size))) {
-            rc = w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a chunk buffer of %llu bytes",
-                                            (unsigned long long)w->p.chunk_size));
-            break;
-        }
-        if (read && !j->raw) {
-            rc = w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
-                                            "streamed tensor on a borrowing writer"));
-            break;
-        }
-        if (read) {
-            if ((rc = read(ctx, off, j->raw, len, err))) {
-                ptwm_err_prefix(err, "tensor '%s': reading bytes %llu..%llu", t.name,
-                                (unsigned long long)off, (unsigned long long)(off + len));
-                w_fail_caller(w, rc);
-                break;
-            }
-            j->src = j->raw;
-        } else if (w->borrow) {
-            j->src = (const uint8_t *)d->data + off;
-        } else {
-            memcpy(j->raw, (const uint8_t *)d->data + off, len);
-            j->src = j->raw;
-        }
+        if ((rc = fill_slot(w, j, &t, d, read, ctx, off, len, err))) break;
         if (h.state) ptwm_xxh128_update(&h, j->src, len);
         j->base = NULL;
         if (bh.state && (rc = read_base_chunk(w, j, bi, off, len, &bh, err))) {
@@ -227,23 +275,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
             w_fail_caller(w, rc);
             break;
         }
-        j->tensor = ti;
-        j->chunk = k;
-        j->dtype = t.dtype;
-        j->columns = t.ndim >= 2 ? t.shape[t.ndim - 1] : 0;
-        j->plane_crc = (t.flags & PTWM_TF_PLANE_CRC) != 0;
-        j->hash_raw = t.nchunks == 1 && (t.flags & PTWM_TF_PAYLOAD_HASH);
-        j->nchains = t.nchains;
-        {
-            const uint8_t *q = t.chain_bytes;
-            unsigned c;
-            for (c = 0; c < t.nchains; q += t.chain_len[c++]) {
-                j->chain_ptr[c] = q;
-                j->chain_len[c] = t.chain_len[c];
-            }
-        }
-        j->raw_len = len;
-        j->rc = PTWM_OK; /* (coded is 0: cleared when the slot's last job was appended) */
+        describe_job(j, &t, ti, k, len);
         w->nheld++;
         ptwm_queue_submit(w->queue, w->slot0 + slot, (uint64_t)len * t.nchains);
         off += len;
@@ -253,20 +285,8 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         ptwm_xxh128_free(&bh);
         return rc;
     }
-    if (bh.state) {
-        uint8_t hash[16];
-        ptwm_xxh128_end(&bh, hash);
-        rmu_lock(w);
-        memcpy(w->t[ti].base_hash, hash, 16);
-        rmu_unlock(w);
-    }
-    if (h.state) {
-        uint8_t hash[16];
-        ptwm_xxh128_end(&h, hash);
-        rmu_lock(w);
-        memcpy(w->t[ti].hash, hash, 16);
-        rmu_unlock(w);
-    }
+    end_hash(w, &bh, ti, 1);
+    end_hash(w, &h, ti, 0);
     return PTWM_OK;
 }
 
