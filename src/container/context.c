@@ -1,4 +1,12 @@
-/* Caller-owned work memory; see context.h. */
+/* Caller-owned work memory (context.h) and its committer thread.
+ *
+ * mu guards the claim flag, the kept buffers, the commit queue and the first
+ * commit failure. Writers take it under their rmu (ptwm_ctx_take while
+ * appending); it is never held while taking another lock. The committer
+ * thread commits queued files in order, one at a time, and holds mu only to
+ * take the next from the queue: the fsyncs and renames run without it. The
+ * workspaces are made by the context's one user (ptwm_ctx_claim), outside
+ * mu, before its workers use them. */
 #include <pthread.h>
 #include <stdlib.h>
 #include "context.h"
