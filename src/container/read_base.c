@@ -10,8 +10,8 @@
  * is read under base_mu, which guards nothing else and is taken with no
  * other lock held. */
 #include "reader_impl.h"
-#include "container_format.h"
 #include "chunk.h"
+#include "container_format.h"
 #include "reader.h"
 
 /* Why tensor t cannot have its base, into err: no base given, the base

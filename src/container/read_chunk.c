@@ -3,8 +3,8 @@
  * base chunk when it was coded against one (read_base.c); and the check of a
  * whole tensor's payload hash. Called on any worker: reads the table only. */
 #include "reader_impl.h"
-#include "container_format.h"
 #include "chunk.h"
+#include "container_format.h"
 
 /* Decode chunk c of tensor t from its payload src into exactly c->raw bytes.
  * From version 4 each chunk entry records the CRC32 of its payload: damaged

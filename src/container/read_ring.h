@@ -128,9 +128,9 @@ typedef struct ptwm_fstream_file {
 #define SLOT_KEEP ((size_t)8 << 20)
 
 /* read_ring.c. A drive over reader r (NULL: set d->r before each submit),
- * `per_thread` chunks in flight per thread, with a byte ring when `ring`
- * (streaming) or decoding into the caller's buffers; free it with
- * ptwm_drive_free even if this fails. */
+ * with `per_thread` chunks in flight per thread (the units of the byte ring)
+ * and, when `ring` (streaming through the byte ring), four times as many
+ * slots; free it with ptwm_drive_free even if this fails. */
 ptwm_error ptwm_drive_init(sdrive *d, ptwm_reader *r, int threads, size_t per_thread, int ring,
                            ptwm_err *err);
 void ptwm_drive_free(sdrive *d);

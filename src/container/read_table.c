@@ -5,9 +5,9 @@
  * file before it is used, allocations are bounded by the table's length,
  * names are unique, and payloads named by several chunk entries are
  * attributed once. Runs on the opening thread alone, before any worker. */
-#include "container_format.h"
 #include "reader_impl.h"
 #include "chunk.h"
+#include "container_format.h"
 #include "entropy.h"
 
 #include <stdlib.h>

@@ -9,12 +9,12 @@
  * Order at open: magic and header, footer (its CRC, then what it says of the
  * file), the table's bytes and CRC, then the table's sections. Nothing here
  * takes a lock: one thread calls a reader at a time. */
-#include "container_format.h"
 #include "reader_impl.h"
-#include "reader.h"
-#include "context.h"
 #include "chunk.h"
+#include "container_format.h"
+#include "context.h"
 #include "fileio.h"
+#include "reader.h"
 
 #include <stdlib.h>
 #include <unistd.h>

@@ -14,8 +14,8 @@
  * writing thread. */
 #include "writer_impl.h"
 #include "container_format.h"
-#include "writer.h"
 #include "context.h"
+#include "writer.h"
 
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
     if (p->method && !ptwm_method_name(p->method))

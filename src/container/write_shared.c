@@ -5,9 +5,9 @@
  * the other, so a shard's end leaves no thread idle. The writing thread
  * settles it (waits for its chunks, appends its table and footer, queues
  * its commit on the context's committer thread: context.h) once the next
- * writer has a chunk queued per thread, at the next finish or open that
- * needs its ring, or in ptwm_ctx_commit_wait. Two rings at most are held, so
- * memory stays bounded by threads x chunk.
+ * writer has a chunk queued per thread, at the next finish, at an open that
+ * needs its ring, in ptwm_ctx_commit_wait, or when the context is freed. Two
+ * rings at most are held, so memory stays bounded by threads x chunk.
  *
  * Order: a writer is settled before the next one finishes, so files are
  * committed in the order they were finished; a settled writer's failure is
@@ -16,8 +16,8 @@
  * runs on the writing thread, without a lock of its own (the context's
  * committer has its own: context.c). */
 #include "writer_impl.h"
-#include "write_later.h"
 #include "context.h"
+#include "write_later.h"
 
 static void shared_task(void *ctx, size_t s, unsigned worker) {
     wshared *sh = (wshared *)ctx;

@@ -31,7 +31,8 @@
  * earlier one are coded, by whichever thread codes the last of them, so the
  * file is the same for any thread count. The first failure sticks (under
  * rmu): later jobs are still coded and taken back, never written, and every
- * call but free and finish returns it. */
+ * later call returns it (a failed writer is only finished, which returns it
+ * too, or freed). */
 #ifndef PTWM_WRITER_IMPL_H
 #define PTWM_WRITER_IMPL_H
 
