@@ -146,6 +146,37 @@ fail:
 
 #define BC_MAX_RUNS 15
 
+/* Each tensor of s as one zstd frame at `zlevel`, one after another into
+ * zbuf (zcap bytes); their total size into *total. */
+static ptwm_error bc_zstd_compress(const bc_set *s, ZSTD_CCtx *cctx, uint8_t *zbuf, size_t zcap,
+                                   int zlevel, uint64_t *total, ptwm_err *err) {
+    size_t i;
+    *total = 0;
+    for (i = 0; i < s->n; i++) {
+        size_t z = ZSTD_compressCCtx(cctx, zbuf + *total, zcap - *total, s->d[i].data,
+                                     (size_t)s->d[i].nbytes, zlevel);
+        if (ZSTD_isError(z)) return bc_fail(err, PTWM_ERR_IO, "zstd compression failed");
+        *total += z;
+    }
+    return PTWM_OK;
+}
+
+/* The frames bc_zstd_compress wrote, decoded into dsts[i] (sizes[i] bytes
+ * each): the same tensor array ptwm decodes into (a reused tensor-sized
+ * buffer would stay in cache and flatter zstd). */
+static ptwm_error bc_zstd_decompress(const bc_set *s, ZSTD_DCtx *dctx, const uint8_t *zbuf,
+                                     size_t zcap, uint8_t **dsts, const size_t *sizes,
+                                     ptwm_err *err) {
+    size_t i, zoff = 0;
+    for (i = 0; i < s->n; i++) {
+        size_t fl = ZSTD_findFrameCompressedSize(zbuf + zoff, zcap - zoff), got;
+        got = ZSTD_isError(fl) ? fl : ZSTD_decompressDCtx(dctx, dsts[i], sizes[i], zbuf + zoff, fl);
+        if (got != s->d[i].nbytes) return bc_fail(err, PTWM_ERR_MISMATCH, "zstd round trip failed");
+        zoff += ZSTD_isError(fl) ? 0 : fl;
+    }
+    return PTWM_OK;
+}
+
 /* Compress and decompress a set `runs` times with ptwm (params) and with
  * zstd at `zlevel` (each tensor one frame, one thread), alternating; check
  * every round trip on the first run. zlevel 0 skips zstd. Each side keeps its
@@ -204,19 +235,9 @@ static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int ru
         tc[r] = bench_now() - t0;
         out->coded = len;
         if (zlevel) {
-            uint64_t total = 0;
             t0 = bench_now();
-            for (i = 0; i < s->n; i++) {
-                size_t z = ZSTD_compressCCtx(cctx, zbuf + total, zcap - total, s->d[i].data,
-                                             (size_t)s->d[i].nbytes, zlevel);
-                if (ZSTD_isError(z)) {
-                    rc = bc_fail(err, PTWM_ERR_IO, "zstd compression failed");
-                    break;
-                }
-                total += z;
-            }
+            rc = bc_zstd_compress(s, cctx, zbuf, zcap, zlevel, &out->zcoded, err);
             zc[r] = bench_now() - t0;
-            out->zcoded = total;
         }
         /* Decode every tensor in one call, so chunks of small tensors share the threads. */
         t0 = bench_now();
@@ -231,17 +252,8 @@ static ptwm_error bc_measure(const bc_set *s, const ptwm_cparams *params, int ru
         ptwm_reader_close(rd);
         ptwm_free(blob);
         if (zlevel && !rc) {
-            /* The frames written above, decoded into the same tensor array
-             * ptwm decodes into (a reused tensor-sized buffer would stay in
-             * cache and flatter zstd). */
-            size_t zoff = 0;
             t0 = bench_now();
-            for (i = 0; i < s->n && !rc; i++) {
-                size_t fl = ZSTD_findFrameCompressedSize(zbuf + zoff, zcap - zoff), got;
-                got = ZSTD_isError(fl) ? fl : ZSTD_decompressDCtx(dctx, dsts[i], sizes[i], zbuf + zoff, fl);
-                if (got != s->d[i].nbytes) rc = bc_fail(err, PTWM_ERR_MISMATCH, "zstd round trip failed");
-                zoff += ZSTD_isError(fl) ? 0 : fl;
-            }
+            rc = bc_zstd_decompress(s, dctx, zbuf, zcap, dsts, sizes, err);
             zd[r] = bench_now() - t0;
             for (i = 0; i < s->n && !rc && r == 0; i++)
                 if (memcmp(dsts[i], s->d[i].data, sizes[i]) != 0)

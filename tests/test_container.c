@@ -3,8 +3,8 @@
  * count, ranges at chunk edges, candidate chains, metadata, streaming input,
  * and the writer's argument checks. */
 #include "testutil.h"
-#include "container_read.h"
 #include "common.h"
+#include "reader.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,10 +6,10 @@
 #include "chunk.h"
 #include "chunk_frame.h"
 #include "container_format.h"
-#include "container_read.h"
 #include "entropy.h"
 #include "hash.h"
 #include "image.h"
+#include "reader.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,8 +9,8 @@
  * and no crash (the sanitizer build runs this too). Deterministic: a fixed
  * seed. */
 #include "testutil.h"
-#include "container_read.h"
 #include "image.h"
+#include "reader.h"
 
 #include <stdlib.h>
 #include <string.h>

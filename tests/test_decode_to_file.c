@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "container_read.h"
+#include "fstream.h"
 #include "image.h"
 #include "testutil.h"
 

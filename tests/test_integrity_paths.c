@@ -10,9 +10,9 @@
  *     payload CRCs on every path;
  *   - what `ptwm compress` writes is restored by the library byte for byte. */
 #include "testutil.h"
-#include "container_read.h"
 #include "hash.h"
 #include "image.h"
+#include "reader.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "container_read.h"
+#include "writer.h"
 #include "testutil.h"
 
 #define N 3

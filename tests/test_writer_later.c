@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "container_read.h"
+#include "write_later.h"
 #include "testutil.h"
 
 #define NFILES 6

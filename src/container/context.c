@@ -1,4 +1,12 @@
-/* Caller-owned work memory; see context.h. */
+/* Caller-owned work memory (context.h) and its committer thread.
+ *
+ * mu guards the claim flag, the kept buffers, the commit queue and the first
+ * commit failure. Writers take it under their rmu (ptwm_ctx_take while
+ * appending); it is never held while taking another lock. The committer
+ * thread commits queued files in order, one at a time, and holds mu only to
+ * take the next from the queue: the fsyncs and renames run without it. The
+ * workspaces are made by the context's one user (ptwm_ctx_claim), outside
+ * mu, before its workers use them. */
 #include <pthread.h>
 #include <stdlib.h>
 #include "context.h"
@@ -31,7 +39,7 @@ struct ptwm_ctx {
     pcommit *chead, *ctail;
     ptwm_error crc;
     ptwm_err cerr;
-    void *writers;                      /* container_write.c's shared state */
+    void *writers;                      /* the writers' shared state (write_shared.c) */
     void (*writers_free)(void *);
     ptwm_ws *ws[PTWM_POOL_MAX];
     unsigned nws;

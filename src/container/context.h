@@ -36,7 +36,7 @@ void ptwm_ctx_give(ptwm_ctx *ctx, void *p, size_t size);
  * ptwm_atomic_commit) on the context's committer thread, after the files
  * queued before it, while the caller goes on; *af is taken over (left
  * empty). Failures are kept for ptwm_ctx_commit_failed and
- * ptwm_ctx_commit_wait (container_read.h); ptwm_ctx_free still commits
+ * ptwm_ctx_commit_wait (write_later.h); ptwm_ctx_free still commits
  * what is queued. */
 ptwm_error ptwm_ctx_commit_later(ptwm_ctx *ctx, ptwm_atomic_file *af, ptwm_err *err);
 /* The first failure of a deferred commit so far (its message into err), or
@@ -47,7 +47,7 @@ void ptwm_ctx_commit_fail(ptwm_ctx *ctx, ptwm_error rc, const ptwm_err *err);
 /* Wait until every queued commit is done, then as ptwm_ctx_commit_failed. */
 ptwm_error ptwm_ctx_commits_done(ptwm_ctx *ctx, ptwm_err *err);
 
-/* State the writers of this context share (container_write.c), freed by
+/* State the writers of this context share (write_shared.c), freed by
  * free_fn first when the context is freed. */
 void *ptwm_ctx_writers(ptwm_ctx *ctx);
 void ptwm_ctx_set_writers(ptwm_ctx *ctx, void *p, void (*free_fn)(void *));

@@ -4,11 +4,11 @@
  * (ptdir_parts.c), all run through here. */
 #include <stdio.h>
 #include <stdlib.h>
-#include "container_read.h"
 #include "fileio.h"
 #include "index.h"
 #include "outdir.h"
 #include "ptdir_parts.h"
+#include "reader.h"
 #include "sink.h"
 
 void ptwm_conv_plan_free(ptwm_conv_plan *p) {

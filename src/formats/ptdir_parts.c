@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "container_read.h"
 #include "fileio.h"
 #include "hash.h"
 #include "outdir.h"
 #include "ptdir_parts.h"
+#include "source_impl.h"
 
 #define PARTS_DIR ".ptwm-parts"
 #define SHARDS_DIR ".ptwm-parts/shards"

@@ -1,7 +1,8 @@
 /* A .ptwm file as a source (source_impl.h): the container reader's calls.
  * Reads decode only the chunks they touch; read_many decodes whole tensors
  * with their chunks sharing the threads, checking every payload hash. */
-#include "container_read.h"
+#include "fstream.h"
+#include "reader.h"
 #include "source_impl.h"
 
 static ptwm_error pt_open(const char *path, ptwm_open_mode mode, void **out, ptwm_err *err) {

@@ -7,9 +7,10 @@
  * rebuilds it byte for byte; a directory keeps the source's Hugging Face
  * index in its own index's metadata. One context serves every file. */
 #include <stdlib.h>
-#include "container_read.h"
 #include "fileio.h"
 #include "sink.h"
+#include "write_later.h"
+#include "writer.h"
 
 typedef struct pt_sink {
     ptwm_cparams cp;

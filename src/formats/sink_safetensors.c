@@ -9,8 +9,8 @@
  * payload hash as its tensor's chunks retire, and a file that fails is
  * never committed. Other inputs are read and written here. */
 #include <stdlib.h>
-#include "container_read.h"
 #include "fileio.h"
+#include "fstream.h"
 #include "outdir.h"
 #include "safetensors.h"
 #include "sink.h"

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "container_format.h"
-#include "container_read.h"
 #include "fileio.h"
 #include "source_impl.h"
 

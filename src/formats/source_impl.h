@@ -82,6 +82,10 @@ extern const ptwm_source_ops ptwm_source_memory_ops;
 /* A source's own handle, and the table of its kind. */
 void *ptwm_source_impl(const ptwm_source *s, const ptwm_source_ops **ops);
 
+/* The payload hash a source's tensor records, without reading its data: 1,
+ * or 0 if its kind records none (only .ptwm kinds do). */
+int ptwm_source_tensor_hash(const ptwm_source *s, size_t index, uint8_t hash[16]);
+
 /* The table of `kind`; NULL for AUTO and unknown values. */
 const ptwm_source_ops *ptwm_source_ops_of(ptwm_source_kind kind);
 

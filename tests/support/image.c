@@ -1,8 +1,8 @@
 #include "image.h"
 #include "container_format.h"
-#include "container_read.h"
 #include "entropy.h"
 #include "hash.h"
+#include "reader.h"
 #include "testutil.h"
 
 #include <stdio.h>

@@ -1,0 +1,183 @@
+/* Appending the .ptwm writer's coded chunks, in job order, under rmu: each
+ * payload goes to the output (the image, the file, or past the page cache
+ * once the file is large: dout.h) and its chunk entry records where it
+ * lies; a payload equal to one written before is not written again, its
+ * entry names the earlier bytes (the sharing store, checked byte for byte).
+ * After a failure jobs are still taken, never written. Only the table (a
+ * few dozen bytes per chunk) stays in memory until the writer finishes. */
+#include "writer_impl.h"
+#include "context.h"
+#include "hash.h"
+
+/* Written past the page cache (dout.h), a payload would be read back from
+ * the disk to be compared; small ones (zero or constant tensors, biases)
+ * are kept in memory instead, up to KEEP_CAP bytes in all (a file of
+ * repeated biases compared 1,229 payloads of 36-1,953 bytes, each a disk
+ * read). The cap bounds what files without repeats pay for nothing. */
+#define KEEP_MAX ((size_t)2 << 10)
+#define KEEP_CAP ((size_t)2 << 20)
+
+ptwm_error ptwm_writer_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err *err) {
+    if (w->dout) {
+        ptwm_error rc = ptwm_dout_append(w->dout, src, n, err);
+        if (rc) return rc;
+    } else if (w->to_file) {
+        ptwm_error rc = ptwm_write_full(w->af.fd, src, n, w->af.final_path, err);
+        if (rc) return rc;
+        /* The disk writes what is done while the rest is coded: the fsync
+         * that commits the file then waits for the last few MiB only. */
+        if ((w->pos + n) / PTWM_WRITEBACK_STEP != w->pos / PTWM_WRITEBACK_STEP)
+            ptwm_start_writeback(w->af.fd, 0, 0);
+        /* A file this large goes on past the page cache (dout.h). */
+        if (!w->dout_tried && w->pos + n >= PTWM_DOUT_MIN) {
+            w->dout_tried = 1;
+            if ((rc = ptwm_dout_open(w->af.fd, w->af.tmp_path, w->af.final_path, w->pos + n,
+                                     &w->dout, err)))
+                return rc;
+        }
+    } else if (!wbuf_put(&w->mem, src, n)) {
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing a %zu-byte .ptwm image",
+                         w->mem.len);
+    }
+    w->pos += n;
+    return PTWM_OK;
+}
+
+/* The key of a payload in the sharing store (computed by the worker that
+ * coded it, off the appending thread): its length, its first 96 bytes and
+ * its last 32. The first hold the chunk header, whose plane CRCs (when
+ * written) fingerprint every coded byte; equal keys are confirmed byte for
+ * byte before a payload is shared, so a weak key costs a compare, never a
+ * wrong file, where hashing whole payloads cost compress time
+ * (docs/ARCHITECTURE.md, "Measurements behind the code"). */
+#define KEY_HEAD 96
+#define KEY_TAIL 32
+uint64_t ptwm_writer_payload_hash(const uint8_t *p, size_t n) {
+    uint8_t h[16], k[8 + KEY_HEAD + KEY_TAIL];
+    size_t kl = 8;
+    uint64_t v;
+    ptwm_store_le64(k, (uint64_t)n);
+    if (n <= KEY_HEAD + KEY_TAIL) {
+        memcpy(k + kl, p, n);
+        kl += n;
+    } else {
+        memcpy(k + kl, p, KEY_HEAD);
+        memcpy(k + kl + KEY_HEAD, p + n - KEY_TAIL, KEY_TAIL);
+        kl += KEY_HEAD + KEY_TAIL;
+    }
+    ptwm_xxh128_oneshot(k, kl, h);
+    memcpy(&v, h, 8);
+    return v | 1; /* never 0, the empty mark */
+}
+
+/* Whether the `len` bytes at `offset` of the output equal p. */
+static int payload_equal(ptwm_writer *w, uint64_t offset, const uint8_t *p, size_t len) {
+    if (!w->to_file) return memcmp(w->mem.p + offset, p, len) == 0;
+    if (!w->cmp && !(w->cmp = (uint8_t *)ptwm_ctx_take(w->ctx, w->bound))) return 0;
+    if (len > w->bound ||
+        (w->dout ? ptwm_dout_pread(w->dout, w->cmp, len, offset, NULL)
+                 : ptwm_pread_full(w->af.fd, w->cmp, len, offset, w->af.final_path, NULL)))
+        return 0;
+    return memcmp(w->cmp, p, len) == 0;
+}
+
+/* The offset of an earlier payload equal to p (UINT64_MAX if none); else
+ * records p as written at `at`. A full or unallocatable store only stops
+ * sharing. */
+static uint64_t payload_find_or_add(ptwm_writer *w, const uint8_t *p, size_t len, uint64_t h,
+                                    uint64_t at) {
+    pstore *d = &w->dedup;
+    size_t i;
+    if (d->used * 2 >= d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 1024, k;
+        pslot *ns = (pslot *)ptwm_calloc(cap, sizeof(pslot));
+        if (!ns) return UINT64_MAX;
+        for (k = 0; k < d->cap; k++) {
+            size_t j;
+            if (!d->slot[k].hash) continue;
+            for (j = d->slot[k].hash & (cap - 1); ns[j].hash; j = (j + 1) & (cap - 1)) {
+            }
+            ns[j] = d->slot[k];
+        }
+        ptwm_free(d->slot);
+        d->slot = ns;
+        d->cap = cap;
+    }
+    for (i = h & (d->cap - 1); d->slot[i].hash; i = (i + 1) & (d->cap - 1))
+        if (d->slot[i].hash == h && d->slot[i].len == len &&
+            (d->slot[i].kept ? memcmp(d->keep + d->slot[i].kept - 1, p, len) == 0
+                             : payload_equal(w, d->slot[i].offset, p, len)))
+            return d->slot[i].offset;
+    d->slot[i].hash = h;
+    d->slot[i].offset = at;
+    d->slot[i].len = (uint32_t)len;
+    d->slot[i].kept = 0;
+    d->used++;
+    /* (doubling from 64 bytes, the buffer never passes KEEP_CAP, a power of 2) */
+    if (w->dout && len <= KEEP_MAX && d->keep_len + len <= KEEP_CAP &&
+        ptwm_grow((void **)&d->keep, &d->keep_cap, d->keep_len + len, 1)) {
+        memcpy(d->keep + d->keep_len, p, len);
+        d->slot[i].kept = (uint32_t)d->keep_len + 1;
+        d->keep_len += len;
+    }
+    return UINT64_MAX;
+}
+
+/* Append a coded job, or point it at an equal payload written before;
+ * failures are recorded (with their message) for the writing thread. After
+ * a failure, jobs are still taken but not written. rmu held. */
+static void retire_job(ptwm_writer *w, wjob *j) {
+    wtensor *t = &w->t[j->tensor];
+    wchunk *c = &t->chunks[j->chunk];
+    ptwm_err e;
+    ptwm_error rc;
+    if (w->failed) return;
+    if (j->rc) {
+        e = j->err;
+        ptwm_err_prefix(&e, "tensor '%s' chunk %llu of %llu", t->name, (unsigned long long)j->chunk,
+                        (unsigned long long)t->nchunks);
+        w->ferr = e;
+        w_fail(w, j->rc);
+        return;
+    }
+    if (j->out_len > UINT32_MAX) {
+        w_fail(w, ptwm_fail(&w->ferr, PTWM_ERR_LIMIT, "tensor '%s' chunk %llu codes to %zu bytes",
+                            t->name, (unsigned long long)j->chunk, j->out_len));
+        return;
+    }
+    if (j->hash_raw) memcpy(t->hash, j->raw_hash, 16);
+    c->offset = payload_find_or_add(w, j->dst, j->out_len, j->phash, w->pos);
+    c->coded = (uint32_t)j->out_len;
+    c->raw = (uint32_t)j->raw_len;
+    c->chain = j->chain;
+    c->crc = j->pcrc;   /* a shared payload has equal bytes, so the same CRC */
+    c->based = j->based;
+    c->base_crc = j->base_crc;
+    w->x2 |= j->x2;
+    if (c->offset == UINT64_MAX) {
+        c->offset = w->pos;
+        if (j->dst != j->out) {
+            w->mem.len += j->out_len; /* coded in place at the image's end */
+            w->pos += j->out_len;
+        } else if ((rc = ptwm_writer_emit(w, j->out, j->out_len, &w->ferr))) {
+            w_fail(w, rc);
+            return;
+        }
+        w->coded_total += j->out_len;
+    }
+    w->raw_done += j->raw_len;
+}
+
+/* Append the coded jobs at the front of the ring, in job order. rmu held. */
+void ptwm_writer_retire_ready(ptwm_writer *w) {
+    while (w->jobs[w->head].coded) {
+        wjob *j = &w->jobs[w->head];
+        j->coded = 0;
+        retire_job(w, j);
+        if (j->out) {
+            w->outs[w->nouts++] = j->out;
+            j->out = NULL;
+        }
+        w->head = (w->head + 1) % w->window;
+    }
+}

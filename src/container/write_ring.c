@@ -1,0 +1,150 @@
+/* The .ptwm writer's job ring: one pass, bounded memory.
+ *
+ * Each tensor's chunks join a ring of at most `window` pending jobs. Workers
+ * code jobs as they are queued, across tensor boundaries, with every
+ * candidate chain (and against the base chunk, where there is one), keeping
+ * the smallest payload; the thread that finishes the oldest pending job
+ * appends it and every later job already coded, in job order (under rmu,
+ * write_append.c), so the file is the same for any thread count and a
+ * worker's payload is copied while it is still in that worker's cache. The
+ * writing thread reclaims slots oldest first, coding queued jobs itself
+ * while it waits.
+ *
+ * Output buffers are not tied to slots: a job takes one when it starts
+ * (unless it is coded in place: the oldest pending job of an in-memory
+ * writer is coded straight into the image's end, since nothing else grows
+ * the image until it is appended) and gives it back when appended, and the
+ * last given back is taken first, so a few warm buffers serve the whole
+ * ring. A slot's output is ptwm_chunk_work_bound(chunk) of address space,
+ * room for the stages to code in place, touched only as far as they write. */
+#include "writer_impl.h"
+#include "context.h"
+#include "hash.h"
+
+/* The payload in the worker's scratch buffer (len bytes, chain c) is
+ * smaller than the job's: it becomes the job's. */
+static void keep_scratch(ptwm_writer *w, wjob *j, unsigned worker, size_t len, unsigned c) {
+    if (j->dst == j->out) {
+        /* Both buffers are slot-sized: swap instead of copying. */
+        uint8_t *tmp = j->out;
+        j->dst = j->out = w->scratch[worker];
+        w->scratch[worker] = tmp;
+    } else {
+        memcpy(j->dst, w->scratch[worker], len);
+    }
+    j->out_len = len;
+    j->chain = (uint8_t)c;
+}
+
+/* A chunk with a base chunk is coded against it too (with the first
+ * chain's entropy settings), and that payload kept where it is smaller:
+ * a base never makes a chunk larger (docs/DELTA.md). */
+static void encode_on_base(ptwm_writer *w, wjob *j, const ptwm_chunk_params *cp, unsigned worker) {
+    size_t len;
+    ptwm_error rc = ptwm_chunk_encode_base(w->ws[worker], j->chain_ptr[0], j->chain_len[0],
+                                           j->dtype, cp, j->src, j->base, j->raw_len,
+                                           w->scratch[worker], w->slot_size, &len, &j->err);
+    if (rc) {
+        j->rc = rc;
+        return;
+    }
+    if (len >= j->out_len) return;
+    keep_scratch(w, j, worker, len, 0);
+    j->based = 1;
+    j->base_crc = ptwm_crc32(0, j->base, j->raw_len);
+}
+
+/* Code job i. The oldest pending job of an in-memory writer is coded
+ * straight into the image's end: every earlier payload is in the image, and
+ * nothing else grows the image until this job is appended. Then the coded
+ * jobs at the front of the ring are appended. */
+void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
+    ptwm_writer *w = (ptwm_writer *)ctx;
+    wjob *j = &w->jobs[i];
+    ptwm_chunk_params cp;
+    unsigned c;
+    cp.method = w->p.method;
+    cp.zstd_level = w->p.zstd_level;
+    cp.emit_crc = j->plane_crc;
+    cp.columns = (size_t)j->columns;
+    /* Room for the stages' bounds (pages past what is written are never
+     * touched); appending it then copies nothing (docs/ARCHITECTURE.md,
+     * "Threads"). An equal earlier payload just leaves it unused. */
+    j->dst = NULL;
+    rmu_lock(w);
+    if (!w->to_file && i == w->head && !w->failed) {
+        size_t room = ptwm_chunk_work_bound(j->raw_len);
+        if (wbuf_reserve(&w->mem, room)) {
+            j->dst = w->mem.p + w->mem.len;
+            j->dst_cap = room;
+        }
+    }
+    /* Else the buffer appended last: this thread has often just copied it
+     * into the image, so it is still in cache (a buffer per slot was cold:
+     * docs/ARCHITECTURE.md, "Threads"). */
+    if (!j->dst && w->nouts) j->out = w->outs[--w->nouts];
+    rmu_unlock(w);
+    if (!j->dst) {
+        if (!j->out && !(j->out = (uint8_t *)ptwm_ctx_take(w->ctx, w->slot_size))) {
+            j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for a chunk buffer of %zu bytes",
+                              w->slot_size);
+            rmu_lock(w);
+            j->coded = 1;
+            ptwm_writer_retire_ready(w);
+            rmu_unlock(w);
+            return;
+        }
+        j->dst = j->out;
+        j->dst_cap = w->slot_size;
+    }
+    j->rc = ptwm_chunk_encode(w->ws[worker], j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
+                              j->dst, j->dst_cap, &j->out_len, &j->err);
+    j->chain = 0;
+    j->based = 0;
+    j->base_crc = 0;
+    for (c = 1; c < j->nchains && !j->rc; c++) {
+        size_t len;
+        ptwm_error rc = ptwm_chunk_encode(w->ws[worker], j->chain_ptr[c], j->chain_len[c], j->dtype, &cp, j->src,
+                                          j->raw_len, w->scratch[worker], w->slot_size, &len,
+                                          &j->err);
+        if (rc) j->rc = rc;
+        else if (len < j->out_len) keep_scratch(w, j, worker, len, c);
+    }
+    if (j->base && !j->rc) encode_on_base(w, j, &cp, worker);
+    if (!j->rc) {
+        j->phash = ptwm_writer_payload_hash(j->dst, j->out_len);
+        j->pcrc = ptwm_crc32(0, j->dst, j->out_len);
+        j->x2 = ptwm_chunk_needs_x2(j->dst, j->out_len, j->raw_len);
+    }
+    if (!j->rc && j->hash_raw) ptwm_xxh128_oneshot(j->src, j->raw_len, j->raw_hash);
+    rmu_lock(w);
+    j->coded = 1;
+    ptwm_writer_retire_ready(w);
+    rmu_unlock(w);
+}
+
+/* Take back the oldest slot in use, coding queued jobs while its job is not
+ * done. A job is appended when it and every earlier one are coded, so once
+ * this slot's job (and, before it, every earlier one) is done, it has been
+ * appended. Returns the writer's failure, if any, with its message. */
+ptwm_error ptwm_writer_reclaim_one(ptwm_writer *w, ptwm_err *err) {
+    ptwm_error rc;
+    uint64_t done;
+    ptwm_queue_wait(w->queue, w->slot0 + w->reclaim);
+    w->reclaim = (w->reclaim + 1) % w->window;
+    w->nheld--;
+    rmu_lock(w);
+    rc = w->failed;
+    if (rc && err) *err = w->ferr;
+    done = w->raw_done;
+    rmu_unlock(w);
+    if (!rc && w->p.progress) w->p.progress(w->p.progress_ctx, done, w->p.progress_total);
+    return rc;
+}
+
+ptwm_error ptwm_writer_drain(ptwm_writer *w, ptwm_err *err) {
+    ptwm_error rc = PTWM_OK, r;
+    while (w->nheld)
+        if ((r = ptwm_writer_reclaim_one(w, err)) && !rc) rc = r;
+    return rc;
+}
