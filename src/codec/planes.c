@@ -1,7 +1,6 @@
 /* Float field splits and byte planes (see planes.h). */
 #include "cpu.h"
 #include "entropy.h"
-#include "microscale.h"
 #include "planes.h"
 #include "kernels/planes_kernels.h"
 #include "kernels/planes_loops.h"
@@ -348,14 +347,16 @@ static size_t joint_escapes(const uint8_t *j, size_t n, const uint8_t *esc, size
 }
 
 /* Elements of a strip: after a whole chunk was merged, its escapes and
- * column scales were each a pass over elements no longer in cache. Even,
- * so that strips start on a whole nibble byte. */
+ * column scales (a stage's strip inverse, through fn) were each a pass over
+ * elements no longer in cache. Even, so that strips start on a whole nibble
+ * byte. */
 #define JOINT_STRIP 8192
 
-size_t ptwm_joint_merge_bf16_cols(const uint8_t *restrict j, const uint8_t *restrict nib,
-                                  const uint8_t *restrict side, size_t side_len, size_t n,
-                                  uint8_t *restrict dst, const uint16_t *restrict s7,
-                                  size_t span) {
+size_t ptwm_joint_merge_bf16_strips(const uint8_t *restrict j, const uint8_t *restrict nib,
+                                    const uint8_t *restrict side, size_t side_len, size_t n,
+                                    uint8_t *restrict dst,
+                                    void (*fn)(void *ctx, uint8_t *el, size_t len, size_t at),
+                                    void *ctx) {
     uint8_t mlo[16], mhi[16];
     size_t a, c = 0, avail = side_len - PTWM_JOINT_MAP;
     unsigned r;
@@ -377,7 +378,7 @@ size_t ptwm_joint_merge_bf16_cols(const uint8_t *restrict j, const uint8_t *rest
         }
         c += joint_escapes(js, len, side + PTWM_JOINT_MAP + PTWM_MIN(c, avail),
                            avail > c ? avail - c : 0, d, 2, 1);
-        if (span) ptwm_colscale_fix_bf16(d, len, s7, span, a % span);
+        if (fn) fn(ctx, d, len, a);
     }
     return c;
 }
@@ -385,7 +386,7 @@ size_t ptwm_joint_merge_bf16_cols(const uint8_t *restrict j, const uint8_t *rest
 size_t ptwm_joint_merge_bf16(const uint8_t *restrict j, const uint8_t *restrict nib,
                              const uint8_t *restrict side, size_t side_len, size_t n,
                              uint8_t *restrict dst) {
-    return ptwm_joint_merge_bf16_cols(j, nib, side, side_len, n, dst, NULL, 0);
+    return ptwm_joint_merge_bf16_strips(j, nib, side, side_len, n, dst, NULL, NULL);
 }
 
 size_t ptwm_joint_merge(const uint8_t *restrict j, const uint8_t *restrict nib,
