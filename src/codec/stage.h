@@ -149,10 +149,12 @@ typedef struct ptwm_decode_plan {
     uint8_t host[PTWM_CSTAGES_MAX];
 } ptwm_decode_plan;
 
-/* Plan the inverses of L's stages: the first takes the planes, the last
- * gives the chunk's elements, and each gives elements as soon as the stages
- * below it can take them (a merge fused into the stage above it saves a pass
- * over the chunk). PTWM_ERR_CORRUPT if the stages cannot be undone. */
+/* Plan the inverses of L's stages: the one that runs first (the last
+ * stage's) takes the decoded planes, the one that runs last (the first
+ * stage's) gives the chunk's elements, and each gives elements as soon as
+ * the stages below it can take them (a merge fused into the stage above it
+ * saves a pass over the chunk). PTWM_ERR_CORRUPT if the stages cannot be
+ * undone. */
 ptwm_error ptwm_decode_plan_make(const ptwm_chunk_layout *L, ptwm_decode_plan *D,
                                  ptwm_err *err);
 /* Run the inverses in P->strips on el[0..len), elements at.. of the chunk
