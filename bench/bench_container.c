@@ -329,7 +329,7 @@ int main(int argc, char **argv) {
     const char *dir = getenv("PTWM_CORPUS") ? getenv("PTWM_CORPUS") : "build-corpus";
     /* Medians of 15 single calls (BC_MAX_RUNS): two-thread calls of a few
      * milliseconds run slow for a while after the second core has idled (on
-     * the 2-core virtual machine of the README, a file's first 2-5
+     * the 2-core virtual machine of bench/RESULTS.md, a file's first 2-5
      * two-thread calls after its one-thread runs took 1.2-1.6x as long as
      * the later ones). With 7 runs the two-thread ratio
      * ranged 1.26-1.80 over 18 runs of the benchmark (median 1.72); with 15,

@@ -9,14 +9,14 @@
 # byte for byte.
 #
 # usage: [RUNS=5] [SIZES="16 128"] [THREADS="1 2"] [PATTERN=.bf16.] [MIN_TENSOR=bytes]
-#        [README=1] [OLD_PTWM=bin] bench/bench_disk.sh [PTWM_BIN]
+#        [RESULTS=1] [OLD_PTWM=bin] bench/bench_disk.sh [PTWM_BIN]
 #   SIZES    MiB of tensor bytes per file (FULL=1: 16 128 512 2048)
 #   PATTERN  which corpus files give the tensors (default: the BF16 ones)
 #   MIN_TENSOR only the tensors of at least this many bytes (262144: a file
 #            shaped like a language model's, where the corpus's own shape is
 #            thousands of small tensors)
-#   README=1 put the table into README.md's Performance section (with
-#            MIN_TENSOR, between the "bench_disk.sh min_tensor" markers)
+#   RESULTS=1 put the table into bench/RESULTS.md's "Disk to disk" section
+#            (with MIN_TENSOR, between the "bench_disk.sh min_tensor" markers)
 #   BENCH_TMP scratch directory (default /tmp); PTWM_CORPUS as for the tests
 #   OLD_PTWM  another build's ptwm: its decompress runs too, alternating with
 #            this one's in every round (before/after figures from one run), on
@@ -43,19 +43,9 @@ python3 "$here/bench/pytorch_layout.py" "$corpus" "$work/pt-corpus"
 DISK_RUNS_TMP=$work python3 "$here/bench/disk_runs.py" "$bin" "$corpus" "$work/pt-corpus" "$work" \
     "${RUNS:-5}" "$sizes" "${THREADS:-1 2}" "${PATTERN:-.bf16.}" > "$work/table.md"
 cat "$work/table.md"
-if [ "${README:-0}" = 1 ]; then
-    python3 - "$here/README.md" "$work/table.md" <<'PY'
-import os
-import sys
-readme, table = sys.argv[1], open(sys.argv[2]).read()
-tag = "bench_disk.sh min_tensor" if os.environ.get("MIN_TENSOR") else "bench_disk.sh"
-begin, end = "<!-- %s begin -->" % tag, "<!-- %s end -->" % tag
-text = open(readme).read()
-if begin not in text:
-    sys.exit("README.md has no %s marker" % begin)
-head, rest = text.split(begin, 1)
-tail = rest.split(end, 1)[1]
-open(readme, "w").write(head + begin + "\n" + table + end + tail)
-PY
-    echo "README.md updated"
+if [ "${RESULTS:-0}" = 1 ]; then
+    tag="bench_disk.sh"
+    [ -n "${MIN_TENSOR:-}" ] && tag="bench_disk.sh min_tensor"
+    "$here/bench/put_section.py" "$here/bench/RESULTS.md" "$tag" "$work/table.md"
+    echo "bench/RESULTS.md updated"
 fi

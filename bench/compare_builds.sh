@@ -1,15 +1,16 @@
 #!/bin/sh
-# Two builds of the library side by side: the same benchmark binary
-# (bench_suite, which uses only the public header) is run against the old and
-# the new libptwm.so in alternating rounds, so machine noise falls on both
-# alike. Prints, per dtype and method, coded size and compress/decompress
+# Two builds of the library side by side: each build's own bench_suite (the
+# same program, which uses only the public header, linked with that build's
+# library: a binary built for one header cannot drive a library of another
+# whose structs differ) runs in alternating rounds, so machine noise falls on
+# both alike. Prints, per dtype and method, coded size and compress/decompress
 # speed of each build (medians over the rounds) and the new/old ratios, with
 # the codec-rework limits: size within +0.02% and speed within 3% (ratios
 # are medians of each round's paired new/old figures).
 #
 # usage: bench/compare_builds.sh OLD [NEW]
 #   OLD, NEW: a git revision of this repository, or a build directory that
-#   holds libptwm.so.0 (NEW default: build/ of this tree, built if missing).
+#   holds bench_suite (NEW default: build/ of this tree, built if missing).
 #   Revisions are checked out and built under a temporary directory.
 # environment: ROUNDS (7), RUNS (3 runs a round inside bench_suite),
 #   PTWM_CORPUS (default build-corpus, made by scripts/corpus.sh),
@@ -34,10 +35,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# A build directory holding libptwm.so.0 for revision or directory $1.
+# A build directory holding bench_suite for revision or directory $1.
 libdir_of() {
     if [ -d "$1" ]; then
-        [ -f "$1/libptwm.so.0" ] || { echo "compare_builds: no libptwm.so.0 in $1" >&2; exit 2; }
+        [ -x "$1/bench_suite" ] || { echo "compare_builds: no bench_suite in $1" >&2; exit 2; }
         (cd "$1" && pwd)
         return
     fi
@@ -54,15 +55,9 @@ old=$(libdir_of "$1")
 if [ $# -ge 2 ]; then
     new=$(libdir_of "$2")
 else
-    [ -f "$here/build/libptwm.so.0" ] || "$here/scripts/build.sh" build >/dev/null
+    [ -x "$here/build/bench_suite" ] || "$here/scripts/build.sh" build >/dev/null
     new=$here/build
 fi
-
-# One benchmark binary for both: compiled from this tree, linked by soname.
-# Libraries before ptwm_free allocate with malloc: free() releases their
-# buffers and the new library's alike (its ptwm_free is free()).
-cc -O2 -std=c11 -D_GNU_SOURCE -DPTWM_FORMAT_API -Dptwm_free=free -I"$here/include" "$here/bench/bench_suite.c" \
-    -o "$work/bench_suite" -L"$new" -l:libptwm.so.0 -lzstd -lm -lpthread
 
 files=$(ls "$corpus"/${FILES:-*}.safetensors 2>/dev/null || ls "$corpus"/${FILES:-*})
 [ -n "$files" ] || { echo "compare_builds: no files in $corpus" >&2; exit 2; }
@@ -72,9 +67,9 @@ while [ "$i" -le "$rounds" ]; do
     # Alternate which build goes first.
     if [ $((i % 2)) -eq 1 ]; then order="old new"; else order="new old"; fi
     for which in $order; do
-        if [ "$which" = old ]; then lib=$old; else lib=$new; fi
+        if [ "$which" = old ]; then dir=$old; else dir=$new; fi
         # shellcheck disable=SC2086
-        LD_LIBRARY_PATH=$lib "$work/bench_suite" --runs "$runs" --no-peers \
+        "$dir/bench_suite" --runs "$runs" --no-peers \
             --csv "$work/$which-$i.csv" $files >/dev/null
     done
     i=$((i + 1))

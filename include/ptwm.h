@@ -350,7 +350,21 @@ PTWM_API ptwm_error ptwm_chain_parse(const char *text, uint8_t *buf, size_t cap,
 
 typedef struct ptwm_source ptwm_source; /* any weights file or directory (below) */
 
+/* Options structs (ptwm_cparams, ptwm_checkpoint_options) carry their size,
+ * as libdeflate's sizeof_options does: start from the struct's _DEFAULT
+ * initialiser (which sets `size` to the struct's sizeof in the header the
+ * program was built with) and set the fields wanted. The library reads the
+ * first `size` bytes, so a program built with an older, smaller struct keeps
+ * working: the fields it lacks take their defaults. A size of 0 (a struct not
+ * started from _DEFAULT), one larger than the library's own struct (a program
+ * built with a newer header than the library it runs with) or one that is no
+ * version's size (not a multiple of the struct's alignment) is
+ * PTWM_ERR_INVALID_ARG, naming the struct and both sizes. Fields are only
+ * ever added at the end, and a struct never ends in padding, so an older
+ * struct's bytes never reach a newer field. A NULL options pointer means
+ * every default. */
 typedef struct ptwm_cparams {
+    size_t size;              /* sizeof(ptwm_cparams); PTWM_CPARAMS_DEFAULT sets it */
     ptwm_method method;       /* used where a chain leaves the stage open;
                                * 0 = PTWM_METHOD_MICROSCALE */
     int no_payload_hash;      /* 1: no XXH3-128 of each tensor's raw bytes (0, the
@@ -387,7 +401,7 @@ typedef struct ptwm_cparams {
 #define PTWM_DEFAULT_CHUNK ((uint64_t)1 << 20)
 #define PTWM_MIN_CHUNK ((uint64_t)4096)      /* chunk_size bounds the writer accepts */
 #define PTWM_MAX_CHUNK ((uint64_t)1 << 28)
-#define PTWM_CPARAMS_DEFAULT { PTWM_METHOD_MICROSCALE, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL, NULL }
+#define PTWM_CPARAMS_DEFAULT { .size = sizeof(ptwm_cparams), .method = PTWM_METHOD_MICROSCALE }
 
 /* Optional per-tensor chains: `count` candidate chain blobs; each chunk is
  * coded with whichever candidate codes it smallest. */
@@ -563,7 +577,9 @@ PTWM_API ptwm_error ptwm_compress_safetensors(const char *src_path, const char *
  * PTWM_ERR_UNSUPPORTED, other special files are skipped. */
 typedef void (*ptwm_progress_fn)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
 
+/* Carries its size like ptwm_cparams (see there). */
 typedef struct ptwm_checkpoint_options {
+    size_t size;                /* sizeof(ptwm_checkpoint_options); the _DEFAULT sets it */
     uint64_t max_shard_size;    /* 0: one output shard per input shard (byte-exact
                                  * restore); else re-plan shards by raw bytes */
     ptwm_method method;         /* compress; 0 = PTWM_METHOD_MICROSCALE */
@@ -580,7 +596,8 @@ typedef struct ptwm_checkpoint_options {
                                  * decompress: the base the files need; NULL: none */
 } ptwm_checkpoint_options;
 
-#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0, NULL }
+#define PTWM_CHECKPOINT_OPTIONS_DEFAULT                                                          \
+    { .size = sizeof(ptwm_checkpoint_options), .method = PTWM_METHOD_MICROSCALE }
 
 /* src: a .safetensors file (-> outdir/model.ptwm recording its header and name)
  * or a directory (model.safetensors.index.json plus shards, or model.safetensors)

@@ -95,6 +95,8 @@ ptwm_error ptwm_fail_index(ptwm_err *err, const char *where, size_t index, size_
 ptwm_error ptwm_fail_name(ptwm_err *err, const char *where, const char *name);
 /* Prefix an existing message (e.g. with the file or tensor name). */
 void ptwm_err_prefix(ptwm_err *err, const char *fmt, ...) PTWM_PRINTF(2, 3);
+/* "[3, 5]" into buf (cut short if it does not fit; dtype.c). */
+void ptwm_format_shape(const uint64_t *shape, uint32_t ndim, char *buf, size_t cap);
 
 /* Allocation wrappers that fail cleanly on absurd sizes (caps what a hostile
  * header can make us allocate). */

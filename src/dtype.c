@@ -1,6 +1,6 @@
 /* Dtype names, bit widths and checked tensor byte sizes (safetensors dtypes). */
 #include <stdio.h>
-#include "safetensors.h"
+#include "common.h"
 
 static const struct {
     const char *name;

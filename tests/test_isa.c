@@ -15,9 +15,11 @@
  * instruction above that level executes. */
 #include <stdlib.h>
 #include <string.h>
-#include "kernels.h"
+#include "codec_kernels.h"
+#include "hash.h"
 #include "microscale.h"
 #include "planes.h"
+#include "widen.h"
 #include "testutil.h"
 
 #define NVARIANT 4
@@ -183,36 +185,74 @@ static void check_levels(const sample *s, ptwm_isa best) {
     ptwm_set_isa_limit(PTWM_ISA_BEST);
 }
 
-/* The kernel table in effect is the capped level's, and names a kernel for
+/* Each layer's kernel table in effect (the codec's, the platform's hashes,
+ * the load layer's widening) is the capped level's, and names a kernel for
  * every entry: only the packed-table rANS decoder and its table build are
  * absent below AVX512 (rans.c then builds the split table), and
- * hash_avx2.c's states exist only in x86 builds. A field added to
- * ptwm_kernels without a line in ptwm_kernels_fill fails here, before any
- * kernel would call through it. */
+ * hash_avx2.c's states exist only in x86 builds. A field added to a table
+ * without a line in its layer's fill function fails here, before any kernel
+ * would call through it. */
 static void check_table(ptwm_isa best) {
     int l;
     for (l = 0; l <= (int)best; l++) {
-        const ptwm_kernels *k;
+        const ptwm_codec_kernels *k;
+        const ptwm_hash_kernels *h;
+        const ptwm_widen_impl *w;
         ptwm_set_isa_limit((ptwm_isa)l);
-        k = ptwm_kern();
-        CHECK_MSG(k->level == (ptwm_isa)l, "cap %s: the table is level %s's",
-                  ptwm_isa_name((ptwm_isa)l), ptwm_isa_name(k->level));
+        k = ptwm_codec_kern();
+        h = ptwm_hash_kern();
+        w = ptwm_widen_kern();
+        CHECK_MSG(k->level == (ptwm_isa)l && h->level == (ptwm_isa)l,
+                  "cap %s: the codec's table is level %s's, the hashes' level %s's",
+                  ptwm_isa_name((ptwm_isa)l), ptwm_isa_name(k->level), ptwm_isa_name(h->level));
         CHECK_MSG(k->rans_dec_o0 && k->rans_dec_o1 && k->rans_enc_o0 && k->skip_seen &&
                       k->huf_encode && k->huf_loops && k->huf_bits && k->plane_loops &&
                       k->colscale_loops && k->sparse_compact && k->sparse_expand &&
                       k->joint_split && k->joint_merge && k->joint_bf16 && k->joint_scan &&
-                      k->zero_sample && k->xxh_oneshot && k->widen,
+                      k->zero_sample && h->xxh_oneshot && w->name && w->bf16_to_f32 &&
+                      w->f16_to_f32 && w->f32_to_bf16,
                   "level %s: a kernel table entry is empty", ptwm_isa_name((ptwm_isa)l));
         CHECK_MSG((k->rans_dec_o0_packed != NULL) == (l >= PTWM_ISA_AVX512) &&
                       (k->rans_dtab_packed != NULL) == (l >= PTWM_ISA_AVX512),
                   "level %s: packed rANS decoder %s, its table build %s",
                   ptwm_isa_name((ptwm_isa)l), k->rans_dec_o0_packed ? "present" : "absent",
                   k->rans_dtab_packed ? "present" : "absent");
-        CHECK(k->xxh_vec == (l >= PTWM_ISA_AVX2));
+        CHECK(h->xxh_vec == (l >= PTWM_ISA_AVX2));
+        CHECK_MSG(strcmp(w->name, l >= PTWM_ISA_AVX2 ? "avx2+f16c" : "generic") == 0,
+                  "level %s widens with %s", ptwm_isa_name((ptwm_isa)l), w->name);
 #ifdef PTWM_CPU_X86
-        CHECK(k->xxh_vec_update != NULL);
+        CHECK(h->xxh_vec_update != NULL);
 #endif
     }
+    ptwm_set_isa_limit(PTWM_ISA_BEST);
+}
+
+/* The mechanism every layer's table uses (kernels.h), on a set of this
+ * test's own: registered at its first use under a cap, it publishes the
+ * capped level's table, follows each later cap, and never fills a level
+ * above the CPU's best. */
+static int test_tables[PTWM_ISA_BEST + 1];
+static void test_fill(void *table, ptwm_isa level) { *(int *)table = 100 + (int)level; }
+static ptwm_kernel_set test_set = {"test", sizeof(int), test_fill, test_tables, NULL, NULL};
+
+static void check_registration(ptwm_isa best) {
+    ptwm_isa first = best > PTWM_ISA_SCALAR ? PTWM_ISA_SSSE3 : PTWM_ISA_SCALAR;
+    int l;
+    ptwm_set_isa_limit(first);
+    CHECK_MSG(*(const int *)ptwm_kernel_table(&test_set) == 100 + (int)first,
+              "a set registered under cap %s publishes level %d", ptwm_isa_name(first),
+              *(const int *)ptwm_kernel_table(&test_set) - 100);
+    for (l = PTWM_ISA_BEST; l >= 0; l--) {
+        int want = PTWM_MIN(l, (int)best);
+        ptwm_set_isa_limit((ptwm_isa)l);
+        CHECK_MSG(*(const int *)ptwm_kernel_table(&test_set) == 100 + want,
+                  "cap %s: the registered set publishes level %d, expected %d",
+                  ptwm_isa_name((ptwm_isa)l), *(const int *)ptwm_kernel_table(&test_set) - 100,
+                  want);
+    }
+    for (l = 0; l <= PTWM_ISA_BEST; l++)
+        CHECK_MSG(test_tables[l] == (l <= (int)best ? 100 + l : 0),
+                  "level %d's table holds %d", l, test_tables[l]);
     ptwm_set_isa_limit(PTWM_ISA_BEST);
 }
 
@@ -496,6 +536,7 @@ int main(int argc, char **argv) {
     }
     CHECK(ptwm_set_isa_limit((ptwm_isa)-1) == PTWM_ISA_SCALAR);
     CHECK(ptwm_set_isa_limit((ptwm_isa)99) == best);
+    check_registration(best);
     check_table(best);
     check_joint_escapes(best);
     check_zero_sample(best);

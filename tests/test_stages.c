@@ -1,6 +1,8 @@
 /* Chunk payloads of format version 5 name their stages: hand-made payloads
  * that decode, and hostile stage lists (unknown ids, bad parameters, wrong
- * order, too many stages), each with its error code and message. */
+ * order, too many stages), each with its error code and message. The decode
+ * plan of each kind of stage list: the forms each inverse takes and gives,
+ * and which inverses run strip by strip inside another. */
 #include <stdlib.h>
 #include <string.h>
 #include "chain.h"
@@ -232,6 +234,59 @@ static void test_base_round_trip(void) {
     free(out);
 }
 
+/* The decode plan of a stage list for a chunk of raw_len bytes: each
+ * stage's input and output form (P: planes, E: elements) and the stage whose
+ * inverse runs it, as "in>out@host" per stage, first stage first. */
+static void plan_is(const ptwm_stage_use *use, unsigned n, size_t raw_len, const char *want) {
+    ptwm_chunk_layout L;
+    ptwm_decode_plan D;
+    ptwm_err err;
+    char got[128] = "";
+    unsigned s;
+    CHECK_ERR(ptwm_chunk_layout_make(use, n, raw_len, &L, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_decode_plan_make(&L, &D, &err), &err, PTWM_OK, NULL);
+    for (s = 0; s < n; s++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%c>%c@%u", s ? " " : "",
+                 D.in[s] == PTWM_FORM_PLANES ? 'P' : 'E', D.out[s] == PTWM_FORM_PLANES ? 'P' : 'E',
+                 (unsigned)D.host[s]);
+    CHECK_MSG(strcmp(got, want) == 0, "plan %s, expected %s", got, want);
+}
+
+static void test_plans(void) {
+    static const ptwm_stage_use bf16_cols_joint[] = {{PTWM_CSTAGE_SPLIT, {2, 8, 7}},
+                                                     {PTWM_CSTAGE_COLS, {4}},
+                                                     {PTWM_CSTAGE_JOINT, {0}}};
+    static const ptwm_stage_use f32_cols_joint[] = {{PTWM_CSTAGE_SPLIT, {4, 8, 23}},
+                                                    {PTWM_CSTAGE_COLS, {4}},
+                                                    {PTWM_CSTAGE_JOINT, {0}}};
+    static const ptwm_stage_use bf16_sparse_joint[] = {{PTWM_CSTAGE_SPARSE, {2, 8, 1}},
+                                                       {PTWM_CSTAGE_SPLIT, {2, 8, 7}},
+                                                       {PTWM_CSTAGE_JOINT, {0}}};
+    static const ptwm_stage_use base_bf16_blocks[] = {{PTWM_CSTAGE_BASE, {2, 1}},
+                                                      {PTWM_CSTAGE_SPLIT, {2, 8, 7}},
+                                                      {PTWM_CSTAGE_BLOCKS, {32}}};
+    static const ptwm_stage_use bytes[] = {{PTWM_CSTAGE_PLANES, {4}}};
+    static const ptwm_stage_use blocks_alone[] = {{PTWM_CSTAGE_BLOCKS, {32}}};
+    ptwm_chunk_layout L;
+    ptwm_decode_plan D;
+    ptwm_err err;
+    /* BF16 joint planes merge into elements and finish the column scales
+     * strip by strip; the split then takes elements and does nothing. */
+    plan_is(bf16_cols_joint, 3, 256, "E>E@0 E>E@2 P>E@2");
+    /* F32: no merge into elements above the split; each inverse its own. */
+    plan_is(f32_cols_joint, 3, 256, "P>E@0 P>P@1 P>P@2");
+    plan_is(bf16_sparse_joint, 3, 256, "E>E@0 E>E@1 P>E@2");
+    plan_is(base_bf16_blocks, 3, 256, "E>E@0 P>E@1 P>P@2");
+    plan_is(bytes, 1, 256, "P>E@0");
+    /* A list no plan undoes (not one a payload can name: layouts refuse
+     * it) is refused by the plan too. */
+    ptwm_chunk_layout_start(256, &L);
+    L.use[0] = blocks_alone[0];
+    L.nstages = 1;
+    CHECK_ERR(ptwm_decode_plan_make(&L, &D, &err), &err, PTWM_ERR_CORRUPT,
+              "its 1 stages cannot be undone from its planes");
+}
+
 int main(void) {
     ptwm_err err;
     CHECK(ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen,
@@ -240,5 +295,6 @@ int main(void) {
     test_blocks_by_hand();
     test_base_by_hand();
     test_base_round_trip();
+    test_plans();
     return tu_finish("test_stages");
 }

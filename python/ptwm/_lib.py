@@ -56,15 +56,17 @@ class KV(Structure):
 ProgressFn = ctypes.CFUNCTYPE(None, c_void_p, c_uint64, c_uint64)
 
 
+# The options structs carry their size first (ptwm.h): whoever fills one sets
+# it to ctypes.sizeof of this copy (_params.cparams, convert._checkpoint_options).
 class CParams(Structure):
-    _fields_ = [("method", c_int), ("no_payload_hash", c_int), ("no_plane_crc", c_int),
+    _fields_ = [("size", c_size_t), ("method", c_int), ("no_payload_hash", c_int), ("no_plane_crc", c_int),
                 ("chunk_size", c_uint64), ("threads", c_int), ("zstd_level", c_int),
                 ("progress", ProgressFn), ("progress_ctx", c_void_p),
                 ("progress_total", c_uint64), ("ctx", c_void_p), ("base", c_void_p)]
 
 
 class CheckpointOptions(Structure):
-    _fields_ = [("max_shard_size", c_uint64), ("method", c_int), ("threads", c_int),
+    _fields_ = [("size", c_size_t), ("max_shard_size", c_uint64), ("method", c_int), ("threads", c_int),
                 ("chunk_size", c_uint64), ("force", c_int), ("progress", ProgressFn),
                 ("progress_ctx", c_void_p), ("part", ctypes.c_uint32), ("parts", ctypes.c_uint32),
                 ("base", c_void_p)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Optional
 
 from ._errors import ERR_INVALID_ARG, PtwmValueError
@@ -22,5 +23,7 @@ def cparams(method=3, emit_payload_hash: bool = True, emit_plane_crc: bool = Tru
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise PtwmValueError(ERR_INVALID_ARG, f"threads must be an int >= 0 (0 = all cores), "
                              f"got {threads!r}")
-    return CParams(method_code(method), int(not emit_payload_hash), int(not emit_plane_crc),
-                   chunk_size, threads, int(zstd_level))
+    return CParams(size=ctypes.sizeof(CParams), method=method_code(method),
+                   no_payload_hash=int(not emit_payload_hash),
+                   no_plane_crc=int(not emit_plane_crc), chunk_size=chunk_size, threads=threads,
+                   zstd_level=int(zstd_level))

@@ -70,8 +70,10 @@ def _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb, 
         from .sharding import parse_size
         size = parse_size(size)
     k, n = (0, 0) if part is None else _part(part)
-    return CheckpointOptions(int(size or 0), p.method, p.threads, p.chunk_size, int(bool(force)),
-                             cb.fn, None, k, n)
+    return CheckpointOptions(size=ctypes.sizeof(CheckpointOptions), max_shard_size=int(size or 0),
+                             method=p.method, threads=p.threads, chunk_size=p.chunk_size,
+                             force=int(bool(force)), progress=cb.fn, progress_ctx=None, part=k,
+                             parts=n)
 
 
 def _part(part) -> Tuple[int, int]:

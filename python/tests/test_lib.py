@@ -103,6 +103,27 @@ class StructSizeTest(unittest.TestCase):
             self.assertEqual(_lib.lib.ptwm_struct_size(sid), ctypes.sizeof(cls), cls.__name__)
         self.assertEqual(_lib.lib.ptwm_struct_size(99), 0)
 
+    def test_options_carry_their_size(self):
+        """The package fills in each options struct's size; the library refuses a wrong one."""
+        from ptwm._params import cparams
+        from ptwm.convert import _checkpoint_options
+
+        class NoProgress:
+            fn = _lib.ProgressFn()
+        p = cparams()
+        self.assertEqual(p.size, ctypes.sizeof(_lib.CParams))
+        o = _checkpoint_options(None, 3, 0, None, False, NoProgress)
+        self.assertEqual(o.size, ctypes.sizeof(_lib.CheckpointOptions))
+        for size, msg in ((0, b"ptwm_cparams.size is 0"),
+                          (ctypes.sizeof(_lib.CParams) + 8, b"larger than this library's")):
+            p.size = size
+            w, err = ctypes.c_void_p(), _lib.ErrStruct()
+            rc = _lib.lib.ptwm_writer_open_memory(ctypes.byref(p), ctypes.byref(w),
+                                                  ctypes.byref(err))
+            self.assertEqual(rc, _errors.ERR_INVALID_ARG)
+            self.assertIn(msg, err.message)
+            self.assertFalse(w.value)
+
     def test_a_library_of_other_structs_is_refused(self):
         class Other:
             @staticmethod

@@ -59,16 +59,21 @@ static ptwm_error decode_planes(ptwm_ws *ws, unsigned version, const ptwm_chunk_
     return PTWM_OK;
 }
 
-/* The stages' inverses, last first, from the decoded planes to the chunk. */
+/* The stages' inverses, last first, from the decoded planes to the chunk, as
+ * the decode plan lays them out (stage.h): each inverse is told the forms it
+ * takes and gives, and runs the inverses the plan put inside it strip by
+ * strip. */
 static ptwm_error run_inverses(ptwm_ws *ws, const ptwm_chunk_layout *L, const uint8_t **plane,
                                const uint8_t *base, uint8_t *raw, ptwm_err *err) {
     ptwm_pipe P;
-    unsigned s, k;
+    ptwm_decode_plan D;
+    unsigned s, t, k;
     ptwm_error e;
     if (L->nstages == 0) { /* one plane: the chunk */
         if (L->raw_len && plane[0] != raw) memcpy(raw, plane[0], L->raw_len);
         return PTWM_OK;
     }
+    if ((e = ptwm_decode_plan_make(L, &D, err))) return e;
     memset(&P, 0, sizeof(P));
     for (k = 0; k < L->nmain; k++) P.main[k] = plane[k];
     for (s = 0; s < L->nstages; s++)
@@ -77,14 +82,23 @@ static ptwm_error run_inverses(ptwm_ws *ws, const ptwm_chunk_layout *L, const ui
     P.el = raw;
     P.base = base;
     P.base_len = base ? L->raw_len : 0;
-    /* A sparse chunk's transform gives the nonzero elements, which the
-     * sparse stage then spreads out into the chunk. */
-    if (ptwm_chunk_layout_has(L, PTWM_CSTAGE_SPARSE, NULL) &&
-        !(P.el = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_SPARSE, L->n * L->width, 0)))
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu nonzero elements", L->n);
-    for (s = L->nstages; s-- > 0;) {
+    for (s = 0; s < L->nstages; s++) {
         const ptwm_stage *st = ptwm_stage_find(L->use[s].id);
-        if ((e = st->inverse(&L->use[s], s, L, &P, ws, err))) return e;
+        if (st->prepare && (e = st->prepare(&L->use[s], s, L, &P, ws, err))) return e;
+    }
+    for (s = L->nstages; s-- > 0;) {
+        if (D.host[s] != s) continue; /* run inside its host's inverse */
+        P.in = D.in[s];
+        P.out = D.out[s];
+        P.nstrips = 0;
+        for (t = s; t-- > 0 && D.host[t] == s;) {
+            const ptwm_stage *ts = ptwm_stage_find(L->use[t].id);
+            if ((e = ts->strip_begin(&L->use[t], t, L, &P, ws, err))) return e;
+            P.strips[P.nstrips].fn = ts->strip;
+            P.strips[P.nstrips++].s = t;
+        }
+        if ((e = ptwm_stage_find(L->use[s].id)->inverse(&L->use[s], s, L, &P, ws, err)))
+            return e;
     }
     if (L->tail) memcpy(raw + L->raw_len - L->tail, plane[L->tail_at], L->tail);
     return PTWM_OK;

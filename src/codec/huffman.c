@@ -457,7 +457,7 @@ ptwm_error ptwm_huf_encode_lengths(const uint8_t *src, size_t n, const uint8_t *
     size_t used = 0, lo = 256, hi = 0, nib, total, s, i;
     int big = 0;
     uint8_t *p;
-    const ptwm_kernels *k = ptwm_kern();
+    const ptwm_codec_kernels *k = ptwm_codec_kern();
 
     if ((!src && n) || !dst || !out_len || n == SIZE_MAX) return PTWM_ERR_INVALID_ARG;
     *out_len = 0;
@@ -686,7 +686,7 @@ static ptwm_error huf_decode_streams(huf_state *st, const size_t ssize[HUF_STREA
     }
 
     if (nfast) {
-        const ptwm_huf_loops *lp = ptwm_kern()->huf_loops;
+        const ptwm_huf_loops *lp = ptwm_codec_kern()->huf_loops;
         ptwm_huf_fast_fn fn = lp->fast[multi != 0][tlog == HUF_FAST_LEN];
         ptwm_huf_one_fn one = lp->one[multi != 0][tlog == HUF_FAST_LEN];
         for (s = 0; s < HUF_STREAMS; s++) {

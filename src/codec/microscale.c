@@ -4,7 +4,7 @@
 
 void ptwm_micro_forward(const uint8_t *restrict x, size_t n, unsigned block,
                         uint8_t *restrict r, uint8_t *restrict d) {
-    ptwm_kern()->colscale_loops->micro_forward(x, n, block, r, d);
+    ptwm_codec_kern()->colscale_loops->micro_forward(x, n, block, r, d);
 }
 
 void ptwm_micro_inverse(const uint8_t *restrict r, const uint8_t *restrict d, size_t n,
@@ -24,12 +24,12 @@ COLSCALE_LOOPS(scalar, )
 
 void ptwm_colscale_forward(const uint8_t *restrict x, size_t n, size_t cols,
                            uint8_t *restrict r, uint8_t *restrict d, uint32_t *restrict sum) {
-    ptwm_kern()->colscale_loops->forward(x, n, cols, r, d, sum);
+    ptwm_codec_kern()->colscale_loops->forward(x, n, cols, r, d, sum);
 }
 
 void ptwm_colscale_inverse(const uint8_t *restrict r, const uint8_t *restrict d, size_t n,
                            size_t cols, uint8_t *restrict x) {
-    ptwm_kern()->colscale_loops->inverse(r, d, n, cols, x);
+    ptwm_codec_kern()->colscale_loops->inverse(r, d, n, cols, x);
 }
 
 size_t ptwm_colscale_s7(const uint8_t *restrict d, size_t n, size_t cols, uint16_t *restrict s7) {
@@ -38,7 +38,7 @@ size_t ptwm_colscale_s7(const uint8_t *restrict d, size_t n, size_t cols, uint16
 
 void ptwm_colscale_fix_bf16(uint8_t *el, size_t n, const uint16_t *restrict s7, size_t span,
                             size_t k0) {
-    if (span) ptwm_kern()->colscale_loops->fix_bf16(el, n, s7, span, k0);
+    if (span) ptwm_codec_kern()->colscale_loops->fix_bf16(el, n, s7, span, k0);
 }
 
 void ptwm_colscale_inverse_bf16(uint8_t *el, size_t n, const uint8_t *restrict d, size_t cols,

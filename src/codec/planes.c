@@ -1,7 +1,6 @@
 /* Float field splits and byte planes (see planes.h). */
 #include "cpu.h"
 #include "entropy.h"
-#include "microscale.h"
 #include "planes.h"
 #include "kernels/planes_kernels.h"
 #include "kernels/planes_loops.h"
@@ -55,7 +54,7 @@ PLANES_LOOPS(scalar, )
 
 void ptwm_split_float(const uint8_t *src, size_t n, unsigned width, unsigned e, unsigned m,
                       uint8_t *const *planes) {
-    const ptwm_plane_loops *pl = ptwm_kern()->plane_loops;
+    const ptwm_plane_loops *pl = ptwm_codec_kern()->plane_loops;
     if (width == 2 && e == 8 && m == 7)
         pl->split_bf16(src, n, planes[0], planes[1]);
     else if (width == 2 && e == 5 && m == 10)
@@ -68,7 +67,7 @@ void ptwm_split_float(const uint8_t *src, size_t n, unsigned width, unsigned e, 
 
 void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, unsigned e,
                       unsigned m, uint8_t *dst) {
-    const ptwm_plane_loops *pl = ptwm_kern()->plane_loops;
+    const ptwm_plane_loops *pl = ptwm_codec_kern()->plane_loops;
     if (width == 2 && e == 8 && m == 7)
         pl->merge_bf16(planes[0], planes[1], n, dst);
     else if (width == 2 && e == 5 && m == 10)
@@ -80,11 +79,11 @@ void ptwm_merge_float(const uint8_t *const *planes, size_t n, unsigned width, un
 }
 
 void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes) {
-    ptwm_kern()->plane_loops->split_bytes(src, n, width, planes);
+    ptwm_codec_kern()->plane_loops->split_bytes(src, n, width, planes);
 }
 
 void ptwm_merge_bytes(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst) {
-    ptwm_kern()->plane_loops->merge_bytes(planes, n, width, dst);
+    ptwm_codec_kern()->plane_loops->merge_bytes(planes, n, width, dst);
 }
 
 /* Every bit of the element but its top (sign) bit is 0. */
@@ -97,7 +96,7 @@ static int elem_is_zero(const uint8_t *p, unsigned width) {
 
 size_t ptwm_count_zero_elems(const uint8_t *src, size_t n, unsigned width, size_t step) {
     size_t i = 0, z = 0;
-    if (step == 8) i = ptwm_kern()->zero_sample(src, n, width, &z);
+    if (step == 8) i = ptwm_codec_kern()->zero_sample(src, n, width, &z);
     switch (width) {
     case 2:
         for (; i < n; i += step) z += (ptwm_load_le16(src + 2 * i) & 0x7fffu) == 0;
@@ -182,7 +181,7 @@ size_t ptwm_sparse_compact(const uint8_t *src, size_t n, unsigned width, uint8_t
     sw.n = 0;
     if (width == 2 || width == 4) {
         /* The vector loop covers whole bitmap bytes; the plain one ends. */
-        size_t done = ptwm_kern()->sparse_compact(src, n, width, bitmap, dst, &j, &sw);
+        size_t done = ptwm_codec_kern()->sparse_compact(src, n, width, bitmap, dst, &j, &sw);
         j += sparse_compact_plain(src + done * width, n - done, width, bitmap + done / 8,
                                   dst + j * width, &sw);
         signs_end(&sw);
@@ -223,7 +222,7 @@ void ptwm_sparse_expand(const uint8_t *src, const uint8_t *bitmap, size_t n, uns
     sr.acc = 0;
     sr.n = 0;
     if (width == 2 || width == 4) {
-        size_t done = ptwm_kern()->sparse_expand(src, bitmap, n, width, dst, &j, &sr);
+        size_t done = ptwm_codec_kern()->sparse_expand(src, bitmap, n, width, dst, &j, &sr);
         src += j * width;
         bitmap += done / 8;
         dst += done * width;
@@ -290,7 +289,7 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
     size_t i, i0 = 0, ne = PTWM_JOINT_MAP, kesc;
     uint8_t rank[256], present[256];
     unsigned r, s, k, npresent = 0;
-    ptwm_joint_scan_fn scan = ptwm_kern()->joint_scan;
+    ptwm_joint_scan_fn scan = ptwm_codec_kern()->joint_scan;
     if (ex_hist) {
         for (s = 0; s < 256; s++) cnt[s] = ex_hist[s];
     } else {
@@ -317,7 +316,7 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
     }
     /* The kernel writes the escapes of the elements it does (a multiple of
      * 32: even), the rest are found here. */
-    i0 = ptwm_kern()->joint_split(ex, sm, n, rank, j, nib, side + ne, &kesc);
+    i0 = ptwm_codec_kern()->joint_split(ex, sm, n, rank, j, nib, side + ne, &kesc);
     ne += kesc;
     for (i = i0; i < n; i++) j[i] = (uint8_t)(rank[ex[i]] << 4 | sm[i] >> 4);
     for (i = next_escape(scan, j, i0, n); i < n; i = next_escape(scan, j, i + 1, n))
@@ -332,7 +331,7 @@ size_t ptwm_joint_split(const uint8_t *restrict ex, const uint8_t *restrict sm, 
 static size_t joint_escapes(const uint8_t *j, size_t n, const uint8_t *esc, size_t avail,
                             uint8_t *dst, unsigned stride, int bf16) {
     size_t i, c = 0;
-    ptwm_joint_scan_fn scan = ptwm_kern()->joint_scan;
+    ptwm_joint_scan_fn scan = ptwm_codec_kern()->joint_scan;
     for (i = next_escape(scan, j, 0, n); i < n; i = next_escape(scan, j, i + 1, n), c++) {
         unsigned e;
         if (c >= avail) continue;
@@ -348,18 +347,20 @@ static size_t joint_escapes(const uint8_t *j, size_t n, const uint8_t *esc, size
 }
 
 /* Elements of a strip: after a whole chunk was merged, its escapes and
- * column scales were each a pass over elements no longer in cache. Even,
- * so that strips start on a whole nibble byte. */
+ * column scales (a stage's strip inverse, through fn) were each a pass over
+ * elements no longer in cache. Even, so that strips start on a whole nibble
+ * byte. */
 #define JOINT_STRIP 8192
 
-size_t ptwm_joint_merge_bf16_cols(const uint8_t *restrict j, const uint8_t *restrict nib,
-                                  const uint8_t *restrict side, size_t side_len, size_t n,
-                                  uint8_t *restrict dst, const uint16_t *restrict s7,
-                                  size_t span) {
+size_t ptwm_joint_merge_bf16_strips(const uint8_t *restrict j, const uint8_t *restrict nib,
+                                    const uint8_t *restrict side, size_t side_len, size_t n,
+                                    uint8_t *restrict dst,
+                                    void (*fn)(void *ctx, uint8_t *el, size_t len, size_t at),
+                                    void *ctx) {
     uint8_t mlo[16], mhi[16];
     size_t a, c = 0, avail = side_len - PTWM_JOINT_MAP;
     unsigned r;
-    ptwm_joint_bf16_fn kernel = ptwm_kern()->joint_bf16;
+    ptwm_joint_bf16_fn kernel = ptwm_codec_kern()->joint_bf16;
     for (r = 0; r < 16; r++) {
         unsigned e = r < PTWM_JOINT_MAP ? side[r] : 0;
         mlo[r] = (uint8_t)((e & 1) << 7);
@@ -377,7 +378,7 @@ size_t ptwm_joint_merge_bf16_cols(const uint8_t *restrict j, const uint8_t *rest
         }
         c += joint_escapes(js, len, side + PTWM_JOINT_MAP + PTWM_MIN(c, avail),
                            avail > c ? avail - c : 0, d, 2, 1);
-        if (span) ptwm_colscale_fix_bf16(d, len, s7, span, a % span);
+        if (fn) fn(ctx, d, len, a);
     }
     return c;
 }
@@ -385,7 +386,7 @@ size_t ptwm_joint_merge_bf16_cols(const uint8_t *restrict j, const uint8_t *rest
 size_t ptwm_joint_merge_bf16(const uint8_t *restrict j, const uint8_t *restrict nib,
                              const uint8_t *restrict side, size_t side_len, size_t n,
                              uint8_t *restrict dst) {
-    return ptwm_joint_merge_bf16_cols(j, nib, side, side_len, n, dst, NULL, 0);
+    return ptwm_joint_merge_bf16_strips(j, nib, side, side_len, n, dst, NULL, NULL);
 }
 
 size_t ptwm_joint_merge(const uint8_t *restrict j, const uint8_t *restrict nib,
@@ -395,7 +396,7 @@ size_t ptwm_joint_merge(const uint8_t *restrict j, const uint8_t *restrict nib,
     size_t i, i0 = 0; /* even: the vector loop stops at a multiple of 16 */
     memcpy(map, side, PTWM_JOINT_MAP);
     map[PTWM_JOINT_MAP] = 0;
-    i0 = ptwm_kern()->joint_merge(j, nib, map, n, ex, sm);
+    i0 = ptwm_codec_kern()->joint_merge(j, nib, map, n, ex, sm);
     for (i = i0; i + 1 < n; i += 2) {
         sm[i] = (uint8_t)(j[i] << 4 | (nib[i / 2] & 15));
         sm[i + 1] = (uint8_t)(j[i + 1] << 4 | nib[i / 2] >> 4);

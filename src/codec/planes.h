@@ -42,11 +42,13 @@ size_t ptwm_joint_merge(const uint8_t *j, const uint8_t *nib, const uint8_t *sid
 /* The same straight into n BF16 elements (SPLIT(2, 8, 7) merged). */
 size_t ptwm_joint_merge_bf16(const uint8_t *j, const uint8_t *nib, const uint8_t *side,
                              size_t side_len, size_t n, uint8_t *dst);
-/* The same, finishing the exponents against column scales as it goes
- * (ptwm_colscale_s7's s7 and span; span 0: none). */
-size_t ptwm_joint_merge_bf16_cols(const uint8_t *j, const uint8_t *nib, const uint8_t *side,
-                                  size_t side_len, size_t n, uint8_t *dst, const uint16_t *s7,
-                                  size_t span);
+/* The same, handing each strip of elements to `fn` once merged (NULL:
+ * none), while it is in cache: fn(ctx, el, len, at) for elements
+ * at..at+len of dst. */
+size_t ptwm_joint_merge_bf16_strips(const uint8_t *j, const uint8_t *nib, const uint8_t *side,
+                                    size_t side_len, size_t n, uint8_t *dst,
+                                    void (*fn)(void *ctx, uint8_t *el, size_t len, size_t at),
+                                    void *ctx);
 
 /* Byte k of each element into plane k (k = 0 is the least significant). */
 void ptwm_split_bytes(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes);

@@ -623,7 +623,7 @@ static size_t encode_o0_stream(const uint8_t *src, size_t n, const uint32_t freq
     }
     i = full;
     if (unlikely(w.full)) return 0;
-    i = ptwm_kern()->rans_enc_o0(src, i, vt, prec, x, &w);
+    i = ptwm_codec_kern()->rans_enc_o0(src, i, vt, prec, x, &w);
     if (i > 0) build_etab(freq, prec, t);
     for (; i > 0; i -= RANS_O0_STATES) {
         const uint8_t *s = src + i - RANS_O0_STATES;
@@ -1033,7 +1033,7 @@ static void add_unseen(const uint8_t *src, size_t n, uint64_t cnt[256]) {
     uint8_t absent[256];
     size_t i = 0, end;
     int s;
-    ptwm_skip_seen_fn skip_seen = ptwm_kern()->skip_seen;
+    ptwm_skip_seen_fn skip_seen = ptwm_codec_kern()->skip_seen;
     for (s = 0; s < 256; s++) absent[s] = cnt[s] == 0;
     while (i < n) {
         i = skip_seen(src, i, n, absent);
@@ -1200,7 +1200,7 @@ typedef struct o0tab {
 } o0tab;
 
 static ptwm_error o0tab_build(ptwm_ws *ws, const uint32_t freq[256], unsigned prec, o0tab *t) {
-    const ptwm_kernels *k = ptwm_kern();
+    const ptwm_codec_kernels *k = ptwm_codec_kern();
     /* 3 bytes of slack after the symbols for the vector loop's gather */
     t->tab = (uint32_t *)rans_buf(ws, PTWM_WS_RANS_DTAB0, ((sizeof(uint32_t) + 1) << RANS_PREC_MAX0) + 4);
     if (!t->tab) return PTWM_ERR_NOMEM;
@@ -1221,7 +1221,7 @@ static ptwm_error o0tab_build(ptwm_ws *ws, const uint32_t freq[256], unsigned pr
  * exactly c->end. */
 static ptwm_error decode_o0_rest(const o0tab *t, unsigned prec, rcur *c, uint32_t *x, uint8_t *dst,
                                  size_t n) {
-    const ptwm_kernels *k = ptwm_kern();
+    const ptwm_codec_kernels *k = ptwm_codec_kern();
     size_t done = decode_o0_vec(t->sym ? k->rans_dec_o0 : k->rans_dec_o0_packed, t->tab, t->sym,
                                 prec, c, x, dst, n);
     PTWM_CHECK(done != SIZE_MAX);
@@ -1248,7 +1248,7 @@ static ptwm_error decode_o0x2(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst,
     rcur a, b;
     o0tab t;
     ptwm_error e;
-    const ptwm_kernels *k = ptwm_kern();
+    const ptwm_codec_kernels *k = ptwm_codec_kern();
     if ((e = freqtab_read(c, prec, freq))) return e;
     PTWM_CHECK(c->end - c->p >= 4);
     len = ptwm_load_le32(c->p);
@@ -1288,7 +1288,7 @@ static ptwm_error decode_o1_run(const uint32_t *restrict tab, const uint8_t *res
     size_t q = n / RANS_STATES, j = 0;
     int k, g;
     memset(ctx, 0, sizeof(ctx));
-    j = ptwm_kern()->rans_dec_o1(tab, sym, prec, &p, end, x, ctx, dst, q);
+    j = ptwm_codec_kern()->rans_dec_o1(tab, sym, prec, &p, end, x, ctx, dst, q);
     /* One step reads at most 32 words; eight states at a time in registers. */
     while (j < q && end - p >= 2 * RANS_STATES) {
         for (g = 0; g < RANS_STATES; g += 8) {

@@ -64,6 +64,24 @@ typedef struct ptwm_chunk_layout {
     unsigned tail_at;
 } ptwm_chunk_layout;
 
+/* Decoding, the data between two inverses is in one of two forms: the main
+ * planes (ptwm_pipe.main, a byte an element each, as the transform and the
+ * stages after it made them), or whole elements (at ptwm_pipe.el: the
+ * transform's merge is done). Each stage says which forms its inverse takes
+ * and gives (ptwm_stage.gives) and the decode plan picks one per stage
+ * (ptwm_decode_plan_make), so an inverse learns the form of its input from
+ * the plan, never from the stage that ran before it. */
+#define PTWM_FORM_PLANES 1u
+#define PTWM_FORM_ELEMENTS 2u
+
+struct ptwm_pipe;
+/* An inverse run strip by strip inside the one of a stage above it (see
+ * ptwm_stage.strip): el[0..len) are elements at..at+len of the chunk. */
+typedef struct ptwm_strip {
+    void (*fn)(const struct ptwm_pipe *P, unsigned s, uint8_t *el, size_t len, size_t at);
+    unsigned s;
+} ptwm_strip;
+
 /* The planes while stages run. Decoding, main[] and side[][] point at the
  * decoded planes and each inverse turns them back into its input; encoding,
  * each forward turns its input into them. */
@@ -72,11 +90,16 @@ typedef struct ptwm_pipe {
     const uint8_t *side[PTWM_CSTAGES_MAX][PTWM_STAGE_SIDES];
     const uint8_t *src;  /* encode: the elements the transform splits */
     uint8_t *el;         /* decode: where the transform's elements go (the raw
-                          * bytes, or the sparse stage's region) */
+                          * bytes, or a region a stage's prepare gives) */
     uint8_t *raw;        /* decode: the chunk */
-    int merged;          /* decode: the elements are assembled already (a stage
-                          * fused its inverse with the transform's); 2: and
-                          * the column scales below it applied */
+    /* Decode: the forms the running inverse takes and must give (the
+     * plan's), and the inverses it runs on each strip of elements it gives
+     * (ptwm_pipe_strips), with what they prepared (strip_begin). */
+    unsigned in, out;
+    unsigned nstrips;
+    ptwm_strip strips[PTWM_CSTAGES_MAX];
+    const void *strip_tab[PTWM_CSTAGES_MAX];
+    size_t strip_span[PTWM_CSTAGES_MAX];
     const uint32_t *ex_hist; /* encode: counts of plane 0 (JOINT picks its map) */
     const uint8_t *base; /* the base chunk (BASE's other input), or NULL: none */
     size_t base_len;
@@ -94,10 +117,49 @@ typedef struct ptwm_stage {
      * the data decides (counts) into u, and is then added to L. */
     ptwm_error (*forward)(ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L, ptwm_pipe *P,
                           ptwm_ws *ws);
-    /* Decode: back from its planes to its input. */
+    /* Decode: back from its planes to its input, taking the data in form
+     * P->in and leaving it in form P->out. */
     ptwm_error (*inverse)(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                           ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err);
+    /* Decode: the forms (a mask of PTWM_FORM_*) its inverse can give when it
+     * takes the data in form `in`, for layout L; 0: it cannot take `in`. */
+    unsigned (*gives)(const ptwm_chunk_layout *L, unsigned s, unsigned in);
+    /* Decode, optional (NULL: none): its inverse on elements a strip at a
+     * time, run inside the inverse of a stage above it that gives elements
+     * strip by strip (strips_out), while each strip is in cache.
+     * strip_begin prepares what every strip needs (into P->strip_tab[s] and
+     * P->strip_span[s]); strip finishes one. */
+    ptwm_error (*strip_begin)(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
+                              ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err);
+    void (*strip)(const ptwm_pipe *P, unsigned s, uint8_t *el, size_t len, size_t at);
+    /* Decode, optional (NULL: none): set the pipe up before any inverse
+     * runs (SPARSE: the transform's elements go to a region of their own,
+     * P->el, which its inverse spreads out into the chunk at P->raw). */
+    ptwm_error (*prepare)(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
+                          ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err);
+    /* Its inverse, giving elements, hands each strip of them to the
+     * inverses in P->strips (ptwm_pipe_strips). */
+    uint8_t strips_out;
 } ptwm_stage;
+
+/* The decode plan of a layout: each stage's forms, and which inverse runs it
+ * (its own, or that of a stage above it running it strip by strip). */
+typedef struct ptwm_decode_plan {
+    uint8_t in[PTWM_CSTAGES_MAX], out[PTWM_CSTAGES_MAX];
+    uint8_t host[PTWM_CSTAGES_MAX];
+} ptwm_decode_plan;
+
+/* Plan the inverses of L's stages: the one that runs first (the last
+ * stage's) takes the decoded planes, the one that runs last (the first
+ * stage's) gives the chunk's elements, and each gives elements as soon as
+ * the stages below it can take them (a merge fused into the stage above it
+ * saves a pass over the chunk). PTWM_ERR_CORRUPT if the stages cannot be
+ * undone. */
+ptwm_error ptwm_decode_plan_make(const ptwm_chunk_layout *L, ptwm_decode_plan *D,
+                                 ptwm_err *err);
+/* Run the inverses in P->strips on el[0..len), elements at.. of the chunk
+ * (a ptwm_pipe as ctx, for a merge loop that does not know the pipe). */
+void ptwm_pipe_strips(void *ctx, uint8_t *el, size_t len, size_t at);
 
 /* The registry: the stage of an id, or NULL. */
 const ptwm_stage *ptwm_stage_find(unsigned id);
@@ -110,6 +172,12 @@ ptwm_error ptwm_chunk_layout_make(const ptwm_stage_use *use, unsigned n, size_t 
 void ptwm_chunk_layout_start(size_t raw_len, ptwm_chunk_layout *L);
 ptwm_error ptwm_chunk_layout_add(const ptwm_stage_use *u, ptwm_chunk_layout *L, ptwm_err *err);
 void ptwm_chunk_layout_finish(ptwm_chunk_layout *L);
+
+/* Whether L's split makes BF16 fields (2-byte elements, an 8-bit exponent
+ * in bits 7-14): the planes a merge can write as whole elements at once. */
+PTWM_INLINE int ptwm_chunk_layout_bf16(const ptwm_chunk_layout *L) {
+    return L->width == 2 && L->exp_bits == 8 && L->man_bits == 7;
+}
 
 /* Whether L holds a stage of this id; its position in *s. */
 int ptwm_chunk_layout_has(const ptwm_chunk_layout *L, unsigned id, unsigned *s);
@@ -126,11 +194,10 @@ ptwm_error ptwm_stages_from_flags(unsigned version, unsigned flags, const ptwm_c
 ptwm_error ptwm_stage_needs_exponent(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                      ptwm_err *err);
 
-/* COLS's scales at the BF16 exponent field (ptwm_colscale_s7) for `cols`
- * columns, in the workspace: for COLS's own inverse and for JOINT's merge,
- * which finishes them when COLS is right below it. NULL: out of memory
- * (err says so). */
-uint16_t *ptwm_stage_cols_s7(ptwm_ws *ws, size_t cols, ptwm_err *err);
+/* ptwm_stage.gives of the stages whose inverse keeps the form: one that
+ * works on the planes only, and one that takes and gives whole elements. */
+unsigned ptwm_stage_gives_planes(const ptwm_chunk_layout *L, unsigned s, unsigned in);
+unsigned ptwm_stage_gives_elements(const ptwm_chunk_layout *L, unsigned s, unsigned in);
 
 /* Stage definitions (one file each). */
 extern const ptwm_stage ptwm_stage_split, ptwm_stage_planes, ptwm_stage_sparse,

@@ -169,5 +169,12 @@ static ptwm_error base_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_c
     return PTWM_OK;
 }
 
-const ptwm_stage ptwm_stage_base = {PTWM_CSTAGE_BASE, "base", 2, base_plan, base_forward,
-                                    base_inverse};
+const ptwm_stage ptwm_stage_base = {
+    .id = PTWM_CSTAGE_BASE,
+    .name = "base",
+    .nparams = 2,
+    .plan = base_plan,
+    .forward = base_forward,
+    .inverse = base_inverse,
+    .gives = ptwm_stage_gives_elements,
+};

@@ -48,5 +48,12 @@ static ptwm_error blocks_inverse(const ptwm_stage_use *u, unsigned s, const ptwm
     return PTWM_OK;
 }
 
-const ptwm_stage ptwm_stage_blocks = {PTWM_CSTAGE_BLOCKS, "blocks", 1, blocks_plan,
-                                      blocks_forward, blocks_inverse};
+const ptwm_stage ptwm_stage_blocks = {
+    .id = PTWM_CSTAGE_BLOCKS,
+    .name = "blocks",
+    .nparams = 1,
+    .plan = blocks_plan,
+    .forward = blocks_forward,
+    .inverse = blocks_inverse,
+    .gives = ptwm_stage_gives_planes,
+};

@@ -32,24 +32,40 @@ static ptwm_error cols_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_l
     return PTWM_OK;
 }
 
-uint16_t *ptwm_stage_cols_s7(ptwm_ws *ws, size_t cols, ptwm_err *err) {
-    /* cols + 256 values: narrow rows are repeated to 256 elements */
-    uint16_t *s7 = (uint16_t *)ptwm_ws_get(ws, PTWM_WS_COLS, 2 * cols + 512, 0);
-    if (!s7) ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu column scales", cols);
-    return s7;
+/* Its inverse takes the exponent plane, or whole BF16 elements whose
+ * exponent fields hold the residuals (a merge above it was fused with the
+ * split's), and gives the same form back. */
+static unsigned cols_gives(const ptwm_chunk_layout *L, unsigned s, unsigned in) {
+    (void)s;
+    if (in == PTWM_FORM_ELEMENTS) return ptwm_chunk_layout_bf16(L) ? PTWM_FORM_ELEMENTS : 0;
+    return PTWM_FORM_PLANES;
 }
 
-/* Joint BF16 planes merged straight into elements (P->merged) have the
- * residuals in their exponent fields: finished in place, unless the merge
- * did it (P->merged 2, joint_inverse). */
+/* The scales at the BF16 exponent field (ptwm_colscale_s7), in the
+ * workspace, and the span they repeat over. */
+static ptwm_error cols_strip_begin(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
+                                   ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
+    size_t cols = (size_t)u->p[0];
+    /* cols + 256 values: narrow rows are repeated to 256 elements */
+    uint16_t *s7 = (uint16_t *)ptwm_ws_get(ws, PTWM_WS_COLS, 2 * cols + 512, 0);
+    if (!s7) return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu column scales", cols);
+    P->strip_tab[s] = s7;
+    P->strip_span[s] = ptwm_colscale_s7(P->side[s][0], L->n, cols, s7);
+    return PTWM_OK;
+}
+
+static void cols_strip(const ptwm_pipe *P, unsigned s, uint8_t *el, size_t len, size_t at) {
+    size_t span = P->strip_span[s];
+    ptwm_colscale_fix_bf16(el, len, (const uint16_t *)P->strip_tab[s], span, at % span);
+}
+
 static ptwm_error cols_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     size_t cols = (size_t)u->p[0];
-    if (P->merged == 2) return PTWM_OK;
-    if (P->merged) {
-        uint16_t *s7 = ptwm_stage_cols_s7(ws, cols, err);
-        if (!s7) return PTWM_ERR_NOMEM;
-        ptwm_colscale_inverse_bf16(P->el, L->n, P->side[s][0], cols, s7);
+    ptwm_error e;
+    if (P->in == PTWM_FORM_ELEMENTS) { /* the residuals in the elements, in place */
+        if ((e = cols_strip_begin(u, s, L, P, ws, err))) return e;
+        cols_strip(P, s, P->el, L->n, 0);
     } else {
         uint8_t *x = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_EXP, L->n, 0);
         if (!x)
@@ -60,5 +76,14 @@ static ptwm_error cols_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_c
     return PTWM_OK;
 }
 
-const ptwm_stage ptwm_stage_cols = {PTWM_CSTAGE_COLS, "cols", 1, cols_plan, cols_forward,
-                                    cols_inverse};
+const ptwm_stage ptwm_stage_cols = {
+    .id = PTWM_CSTAGE_COLS,
+    .name = "cols",
+    .nparams = 1,
+    .plan = cols_plan,
+    .forward = cols_forward,
+    .inverse = cols_inverse,
+    .gives = cols_gives,
+    .strip_begin = cols_strip_begin,
+    .strip = cols_strip,
+};

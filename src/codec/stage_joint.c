@@ -2,7 +2,6 @@
  * low 4 bits as nibbles, and a side plane with the exponent map and the
  * escaped exponents (docs/CHAINS.md, "Joint exponent planes"). Parameter:
  * the count of escapes (the side plane holds the map and one exponent each). */
-#include "microscale.h"
 #include "planes.h"
 #include "stage.h"
 
@@ -38,25 +37,23 @@ static ptwm_error joint_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk_
     return PTWM_OK;
 }
 
-/* BF16 planes merge straight into elements (P->merged: the split has
- * nothing left to do). Column scales right below (COLS, the stage before)
- * finish the exponents strip by strip as they merge (P->merged 2: COLS has
- * nothing left to do either); a pass of their own over the chunk, out of
- * cache by then, was 2-3% of a restore. */
+/* Its planes go back to the exponent and sign:mantissa planes, or, when
+ * the plan asks for elements (BF16 fields), straight into whole elements
+ * (the split then has nothing left to do), handing each strip to the
+ * inverses the plan runs inside this one (column scales: a pass of their
+ * own over the chunk, out of cache by then, was 2-3% of a restore). */
+static unsigned joint_gives(const ptwm_chunk_layout *L, unsigned s, unsigned in) {
+    (void)s;
+    if (in != PTWM_FORM_PLANES) return 0;
+    return PTWM_FORM_PLANES | (ptwm_chunk_layout_bf16(L) ? PTWM_FORM_ELEMENTS : 0);
+}
+
 static ptwm_error joint_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                 ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     size_t esc, sl = L->side_len[s][0];
-    if (L->width == 2 && L->exp_bits == 8 && L->man_bits == 7) {
-        uint16_t *s7 = NULL;
-        size_t span = 0;
-        if (s > 0 && L->use[s - 1].id == PTWM_CSTAGE_COLS) {
-            size_t cols = (size_t)L->use[s - 1].p[0];
-            if (!(s7 = ptwm_stage_cols_s7(ws, cols, err))) return PTWM_ERR_NOMEM;
-            span = ptwm_colscale_s7(P->side[s - 1][0], L->n, cols, s7);
-        }
-        esc = ptwm_joint_merge_bf16_cols(P->main[0], P->main[1], P->side[s][0], sl, L->n, P->el,
-                                         s7, span);
-        P->merged = span ? 2 : 1;
+    if (P->out == PTWM_FORM_ELEMENTS) {
+        esc = ptwm_joint_merge_bf16_strips(P->main[0], P->main[1], P->side[s][0], sl, L->n, P->el,
+                                           P->nstrips ? ptwm_pipe_strips : NULL, P);
     } else {
         uint8_t *x = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_JOINT, 2 * L->n, 0);
         if (!x)
@@ -73,5 +70,13 @@ static ptwm_error joint_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_
     return PTWM_OK;
 }
 
-const ptwm_stage ptwm_stage_joint = {PTWM_CSTAGE_JOINT, "joint", 1, joint_plan, joint_forward,
-                                     joint_inverse};
+const ptwm_stage ptwm_stage_joint = {
+    .id = PTWM_CSTAGE_JOINT,
+    .name = "joint",
+    .nparams = 1,
+    .plan = joint_plan,
+    .forward = joint_forward,
+    .inverse = joint_inverse,
+    .gives = joint_gives,
+    .strips_out = 1,
+};

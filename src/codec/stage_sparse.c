@@ -51,8 +51,16 @@ static ptwm_error sparse_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk
     return PTWM_OK;
 }
 
-/* The transform left the nonzero elements in P->el (a region of their own,
- * ptwm_sparse_region); the zeros go back between them. */
+/* The transform's elements, the nonzero ones, go to a region of their own. */
+static ptwm_error sparse_prepare(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
+                                 ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
+    (void)u, (void)s;
+    if (!(P->el = (uint8_t *)ptwm_ws_get(ws, PTWM_WS_SPARSE, L->n * L->width, 0)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_decode: %zu nonzero elements", L->n);
+    return PTWM_OK;
+}
+
+/* The zeros go back between the nonzero elements, into the chunk. */
 static ptwm_error sparse_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                  ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     const uint8_t *bitmap = P->side[s][0], *signs = u->p[2] ? P->side[s][1] : NULL;
@@ -75,8 +83,17 @@ static ptwm_error sparse_inverse(const ptwm_stage_use *u, unsigned s, const ptwm
                          plane + 1, L->total - L->n);
     ptwm_sparse_expand(P->el, bitmap, L->total, L->width, signs, signs ? L->side_len[s][1] : 0,
                        P->raw);
+    P->el = P->raw;
     return PTWM_OK;
 }
 
-const ptwm_stage ptwm_stage_sparse = {PTWM_CSTAGE_SPARSE, "sparse", 3, sparse_plan,
-                                      sparse_forward, sparse_inverse};
+const ptwm_stage ptwm_stage_sparse = {
+    .id = PTWM_CSTAGE_SPARSE,
+    .name = "sparse",
+    .nparams = 3,
+    .plan = sparse_plan,
+    .forward = sparse_forward,
+    .inverse = sparse_inverse,
+    .gives = ptwm_stage_gives_elements,
+    .prepare = sparse_prepare,
+};

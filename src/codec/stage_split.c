@@ -97,10 +97,23 @@ static ptwm_error planes_forward(ptwm_stage_use *u, unsigned s, const ptwm_chunk
     return PTWM_OK;
 }
 
+/* The transforms merge the planes into elements; a SPLIT whose elements a
+ * stage above it gave already (its merge fused with theirs) has nothing
+ * left to do. */
+static unsigned split_gives(const ptwm_chunk_layout *L, unsigned s, unsigned in) {
+    (void)L, (void)s, (void)in;
+    return PTWM_FORM_ELEMENTS;
+}
+
+static unsigned planes_gives(const ptwm_chunk_layout *L, unsigned s, unsigned in) {
+    (void)L, (void)s;
+    return in == PTWM_FORM_PLANES ? PTWM_FORM_ELEMENTS : 0;
+}
+
 static ptwm_error split_inverse(const ptwm_stage_use *u, unsigned s, const ptwm_chunk_layout *L,
                                 ptwm_pipe *P, ptwm_ws *ws, ptwm_err *err) {
     (void)s, (void)ws, (void)err;
-    if (!P->merged)
+    if (P->in == PTWM_FORM_PLANES)
         ptwm_merge_float(P->main, L->n, (unsigned)u->p[0], (unsigned)u->p[1],
                          (unsigned)u->p[2], P->el);
     return PTWM_OK;
@@ -113,7 +126,21 @@ static ptwm_error planes_inverse(const ptwm_stage_use *u, unsigned s, const ptwm
     return PTWM_OK;
 }
 
-const ptwm_stage ptwm_stage_split = {PTWM_CSTAGE_SPLIT, "split", 3, split_plan, split_forward,
-                                     split_inverse};
-const ptwm_stage ptwm_stage_planes = {PTWM_CSTAGE_PLANES, "planes", 1, planes_plan,
-                                      planes_forward, planes_inverse};
+const ptwm_stage ptwm_stage_split = {
+    .id = PTWM_CSTAGE_SPLIT,
+    .name = "split",
+    .nparams = 3,
+    .plan = split_plan,
+    .forward = split_forward,
+    .inverse = split_inverse,
+    .gives = split_gives,
+};
+const ptwm_stage ptwm_stage_planes = {
+    .id = PTWM_CSTAGE_PLANES,
+    .name = "planes",
+    .nparams = 1,
+    .plan = planes_plan,
+    .forward = planes_forward,
+    .inverse = planes_inverse,
+    .gives = planes_gives,
+};

@@ -105,6 +105,59 @@ int ptwm_chunk_layout_has(const ptwm_chunk_layout *L, unsigned id, unsigned *s) 
     return 0;
 }
 
+/* ---- decode plans ------------------------------------------------------ */
+
+ptwm_error ptwm_decode_plan_make(const ptwm_chunk_layout *L, ptwm_decode_plan *D,
+                                 ptwm_err *err) {
+    /* need[s]: the forms stage s's inverse may give so that the inverses
+     * below it end with the chunk's elements. */
+    unsigned need[PTWM_CSTAGES_MAX + 1], s, t, f, in = PTWM_FORM_PLANES;
+    const ptwm_stage *st[PTWM_CSTAGES_MAX];
+    memset(D, 0, sizeof(*D));
+    need[0] = PTWM_FORM_ELEMENTS;
+    for (s = 0; s < L->nstages; s++) {
+        st[s] = ptwm_stage_find(L->use[s].id);
+        need[s + 1] = 0;
+        for (f = PTWM_FORM_PLANES; f <= PTWM_FORM_ELEMENTS; f <<= 1)
+            if (st[s]->gives(L, s, f) & need[s]) need[s + 1] |= f;
+    }
+    if (!(need[L->nstages] & PTWM_FORM_PLANES))
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chunk payload: its %u stages cannot be undone from its planes",
+                         L->nstages);
+    for (s = L->nstages; s-- > 0;) {
+        unsigned can = st[s]->gives(L, s, in) & need[s];
+        D->in[s] = (uint8_t)in;
+        D->out[s] = (uint8_t)(in = (can & PTWM_FORM_ELEMENTS) ? PTWM_FORM_ELEMENTS
+                                                             : PTWM_FORM_PLANES);
+        D->host[s] = (uint8_t)s;
+    }
+    /* The inverses right below a stage that gives elements strip by strip,
+     * and can take them so, run inside its inverse. */
+    for (s = L->nstages; s-- > 0;) {
+        if (D->host[s] != s || !st[s]->strips_out || D->out[s] != PTWM_FORM_ELEMENTS) continue;
+        for (t = s; t-- > 0 && st[t]->strip && D->in[t] == PTWM_FORM_ELEMENTS;)
+            D->host[t] = (uint8_t)s;
+    }
+    return PTWM_OK;
+}
+
+unsigned ptwm_stage_gives_planes(const ptwm_chunk_layout *L, unsigned s, unsigned in) {
+    (void)L, (void)s;
+    return in == PTWM_FORM_PLANES ? PTWM_FORM_PLANES : 0;
+}
+
+unsigned ptwm_stage_gives_elements(const ptwm_chunk_layout *L, unsigned s, unsigned in) {
+    (void)L, (void)s;
+    return in == PTWM_FORM_ELEMENTS ? PTWM_FORM_ELEMENTS : 0;
+}
+
+void ptwm_pipe_strips(void *ctx, uint8_t *el, size_t len, size_t at) {
+    const ptwm_pipe *P = (const ptwm_pipe *)ctx;
+    unsigned k;
+    for (k = 0; k < P->nstrips; k++) P->strips[k].fn(P, P->strips[k].s, el, len, at);
+}
+
 /* ---- format versions 1-4 ----------------------------------------------- */
 
 #define FLAG_CRC 1u

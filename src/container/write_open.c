@@ -15,6 +15,7 @@
 #include "writer_impl.h"
 #include "container_format.h"
 #include "context.h"
+#include "options.h"
 #include "writer.h"
 
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
@@ -36,13 +37,15 @@ static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
  * to the end on files of a few MB). */
 static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, int borrow,
                              ptwm_writer **out, ptwm_err *err) {
-    static const ptwm_cparams defaults = PTWM_CPARAMS_DEFAULT;
+    ptwm_cparams given;
     ptwm_writer *w;
     ptwm_error rc;
     size_t i;
     uint64_t chunk;
     *out = NULL;
-    if (!params) params = &defaults;
+    /* The caller's struct as far as its size reaches (options.h). */
+    if ((rc = ptwm_cparams_read(params, &given, "opening a writer", err))) return rc;
+    params = &given;
     if ((rc = check_params(params, err))) return rc;
     w = (ptwm_writer *)ptwm_calloc(1, sizeof(*w));
     if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");

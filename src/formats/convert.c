@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "fileio.h"
 #include "index.h"
+#include "options.h"
 #include "outdir.h"
 #include "ptdir_parts.h"
 #include "reader.h"
@@ -260,11 +261,12 @@ static ptwm_error convert_checkpoint(const char *src, const char *outdir,
                                      const ptwm_checkpoint_options *opt,
                                      ptwm_source_kind family, const ptwm_sink_ops *sink,
                                      const char *fn, ptwm_err *err) {
-    ptwm_checkpoint_options defaults = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
+    ptwm_checkpoint_options given;
     ptwm_conv_src s;
     ptwm_error rc;
     if (!src || !outdir) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: NULL path", fn);
-    if (!opt) opt = &defaults;
+    if ((rc = ptwm_checkpoint_options_read(opt, &given, fn, err))) return rc;
+    opt = &given;
     if ((rc = ptwm_parts_check(opt, err))) return rc;
     rc = ptwm_conv_src_open(&s, src, family, err);
     if (rc && family == PTWM_SOURCE_SAFETENSORS && already_ptwm(src))
@@ -317,12 +319,14 @@ ptwm_error ptwm_conv_file_write(const ptwm_conv_src *s, const ptwm_sink_ops *sin
 
 ptwm_error ptwm_compress_safetensors(const char *src_path, const char *dst_path,
                                      const ptwm_cparams *params, ptwm_err *err) {
+    ptwm_cparams cp;
     ptwm_conv_progress pr;
     ptwm_conv_opts o;
     ptwm_conv_src s;
     ptwm_error rc;
     if (!src_path || !dst_path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL path");
-    ptwm_conv_opts_from(params, &pr, &o);
+    if ((rc = ptwm_cparams_read(params, &cp, "ptwm_compress_safetensors", err))) return rc;
+    ptwm_conv_opts_from(&cp, &pr, &o);
     if ((rc = ptwm_conv_src_open(&s, src_path, PTWM_SOURCE_SAFETENSORS, err)) == PTWM_OK)
         rc = ptwm_conv_file_write(&s, &ptwm_sink_ptwm_ops, &o, dst_path, err);
     ptwm_conv_src_close(&s);

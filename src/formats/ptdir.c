@@ -1,6 +1,7 @@
 /* A sharded .ptwm directory: model.ptwm.index.json plus the shards it lists,
  * or a lone model.ptwm (read_sharded_ptwm). The directory layer (shardir.c)
  * opens and checks it; ptwm_ptdir_* wrap it. */
+#include "options.h"
 #include "safetensors.h"
 #include "shardir.h"
 #include "sink.h"
@@ -63,18 +64,20 @@ ptwm_error ptwm_ptdir_write(const char *dir, const ptwm_tensor_desc *tensors, si
                             const ptwm_kv *meta, size_t nmeta, uint64_t max_shard_size,
                             const ptwm_cparams *params, int force, ptwm_err *err) {
     ptwm_memory_source m = {tensors, n, meta, nmeta};
+    ptwm_cparams cp;
     ptwm_conv_progress pr;
     ptwm_conv_opts o;
     ptwm_conv_src s;
     ptwm_error rc;
     if (!dir || (n && !tensors))
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_ptdir_write: NULL argument");
+    if ((rc = ptwm_cparams_read(params, &cp, "ptwm_ptdir_write", err))) return rc;
     if (!max_shard_size)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "writing '%s': maximum shard size must be positive", dir);
     /* A tensor without a name is refused by the writer that takes it. */
     if ((rc = ptwm_st_check_data(dir, tensors, n, err))) return rc;
-    ptwm_conv_opts_from(params, &pr, &o);
+    ptwm_conv_opts_from(&cp, &pr, &o);
     if ((rc = ptwm_conv_src_wrap(&s, &ptwm_source_memory_ops, &m, dir, err)) == PTWM_OK)
         rc = ptwm_conv_staged(&s, &ptwm_sink_ptwm_ops, &o, max_shard_size, dir, NULL, force, err);
     ptwm_conv_src_close(&s);

@@ -77,7 +77,4 @@ ptwm_error ptwm_st_check_data(const char *path, const ptwm_tensor_desc *tensors,
  * "1.5 (not an integer)", "a string", "an array", "null"... */
 void ptwm_json_describe(const void *value, char *buf, size_t cap);
 
-/* "[3, 5]" into buf (cut short if it does not fit). */
-void ptwm_format_shape(const uint64_t *shape, uint32_t ndim, char *buf, size_t cap);
-
 #endif

@@ -4,6 +4,7 @@
  * public calls that take a source as a base (ptwm_reader_set_base, and
  * ptwm_cparams.base for the writer's opens and one-call forms) hand it to
  * the container's. */
+#include "options.h"
 #include "reader.h"
 #include "source_impl.h"
 #include "writer.h"
@@ -50,27 +51,48 @@ ptwm_error ptwm_reader_set_base(ptwm_reader *r, ptwm_source *base, ptwm_err *err
     return PTWM_OK;
 }
 
+/* The caller's params read by their size (options.h) before any field is
+ * used, and the base they name. */
+static ptwm_error params_base(const ptwm_cparams *params, ptwm_cparams *given, ptwm_base *b,
+                              const char *where, ptwm_err *err) {
+    ptwm_error rc = ptwm_cparams_read(params, given, where, err);
+    *b = base_of(rc ? NULL : given->base);
+    return rc;
+}
+
 ptwm_error ptwm_writer_open_file(const char *path, const ptwm_cparams *params, ptwm_writer **out,
                                  ptwm_err *err) {
-    ptwm_base b = base_of(params ? params->base : NULL);
-    return ptwm_writer_open_file_base(path, params, &b, out, err);
+    ptwm_cparams given;
+    ptwm_base b;
+    ptwm_error rc;
+    if ((rc = params_base(params, &given, &b, "ptwm_writer_open_file", err))) return rc;
+    return ptwm_writer_open_file_base(path, &given, &b, out, err);
 }
 
 ptwm_error ptwm_writer_open_memory(const ptwm_cparams *params, ptwm_writer **out, ptwm_err *err) {
-    ptwm_base b = base_of(params ? params->base : NULL);
-    return ptwm_writer_open_memory_base(params, &b, out, err);
+    ptwm_cparams given;
+    ptwm_base b;
+    ptwm_error rc;
+    if ((rc = params_base(params, &given, &b, "ptwm_writer_open_memory", err))) return rc;
+    return ptwm_writer_open_memory_base(&given, &b, out, err);
 }
 
 ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
                               const ptwm_chain_list *chains, const ptwm_cparams *params, void **out,
                               size_t *len, ptwm_err *err) {
-    ptwm_base b = base_of(params ? params->base : NULL);
-    return ptwm_compress_blob_base(tensors, n, chains, params, &b, out, len, err);
+    ptwm_cparams given;
+    ptwm_base b;
+    ptwm_error rc;
+    if ((rc = params_base(params, &given, &b, "ptwm_compress_blob", err))) return rc;
+    return ptwm_compress_blob_base(tensors, n, chains, &given, &b, out, len, err);
 }
 
 ptwm_error ptwm_compress_file(const char *path, const ptwm_tensor_desc *tensors, size_t n,
                               const ptwm_chain_list *chains, const ptwm_cparams *params,
                               ptwm_err *err) {
-    ptwm_base b = base_of(params ? params->base : NULL);
-    return ptwm_compress_file_base(path, tensors, n, chains, params, &b, err);
+    ptwm_cparams given;
+    ptwm_base b;
+    ptwm_error rc;
+    if ((rc = params_base(params, &given, &b, "ptwm_compress_file", err))) return rc;
+    return ptwm_compress_file_base(path, tensors, n, chains, &given, &b, err);
 }

@@ -9,10 +9,10 @@
  * the payload bits as they are, shifted into place). Subnormals go through an
  * int-to-float conversion of the 10-bit mantissa, which is exact. Every branch
  * is a select, so the loops vectorise with plain SSE2; an AVX2 copy of the same
- * loops (widen_avx2.c) is chosen through the kernel table (kernels.h).
+ * loops (widen_avx2.c) is chosen through the load layer's kernel table
+ * (kernels.h), whose lines are here.
  */
 #include "widen_loops.h"
-#include "kernels.h"
 
 PTWM_WIDEN_LOOPS(generic, )
 
@@ -26,7 +26,7 @@ size_t ptwm_widen_variants(const ptwm_widen_impl *const **out) {
     static const ptwm_widen_impl *const list[3] = {&ptwm_widen_scalar, &ptwm_widen_avx2,
                                                    &ptwm_widen_f16c};
     *out = list;
-    return ptwm_kern()->level >= PTWM_ISA_AVX2 ? 3 : 1;
+    return ptwm_isa_level() >= PTWM_ISA_AVX2 ? 3 : 1;
 #else
     static const ptwm_widen_impl *const list[1] = {&ptwm_widen_scalar};
     *out = list;
@@ -34,8 +34,23 @@ size_t ptwm_widen_variants(const ptwm_widen_impl *const **out) {
 #endif
 }
 
-/* The fastest variant the cap allows (the kernel table's), asked at each call. */
-#define widen_choose() (ptwm_kern()->widen)
+/* Each level's table is the fastest variant it allows. */
+static void widen_kernels_fill(void *table, ptwm_isa level) {
+    const ptwm_widen_impl *v = &ptwm_widen_scalar;
+#ifdef PTWM_CPU_X86
+    if (level >= PTWM_ISA_AVX2) v = &ptwm_widen_f16c; /* F16C comes with AVX2 (cpu.h) */
+#else
+    (void)level;
+#endif
+    memcpy(table, v, sizeof(*v));
+}
+
+static ptwm_widen_impl widen_tables[PTWM_ISA_BEST + 1];
+ptwm_kernel_set ptwm_widen_kernel_set = {"widen", sizeof(ptwm_widen_impl), widen_kernels_fill,
+                                         widen_tables, NULL, NULL};
+
+/* The fastest variant the cap allows, asked at each call. */
+#define widen_choose() ptwm_widen_kern()
 
 void ptwm_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
     widen_choose()->bf16_to_f32(src, dst, n);

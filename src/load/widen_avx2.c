@@ -1,7 +1,6 @@
 /* The widening loops compiled for AVX2, and F16 widened by F16C (see
- * widen.c); level AVX2 of the kernel table (kernels.c) has both. */
+ * widen.c); level AVX2 of the load layer's kernel table (widen.c) has both. */
 #include "widen_loops.h"
-#include "kernels.h"
 
 #ifdef PTWM_CPU_X86
 #include <immintrin.h>

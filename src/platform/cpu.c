@@ -3,10 +3,10 @@
  * Detection runs once (pthread_once) with CPUID and XGETBV: a feature counts
  * only when the OS saves its registers (YMM for AVX2, ZMM and mask registers
  * for AVX-512), as libdeflate's cpu_features.c does. The detected features
- * give the best level; the kernel table of every level is filled then, and
- * the one of the capped level is published (kernels.h). Setting a cap
- * publishes another table; kernels are looked up with each call, so the
- * change reaches every later call without a lock, and a call already
+ * give the best level; the cap (the environment's, then the last one set)
+ * lowers it. Kernels are looked up with each call through the layers' kernel
+ * tables (kernels.h): setting a cap publishes the tables of the new level,
+ * so the change reaches every later call without a lock, and a call already
  * running keeps what it chose. */
 #include "cpu.h"
 
@@ -41,12 +41,9 @@
 #define PTWM_CPU_LEVEL_AVX512 (PTWM_CPU_LEVEL_AVX2 | PTWM_CPU_AVX512F | PTWM_CPU_AVX512BW | \
                                PTWM_CPU_AVX512CD | PTWM_CPU_AVX512DQ | PTWM_CPU_AVX512VL)
 
-const ptwm_kernels *ptwm_kernels_active; /* NULL until detection has run */
-static ptwm_kernels cpu_tables[PTWM_ISA_BEST + 1];
 static unsigned cpu_detected;
 static int cpu_cap = PTWM_ISA_BEST;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t cpu_set_lock = PTHREAD_MUTEX_INITIALIZER; /* two setters publish in order */
 
 /* The features each level allows, those of the levels below included (ptwm.h
  * names the levels). */
@@ -103,50 +100,38 @@ static unsigned cpu_detect(void) {
 static unsigned cpu_detect(void) { return 0; }
 #endif
 
-/* The highest level whose features the CPU has, and each below it. */
-static int cpu_best(void) {
+static void cpu_init(void) {
+    const char *env = getenv("PTWM_ISA");
+    ptwm_isa cap;
+    cpu_detected = cpu_detect();
+    /* An unknown name asks for a cap all the same: the safest one. */
+    if (env && *env)
+        cpu_cap = ptwm_isa_from_name(env, &cap, NULL) == PTWM_OK ? (int)cap : PTWM_ISA_SCALAR;
+}
+
+int ptwm_cpu_best(void) {
     int l = 0;
+    pthread_once(&cpu_once, cpu_init);
     while (l < PTWM_ISA_BEST &&
            (cpu_detected & level_features[l + 1]) == level_features[l + 1])
         l++;
     return l;
 }
 
-static void cpu_publish(void) {
-    int l = PTWM_MIN(cpu_best(), __atomic_load_n(&cpu_cap, __ATOMIC_RELAXED));
-    __atomic_store_n(&ptwm_kernels_active, &cpu_tables[l], __ATOMIC_RELEASE);
-}
-
-static void cpu_init(void) {
-    const char *env = getenv("PTWM_ISA");
-    ptwm_isa cap;
-    int l;
-    cpu_detected = cpu_detect();
-    /* Levels above the CPU's best are never published. */
-    for (l = 0; l <= cpu_best(); l++) ptwm_kernels_fill(&cpu_tables[l], (ptwm_isa)l);
-    /* An unknown name asks for a cap all the same: the safest one. */
-    if (env && *env)
-        cpu_cap = ptwm_isa_from_name(env, &cap, NULL) == PTWM_OK ? (int)cap : PTWM_ISA_SCALAR;
-    cpu_publish();
-}
-
-const ptwm_kernels *ptwm_kern_slow(void) {
-    pthread_once(&cpu_once, cpu_init);
-    return __atomic_load_n(&ptwm_kernels_active, __ATOMIC_ACQUIRE);
+int ptwm_cpu_level(void) {
+    return PTWM_MIN(ptwm_cpu_best(), __atomic_load_n(&cpu_cap, __ATOMIC_RELAXED));
 }
 
 ptwm_isa ptwm_set_isa_limit(ptwm_isa level) {
     int l = (int)level;
     pthread_once(&cpu_once, cpu_init); /* the environment's cap must not land later */
-    pthread_mutex_lock(&cpu_set_lock);
     __atomic_store_n(&cpu_cap, l < 0 ? 0 : PTWM_MIN(l, PTWM_ISA_BEST), __ATOMIC_RELAXED);
-    cpu_publish();
-    pthread_mutex_unlock(&cpu_set_lock);
+    ptwm_kernels_publish();
     return ptwm_isa_level();
 }
 
 ptwm_isa ptwm_isa_level(void) {
-    return ptwm_kern()->level;
+    return (ptwm_isa)ptwm_cpu_level();
 }
 
 const char *ptwm_isa_name(ptwm_isa level) {

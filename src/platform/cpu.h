@@ -1,7 +1,7 @@
 /* CPU features, detected once for the whole library (cpu.c, the only file
  * that asks the CPU), and the run-time cap on them (ptwm_set_isa_limit,
- * PTWM_ISA). Kernels do not ask here: they are called through the kernel
- * table of the level in effect (kernels.h).
+ * PTWM_ISA). Kernels do not ask here: they are called through their layer's
+ * kernel table of the level in effect (kernels.h).
  *
  * PTWM_NO_SIMD (or a compiler or target without x86 support) removes the
  * CPU-specific kernels: PTWM_CPU_X86 (kernels.h) stays undefined, no kernel
@@ -11,6 +11,11 @@
 
 #include "common.h"
 #include "kernels.h"
+
+/* The highest level whose features the CPU has (detecting them on the first
+ * call), and the level in effect: that one under the cap. */
+int ptwm_cpu_best(void);
+int ptwm_cpu_level(void);
 
 /* Target attributes of the vectorising plain loops compiled once per level
  * (kernels/planes_loops.h, kernels/colscale_loops.h): the same C, each copy

@@ -32,13 +32,33 @@ void ptwm_xxh128_free(ptwm_xxh128 *h);
 void ptwm_xxh128_oneshot(const void *p, size_t n, uint8_t out[16]);
 
 /* The functions above use hash_avx2.c at level AVX2 and above (its AVX-512
- * loops from level AVX512; the kernel table is asked at each call), else
- * libxxhash. Tests call both paths directly; callers of the AVX2 forms check
- * ptwm_xxh128_have_avx2() first. The one-shot and update forms are declared
- * in kernels.h. */
+ * loops from level AVX512; the kernel table below is asked at each call),
+ * else libxxhash. Tests call both paths directly; callers of the AVX2 forms
+ * check ptwm_xxh128_have_avx2() first. */
 int ptwm_xxh128_have_avx2(void);
 int ptwm_xxh128_have_avx512(void);
+
+/* The platform's kernel table (kernels.h; its lines are in hash.c):
+ * XXH3-128 one-shot, and the update of a state hash_avx2.c made (NULL
+ * without x86 SIMD); xxh_vec: begin makes such states. */
+typedef struct ptwm_hash_kernels {
+    ptwm_isa level; /* the level this table was filled for */
+    void (*xxh_oneshot)(const void *p, size_t n, uint8_t out[16]);
+    void (*xxh_vec_update)(void *s, const void *p, size_t n);
+    int xxh_vec;
+} ptwm_hash_kernels;
+extern ptwm_kernel_set ptwm_hash_kernel_set;
+PTWM_INLINE const ptwm_hash_kernels *ptwm_hash_kern(void) {
+    return (const ptwm_hash_kernels *)ptwm_kernel_table(&ptwm_hash_kernel_set);
+}
+
 #ifdef PTWM_CPU_X86
+/* The variants of the table's entries (hash_avx2.c). */
+void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
+void ptwm_xxh128_avx512_oneshot(const void *p, size_t n, uint8_t out[16]);
+void ptwm_xxh128_base_update(void *s, const void *p, size_t n);
+void ptwm_xxh128_avx2_update(void *s, const void *p, size_t n);
+void ptwm_xxh128_avx512_update(void *s, const void *p, size_t n);
 /* An opaque XXH3 state, NULL when out of memory; reset before the first update. */
 void *ptwm_xxh128_avx2_create(void);
 void ptwm_xxh128_avx2_reset(void *s);

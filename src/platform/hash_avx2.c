@@ -8,7 +8,7 @@
  * xxh_x86dispatch.c does it: XXH_X86DISPATCH, XXH_DISPATCH_AVX2/AVX512,
  * XXH_TARGET_AVX2/AVX512. XXH_VECTOR stays at the baseline, so the rest of
  * the build keeps its flags; only the functions marked AVX2_FN or AVX512_FN
- * below run vector code, and only the kernel table (kernels.c) of a level
+ * below run vector code, and only the kernel table (hash.c) of a level
  * that has them points at them. XXH3 defines its result independently of the vector width, so the
  * values equal libxxhash's (test_hash compares them). */
 #include "hash.h"

@@ -1,10 +1,16 @@
-/* The kernel table: for every kernel with CPU-specific forms, the form the
+/* Kernel tables: for every kernel with CPU-specific forms, the form the
  * instruction-set cap allows (docs/ARCHITECTURE.md, "Instruction sets").
  *
- * One table per level is filled once, from the lines of kernels.c, when the
- * CPU is first detected; setting a cap (ptwm_set_isa_limit, PTWM_ISA) points
- * ptwm_kern() at another table. A caller loads the pointer once per call and
- * calls through it: a call already running keeps the kernels it chose.
+ * The layer that owns kernels owns their table: a struct of function
+ * pointers and a function that fills it for one level (the platform's
+ * hashes in hash.c, the codec's in codec_kernels.c, the load layer's
+ * widening in widen.c). This file is the mechanism they share: a layer's
+ * set registers itself at its first use, when the table of every level up
+ * to the CPU's best is filled and the one of the capped level published;
+ * setting a cap (ptwm_set_isa_limit, PTWM_ISA; cpu.c) publishes every
+ * registered set's table of the new level. A caller loads the pointer once
+ * per call and calls through it: a call already running keeps the kernels
+ * it chose.
  *
  * Each variant lives in a file named for the level whose table line picks it
  * (src/codec/kernels/rans_avx2.c, src/load/widen_avx2.c, ...); the plain C
@@ -23,206 +29,33 @@
 #define PTWM_CPU_X86 1
 #endif
 
-struct rans_vsym;
-struct rans_ewriter;
-struct huf_state;
-struct sign_writer;
-struct sign_reader;
-typedef struct ptwm_widen_impl ptwm_widen_impl;
+/* One layer's kernel tables, defined by that layer with static storage:
+ *   static T tables[PTWM_ISA_BEST + 1];
+ *   ptwm_kernel_set set = {"name", sizeof(T), fill, tables, NULL, NULL};
+ * fill writes every entry of one level's table (a level starts from the
+ * plain forms; each level above overrides what its instructions do faster). */
+typedef struct ptwm_kernel_set {
+    const char *name;
+    size_t size;                          /* bytes of one table */
+    void (*fill)(void *table, ptwm_isa level);
+    void *tables;                         /* PTWM_ISA_BEST + 1 tables */
+    const void *active;                   /* the capped level's; NULL until registered */
+    struct ptwm_kernel_set *next;         /* the registered sets (kernels.c) */
+} ptwm_kernel_set;
 
-/* rANS (rans.c): all prefix kernels over the 32 interleaved states. */
-typedef size_t (*ptwm_rans_dec_o0_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
-                                      const uint8_t **pp, const uint8_t *end, uint32_t *x,
-                                      uint8_t *dst, size_t n);
-typedef size_t (*ptwm_rans_dec_o1_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
-                                      const uint8_t **pp, const uint8_t *end, uint32_t *x,
-                                      uint32_t *ctx, uint8_t *dst, size_t q);
-/* Both streams of a two-stream plane in one loop: the first's states and
- * words (pa, ea, xa) to da, the second's to db, at most n symbols each (as
- * ptwm_rans_dec_o0_fn for one); returns how many each decoded. */
-typedef size_t (*ptwm_rans_dec_o0x2_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
-                                        const uint8_t **pa, const uint8_t *ea, uint32_t *xa,
-                                        uint8_t *da, const uint8_t **pb, const uint8_t *eb,
-                                        uint32_t *xb, uint8_t *db, size_t n);
-/* The encoder runs backwards: from symbol i down; returns where it stopped. */
-typedef size_t (*ptwm_rans_enc_o0_fn)(const uint8_t *src, size_t i, const struct rans_vsym *vt,
-                                      unsigned prec, uint32_t *x, struct rans_ewriter *w);
-typedef size_t (*ptwm_skip_seen_fn)(const uint8_t *src, size_t i, size_t n,
-                                    const uint8_t absent[256]);
+/* Register `set` on its first call (fill its tables, publish the capped
+ * level's); return its table in effect. */
+const void *ptwm_kernel_set_slow(ptwm_kernel_set *set);
 
-/* Huffman (huffman.c): whole loops, not prefixes. */
-typedef void (*ptwm_huf_enc_fn)(const uint8_t *src, const size_t *begin, const uint32_t *ce,
-                                uint8_t *const *out, uint8_t *const *end);
-typedef void (*ptwm_huf_fast_fn)(struct huf_state *st, const uint16_t *table,
-                                 const uint64_t *mt);
-typedef void (*ptwm_huf_one_fn)(struct huf_state *st, unsigned s, const uint16_t *table,
-                                const uint64_t *mt);
-/* The decoder's fast loops, [multi-symbol table][11-bit table]: all four
- * streams, and one stream for what is left. */
-typedef struct ptwm_huf_loops {
-    ptwm_huf_fast_fn fast[2][2];
-    ptwm_huf_one_fn one[2][2];
-} ptwm_huf_loops;
-typedef uint64_t (*ptwm_huf_bits_fn)(const uint8_t *src, size_t n, const uint8_t len[256]);
-
-/* Planes (planes.c): prefix kernels. */
-typedef size_t (*ptwm_sparse_compact_fn)(const uint8_t *src, size_t n, unsigned width,
-                                         uint8_t *bitmap, uint8_t *dst, size_t *jp,
-                                         struct sign_writer *sw);
-typedef size_t (*ptwm_sparse_expand_fn)(const uint8_t *src, const uint8_t *bitmap, size_t n,
-                                        unsigned width, uint8_t *dst, size_t *jp,
-                                        struct sign_reader *sr);
-typedef size_t (*ptwm_joint_split_fn)(const uint8_t *ex, const uint8_t *sm, size_t n,
-                                      const uint8_t rank[256], uint8_t *j, uint8_t *nib,
-                                      uint8_t *esc, size_t *nesc);
-typedef size_t (*ptwm_joint_merge_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *map,
-                                      size_t n, uint8_t *ex, uint8_t *sm);
-/* The next escape of a joint plane from i (a prefix: it may stop short of
- * the escape, never past it). */
-typedef size_t (*ptwm_joint_scan_fn)(const uint8_t *j, size_t i, size_t n);
-typedef size_t (*ptwm_joint_bf16_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
-                                     const uint8_t *mhi, size_t n, uint8_t *dst);
-
-/* Zeros (+0 or -0) among every 8th element of elements of width 2 or 4,
- * added to *zeros; a prefix: returns the elements covered (a multiple of
- * 8), 0 for other widths. */
-typedef size_t (*ptwm_zero_sample_fn)(const uint8_t *src, size_t n, unsigned width,
-                                      size_t *zeros);
-
-/* The float-split and byte-plane loops (planes.c), whole. */
-typedef struct ptwm_plane_loops {
-    void (*split_bf16)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *sm);
-    void (*merge_bf16)(const uint8_t *ex, const uint8_t *sm, size_t n, uint8_t *dst);
-    void (*split_f16)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *hi, uint8_t *lo);
-    void (*merge_f16)(const uint8_t *ex, const uint8_t *hi, const uint8_t *lo, size_t n,
-                      uint8_t *dst);
-    void (*split_f32)(const uint8_t *src, size_t n, uint8_t *ex, uint8_t *p1, uint8_t *p2,
-                      uint8_t *p3);
-    void (*merge_f32)(const uint8_t *ex, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3,
-                      size_t n, uint8_t *dst);
-    void (*split_bytes)(const uint8_t *src, size_t n, unsigned width, uint8_t *const *planes);
-    void (*merge_bytes)(const uint8_t *const *planes, size_t n, unsigned width, uint8_t *dst);
-} ptwm_plane_loops;
-
-/* The column-scale loops (microscale.c), whole. */
-typedef struct ptwm_colscale_loops {
-    void (*forward)(const uint8_t *x, size_t n, size_t cols, uint8_t *r, uint8_t *d,
-                    uint32_t *sum);
-    void (*inverse)(const uint8_t *r, const uint8_t *d, size_t n, size_t cols, uint8_t *x);
-    void (*micro_forward)(const uint8_t *x, size_t n, unsigned block, uint8_t *r, uint8_t *d);
-    void (*fix_bf16)(uint8_t *el, size_t n, const uint16_t *s7, size_t span, size_t k0);
-} ptwm_colscale_loops;
-
-typedef struct ptwm_kernels {
-    ptwm_isa level; /* the level this table was filled for */
-    ptwm_rans_dec_o0_fn rans_dec_o0;
-    /* The packed-table decoder (prec <= 12, one gather a step) and the
-     * table's build; NULL below AVX-512, where the split table is faster to
-     * build and as fast to read. */
-    ptwm_rans_dec_o0_fn rans_dec_o0_packed;
-    void (*rans_dtab_packed)(const uint32_t freq[256], uint32_t *tab);
-    /* Both streams of a two-stream plane in one loop, over the split and the
-     * packed table; NULL below AVX-512 (AVX2's eight vectors of states in
-     * one loop ran 0.7x as fast as its four, one stream after the other). */
-    ptwm_rans_dec_o0x2_fn rans_dec_o0x2, rans_dec_o0x2_packed;
-    ptwm_rans_dec_o1_fn rans_dec_o1;
-    ptwm_rans_enc_o0_fn rans_enc_o0;
-    ptwm_skip_seen_fn skip_seen; /* a prefix; also whole in its plain form */
-    ptwm_huf_enc_fn huf_encode;
-    const struct ptwm_huf_loops *huf_loops;
-    ptwm_huf_bits_fn huf_bits;
-    const ptwm_plane_loops *plane_loops;
-    ptwm_sparse_compact_fn sparse_compact; /* widths 2 and 4 */
-    ptwm_sparse_expand_fn sparse_expand;
-    ptwm_joint_split_fn joint_split;
-    ptwm_joint_merge_fn joint_merge;
-    ptwm_joint_bf16_fn joint_bf16;
-    ptwm_joint_scan_fn joint_scan;
-    ptwm_zero_sample_fn zero_sample;
-    const ptwm_colscale_loops *colscale_loops;
-    /* XXH3-128 (hash.c): one-shot, and the update of a state hash_avx2.c
-     * made (NULL without x86 SIMD); xxh_vec: begin makes such states. */
-    void (*xxh_oneshot)(const void *p, size_t n, uint8_t out[16]);
-    void (*xxh_vec_update)(void *s, const void *p, size_t n);
-    int xxh_vec;
-    const ptwm_widen_impl *widen; /* widen.c */
-} ptwm_kernels;
-
-/* The table of the level in effect (acquire: its lines are filled before
- * the pointer is published). */
-extern const ptwm_kernels *ptwm_kernels_active;
-const ptwm_kernels *ptwm_kern_slow(void);
-PTWM_INLINE const ptwm_kernels *ptwm_kern(void) {
-    const ptwm_kernels *k = __atomic_load_n(&ptwm_kernels_active, __ATOMIC_ACQUIRE);
-    return likely(k != NULL) ? k : ptwm_kern_slow();
+/* The table in effect (acquire: its entries are filled before the pointer is
+ * published). */
+PTWM_INLINE const void *ptwm_kernel_table(ptwm_kernel_set *set) {
+    const void *t = __atomic_load_n(&set->active, __ATOMIC_ACQUIRE);
+    return likely(t != NULL) ? t : ptwm_kernel_set_slow(set);
 }
 
-/* Fill the table of `level` (cpu.c, once per level at detection). */
-void ptwm_kernels_fill(ptwm_kernels *k, ptwm_isa level);
-
-/* The variants, named <kernel>_<level>; the plain forms are
- * declared here too, so that kernels.c can name them. */
-size_t ptwm_skip_seen_scalar(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]);
-void ptwm_huf_encode_scalar(const uint8_t *, const size_t *, const uint32_t *, uint8_t *const *,
-                            uint8_t *const *);
-uint64_t ptwm_huf_bits_scalar(const uint8_t *src, size_t n, const uint8_t len[256]);
-extern const ptwm_huf_loops ptwm_huf_loops_scalar;
-extern const ptwm_plane_loops ptwm_plane_loops_scalar;
-extern const ptwm_colscale_loops ptwm_colscale_loops_scalar;
-void ptwm_xxh128_scalar_oneshot(const void *p, size_t n, uint8_t out[16]);
-extern const ptwm_widen_impl ptwm_widen_scalar;
-#ifdef PTWM_CPU_X86
-size_t ptwm_rans_dec_o0_avx2(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
-                             const uint8_t *, uint32_t *, uint8_t *, size_t);
-size_t ptwm_rans_dec_o0_avx512(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
-                               const uint8_t *, uint32_t *, uint8_t *, size_t);
-size_t ptwm_rans_dec_o0_packed_avx512(const uint32_t *, const uint8_t *, unsigned,
-                                      const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
-                                      size_t);
-void ptwm_rans_dtab_packed_avx512(const uint32_t freq[256], uint32_t *tab);
-size_t ptwm_rans_dec_o0x2_avx512(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
-                                 const uint8_t *, uint32_t *, uint8_t *, const uint8_t **,
-                                 const uint8_t *, uint32_t *, uint8_t *, size_t);
-size_t ptwm_rans_dec_o0x2_packed_avx512(const uint32_t *, const uint8_t *, unsigned,
-                                        const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
-                                        const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
-                                        size_t);
-size_t ptwm_rans_dec_o1_avx2(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
-                             const uint8_t *, uint32_t *, uint32_t *, uint8_t *, size_t);
-size_t ptwm_rans_enc_o0_avx2(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
-                             uint32_t *, struct rans_ewriter *);
-size_t ptwm_rans_enc_o0_vbmi(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
-                             uint32_t *, struct rans_ewriter *);
-size_t ptwm_skip_seen_avx2(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]);
-size_t ptwm_skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]);
-void ptwm_huf_encode_avx2(const uint8_t *, const size_t *, const uint32_t *, uint8_t *const *,
-                          uint8_t *const *);
-extern const ptwm_huf_loops ptwm_huf_loops_avx2;
-extern const ptwm_plane_loops ptwm_plane_loops_avx2, ptwm_plane_loops_avx512;
-extern const ptwm_colscale_loops ptwm_colscale_loops_avx2, ptwm_colscale_loops_avx512;
-uint64_t ptwm_huf_bits_vbmi(const uint8_t *src, size_t n, const uint8_t len[256]);
-size_t ptwm_sparse_compact_vbmi(const uint8_t *, size_t, unsigned, uint8_t *, uint8_t *,
-                                  size_t *, struct sign_writer *);
-size_t ptwm_sparse_expand_vbmi(const uint8_t *, const uint8_t *, size_t, unsigned, uint8_t *,
-                                 size_t *, struct sign_reader *);
-size_t ptwm_joint_split_avx2(const uint8_t *, const uint8_t *, size_t, const uint8_t[256],
-                             uint8_t *, uint8_t *, uint8_t *, size_t *);
-size_t ptwm_joint_split_vbmi(const uint8_t *, const uint8_t *, size_t, const uint8_t[256],
-                             uint8_t *, uint8_t *, uint8_t *, size_t *);
-size_t ptwm_joint_merge_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, size_t,
-                              uint8_t *, uint8_t *);
-size_t ptwm_joint_bf16_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, const uint8_t *,
-                             size_t, uint8_t *);
-size_t ptwm_joint_bf16_avx512(const uint8_t *, const uint8_t *, const uint8_t *,
-                              const uint8_t *, size_t, uint8_t *);
-size_t ptwm_joint_scan_avx512(const uint8_t *j, size_t i, size_t n);
-size_t ptwm_zero_sample_avx512(const uint8_t *src, size_t n, unsigned width, size_t *zeros);
-void ptwm_xxh128_avx2_oneshot(const void *p, size_t n, uint8_t out[16]);
-void ptwm_xxh128_avx512_oneshot(const void *p, size_t n, uint8_t out[16]);
-void ptwm_xxh128_base_update(void *s, const void *p, size_t n);
-void ptwm_xxh128_avx2_update(void *s, const void *p, size_t n);
-void ptwm_xxh128_avx512_update(void *s, const void *p, size_t n);
-extern const ptwm_widen_impl ptwm_widen_avx2, ptwm_widen_f16c;
-#endif
+/* Publish every registered set's table of the level in effect (cpu.c, after
+ * the cap changed). */
+void ptwm_kernels_publish(void);
 
 #endif

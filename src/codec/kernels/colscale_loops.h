@@ -1,11 +1,12 @@
 /* The column-scale loops of microscale.c: plain C written once and compiled
  * for each level (microscale.c, kernels/colscale_avx2.c,
  * kernels/colscale_avx512.c) by COLSCALE_LOOPS, each copy vectorising as
- * wide as its target allows; the kernel table picks the copy (see
+ * wide as its target allows; the codec's kernel table picks the copy (see
  * microscale.h for what they compute). */
 #ifndef PTWM_COLSCALE_LOOPS_H
 #define PTWM_COLSCALE_LOOPS_H
 
+#include "codec_kernels.h"
 #include "common.h"
 #include "cpu.h"
 
@@ -159,7 +160,7 @@ PTWM_INLINE void colscale_fix_bf16_body(uint8_t *el, size_t n, const uint16_t *r
     }
 }
 
-/* Every loop under ATTR, and their table ptwm_colscale_loops_SUFFIX (kernels.h). */
+/* Every loop under ATTR, and their table ptwm_colscale_loops_SUFFIX (codec_kernels.h). */
 #define COLSCALE_LOOPS(SUFFIX, ATTR)                                                       \
     PTWM_LOOP_COPY(ATTR, colscale_forward, SUFFIX, (const uint8_t *restrict x, size_t n,   \
                    size_t cols, uint8_t *restrict r, uint8_t *restrict d,                  \

@@ -7,7 +7,7 @@
 #define PTWM_HUFFMAN_KERNELS_H
 
 #include "common.h"
-#include "kernels.h"
+#include "codec_kernels.h"
 
 #define HUF_MAX_LEN 13  /* longest code the format allows */
 #define HUF_FAST_LEN 11 /* the encoder prefers this limit when it costs little */
@@ -276,7 +276,7 @@ PTWM_INLINE size_t huf_safe_iters(const huf_state *st, unsigned per) {
 #define HUF_BODY1_M HUF_MDEC(0); HUF_MDEC(0); HUF_MDEC(0); HUF_MDEC(0)
 
 /* Every loop of one level: the encoder ptwm_huf_encode_SUFFIX and the
- * decoder's loops ptwm_huf_loops_SUFFIX (kernels.h), under ATTR. */
+ * decoder's loops ptwm_huf_loops_SUFFIX (codec_kernels.h), under ATTR. */
 #define HUF_KERNELS(SUFFIX, ATTR)                                                       \
     ATTR void ptwm_huf_encode_##SUFFIX(const uint8_t *src, const size_t *begin,          \
                                        const uint32_t *ce, uint8_t *const *out,          \

@@ -4,7 +4,7 @@
 #define PTWM_PLANES_KERNELS_H
 
 #include "common.h"
-#include "kernels.h"
+#include "codec_kernels.h"
 #include "planes.h"
 
 /* The signs plane, written and read a few bits at a time (LSB first). */

@@ -1,11 +1,12 @@
 /* The float-split and byte-plane loops of planes.c: plain C written once
  * and compiled for each level (planes.c, kernels/planes_avx2.c,
  * kernels/planes_avx512.c) by PLANES_LOOPS, each copy vectorising as wide
- * as its target allows (zstd's HUF_DGEN idea); the kernel table picks the
- * copy. */
+ * as its target allows (zstd's HUF_DGEN idea); the codec's kernel table
+ * picks the copy. */
 #ifndef PTWM_PLANES_LOOPS_H
 #define PTWM_PLANES_LOOPS_H
 
+#include "codec_kernels.h"
 #include "common.h"
 #include "cpu.h"
 
@@ -144,7 +145,7 @@ PTWM_INLINE void merge_bytes_body(const uint8_t *const *planes, size_t n, unsign
     }
 }
 
-/* Every loop under ATTR, and their table ptwm_plane_loops_SUFFIX (kernels.h). */
+/* Every loop under ATTR, and their table ptwm_plane_loops_SUFFIX (codec_kernels.h). */
 #define PLANES_LOOPS(SUFFIX, ATTR)                                                           \
     PTWM_LOOP_COPY(ATTR, split_bf16, SUFFIX, (const uint8_t *restrict src, size_t n,         \
                    uint8_t *restrict ex, uint8_t *restrict sm), (src, n, ex, sm))            \

@@ -5,7 +5,7 @@
 #define PTWM_RANS_KERNELS_H
 
 #include "common.h"
-#include "kernels.h"
+#include "codec_kernels.h"
 
 #define RANS_STATES 32 /* four vectors of eight; order 1: one state per segment */
 #define RANS_O0_STATES RANS_STATES
