@@ -62,7 +62,8 @@ typedef enum ptwm_error {
     PTWM_ERR_UNKNOWN_ID = 17,     /* unknown method, stage or field id */
     PTWM_ERR_CORRUPT = 18,        /* coded data is not a valid encoding */
     PTWM_ERR_CRC = 19,            /* a plane's or a chunk payload's CRC32 does not match */
-    PTWM_ERR_HASH = 20,           /* a tensor's XXH3-128 payload hash does not match */
+    PTWM_ERR_HASH = 20,           /* an XXH3-128 does not match: a tensor's payload, a file
+                                   * of a .ptwm directory (its file record) */
     PTWM_ERR_DST_SIZE = 21,       /* destination buffer of the wrong size */
     PTWM_ERR_MISMATCH = 22,       /* a load or resume: shape, count, name or optimizer disagree */
     PTWM_ERR_INDEX = 23,          /* a sharded index disagrees with its shards */
@@ -544,6 +545,9 @@ PTWM_API ptwm_error ptwm_compress_safetensors(const char *src_path, const char *
  * read and written by ptwm_index_* in the advanced section. */
 #define PTWM_INDEX_NAME "model.ptwm.index.json"
 #define PTWM_SINGLE_NAME "model.ptwm"
+/* The size and XXH3-128 of every other file of the directory (the index,
+ * config.json, tokenizer files...), checked by every reader that uses them. */
+#define PTWM_FILES_NAME "model.ptwm.files.json"
 
 /* Whole checkpoints: a .safetensors file or Hugging Face directory to a .ptwm
  * directory and back, one shard in flight at a time (memory bounded by threads x
@@ -578,9 +582,12 @@ typedef struct ptwm_checkpoint_options {
                                  * parts 0 = one run does everything */
     ptwm_source *base;          /* compress: code against this base (ptwm_cparams.base);
                                  * decompress: the base the files need; NULL: none */
+    int follow_symlinks;        /* follow links in the source directory wherever they
+                                 * lead; 0: only links that stay inside it (or in the
+                                 * blobs/ of a Hugging Face cache), others refused */
 } ptwm_checkpoint_options;
 
-#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0, NULL }
+#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0, NULL, 0 }
 
 /* src: a .safetensors file (-> outdir/model.ptwm recording its header and name)
  * or a directory (model.safetensors.index.json plus shards, or model.safetensors)
@@ -995,10 +1002,13 @@ PTWM_API ptwm_error ptwm_index_check_shard_name(const char *shard, ptwm_err *err
 typedef struct ptwm_ptdir ptwm_ptdir;   /* a sharded .ptwm directory */
 
 /* Open model.ptwm.index.json and every shard it lists, or a lone model.ptwm
- * (read_sharded_ptwm). Errors: PTWM_ERR_NOT_FOUND when neither exists or a listed
- * shard is missing; PTWM_ERR_DUPLICATE for a tensor in two shards; PTWM_ERR_INDEX
- * when the weight_map disagrees with the shards' tensors or the totals with their
- * sums (message holds both numbers); PTWM_ERR_SCHEMA for an unsafe shard name. */
+ * (read_sharded_ptwm). The directory's file record (model.ptwm.files.json), if
+ * it has one, is read first and the index's bytes checked against it.
+ * Errors: PTWM_ERR_NOT_FOUND when neither exists or a listed shard is missing;
+ * PTWM_ERR_HASH naming a damaged record or index; PTWM_ERR_DUPLICATE for a
+ * tensor in two shards; PTWM_ERR_INDEX when the weight_map disagrees with the
+ * shards' tensors or the totals with their sums (message holds both numbers);
+ * PTWM_ERR_SCHEMA for an unsafe shard name. */
 PTWM_API ptwm_error ptwm_ptdir_open(const char *dir, ptwm_ptdir **out, ptwm_err *err);
 PTWM_API void ptwm_ptdir_close(ptwm_ptdir *d);
 PTWM_API void ptwm_ptdir_set_threads(ptwm_ptdir *d, int threads);
@@ -1022,6 +1032,32 @@ PTWM_API const ptwm_index *ptwm_ptdir_index(const ptwm_ptdir *d);
 /* Sums over the shards: raw tensor bytes and shard file bytes. */
 PTWM_API uint64_t ptwm_ptdir_total_size(const ptwm_ptdir *d);
 PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
+/* Whether the directory has a file record (directories written before them
+ * have none). */
+PTWM_API int ptwm_ptdir_has_file_record(const ptwm_ptdir *d);
+/* What ptwm_ptdir_check_files finds for one file. */
+typedef enum ptwm_file_check {
+    PTWM_FILE_OK = 0,          /* size and XXH3-128 as its file record lists them */
+    PTWM_FILE_DAMAGED = 1,     /* either differs, or it cannot be read (err says which) */
+    PTWM_FILE_MISSING = 2,     /* the record lists it; it is not there (err says so) */
+    PTWM_FILE_UNRECORDED = 3   /* there, but not listed, or no record: not checked */
+} ptwm_file_check;
+typedef void (*ptwm_file_check_fn)(void *ctx, const char *name, ptwm_file_check result,
+                                   const ptwm_err *err);
+/* Every file of the directory besides its shards and the record itself (the
+ * index, config, tokenizer files, subdirectories' files), read whole and
+ * checked against the record: fn(ctx, its path inside the directory, ...)
+ * once per file, the files present in name order, then those missing.
+ * PTWM_OK once every file was seen, whatever the results; an error only
+ * when the directory cannot be listed. */
+PTWM_API ptwm_error ptwm_ptdir_check_files(const ptwm_ptdir *d, ptwm_file_check_fn fn, void *ctx,
+                                           ptwm_err *err);
+/* Write dir's file record (PTWM_FILES_NAME) for the files it holds now: the
+ * index and every other file besides the shards (those the index lists, or
+ * a lone model.ptwm). For a directory put together by hand (shards written
+ * with ptwm_compress_file, an index with ptwm_index_write, config files);
+ * the conversions and ptwm_ptdir_write write their own. */
+PTWM_API ptwm_error ptwm_ptdir_record_files(const char *dir, ptwm_err *err);
 /* Write tensors as a sharded .ptwm directory: model-0000k-of-0000n.ptwm plus
  * model.ptwm.index.json, or a lone model.ptwm when everything fits one shard
  * of max_shard_size (> 0) raw bytes; every shard carries `meta`; coded with
