@@ -17,18 +17,7 @@ static char out_path[1200], err_path[1200];
 /* Run "ptwm ARGS" with stdout and stderr captured; returns the exit status. */
 #define run(...) tu_run_cli(bin, out_path, err_path, __VA_ARGS__)
 
-/* Run a shell command; returns system()'s status. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-
-static int sh(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return system(cmd);
-}
+#define sh tu_sh
 
 static int out_has(const char *s) { return tu_file_expect(out_path, s); }
 static int err_has(const char *s) { return tu_file_expect(err_path, s); }
