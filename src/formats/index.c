@@ -487,8 +487,10 @@ static ptwm_error check_record_named(const ptwm_index *idx, const char *path, in
     return PTWM_OK;
 }
 
-ptwm_error ptwm_index_read_checked(const char *path, ptwm_index_kind kind, const ptwm_files *rec,
-                                   ptwm_index **out, ptwm_err *err) {
+/* An index read whole, then its bytes checked against the record (`checked`:
+ * rec is the directory's record, NULL when it has none) and parsed. */
+static ptwm_error read_index(const char *path, ptwm_index_kind kind, int checked,
+                             const ptwm_files *rec, ptwm_index **out, ptwm_err *err) {
     char *text = NULL, *dir;
     const char *base;
     size_t len = 0;
@@ -505,7 +507,8 @@ ptwm_error ptwm_index_read_checked(const char *path, ptwm_index_kind kind, const
         ptwm_free(dir);
     }
     if (!rc) rc = ptwm_index_parse_kind(text, len, path, kind, out, err);
-    if (!rc && kind == PTWM_INDEX_PTWM) rc = check_record_named(*out, path, rec != NULL, err);
+    if (!rc && kind == PTWM_INDEX_PTWM && checked)
+        rc = check_record_named(*out, path, rec != NULL, err);
     if (rc) {
         ptwm_index_free(*out);
         *out = NULL;
@@ -514,9 +517,14 @@ ptwm_error ptwm_index_read_checked(const char *path, ptwm_index_kind kind, const
     return rc;
 }
 
+ptwm_error ptwm_index_read_checked(const char *path, ptwm_index_kind kind, const ptwm_files *rec,
+                                   ptwm_index **out, ptwm_err *err) {
+    return read_index(path, kind, 1, rec, out, err);
+}
+
 ptwm_error ptwm_index_read_kind(const char *path, ptwm_index_kind kind, ptwm_index **out,
                                 ptwm_err *err) {
-    return ptwm_index_read_checked(path, kind, NULL, out, err);
+    return read_index(path, kind, 0, NULL, out, err);
 }
 
 /* A model.ptwm.index.json is checked against the file record beside it. */

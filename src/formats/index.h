@@ -21,8 +21,10 @@ ptwm_error ptwm_index_read_kind(const char *path, ptwm_index_kind kind, ptwm_ind
 #define PTWM_META_FILE_RECORD "file_record"
 
 struct ptwm_files;
-/* Read an index of `kind`; with `rec` (the directory's file record), its
- * bytes must be the ones the record lists under the file's name. */
+/* Read an index of `kind` in a directory whose file record is `rec` (NULL:
+ * it has none): its bytes must be the ones the record lists under the file's
+ * name, and a .ptwm index that names a record needs one. ptwm_index_read_kind
+ * reads the file alone. */
 ptwm_error ptwm_index_read_checked(const char *path, ptwm_index_kind kind,
                                    const struct ptwm_files *rec, ptwm_index **out, ptwm_err *err);
 /* The text ptwm_index_write writes (final newline included; ptwm_free it);
