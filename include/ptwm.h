@@ -965,6 +965,10 @@ typedef struct ptwm_index ptwm_index;
 
 PTWM_API ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size,
                                       ptwm_index **out, ptwm_err *err);
+/* A file named model.ptwm.index.json is checked against the file record of
+ * its directory (PTWM_FILES_NAME), if it has one: PTWM_ERR_HASH when its
+ * bytes are not those the record lists; PTWM_ERR_NOT_FOUND when the index
+ * names a record that is missing. */
 PTWM_API ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err);
 /* Parse an index held in memory; `label` names it in messages (may be NULL). */
 PTWM_API ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label,

@@ -7,6 +7,7 @@
  *   restored files before it is written: a shard "../x.safetensors", a
  *   tensor sent to the other shard, one not listed, one extra, a wrong
  *   total (with and without a file record);
+ * - ptwm_index_read of a directory's index checks it against the record;
  * - links in a source directory: followed when they stay inside it or lead
  *   into the blobs/ of the Hugging Face cache it is a snapshot of; any other
  *   (a config.json, a shard, the index) refused naming the link and where it
@@ -176,6 +177,30 @@ static void test_kept_index(const char *hf) {
     free(pt);
 }
 
+/* ptwm_index_read (Python's PtwmIndex.read) of a directory's index checks it
+ * against the file record beside it; a copy under another name is a file
+ * alone. */
+static void test_index_read(const char *pt) {
+    char *dir = strdup(path2(tu_tmpdir(), "readidx")), *copy = strdup(path2(tu_tmpdir(), "i.json"));
+    ptwm_index *idx = NULL;
+    ptwm_err err;
+    CHECK(tu_sh("cp -r '%s' '%s' && cp '%s/%s' '%s'", pt, dir, pt, PTWM_INDEX_NAME, copy) == 0);
+    CHECK_ERR(ptwm_index_read(path2(dir, PTWM_INDEX_NAME), &idx, &err), &err, PTWM_OK, NULL);
+    ptwm_index_free(idx);
+    CHECK(tu_sh("printf x | dd of='%s/%s' bs=1 seek=40 conv=notrunc 2>/dev/null", dir,
+                PTWM_INDEX_NAME) == 0);
+    CHECK_ERR(ptwm_index_read(path2(dir, PTWM_INDEX_NAME), &idx, &err), &err, PTWM_ERR_HASH,
+              "file 'model.ptwm.index.json' is damaged");
+    CHECK(tu_sh("cp '%s' '%s/%s' && rm '%s/%s'", copy, dir, PTWM_INDEX_NAME, dir,
+                PTWM_FILES_NAME) == 0);
+    CHECK_ERR(ptwm_index_read(path2(dir, PTWM_INDEX_NAME), &idx, &err), &err, PTWM_ERR_NOT_FOUND,
+              "names the directory's file record model.ptwm.files.json, which is missing");
+    CHECK_ERR(ptwm_index_read(copy, &idx, &err), &err, PTWM_OK, NULL);
+    ptwm_index_free(idx);
+    free(dir);
+    free(copy);
+}
+
 /* ---- links ---------------------------------------------------------------- */
 
 static void test_links(const char *hf) {
@@ -298,6 +323,7 @@ int main(void) {
     make_hf(hf);
     test_shared_name(hf);
     test_kept_index(hf);
+    test_index_read(path2(tu_tmpdir(), "kept.ptwm"));
     test_links(hf);
     test_hf_cache(hf);
     test_parts_follow(hf);

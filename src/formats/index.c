@@ -537,8 +537,10 @@ ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err) {
     if (!path || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_read: NULL argument");
     if (!(dir = ptwm_parent_dir(path, &base))) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     memset(&rec, 0, sizeof rec);
-    rc = strcmp(base, PTWM_INDEX_NAME) == 0 ? ptwm_files_read(dir, &rec, &found, err) : PTWM_OK;
-    if (!rc) rc = ptwm_index_read_checked(path, PTWM_INDEX_PTWM, found ? &rec : NULL, out, err);
+    if (strcmp(base, PTWM_INDEX_NAME) != 0)
+        rc = ptwm_index_read_kind(path, PTWM_INDEX_PTWM, out, err);   /* not a directory's */
+    else if ((rc = ptwm_files_read(dir, &rec, &found, err)) == PTWM_OK)
+        rc = ptwm_index_read_checked(path, PTWM_INDEX_PTWM, found ? &rec : NULL, out, err);
     ptwm_files_free(&rec);
     ptwm_free(dir);
     return rc;
