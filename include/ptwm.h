@@ -563,8 +563,15 @@ PTWM_API ptwm_error ptwm_compress_safetensors(const char *src_path, const char *
  * removes them (so two calls must not write one outdir at the same time).
  * Files other than the tensors and the index
  * (config.json, tokenizer files) are copied as they are, subdirectories up to
- * 16 deep; a link to a file is copied as the file, a link to a directory is
- * PTWM_ERR_UNSUPPORTED, other special files are skipped. */
+ * 16 deep; a link to a file is copied as the file if it leads inside the
+ * source directory or into the blobs/ of the Hugging Face cache it is a
+ * snapshot of (any link with follow_symlinks), else PTWM_ERR_UNSUPPORTED naming
+ * it, as for the source's shards and index; a link to a directory is
+ * PTWM_ERR_UNSUPPORTED, other special files are skipped. A .ptwm directory
+ * with an index or other files gets a file record (PTWM_FILES_NAME), written
+ * before the index; decompression checks every file against it (PTWM_ERR_HASH
+ * naming a damaged one). A source file name a .ptwm file records that is not
+ * a plain file name is PTWM_ERR_SCHEMA (not replaced by another name). */
 typedef void (*ptwm_progress_fn)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
 
 typedef struct ptwm_checkpoint_options {
