@@ -13,6 +13,8 @@
  *   - for the first flips of each file, the CLI's verify (exit 1 naming the
  *     file), decompress and export (exit 1 naming it, or exact output).
  * No silent wrong output, no crash (the sanitizer build runs this too).
+ * Then files gone or added, and a directory without a record (as older
+ * versions wrote): named as missing, not verified, or read as before.
  * Deterministic: a fixed seed. PTWM_TEST_FLIPS=N runs N times as many flips
  * per file (the larger campaign run by hand). */
 #include <dirent.h>
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "records.h"
 #include "testutil.h"
 
 #define MAXT 256
@@ -293,6 +296,68 @@ static void campaign(const char *pt, const char *hf, unsigned scale) {
     }
 }
 
+static void tally_files(void *ctx, const char *name, ptwm_file_check result, const ptwm_err *err) {
+    unsigned *n = (unsigned *)ctx;
+    (void)name;
+    (void)err;
+    n[result]++;
+}
+
+/* What ptwm_ptdir_check_files counts in dir: n[result], and whether it opened. */
+static int check_counts(const char *dir, unsigned n[4]) {
+    ptwm_ptdir *d = NULL;
+    ptwm_err err;
+    memset(n, 0, 4 * sizeof *n);
+    if (ptwm_ptdir_open(dir, &d, &err) != PTWM_OK) return 0;
+    CHECK_ERR(ptwm_ptdir_check_files(d, tally_files, n, &err), &err, PTWM_OK, NULL);
+    ptwm_ptdir_close(d);
+    return 1;
+}
+
+/* Files gone, added, or a directory without a record (as older versions
+ * wrote): what each reader says. */
+static void test_missing_and_extra(const char *pt, const char *hf) {
+    char *dir = tmp_join(tu_tmpdir(), "gone"), *out = tmp_join(tu_tmpdir(), "gone.out");
+    unsigned n[4];
+    ptwm_err err;
+    CHECK(tu_sh("cp -r '%s' '%s' && rm '%s/tokenizer/vocab.txt' && echo hi > '%s/README'", pt,
+                dir, dir, dir) == 0);
+    CHECK(check_counts(dir, n) && n[PTWM_FILE_MISSING] == 1 && n[PTWM_FILE_UNRECORDED] == 1 &&
+          n[PTWM_FILE_OK] == 3 && n[PTWM_FILE_DAMAGED] == 0);
+    CHECK_ERR(ptwm_decompress_checkpoint(dir, out, NULL, &err), &err, PTWM_ERR_NOT_FOUND,
+              "file 'tokenizer/vocab.txt' of its file record (model.ptwm.files.json) is missing");
+    CHECK(run("verify '%s'", dir) == 1 && tu_file_expect(err_path, "tokenizer/vocab.txt: FAILED") &&
+          tu_file_expect(err_path, "README: NOT VERIFIED: not listed in the file record"));
+    /* An unlisted file is copied as it is; verify cannot vouch for it. */
+    CHECK(tu_sh("cp '%s/tokenizer/vocab.txt' '%s/tokenizer/'", pt, dir) == 0);
+    CHECK_ERR(ptwm_decompress_checkpoint(dir, out, NULL, &err), &err, PTWM_OK, NULL);
+    {
+        char *a = tmp_join(dir, "README"), *b = tmp_join(out, "README");
+        CHECK(tu_files_equal(a, b));
+        free(a);
+        free(b);
+    }
+    rm_tree(out);
+    /* The index gone, a model.ptwm in its place: the record still lists it. */
+    CHECK(tu_sh("cd '%s' && rm README model.ptwm.index.json && cp model-00001-of-00003.ptwm "
+                "model.ptwm", dir) == 0);
+    CHECK_ERR(ptwm_decompress_checkpoint(dir, out, NULL, &err), &err, PTWM_ERR_NOT_FOUND,
+              "model.ptwm.index.json is missing, its file record (model.ptwm.files.json) lists it");
+    /* No record at all: everything reads, nothing beside the shards is vouched for. */
+    CHECK(tu_sh("rm -rf '%s' && cp -r '%s' '%s'", dir, pt, dir) == 0);
+    CHECK(tu_record_strip(dir) == 0);
+    CHECK(check_counts(dir, n) && n[PTWM_FILE_UNRECORDED] == 4 && n[PTWM_FILE_OK] == 0);
+    CHECK(run("verify '%s'", dir) == 1 &&
+          tu_file_expect(err_path, "model.ptwm.index.json: NOT VERIFIED: the directory has no "
+                                   "file record") &&
+          tu_file_expect(err_path, "4 of 4 other files could not be verified"));
+    CHECK(run("decompress '%s' -o '%s' -q", dir, out) == 0 &&
+          tu_file_expect(err_path, "has no file record"));
+    CHECK(tu_trees_equal(hf, out));
+    free(dir);
+    free(out);
+}
+
 int main(void) {
     const char *root = getenv("PTWM_SOURCE_DIR");
     const char *flips = getenv("PTWM_TEST_FLIPS");
@@ -323,6 +388,7 @@ int main(void) {
     CHECK(run("export '%s' --layout '%s' -o '%s'", pt, layout_path, export_ref) == 0);
     campaign(pt, hf, scale);
     campaign(pt1, hf1, scale);
+    test_missing_and_extra(pt, hf);
     for (c = 0; c < NCONS; c++) {
         const tally *t = &total[c];
         printf("%-16s %4u flips: %4u caught (%u not naming the file), %4u exact, %u wrong\n",
