@@ -29,7 +29,8 @@ static void check_accepted(const ptwm_files *f) {
     memset(&copy, 0, sizeof copy);
     for (i = 0; i < f->n; i++)
         if (ptwm_files_add(&copy, f->e[i].name, f->e[i].size, f->e[i].hash, NULL)) __builtin_trap();
-    if (ptwm_files_text(&copy, &text, &len, NULL) || ptwm_files_parse(text, len, "back", &back, NULL))
+    if (ptwm_files_text(&copy, &text, &len, NULL) ||
+        ptwm_files_parse(text, len, "back", &back, NULL))
         __builtin_trap();
     if (back.n != f->n) __builtin_trap();
     for (i = 0; i < f->n; i++)
@@ -49,7 +50,8 @@ static void parse_sealed(const uint8_t *data, size_t size) {
     if (!text) return;
     memcpy(text, data, size);
     ptwm_xxh128_oneshot(data, size, h);
-    len = size + (size_t)sprintf(text + size, "  \"record_xxh3_128\": \"%s\"\n}\n", ptwm_hex128(h, hex));
+    len = size + (size_t)sprintf(text + size, "  \"record_xxh3_128\": \"%s\"\n}\n",
+                                 ptwm_hex128(h, hex));
     if (ptwm_files_parse(text, len, "sealed", &f, NULL) == PTWM_OK) {
         check_accepted(&f);
         ptwm_files_free(&f);

@@ -594,7 +594,8 @@ typedef struct ptwm_checkpoint_options {
                                  * blobs/ of a Hugging Face cache), others refused */
 } ptwm_checkpoint_options;
 
-#define PTWM_CHECKPOINT_OPTIONS_DEFAULT { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0, NULL, 0 }
+#define PTWM_CHECKPOINT_OPTIONS_DEFAULT \
+    { 0, PTWM_METHOD_MICROSCALE, 0, 0, 0, NULL, NULL, 0, 0, NULL, 0 }
 
 /* src: a .safetensors file (-> outdir/model.ptwm recording its header and name)
  * or a directory (model.safetensors.index.json plus shards, or model.safetensors)

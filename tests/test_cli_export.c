@@ -188,8 +188,8 @@ static void check_output_errors(const char *bin, const char *src, const char *la
     CHECK(tu_write_file(out, "old", 3) == 0 && tu_write_file(left, "partial", 7) == 0);
     CHECK(tu_run_cli(bin, sout, serr, "export '%s' --layout '%s' -o '%s' --convert int", src,
                      layout, out) == 1);
-    CHECK(tu_file_expect(serr, "'exists.raw.tmp-Zz12Ab'") && tu_file_expect(serr, "already exists") &&
-          tu_file_expect(serr, "use --force"));
+    CHECK(tu_file_expect(serr, "'exists.raw.tmp-Zz12Ab'") &&
+          tu_file_expect(serr, "already exists") && tu_file_expect(serr, "use --force"));
     CHECK(tu_run_cli(bin, sout, serr, "export '%s' --layout '%s' -o '%s' --convert int -f", src,
                      layout, out) == 0);
     CHECK(access(left, F_OK) != 0);

@@ -9,7 +9,8 @@
  * signal (a mapped input would die of SIGBUS), and leave no temporary
  * output. The runs are real processes racing a truncate: the moments are
  * fixed fractions, not random, and the outcome holds whichever way each
- * race goes. */
+ * race goes. PTWM_TEST_SHRINK_ROUNDS=N runs N rounds of moments, each after
+ * the first shifted (the larger campaign run by hand). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,17 @@ static unsigned runs, exit0, exit1, killed;
 
 static const double moments[] = {-1.0, 0.05, 0.15, 0.3, 0.45, 0.6, 0.8};
 #define NMOMENTS (sizeof moments / sizeof moments[0])
+/* PTWM_TEST_SHRINK_ROUNDS=N: N rounds of moments, each after the first
+ * shifted (the larger campaign run by hand). */
+static unsigned rounds = 1;
+
+/* Moment m of round r: a fraction of the whole run, or < 0 for before it. */
+static double moment(unsigned r, size_t m) {
+    double t;
+    if (r == 0) return moments[m];
+    t = (m ? moments[m] : 0.0) + 0.0837 * r;
+    return t - 0.9 * (double)(unsigned)(t / 0.9);
+}
 
 static double now(void) {
     struct timespec t;
@@ -73,7 +85,7 @@ static void shrink_under(const char *what, char *const *argv, const char *victim
                          const char *setup) {
     double t0, span;
     int status;
-    size_t m;
+    size_t k;
     fresh_inputs();
     if (setup) CHECK(sh("cd '%s' && %s", tmp, setup) == 0);
     t0 = now();
@@ -81,25 +93,26 @@ static void shrink_under(const char *what, char *const *argv, const char *victim
     span = now() - t0;
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: whole run exited %d", what,
               status);
-    for (m = 0; m < NMOMENTS; m++) {
+    for (k = 0; k < rounds * NMOMENTS; k++) {
+        double at = moment((unsigned)(k / NMOMENTS), k % NMOMENTS);
         char path[1300];
         pid_t pid;
         fresh_inputs();
         if (setup) CHECK(sh("cd '%s' && %s", tmp, setup) == 0);
         snprintf(path, sizeof path, "%s/%s", tmp, victim);
-        if (moments[m] < 0) cut_half(path);
+        if (at < 0) cut_half(path);
         pid = start(argv);
-        if (moments[m] >= 0) {
-            usleep((useconds_t)(moments[m] * span * 1e6));
+        if (at >= 0) {
+            usleep((useconds_t)(at * span * 1e6));
             cut_half(path);
         }
         waitpid(pid, &status, 0);
         runs++;
         killed += !WIFEXITED(status);
         CHECK_MSG(WIFEXITED(status), "%s, cut at %.0f%% of its run: killed by signal %d", what,
-                  moments[m] * 100, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+                  at * 100, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         if (!WIFEXITED(status)) continue;
-        CHECK_MSG(WEXITSTATUS(status) <= 1, "%s, cut at %.0f%%: exit %d", what, moments[m] * 100,
+        CHECK_MSG(WEXITSTATUS(status) <= 1, "%s, cut at %.0f%%: exit %d", what, at * 100,
                   WEXITSTATUS(status));
         exit0 += WEXITSTATUS(status) == 0;
         exit1 += WEXITSTATUS(status) == 1;
@@ -107,10 +120,10 @@ static void shrink_under(const char *what, char *const *argv, const char *victim
             char e[1300];
             snprintf(e, sizeof e, "%s/run.err", tmp);
             CHECK_MSG(tu_file_has(e, "ptwm"), "%s, cut at %.0f%%: exit 1 without a message",
-                      what, moments[m] * 100);
+                      what, at * 100);
         }
         CHECK_MSG(!leftovers(), "%s, cut at %.0f%%: temporary output left", what,
-                  moments[m] * 100);
+                  at * 100);
     }
 }
 
@@ -118,7 +131,9 @@ static void shrink_under(const char *what, char *const *argv, const char *victim
 
 int main(void) {
     const char *root = getenv("PTWM_SOURCE_DIR");
+    const char *r = getenv("PTWM_TEST_SHRINK_ROUNDS");
     bin = getenv("PTWM_BIN");
+    if (r && atoi(r) > 0) rounds = (unsigned)atoi(r);
     CHECK_MSG(root && bin, "PTWM_SOURCE_DIR and PTWM_BIN must be set (ctest sets them)");
     if (!root || !bin) return tu_finish("test_cli_shrink");
     snprintf(sample, sizeof sample, "%s/samples/posenet.bf16.safetensors", root);

@@ -183,7 +183,8 @@ static ptwm_error load_all(const char *dir, int *exact, ptwm_err *err) {
         for (j = 0; j < nref && strcmp(ref_name[j], t.name) != 0; j++) continue;
         buf = (uint8_t *)malloc(t.nbytes + 1);
         rc = ptwm_source_read(s, i, 0, buf, t.nbytes, err);
-        if (!rc) *exact &= j < nref && ref_size[j] == t.nbytes && !memcmp(buf, ref_data[j], t.nbytes);
+        if (!rc)
+            *exact &= j < nref && ref_size[j] == t.nbytes && !memcmp(buf, ref_data[j], t.nbytes);
         free(buf);
     }
     ptwm_source_close(s);
@@ -207,8 +208,8 @@ static void one_try(const char *pt, const char *hf, const char *file, int cli, c
     int exact = 0;
     o.threads = 2;
     rc = ptwm_decompress_checkpoint(pt, out, &o, &err);
-    count(C_DECOMPRESS, rc != PTWM_OK, rc && names(err.message, file), !rc && tu_trees_equal(hf, out),
-          what);
+    count(C_DECOMPRESS, rc != PTWM_OK, rc && names(err.message, file),
+          !rc && tu_trees_equal(hf, out), what);
     rm_tree(out);
     verify_steps(pt, why);
     count(C_VERIFY, why[0] != 0, names(why, file), 0, what);

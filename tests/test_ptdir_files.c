@@ -161,8 +161,8 @@ static void test_hostile(void) {
         {"{\"format\": \"ptwm-files\", \"version\": 1, \"files\": [{\"name\": \"a\", \"size\": -1, "
          "\"xxh3_128\": \"" H32 "\"}],\n",
          PTWM_ERR_SCHEMA, "a size is not negative"},
-        {"{\"format\": \"ptwm-files\", \"version\": 1, \"files\": [{\"name\": \"a\", \"size\": 1.5, "
-         "\"xxh3_128\": \"" H32 "\"}],\n",
+        {"{\"format\": \"ptwm-files\", \"version\": 1, \"files\": [{\"name\": \"a\", "
+         "\"size\": 1.5, \"xxh3_128\": \"" H32 "\"}],\n",
          PTWM_ERR_SCHEMA, "exactly \"name\", \"size\""},
         {"{\"format\": \"ptwm-files\", \"version\": 1, \"files\": [{\"name\": \"a\", \"size\": 1, "
          "\"xxh3_128\": \"0123456789ABCDEF0123456789abcdef\"}],\n",

@@ -174,7 +174,8 @@ ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const p
     ptwm_index *idx = NULL;
     char *path = NULL;
     ptwm_error rc = ptwm_conv_index_build(kind, s, p, sizes, name, &idx, err);
-    if (!rc && !(path = ptwm_path_join(dir, name))) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc && !(path = ptwm_path_join(dir, name)))
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (!rc) rc = ptwm_index_write(idx, path, err);
     ptwm_free(path);
     ptwm_index_free(idx);

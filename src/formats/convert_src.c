@@ -135,7 +135,8 @@ ptwm_error ptwm_conv_src_check_links(ptwm_conv_src *s, int follow, ptwm_err *err
     s->has_links = 1;
     for (i = 0; !rc && i < n + PTWM_ARRAY_LEN(own); i++) {
         char *path = ptwm_path_join(s->path, i < n ? ptwm_shardir_shard_name(d, i) : own[i - n]);
-        rc = path ? ptwm_link_check(&s->links, path, err) : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        rc = path ? ptwm_link_check(&s->links, path, err)
+                  : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         ptwm_free(path);
     }
     return rc;
@@ -182,7 +183,7 @@ ptwm_error ptwm_conv_copy_other_files(const ptwm_conv_src *s, const char *dir, p
     memset(&c, 0, sizeof c);
     c.s = s;
     c.out = out;
-    c.rec = s->kind == PTWM_SOURCE_PTWM_DIR ? ptwm_shardir_files((const ptwm_shardir *)s->dir) : NULL;
+    if (s->kind == PTWM_SOURCE_PTWM_DIR) c.rec = ptwm_shardir_files((const ptwm_shardir *)s->dir);
     if (c.rec && !(c.seen = (uint8_t *)ptwm_calloc(c.rec->n + 1, 1)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     o.skip = skip_source_file;

@@ -534,8 +534,10 @@ ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err) {
     const char *base;
     int found = 0;
     ptwm_error rc;
-    if (!path || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_read: NULL argument");
-    if (!(dir = ptwm_parent_dir(path, &base))) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!path || !out)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_read: NULL argument");
+    if (!(dir = ptwm_parent_dir(path, &base)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     memset(&rec, 0, sizeof rec);
     if (strcmp(base, PTWM_INDEX_NAME) != 0)
         rc = ptwm_index_read_kind(path, PTWM_INDEX_PTWM, out, err);   /* not a directory's */
@@ -656,7 +658,8 @@ ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *e
     char *text = NULL;
     size_t len = 0;
     ptwm_error rc;
-    if (!idx || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_write: NULL argument");
+    if (!idx || !path)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_write: NULL argument");
     if ((rc = ptwm_index_text(idx, path, &text, &len, err)) == PTWM_OK)
         rc = ptwm_write_small_file(path, text, len, NULL, err);
     ptwm_free(text);

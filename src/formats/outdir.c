@@ -509,7 +509,8 @@ static ptwm_error copy_tree(const copy_walk *w, const char *srcdir, const char *
     DIR *dir = opendir(srcdir);
     struct dirent *e;
     ptwm_error rc = PTWM_OK;
-    if (!dir) return ptwm_fail(w->err, PTWM_ERR_IO, "'%s': cannot list: %s", srcdir, strerror(errno));
+    if (!dir)
+        return ptwm_fail(w->err, PTWM_ERR_IO, "'%s': cannot list: %s", srcdir, strerror(errno));
     while (rc == PTWM_OK && (e = readdir(dir)) != NULL) {
         char *s, *d, *r;
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;

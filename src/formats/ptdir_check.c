@@ -125,7 +125,8 @@ ptwm_error ptwm_ptdir_check_files(const ptwm_ptdir *pd, ptwm_file_check_fn fn, v
     uint8_t *seen = NULL;
     size_t i;
     ptwm_error rc = PTWM_OK;
-    if (!d || !fn) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_ptdir_check_files: NULL argument");
+    if (!d || !fn)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_ptdir_check_files: NULL argument");
     rec = ptwm_shardir_files(d);
     dir = ptwm_shardir_path(d);
     own.n = ptwm_shardir_shard_count(d);
@@ -192,7 +193,8 @@ ptwm_error ptwm_ptdir_record_files(const char *dir, ptwm_err *err) {
         uint8_t h[16];
         uint64_t size = 0;
         char *path = ptwm_path_join(dir, l.names[i]);
-        rc = path ? ptwm_hash_file(path, h, &size, err) : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        rc = path ? ptwm_hash_file(path, h, &size, err)
+                  : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         if (!rc) rc = ptwm_files_add(&rec, l.names[i], size, h, err);
         ptwm_free(path);
     }

@@ -154,14 +154,12 @@ static int lower_hex(const char *s, size_t n) {
     return 1;
 }
 
+static unsigned hex_digit(char c) { return (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10); }
+
 static int hex_bytes(const char *s, uint8_t out[16]) {
     size_t i;
     if (strlen(s) != 32 || !lower_hex(s, 32)) return 0;
-    for (i = 0; i < 16; i++) {
-        unsigned hi = (unsigned)(s[2 * i] <= '9' ? s[2 * i] - '0' : s[2 * i] - 'a' + 10);
-        unsigned lo = (unsigned)(s[2 * i + 1] <= '9' ? s[2 * i + 1] - '0' : s[2 * i + 1] - 'a' + 10);
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
+    for (i = 0; i < 16; i++) out[i] = (uint8_t)(hex_digit(s[2 * i]) << 4 | hex_digit(s[2 * i + 1]));
     return 1;
 }
 
@@ -312,7 +310,8 @@ ptwm_error ptwm_hash_file(const char *path, uint8_t hash[16], uint64_t *size, pt
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     *size = 0;
     if (fd < 0) return ptwm_fail(err, PTWM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    if (!(buf = (uint8_t *)ptwm_malloc(HASH_BUF))) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!(buf = (uint8_t *)ptwm_malloc(HASH_BUF)))
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (!rc) rc = ptwm_xxh128_begin(&h, err);
     while (!rc && (got = read(fd, buf, HASH_BUF)) != 0) {
         if (got < 0 && errno == EINTR) continue;

@@ -197,7 +197,8 @@ ptwm_error ptwm_parts_write_manifest(const char *outdir, const char *src, const 
         bad |= json_object_set_new(root, "method", json_integer(o->method)) != 0;
         bad |= json_object_set_new(root, "chunk_size", json_integer((json_int_t)o->chunk_size)) != 0;
         if (abs_base) bad |= json_object_set_new(root, "base", json_string(abs_base)) != 0;
-        if (o->follow_symlinks) bad |= json_object_set_new(root, "follow_symlinks", json_true()) != 0;
+        if (o->follow_symlinks)
+            bad |= json_object_set_new(root, "follow_symlinks", json_true()) != 0;
         bad |= json_object_set(root, "shards", shards) != 0;
         if (!bad) text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     }

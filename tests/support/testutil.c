@@ -223,7 +223,8 @@ int tu_write_layout(const char *src, const char *path) {
         ptwm_tensor_info t;
         ptwm_source_tensor(s, i, &t, NULL);
         fprintf(f, "%s{\"name\": \"%s\", \"shape\": [", i ? ", " : "", t.name);
-        for (d = 0; d < t.ndim; d++) fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)t.shape[d]);
+        for (d = 0; d < t.ndim; d++)
+            fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)t.shape[d]);
         fputs("]}", f);
     }
     ok = fputs("]\n", f) >= 0;
