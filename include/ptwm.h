@@ -62,7 +62,8 @@ typedef enum ptwm_error {
     PTWM_ERR_UNKNOWN_ID = 17,     /* unknown method, stage or field id */
     PTWM_ERR_CORRUPT = 18,        /* coded data is not a valid encoding */
     PTWM_ERR_CRC = 19,            /* a plane's or a chunk payload's CRC32 does not match */
-    PTWM_ERR_HASH = 20,           /* a tensor's XXH3-128 payload hash does not match */
+    PTWM_ERR_HASH = 20,           /* an XXH3-128 does not match: a tensor's payload, a file
+                                   * of a .ptwm directory (its file record) */
     PTWM_ERR_DST_SIZE = 21,       /* destination buffer of the wrong size */
     PTWM_ERR_MISMATCH = 22,       /* a load or resume: shape, count, name or optimizer disagree */
     PTWM_ERR_INDEX = 23,          /* a sharded index disagrees with its shards */
@@ -558,6 +559,9 @@ PTWM_API ptwm_error ptwm_compress_safetensors(const char *src_path, const char *
  * read and written by ptwm_index_* in the advanced section. */
 #define PTWM_INDEX_NAME "model.ptwm.index.json"
 #define PTWM_SINGLE_NAME "model.ptwm"
+/* The size and XXH3-128 of every other file of the directory (the index,
+ * config.json, tokenizer files...), checked by every reader that uses them. */
+#define PTWM_FILES_NAME "model.ptwm.files.json"
 
 /* Whole checkpoints: a .safetensors file or Hugging Face directory to a .ptwm
  * directory and back, one shard in flight at a time (memory bounded by threads x
@@ -573,8 +577,15 @@ PTWM_API ptwm_error ptwm_compress_safetensors(const char *src_path, const char *
  * removes them (so two calls must not write one outdir at the same time).
  * Files other than the tensors and the index
  * (config.json, tokenizer files) are copied as they are, subdirectories up to
- * 16 deep; a link to a file is copied as the file, a link to a directory is
- * PTWM_ERR_UNSUPPORTED, other special files are skipped. */
+ * 16 deep; a link to a file is copied as the file if it leads inside the
+ * source directory or into the blobs/ of the Hugging Face cache it is a
+ * snapshot of (any link with follow_symlinks), else PTWM_ERR_UNSUPPORTED naming
+ * it, as for the source's shards and index; a link to a directory is
+ * PTWM_ERR_UNSUPPORTED, other special files are skipped. A .ptwm directory
+ * with an index or other files gets a file record (PTWM_FILES_NAME), written
+ * before the index; decompression checks every file against it (PTWM_ERR_HASH
+ * naming a damaged one). A source file name a .ptwm file records that is not
+ * a plain file name is PTWM_ERR_SCHEMA (not replaced by another name). */
 typedef void (*ptwm_progress_fn)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
 
 /* Carries its size like ptwm_cparams (see there). */
@@ -586,6 +597,9 @@ typedef struct ptwm_checkpoint_options {
     int threads;                /* 0 = all cores */
     uint64_t chunk_size;        /* raw bytes per chunk (compress); 0 = default */
     int force;                  /* replace an existing outdir */
+    int follow_symlinks;        /* follow links in the source directory wherever they
+                                 * lead; 0: only links that stay inside it (or in the
+                                 * blobs/ of a Hugging Face cache), others refused */
     ptwm_progress_fn progress;  /* raw bytes done so far; NULL for none; called
                                  * from the calling thread */
     void *progress_ctx;
@@ -975,6 +989,10 @@ typedef struct ptwm_index ptwm_index;
 
 PTWM_API ptwm_error ptwm_index_create(uint64_t total_size, uint64_t compressed_total_size,
                                       ptwm_index **out, ptwm_err *err);
+/* A file named model.ptwm.index.json is checked against the file record of
+ * its directory (PTWM_FILES_NAME), if it has one: PTWM_ERR_HASH when its
+ * bytes are not those the record lists; PTWM_ERR_NOT_FOUND when the index
+ * names a record that is missing. */
 PTWM_API ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err);
 /* Parse an index held in memory; `label` names it in messages (may be NULL). */
 PTWM_API ptwm_error ptwm_index_parse(const char *json, size_t len, const char *label,
@@ -1012,10 +1030,13 @@ PTWM_API ptwm_error ptwm_index_check_shard_name(const char *shard, ptwm_err *err
 typedef struct ptwm_ptdir ptwm_ptdir;   /* a sharded .ptwm directory */
 
 /* Open model.ptwm.index.json and every shard it lists, or a lone model.ptwm
- * (read_sharded_ptwm). Errors: PTWM_ERR_NOT_FOUND when neither exists or a listed
- * shard is missing; PTWM_ERR_DUPLICATE for a tensor in two shards; PTWM_ERR_INDEX
- * when the weight_map disagrees with the shards' tensors or the totals with their
- * sums (message holds both numbers); PTWM_ERR_SCHEMA for an unsafe shard name. */
+ * (read_sharded_ptwm). The directory's file record (model.ptwm.files.json), if
+ * it has one, is read first and the index's bytes checked against it.
+ * Errors: PTWM_ERR_NOT_FOUND when neither exists or a listed shard is missing;
+ * PTWM_ERR_HASH naming a damaged record or index; PTWM_ERR_DUPLICATE for a
+ * tensor in two shards; PTWM_ERR_INDEX when the weight_map disagrees with the
+ * shards' tensors or the totals with their sums (message holds both numbers);
+ * PTWM_ERR_SCHEMA for an unsafe shard name. */
 PTWM_API ptwm_error ptwm_ptdir_open(const char *dir, ptwm_ptdir **out, ptwm_err *err);
 PTWM_API void ptwm_ptdir_close(ptwm_ptdir *d);
 PTWM_API void ptwm_ptdir_set_threads(ptwm_ptdir *d, int threads);
@@ -1039,6 +1060,32 @@ PTWM_API const ptwm_index *ptwm_ptdir_index(const ptwm_ptdir *d);
 /* Sums over the shards: raw tensor bytes and shard file bytes. */
 PTWM_API uint64_t ptwm_ptdir_total_size(const ptwm_ptdir *d);
 PTWM_API uint64_t ptwm_ptdir_compressed_total_size(const ptwm_ptdir *d);
+/* Whether the directory has a file record (directories written before them
+ * have none). */
+PTWM_API int ptwm_ptdir_has_file_record(const ptwm_ptdir *d);
+/* What ptwm_ptdir_check_files finds for one file. */
+typedef enum ptwm_file_check {
+    PTWM_FILE_OK = 0,          /* size and XXH3-128 as its file record lists them */
+    PTWM_FILE_DAMAGED = 1,     /* either differs, or it cannot be read (err says which) */
+    PTWM_FILE_MISSING = 2,     /* the record lists it; it is not there (err says so) */
+    PTWM_FILE_UNRECORDED = 3   /* there, but not listed, or no record: not checked */
+} ptwm_file_check;
+typedef void (*ptwm_file_check_fn)(void *ctx, const char *name, ptwm_file_check result,
+                                   const ptwm_err *err);
+/* Every file of the directory besides its shards and the record itself (the
+ * index, config, tokenizer files, subdirectories' files), read whole and
+ * checked against the record: fn(ctx, its path inside the directory, ...)
+ * once per file, the files present in name order, then those missing.
+ * PTWM_OK once every file was seen, whatever the results; an error only
+ * when the directory cannot be listed. */
+PTWM_API ptwm_error ptwm_ptdir_check_files(const ptwm_ptdir *d, ptwm_file_check_fn fn, void *ctx,
+                                           ptwm_err *err);
+/* Write dir's file record (PTWM_FILES_NAME) for the files it holds now: the
+ * index and every other file besides the shards (those the index lists, or
+ * a lone model.ptwm). For a directory put together by hand (shards written
+ * with ptwm_compress_file, an index with ptwm_index_write, config files);
+ * the conversions and ptwm_ptdir_write write their own. */
+PTWM_API ptwm_error ptwm_ptdir_record_files(const char *dir, ptwm_err *err);
 /* Write tensors as a sharded .ptwm directory: model-0000k-of-0000n.ptwm plus
  * model.ptwm.index.json, or a lone model.ptwm when everything fits one shard
  * of max_shard_size (> 0) raw bytes; every shard carries `meta`; coded with

@@ -24,8 +24,8 @@ typedef struct bc_set {
 
 typedef struct bc_file {
     char *path;
-    ptwm_st *st;              /* safetensors source (mapped), or */
-    uint8_t **owned;          /* decoded .ptwm tensors */
+    ptwm_st *st;              /* safetensors source (read with pread), or NULL */
+    uint8_t **owned;          /* every tensor's bytes, read or decoded */
     size_t nowned;
     ptwm_tensor_desc *all;
     size_t n;
@@ -69,7 +69,9 @@ static int bc_is_ptwm(const char *path) {
     return got == 8 && memcmp(m, "\x89PTWM\r\n\x1a", 8) == 0;
 }
 
-/* Load a safetensors file (mapped) or a .ptwm (decoded into memory). */
+/* Load a safetensors file (read with pread) or a .ptwm (decoded) into memory.
+ * Not mapped: a file that shrinks while it loads is then an error
+ * (PTWM_ERR_TRUNCATED naming it), not SIGBUS, as for every other command. */
 static ptwm_error bc_file_load(const char *path, bc_file *f, ptwm_err *err) {
     size_t i, n;
     ptwm_error rc = PTWM_OK;
@@ -82,7 +84,7 @@ static ptwm_error bc_file_load(const char *path, bc_file *f, ptwm_err *err) {
         if ((rc = ptwm_reader_open(path, &r, err))) goto fail;
         n = ptwm_reader_count(r);
     } else {
-        if ((rc = ptwm_st_open(path, PTWM_OPEN_MMAP, &f->st, err))) goto fail;
+        if ((rc = ptwm_st_open(path, PTWM_OPEN_PREAD, &f->st, err))) goto fail;
         n = ptwm_st_count(f->st);
     }
     f->all = (ptwm_tensor_desc *)calloc(n + 1, sizeof(ptwm_tensor_desc));
@@ -94,31 +96,29 @@ static ptwm_error bc_file_load(const char *path, bc_file *f, ptwm_err *err) {
     for (i = 0; i < n; i++) {
         ptwm_tensor_info info;
         ptwm_tensor_desc *d = &f->all[i];
+        size_t extra;
+        uint8_t *buf;
         if (r) ptwm_reader_tensor(r, i, &info, NULL);
         else ptwm_st_tensor(f->st, i, &info, NULL);
         d->dtype = info.dtype;
         d->ndim = info.ndim;
         d->nbytes = info.nbytes;
-        if (r) {
-            /* Names and shapes live in the reader: keep copies past its close. */
-            size_t extra = strlen(info.name) + 1 + info.ndim * sizeof(uint64_t);
-            uint8_t *buf = (uint8_t *)malloc((size_t)info.nbytes + extra + 8);
-            if (!buf) {
-                rc = bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
-                goto fail;
-            }
-            f->owned[f->nowned++] = buf;
-            memcpy(buf, info.shape, info.ndim * sizeof(uint64_t));
-            d->shape = (const uint64_t *)(void *)buf;
-            d->name = (const char *)buf + info.ndim * sizeof(uint64_t);
-            strcpy((char *)d->name, info.name);
-            d->data = buf + extra;
-            if ((rc = ptwm_reader_decode(r, i, (void *)d->data, (size_t)info.nbytes, err))) goto fail;
-        } else {
-            d->name = info.name;
-            d->shape = info.shape;
-            d->data = info.data;
+        /* Names and shapes live in the reader: keep copies past its close. */
+        extra = strlen(info.name) + 1 + info.ndim * sizeof(uint64_t);
+        buf = (uint8_t *)malloc((size_t)info.nbytes + extra + 8);
+        if (!buf) {
+            rc = bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
+            goto fail;
         }
+        f->owned[f->nowned++] = buf;
+        memcpy(buf, info.shape, info.ndim * sizeof(uint64_t));
+        d->shape = (const uint64_t *)(void *)buf;
+        d->name = (const char *)buf + info.ndim * sizeof(uint64_t);
+        strcpy((char *)d->name, info.name);
+        d->data = buf + extra;
+        rc = r ? ptwm_reader_decode(r, i, (void *)d->data, (size_t)info.nbytes, err)
+               : ptwm_st_read(f->st, i, 0, (void *)d->data, (size_t)info.nbytes, err);
+        if (rc) goto fail;
     }
     f->n = n;
     for (i = 0; i < n; i++) {

@@ -34,6 +34,9 @@ const char *cli_escape(const char *s, char *buf, size_t cap);
 #define CLI_ESCAPED_MAX(n) (4 * (size_t)(n) + 8)
 /* Print "ptwm: <message>" (escaped) for an error to stderr and return CLI_BAD_INPUT. */
 int cli_report(const ptwm_err *err);
+/* cli_report for an error writing an output: PTWM_ERR_EXISTS (an output, or
+ * leftovers of an interrupted run, named in the message) adds how to replace it. */
+int cli_report_output(const ptwm_err *err);
 /* Print a usage error and return CLI_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -93,6 +93,12 @@ int cli_report(const ptwm_err *err) {
     return CLI_BAD_INPUT;
 }
 
+int cli_report_output(const ptwm_err *err) {
+    cli_report(err);
+    if (err->code == PTWM_ERR_EXISTS) fprintf(stderr, "(use --force to replace it)\n");
+    return CLI_BAD_INPUT;
+}
+
 int cli_is_dir(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);

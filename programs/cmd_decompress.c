@@ -12,9 +12,12 @@ static void help(FILE *out) {
             "Decompress SRC, a .ptwm file or a directory made by 'ptwm compress', into\n"
             "OUTDIR: the original safetensors files under their original names, the\n"
             "original model.safetensors.index.json and every other file, byte for byte\n"
-            "(same SHA-256). Every CRC and payload hash is checked on the way; a file\n"
-            "that fails is not written. Tensors that carry no check at all (files before\n"
-            "format version 4 written without CRCs and hashes) are named in a warning.\n"
+            "(same SHA-256). Every CRC and payload hash is checked on the way, and every\n"
+            "other file against its file record (model.ptwm.files.json); a file that\n"
+            "fails is not written and the run fails naming it. Tensors that carry no\n"
+            "check at all (files before format version 4 written without CRCs and\n"
+            "hashes), and directories written without a file record, are named in a\n"
+            "warning.\n"
             "OUTDIR is built under a temporary name, fsynced and renamed when complete:\n"
             "a crash leaves the old OUTDIR or the complete new one.\n\n"
             "options:\n"
@@ -30,6 +33,8 @@ static void help(FILE *out) {
             "                          naming the tensor and the hashes, never wrong output.\n"
             "  -f, --force             replace OUTDIR if it exists (one atomic swap), and\n"
             "                          remove OUTDIR.tmp-*/.old-* an interrupted run left\n"
+            "  --follow-symlinks       read links in SRC wherever they lead (by default only\n"
+            "                          those that stay inside SRC; others are refused)\n"
             "  --part K/N|auto         write only part K of N of the output files, then\n"
             "                          'ptwm index OUTDIR' (as for compress: docs/SCALE.md)\n"
             "  -q, --quiet             no progress bar and no summary\n"
@@ -94,9 +99,31 @@ static void warn_unchecked(const char *src) {
                 cli_escape(src, shown, sizeof shown), n, n == 1 ? "" : "s");
 }
 
+/* A directory written before file records: its index and other files are
+ * restored as they are, with nothing to check them against. */
+static void warn_no_record(const char *src) {
+    static char shown[CLI_ESCAPED_MAX(4096)];
+    DIR *d;
+    struct dirent *e;
+    int others = 0;
+    if (!cli_is_dir(src) || cli_has_file(src, PTWM_FILES_NAME) || !(d = opendir(src))) return;
+    while (!others && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        others = strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+                 (len < 5 || strcmp(e->d_name + len - 5, ".ptwm") != 0);
+    }
+    closedir(d);
+    if (others)
+        fprintf(stderr,
+                "ptwm decompress: warning: '%s' has no file record (%s; written by an older "
+                "ptwm): its index and other files cannot be checked\n",
+                cli_escape(src, shown, sizeof shown), PTWM_FILES_NAME);
+}
+
 static ptwm_error decompress(const char *src, const char *outdir,
                              const ptwm_checkpoint_options *opt, ptwm_err *err) {
     warn_unchecked(src);
+    warn_no_record(src);
     return ptwm_decompress_checkpoint(src, outdir, opt, err);
 }
 

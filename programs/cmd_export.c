@@ -415,12 +415,9 @@ static int run(int argc, char **argv) {
     int rc;
     uint64_t written = 0;
     if ((rc = parse(argc, argv, &a)) != CLI_OK) return rc;
-    if (!a.force && access(a.out, F_OK) == 0) {
-        fprintf(stderr, "ptwm: export: '%s' exists (use --force to replace it)\n", a.out);
-        return CLI_BAD_INPUT;
-    }
-    /* Output file first: an existing one or leftovers refuse before any work. */
-    if (ptwm_outfile_open(a.out, a.force, &of, &err) != PTWM_OK) return cli_report(&err);
+    /* Output file first: an existing one or leftovers of an interrupted run
+     * (named in the message) refuse before any work. */
+    if (ptwm_outfile_open(a.out, a.force, &of, &err) != PTWM_OK) return cli_report_output(&err);
     if (ptwm_layout_read_json(a.layout, &l, &err) != PTWM_OK) {
         ptwm_outfile_abort(of);
         return cli_report(&err);

@@ -12,9 +12,13 @@ static void help(FILE *out) {
             "Check SRC, a .ptwm file or a .ptwm checkpoint directory: the index against\n"
             "its shards (tensors and totals), then every tensor of every shard decoded\n"
             "with every chunk payload CRC32, plane CRC32 and payload XXH3-128 checked.\n"
-            "Each damaged shard is reported with the tensor and chunk. Tensors that carry\n"
-            "no check at all (files before format version 4 written without CRCs and\n"
-            "hashes) cannot be verified: they are counted and the exit status is 1.\n"
+            "Each damaged shard is reported with the tensor and chunk. Every other file\n"
+            "of a directory (the index, config.json, tokenizer files...) is checked\n"
+            "against the size and XXH3-128 its file record (model.ptwm.files.json) lists;\n"
+            "each damaged or missing file is named. Tensors that carry no check at all\n"
+            "(files before format version 4 written without CRCs and hashes), and files\n"
+            "of a directory written without a file record (or not listed in it), cannot\n"
+            "be verified: they are named and the exit status is 1.\n"
             "A safetensors file or directory is validated structurally (it carries no\n"
             "checksums).\n\n"
             "options:\n"
@@ -71,6 +75,55 @@ static int verify_shards(ptwm_reader *const *shards, const char *const *names, s
     return CLI_OK;
 }
 
+/* The other files of a directory: counted by outcome, each problem named. */
+typedef struct file_tally {
+    int quiet, has_record;
+    size_t ok, bad, unverified;
+} file_tally;
+
+static void on_file(void *ctx, const char *name, ptwm_file_check result, const ptwm_err *err) {
+    static char nm[CLI_ESCAPED_MAX(4096)], msg[CLI_ESCAPED_MAX(PTWM_ERR_MESSAGE_MAX)];
+    file_tally *t = (file_tally *)ctx;
+    cli_escape(name, nm, sizeof nm);
+    if (result == PTWM_FILE_OK) {
+        t->ok++;
+        if (!t->quiet) printf("%s: %s: OK\n", shown, nm);
+    } else if (result == PTWM_FILE_UNRECORDED) {
+        t->unverified++;
+        fprintf(stderr, "%s: %s: NOT VERIFIED: %s\n", shown, nm,
+                t->has_record ? "not listed in the file record (" PTWM_FILES_NAME ")"
+                              : "the directory has no file record (" PTWM_FILES_NAME "): "
+                                "written by an older ptwm, its other files carry no check");
+    } else {
+        t->bad++;
+        fprintf(stderr, "%s: %s: FAILED: %s: %s\n", shown, nm, ptwm_error_name(err->code),
+                cli_escape(err->message, msg, sizeof msg));
+    }
+}
+
+/* Every file besides the shards against the file record. */
+static int verify_files(const ptwm_ptdir *d, int quiet) {
+    file_tally t;
+    ptwm_err err;
+    memset(&t, 0, sizeof t);
+    t.quiet = quiet;
+    t.has_record = ptwm_ptdir_has_file_record(d);
+    if (ptwm_ptdir_check_files(d, on_file, &t, &err) != PTWM_OK) return cli_report(&err);
+    if (t.bad) {
+        fprintf(stderr, "%s: %zu of %zu other files damaged or missing\n", shown, t.bad,
+                t.ok + t.bad + t.unverified);
+        return CLI_BAD_INPUT;
+    }
+    if (t.unverified) {
+        fprintf(stderr, "%s: %zu of %zu other files could not be verified\n", shown, t.unverified,
+                t.ok + t.unverified);
+        return CLI_BAD_INPUT;
+    }
+    if (!quiet && t.ok)
+        printf("%s: %zu other file%s verified\n", shown, t.ok, t.ok == 1 ? "" : "s");
+    return CLI_OK;
+}
+
 static int verify_dir(const char *src, int threads, int quiet) {
     ptwm_ptdir *d;
     ptwm_err err;
@@ -112,6 +165,7 @@ static int verify_dir(const char *src, int threads, int quiet) {
                (unsigned long long)ptwm_ptdir_total_size(d),
                (unsigned long long)ptwm_ptdir_compressed_total_size(d));
     rc = verify_shards(shards, names, n, quiet);
+    if (verify_files(d, quiet) != CLI_OK) rc = CLI_BAD_INPUT;
     free(shards);
     free(names);
     ptwm_ptdir_close(d);

@@ -25,6 +25,7 @@ struct export_writer {
     int next_fill;      /* the caller's buffer */
     int stop;
     int error;          /* errno of the first failed write, or 0 */
+    int reported;       /* its message printed (once, by push or close) */
     uint64_t pushed;    /* bytes handed over */
 };
 
@@ -113,8 +114,11 @@ uint8_t *export_writer_buffer(export_writer *w) {
     return w->buf[b];
 }
 
-static int report(const export_writer *w, int e) {
-    fprintf(stderr, "ptwm: export: write to '%s' failed: %s\n", w->path, strerror(e));
+/* The failed write's message, printed by whichever call meets it first. */
+static int report(export_writer *w, int e) {
+    if (!w->reported)
+        fprintf(stderr, "ptwm: export: write to '%s' failed: %s\n", w->path, strerror(e));
+    w->reported = 1;
     return -1;
 }
 

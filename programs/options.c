@@ -151,6 +151,8 @@ int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt
             a->opt.force = 1;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             a->quiet = 1;
+        } else if (!strcmp(argv[i], "--follow-symlinks")) {
+            a->opt.follow_symlinks = 1;
         } else if ((m = opt_value(cmd, argc, argv, &i, "-o", &v)) != 0 ||
                    (m = opt_value(cmd, argc, argv, &i, "--output", &v)) != 0) {
             if (m < 0) return CLI_USAGE;
@@ -201,9 +203,6 @@ int run_ckpt_command(const char *cmd, int argc, char **argv, int with_codec, ckp
     a->opt.base = NULL;
     *seconds = cli_now() - t0;
     *raw_bytes = bar.total;
-    if (rc != CLI_OK) {
-        cli_report(&err);
-        if (err.code == PTWM_ERR_EXISTS) fprintf(stderr, "(use --force to replace it)\n");
-    }
+    if (rc != CLI_OK) cli_report_output(&err);
     return rc;
 }

@@ -35,7 +35,7 @@ static const char *const error_strings[] = {
     "unknown id",
     "corrupt coded data",
     "CRC mismatch",
-    "payload hash mismatch",
+    "hash mismatch (XXH3-128)",
     "destination size mismatch",
     "does not match what was expected",
     "index disagrees with its shards",

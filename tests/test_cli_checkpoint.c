@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "records.h"
 #include "testutil.h"
 
 static const char *bin;
@@ -16,18 +17,7 @@ static char out_path[1200], err_path[1200];
 /* Run "ptwm ARGS" with stdout and stderr captured; returns the exit status. */
 #define run(...) tu_run_cli(bin, out_path, err_path, __VA_ARGS__)
 
-/* Run a shell command; returns system()'s status. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-
-static int sh(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return system(cmd);
-}
+#define sh tu_sh
 
 static int out_has(const char *s) { return tu_file_expect(out_path, s); }
 static int err_has(const char *s) { return tu_file_expect(err_path, s); }
@@ -142,11 +132,16 @@ static void test_roundtrip(const char *tmp) {
     CHECK(run("decompress '%s/bad' -o '%s/badout'", tmp, tmp) == 1 && err_has("tensor '"));
     CHECK(sh("test ! -e '%s/badout' && ! ls -d '%s'/badout.tmp-* 2>/dev/null | grep -q .", tmp,
              tmp) == 0);
-    /* An index whose totals disagree with its shards. */
+    /* An index whose totals disagree with its shards: the file record names
+     * the edited index as damaged; without a record (a directory written
+     * before them), the totals are checked against the shards. */
     idx = (char *)malloc(strlen(tmp) + 64);
     sprintf(idx, "%s/bad/model.ptwm.index.json", tmp);
     CHECK(sh("cp -r '%s/pt/.' '%s/bad/' && sed -i 's/\"total_size\": [0-9]*/\"total_size\": 5/' "
              "'%s'", tmp, tmp, idx) == 0);
+    CHECK(run("verify '%s/bad'", tmp) == 1 && err_has("file 'model.ptwm.index.json' is damaged"));
+    sprintf(idx, "%s/bad", tmp);
+    CHECK(tu_record_strip(idx) == 0);
     CHECK(run("verify '%s/bad'", tmp) == 1 && err_has("says total_size 5"));
     CHECK(run("inspect '%s/bad'", tmp) == 1 && err_has("says total_size 5"));
     free(idx);

@@ -5,9 +5,14 @@
  * widened then narrowed: signalling NaNs quieted). The layout mixes small
  * tensors (batched), tensors bigger than a batch (pieces), an I32 tensor
  * that only the library converts, a tensor named twice, every stored dtype
- * the fast paths take (F32, BF16, F16) and every 16-bit pattern among them. */
+ * the fast paths take (F32, BF16, F16) and every 16-bit pattern among them.
+ * An output beside a leftover is refused naming both; a failed write is
+ * reported once. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include "testutil.h"
 
 #define N_SMALL 40
@@ -160,6 +165,48 @@ static void check_layout_load(const char *src, ptwm_layout *l, int threads) {
     free(want16);
 }
 
+/* How many times `s` occurs in the file at path. */
+static int occurrences(const char *path, const char *s) {
+    size_t len = 0;
+    char *text = (char *)tu_read_file(path, &len), *at;
+    int n = 0;
+    for (at = text; at && (at = strstr(at, s)) != NULL; at += strlen(s)) n++;
+    free(text);
+    return n;
+}
+
+/* An output that exists beside a leftover of an interrupted run: the refusal
+ * names both and says how to replace them. A write that fails (past the file
+ * size limit, as on a full disk) is reported once, and leaves nothing. */
+static void check_output_errors(const char *bin, const char *src, const char *layout) {
+    char out[600], left[640], sout[600], serr[600];
+    struct rlimit old, lim;
+    snprintf(out, sizeof out, "%s/exists.raw", tu_tmpdir());
+    snprintf(left, sizeof left, "%s.tmp-Zz12Ab", out);
+    snprintf(sout, sizeof sout, "%s/stdout", tu_tmpdir());
+    snprintf(serr, sizeof serr, "%s/stderr", tu_tmpdir());
+    CHECK(tu_write_file(out, "old", 3) == 0 && tu_write_file(left, "partial", 7) == 0);
+    CHECK(tu_run_cli(bin, sout, serr, "export '%s' --layout '%s' -o '%s' --convert int", src,
+                     layout, out) == 1);
+    CHECK(tu_file_expect(serr, "'exists.raw.tmp-Zz12Ab'") &&
+          tu_file_expect(serr, "already exists") && tu_file_expect(serr, "use --force"));
+    CHECK(tu_run_cli(bin, sout, serr, "export '%s' --layout '%s' -o '%s' --convert int -f", src,
+                     layout, out) == 0);
+    CHECK(access(left, F_OK) != 0);
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, SIG_IGN);   /* inherited: the write fails with EFBIG instead */
+    lim = old;
+    lim.rlim_cur = 1 << 20;
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    CHECK(tu_run_cli(bin, sout, serr, "export '%s' --layout '%s' -o '%s' --convert int -f", src,
+                     layout, out) == 1);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, SIG_DFL);
+    CHECK_MSG(occurrences(serr, "failed: File too large") == 1, "the failed write is reported %d "
+              "times", occurrences(serr, "failed: File too large"));
+    CHECK(tu_count_prefixed("exists.raw.tmp-") == 0);
+}
+
 int main(void) {
     const char *bin = getenv("PTWM_BIN");
     char st[600], pt[600], layout[600];
@@ -192,6 +239,7 @@ int main(void) {
         check_layout_load(st, l, 1);
         check_layout_load(pt, l, 1);
         check_layout_load(pt, l, 2);
+        check_output_errors(bin, pt, layout);
     }
     ptwm_layout_free(l);
     free(json);

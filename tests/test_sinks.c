@@ -93,7 +93,11 @@ static char *convert(const ptwm_conv_src *s, const ptwm_sink_ops *sink, uint64_t
     CHECK_ERR(ptwm_conv_plan_make(s, sink, max, p, &err), &err, PTWM_OK, NULL);
     sizes = (uint64_t *)calloc(p->nfiles + 1, sizeof *sizes);
     CHECK_ERR(ptwm_conv_write(s, p, sink, &o, dir, NULL, sizes, &err), &err, PTWM_OK, NULL);
-    if (p->with_index) CHECK_ERR(sink->index(s, p, sizes, dir, &err), &err, PTWM_OK, NULL);
+    {
+        ptwm_files none = {NULL, 0, 0};
+        CHECK_ERR(sink->index(s, p, sizes, &none, dir, &err), &err, PTWM_OK, NULL);
+        ptwm_files_free(&none);
+    }
     free(sizes);
     return dir;
 }

@@ -67,9 +67,9 @@ class CParams(Structure):
 
 class CheckpointOptions(Structure):
     _fields_ = [("size", c_size_t), ("max_shard_size", c_uint64), ("method", c_int), ("threads", c_int),
-                ("chunk_size", c_uint64), ("force", c_int), ("progress", ProgressFn),
-                ("progress_ctx", c_void_p), ("part", ctypes.c_uint32), ("parts", ctypes.c_uint32),
-                ("base", c_void_p)]
+                ("chunk_size", c_uint64), ("force", c_int), ("follow_symlinks", c_int),
+                ("progress", ProgressFn), ("progress_ctx", c_void_p), ("part", ctypes.c_uint32),
+                ("parts", ctypes.c_uint32), ("base", c_void_p)]
 
 
 class ChainList(Structure):
@@ -181,6 +181,7 @@ _SIGNATURES = {
     "ptwm_ptdir_shard_name": (c_char_p, [_P, _SZ]),
     "ptwm_ptdir_total_size": (_U64, [_P]),
     "ptwm_ptdir_compressed_total_size": (_U64, [_P]),
+    "ptwm_ptdir_record_files": (_E, [_S, _ERR]),
     # sources: any kind of weights behind one handle
     "ptwm_source_open": (_E, [_S, c_int, _PP, _ERR]),
     "ptwm_source_close": (None, [_P]),

@@ -19,6 +19,7 @@ __all__ = ["Item", "write_file", "write_bytes", "check_metadata"]
 
 _INDEX_NAME = "model.ptwm.index.json"
 _SINGLE_NAME = "model.ptwm"
+_FILES_NAME = "model.ptwm.files.json"
 
 
 class Item(NamedTuple):
@@ -117,7 +118,7 @@ def _write_one(path: str, items: Sequence[Item], meta, params) -> None:
 
 
 def _is_ptwm_dir_file(name: str) -> bool:
-    return name in (_INDEX_NAME, _SINGLE_NAME) or (name.startswith("model-") and
+    return name in (_INDEX_NAME, _SINGLE_NAME, _FILES_NAME) or (name.startswith("model-") and
                                                    name.endswith(".ptwm"))
 
 

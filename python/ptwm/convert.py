@@ -63,7 +63,8 @@ def compress_safetensors(src: PathLike, dst: PathLike, method: Union[int, str] =
     cb.run(lib.ptwm_compress_safetensors, src, dst, params)
 
 
-def _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb, part=None):
+def _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb, part=None,
+                        follow_symlinks=False):
     p = cparams(method, threads=threads, chunk_size=chunk_size)
     size = max_shard_size
     if isinstance(size, str):
@@ -73,7 +74,7 @@ def _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb, 
     return CheckpointOptions(size=ctypes.sizeof(CheckpointOptions), max_shard_size=int(size or 0),
                              method=p.method, threads=p.threads, chunk_size=p.chunk_size,
                              force=int(bool(force)), progress=cb.fn, progress_ctx=None, part=k,
-                             parts=n)
+                             parts=n, follow_symlinks=int(bool(follow_symlinks)))
 
 
 def _part(part) -> Tuple[int, int]:
@@ -90,16 +91,20 @@ def compress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union[i
                         method: Union[int, str] = 3, threads: int = 0,
                         chunk_size: Optional[int] = None, force: bool = False,
                         progress: Optional[Callable[[int, int], Any]] = None,
-                        part: Optional[Tuple[int, int]] = None, base: Optional[PathLike] = None) -> None:
+                        part: Optional[Tuple[int, int]] = None, base: Optional[PathLike] = None,
+                        follow_symlinks: bool = False) -> None:
     """A .safetensors file or Hugging Face directory -> a sharded .ptwm directory.
     base: weights (any kind) to code tensors against (`ptwm compress --base`).
+    follow_symlinks: read links in the source directory wherever they lead (by
+    default only those inside it or into a Hugging Face cache's blobs/).
 
     max_shard_size 0 keeps one output shard per input shard (byte-exact restore);
     else shards are re-planned by raw bytes ("5GB" or an int). part=(K, N)
     writes only part K of N of the shards (docs/SCALE.md); when every part is
     done, assemble_checkpoint(outdir) finishes the directory."""
     cb = _Progress(progress)
-    opt = _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb, part)
+    opt = _checkpoint_options(max_shard_size, method, threads, chunk_size, force, cb, part,
+                              follow_symlinks)
     _run_with_base(cb, lib.ptwm_compress_checkpoint, src, outdir, opt, base)
 
 
@@ -131,12 +136,14 @@ def decompress_checkpoint(src: PathLike, outdir: PathLike, max_shard_size: Union
                           threads: int = 0, force: bool = False,
                           progress: Optional[Callable[[int, int], Any]] = None,
                           part: Optional[Tuple[int, int]] = None,
-                          base: Optional[PathLike] = None) -> None:
+                          base: Optional[PathLike] = None, follow_symlinks: bool = False) -> None:
     """A .ptwm file or directory -> the original safetensors files, byte for byte.
     part=(K, N) writes only part K of N of the output files; then
-    assemble_checkpoint(outdir). base: the weights it was compressed against."""
+    assemble_checkpoint(outdir). base: the weights it was compressed against.
+    The directory's index and other files are checked against its file record
+    (model.ptwm.files.json): a damaged one is an error naming it."""
     cb = _Progress(progress)
-    opt = _checkpoint_options(max_shard_size, 3, threads, None, force, cb, part)
+    opt = _checkpoint_options(max_shard_size, 3, threads, None, force, cb, part, follow_symlinks)
     _run_with_base(cb, lib.ptwm_decompress_checkpoint, src, outdir, opt, base)
 
 

@@ -12,7 +12,7 @@ import unittest
 import _support  # noqa: F401 (first: it finds the package in a checkout)
 import ptwm
 from ptwm.sharding import (PtwmIndex, compress_ptwm_blob, plan_shards, read_sharded_ptwm,
-                           shard_filename, write_ptwm_shard)
+                           record_files, shard_filename, write_ptwm_shard)
 
 from _support import REPO, TESTS, TempDirTest, corpus_file, corpus_tensors, run_cli
 
@@ -126,6 +126,9 @@ class CliReadsPythonTest(TempDirTest):
             wm.update({n: fname for n, _ in shard})
         PtwmIndex(sum(len(t[1]) for t in tensors), coded, wm).write(
             self.path("model.ptwm.index.json"))
+        # Without a file record, the index's bytes cannot be verified.
+        self.assertEqual(run_cli("verify", self.tmp, check=False).returncode, 1)
+        record_files(self.tmp)
         run_cli("verify", self.tmp)
         self.assertIn(tensors[-1][0], run_cli("inspect", self.tmp).stdout)
         self.assertEqual(read_sharded_ptwm(self.tmp), {t[0]: t[1] for t in tensors})

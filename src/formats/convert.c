@@ -23,19 +23,35 @@ void ptwm_conv_plan_free(ptwm_conv_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* An exact plan reproduces every input file's record; a sink that names
- * files after them needs plain, distinct names. */
-static int can_be_exact(const ptwm_conv_src *s, const ptwm_sink_ops *sink) {
+/* Whether the plan is exact: every input file records the file it
+ * reproduces. A sink that names files after their records (unless the
+ * caller names the one output file: `named`) needs plain, distinct names:
+ * records without names (writers before names were recorded) make a fresh
+ * plan, as they always did; a name that is not plain or comes twice is
+ * refused, not replaced by another, which would not be the original. */
+static ptwm_error exact_plan(const ptwm_conv_src *s, const ptwm_sink_ops *sink, int named,
+                             int *exact, ptwm_err *err) {
     size_t i, j;
-    for (i = 0; i < s->nin; i++) {
+    *exact = s->nin > 0;
+    for (i = 0; i < s->nin; i++) *exact &= s->in[i].rec.json != NULL;
+    if (!*exact || !sink->record_names || named) return PTWM_OK;
+    for (i = 0; i < s->nin; i++)
+        if (!s->in[i].rec.name || !s->in[i].rec.name[0]) *exact = 0;
+    for (i = 0; *exact && i < s->nin; i++) {
         const char *name = s->in[i].rec.name;
-        if (!s->in[i].rec.json) return 0;
-        if (!sink->record_names) continue;
-        if (!name || !ptwm_plain_name(name)) return 0;
+        if (!ptwm_plain_name(name))
+            return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                             "'%s': shard '%s' records its source file as '%s', which is not a "
+                             "plain file name; it is not restored under another name (a maximum "
+                             "shard size writes fresh shards instead)",
+                             s->path, s->in[i].label, name);
         for (j = 0; j < i; j++)
-            if (!strcmp(name, s->in[j].rec.name)) return 0;
+            if (!strcmp(name, s->in[j].rec.name))
+                return ptwm_fail(err, PTWM_ERR_SCHEMA,
+                                 "'%s': shards '%s' and '%s' both record source file '%s'",
+                                 s->path, s->in[j].label, s->in[i].label, name);
     }
-    return 1;
+    return PTWM_OK;
 }
 
 static ptwm_error list_items(const ptwm_conv_src *s, ptwm_conv_plan *p, uint64_t **sizes,
@@ -102,13 +118,13 @@ static ptwm_error check_names(const ptwm_conv_src *s, const ptwm_conv_plan *p, p
     return PTWM_OK;
 }
 
-ptwm_error ptwm_conv_plan_make(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
-                               uint64_t max_shard_size, ptwm_conv_plan *p, ptwm_err *err) {
+static ptwm_error plan_make(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                            uint64_t max_shard_size, int named, ptwm_conv_plan *p, ptwm_err *err) {
     uint64_t *sizes = NULL;
     ptwm_error rc;
     memset(p, 0, sizeof *p);
     rc = list_items(s, p, &sizes, err);
-    p->exact = max_shard_size == 0 && s->nin > 0 && can_be_exact(s, sink);
+    if (!rc && max_shard_size == 0) rc = exact_plan(s, sink, named, &p->exact, err);
     if (!rc && max_shard_size)
         rc = ptwm_plan_shards(sizes, p->n, max_shard_size, p->shard_of, &p->nfiles, err);
     else
@@ -122,13 +138,17 @@ ptwm_error ptwm_conv_plan_make(const ptwm_conv_src *s, const ptwm_sink_ops *sink
     return rc;
 }
 
-ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const ptwm_conv_plan *p,
-                           const uint64_t *sizes, const char *dir, const char *name,
-                           ptwm_err *err) {
+ptwm_error ptwm_conv_plan_make(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
+                               uint64_t max_shard_size, ptwm_conv_plan *p, ptwm_err *err) {
+    return plan_make(s, sink, max_shard_size, 0, p, err);
+}
+
+ptwm_error ptwm_conv_index_build(ptwm_index_kind kind, const ptwm_conv_src *s,
+                                 const ptwm_conv_plan *p, const uint64_t *sizes, const char *name,
+                                 ptwm_index **out, ptwm_err *err) {
     ptwm_index *idx = NULL;
     uint64_t coded = 0;
     size_t i, k;
-    char *path;
     ptwm_error rc = s->total > INT64_MAX
                         ? ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index '%s': totals exceed 2^63-1", name)
                         : ptwm_index_new(kind, &idx, err);
@@ -139,16 +159,26 @@ ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const p
         if (!rc) rc = ptwm_index_set_meta(idx, PTWM_META_SOURCE_INDEX, s->index_text, s->index_len, err);
     }
     for (k = 0; k < p->nfiles && !rc; k++) {
-        coded += sizes[k];
+        coded += sizes ? sizes[k] : 0;
         for (i = p->start[k]; i < p->start[k + 1] && !rc; i++)
             rc = ptwm_index_add(idx, p->items[i].info.name, p->names[k], err);
     }
-    if (!rc) {
-        ptwm_index_set_totals(idx, s->total, kind == PTWM_INDEX_PTWM ? coded : 0);
-        path = ptwm_path_join(dir, name);
-        rc = path ? ptwm_index_write(idx, path, err) : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        ptwm_free(path);
-    }
+    if (!rc) ptwm_index_set_totals(idx, s->total, kind == PTWM_INDEX_PTWM ? coded : 0);
+    if (rc) ptwm_index_free(idx);
+    *out = rc ? NULL : idx;
+    return rc;
+}
+
+ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const ptwm_conv_plan *p,
+                           const uint64_t *sizes, const char *dir, const char *name,
+                           ptwm_err *err) {
+    ptwm_index *idx = NULL;
+    char *path = NULL;
+    ptwm_error rc = ptwm_conv_index_build(kind, s, p, sizes, name, &idx, err);
+    if (!rc && !(path = ptwm_path_join(dir, name)))
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = ptwm_index_write(idx, path, err);
+    ptwm_free(path);
     ptwm_index_free(idx);
     return rc;
 }
@@ -222,16 +252,19 @@ ptwm_error ptwm_conv_run(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
                          const ptwm_conv_opts *o, uint64_t max_shard_size, const char *dir,
                          int others, int *with_index, ptwm_err *err) {
     ptwm_conv_plan p;
+    ptwm_files copied;
     uint64_t *sizes = NULL;
     ptwm_error rc = ptwm_conv_plan_make(s, sink, max_shard_size, &p, err);
     if (rc) return rc;
+    memset(&copied, 0, sizeof copied);
     if (with_index) *with_index = p.with_index;
     if (!(sizes = (uint64_t *)ptwm_calloc(p.nfiles + 1, sizeof *sizes)))
         rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (!rc) rc = ptwm_conv_write(s, &p, sink, o, dir, NULL, sizes, err);
-    if (!rc && others) rc = ptwm_conv_copy_other_files(s, dir, err);
+    if (!rc && others) rc = ptwm_conv_copy_other_files(s, dir, &copied, err);
     /* The index last: a directory is only whole once it is there. */
-    if (!rc && p.with_index) rc = sink->index(s, &p, sizes, dir, err);
+    if (!rc) rc = sink->index(s, &p, sizes, &copied, dir, err);
+    ptwm_files_free(&copied);
     ptwm_free(sizes);
     ptwm_conv_plan_free(&p);
     return rc;
@@ -272,6 +305,7 @@ static ptwm_error convert_checkpoint(const char *src, const char *outdir,
     if (rc && family == PTWM_SOURCE_SAFETENSORS && already_ptwm(src))
         rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                        "'%s' is already a .ptwm checkpoint (decompress it instead)", src);
+    if (!rc) rc = ptwm_conv_src_check_links(&s, opt->follow_symlinks, err);
     /* Tensors coded against a base decode with it (docs/DELTA.md). */
     if (!rc && opt->base) rc = ptwm_source_set_base(s.opened, opt->base, err);
     if (!rc && opt->parts) {
@@ -303,9 +337,9 @@ ptwm_error ptwm_conv_file_write(const ptwm_conv_src *s, const ptwm_sink_ops *sin
     ptwm_conv_plan p;
     uint64_t size = 0;
     char *name;
-    ptwm_error rc = ptwm_conv_plan_make(s, sink, 0, &p, err);
+    /* The caller names the file, not the plan. */
+    ptwm_error rc = plan_make(s, sink, 0, 1, &p, err);
     if (rc) return rc;
-    /* The plan names the file; here the caller does. */
     if (!(name = ptwm_strdup(dst))) {
         ptwm_conv_plan_free(&p);
         return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");

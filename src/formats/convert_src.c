@@ -5,6 +5,7 @@
 #include "fileio.h"
 #include "index.h"
 #include "outdir.h"
+#include "ptdir_files.h"
 #include "shardir.h"
 #include "sink.h"
 
@@ -15,6 +16,7 @@ void ptwm_conv_progress_add(ptwm_conv_progress *p, uint64_t bytes) {
 
 void ptwm_conv_src_close(ptwm_conv_src *s) {
     ptwm_source_close(s->opened);
+    ptwm_link_rule_free(&s->links);
     ptwm_free(s->in);
     ptwm_free(s->index_name);
     ptwm_free(s->index_text);
@@ -27,6 +29,16 @@ static ptwm_error dup_text(const char *text, size_t len, char **out, ptwm_err *e
     (*out)[len] = 0;
     return PTWM_OK;
 }
+
+/* What copying the other files needs: the source, its file record (a .ptwm
+ * directory's, or NULL) and which of its entries were met, and the record
+ * being made for the output (NULL: none). */
+typedef struct conv_copy {
+    const ptwm_conv_src *s;
+    const ptwm_files *rec;
+    uint8_t *seen;
+    ptwm_files *out;
+} conv_copy;
 
 /* The Hugging Face index: a safetensors directory's own file, or the one a
  * .ptwm directory's index recorded (its text is checked where it is used). */
@@ -110,18 +122,82 @@ ptwm_error ptwm_conv_src_wrap(ptwm_conv_src *s, const ptwm_source_ops *ops, void
     return list_inputs(s, ops, err);
 }
 
-/* Files the conversion itself accounts for: the source's shards and index. */
+/* A directory source's files are read through links only where the rule
+ * allows: its index, its file record and every shard, here; its other files
+ * as they are copied. */
+ptwm_error ptwm_conv_src_check_links(ptwm_conv_src *s, int follow, ptwm_err *err) {
+    static const char *const own[] = {PTWM_INDEX_NAME, PTWM_FILES_NAME, PTWM_ST_INDEX_NAME};
+    const ptwm_shardir *d = (const ptwm_shardir *)s->dir;
+    size_t i, n = d ? ptwm_shardir_shard_count(d) : 0;
+    ptwm_error rc;
+    if (!d) return PTWM_OK;
+    if ((rc = ptwm_link_rule_init(&s->links, s->path, follow, err))) return rc;
+    s->has_links = 1;
+    for (i = 0; !rc && i < n + PTWM_ARRAY_LEN(own); i++) {
+        char *path = ptwm_path_join(s->path, i < n ? ptwm_shardir_shard_name(d, i) : own[i - n]);
+        rc = path ? ptwm_link_check(&s->links, path, err)
+                  : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        ptwm_free(path);
+    }
+    return rc;
+}
+
+/* Files the conversion itself accounts for: the source's shards, index and
+ * file record. */
 static int skip_source_file(void *ctx, const char *name) {
-    const ptwm_conv_src *s = (const ptwm_conv_src *)ctx;
+    const ptwm_conv_src *s = ((const conv_copy *)ctx)->s;
     size_t i;
     const char *iname = s->kind == PTWM_SOURCE_PTWM_DIR ? PTWM_INDEX_NAME : PTWM_ST_INDEX_NAME;
     if (!strcmp(name, iname)) return 1;
+    if (s->kind == PTWM_SOURCE_PTWM_DIR && !strcmp(name, PTWM_FILES_NAME)) return 1;
     for (i = 0; i < s->nin; i++)
         if (!strcmp(name, ptwm_shardir_shard_name((const ptwm_shardir *)s->dir, i))) return 1;
     return 0;
 }
 
-ptwm_error ptwm_conv_copy_other_files(const ptwm_conv_src *s, const char *dir, ptwm_err *err) {
+/* A copied file: checked against the source's file record (a file it does
+ * not list is copied as it is, as from a directory without a record), and
+ * recorded for the output's. */
+static ptwm_error on_copied(void *ctx, const char *name, uint64_t size, const uint8_t hash[16],
+                            ptwm_err *err) {
+    conv_copy *c = (conv_copy *)ctx;
+    const ptwm_files_entry *e = c->rec ? ptwm_files_find(c->rec, name) : NULL;
+    ptwm_error rc;
+    if (e && (rc = ptwm_files_check(c->rec, c->s->path, name, size, hash, err))) return rc;
+    if (e) c->seen[e - c->rec->e] = 1;
+    if (c->out && (!strcmp(name, PTWM_INDEX_NAME) || !strcmp(name, PTWM_FILES_NAME)))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "source directory '%s' holds '%s', the name of a .ptwm directory's own "
+                         "file: rename or remove it",
+                         c->s->path, name);
+    return c->out ? ptwm_files_add(c->out, name, size, hash, err) : PTWM_OK;
+}
+
+ptwm_error ptwm_conv_copy_other_files(const ptwm_conv_src *s, const char *dir, ptwm_files *out,
+                                      ptwm_err *err) {
+    ptwm_copy_opts o;
+    conv_copy c;
+    size_t i;
+    ptwm_error rc;
     if (!s->dir) return PTWM_OK;
-    return ptwm_copy_other_files(s->path, dir, skip_source_file, (void *)s, err);
+    memset(&c, 0, sizeof c);
+    c.s = s;
+    c.out = out;
+    if (s->kind == PTWM_SOURCE_PTWM_DIR) c.rec = ptwm_shardir_files((const ptwm_shardir *)s->dir);
+    if (c.rec && !(c.seen = (uint8_t *)ptwm_calloc(c.rec->n + 1, 1)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    o.skip = skip_source_file;
+    o.copied = on_copied;
+    o.ctx = &c;
+    o.links = s->has_links ? &s->links : NULL;
+    rc = ptwm_copy_other_files(s->path, dir, &o, err);
+    /* The index was checked when the directory opened; every other file the
+     * record lists must have been met. */
+    for (i = 0; !rc && c.rec && i < c.rec->n; i++)
+        if (!c.seen[i] && strcmp(c.rec->e[i].name, PTWM_INDEX_NAME) != 0)
+            rc = ptwm_fail(err, PTWM_ERR_NOT_FOUND,
+                           "directory '%s': file '%s' of its file record (%s) is missing",
+                           s->path, c.rec->e[i].name, PTWM_FILES_NAME);
+    ptwm_free(c.seen);
+    return rc;
 }

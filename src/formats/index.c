@@ -17,6 +17,7 @@
 #include "fileio.h"
 #include "index.h"
 #include "nametab.h"
+#include "ptdir_files.h"
 #include "safetensors.h"
 
 /* A 100,000-tensor Hugging Face index is about 8 MB; parsing costs jansson
@@ -468,22 +469,114 @@ static uint64_t file_max(ptwm_index_kind kind) {
     return kind == PTWM_INDEX_PTWM ? INDEX_FILE_MAX : PTWM_ST_MAX_HEADER;
 }
 
-ptwm_error ptwm_index_read_kind(const char *path, ptwm_index_kind kind, ptwm_index **out,
-                                ptwm_err *err) {
-    char *text = NULL;
+/* An index names the directory's file record (metadata.file_record) when it
+ * was written with one: only that name, and then the record must be there,
+ * so a record lost with the index left is found. */
+static ptwm_error check_record_named(const ptwm_index *idx, const char *path, int have_record,
+                                     ptwm_err *err) {
+    size_t len = 0;
+    const char *named = ptwm_index_get_meta(idx, PTWM_META_FILE_RECORD, &len);
+    if (!named) return PTWM_OK;
+    if (len != strlen(PTWM_FILES_NAME) || strcmp(named, PTWM_FILES_NAME) != 0)
+        return ptwm_fail(err, PTWM_ERR_SCHEMA, "index '%s': metadata.%s must be \"%s\"", path,
+                         PTWM_META_FILE_RECORD, PTWM_FILES_NAME);
+    if (!have_record)
+        return ptwm_fail(err, PTWM_ERR_NOT_FOUND,
+                         "index '%s' names the directory's file record %s, which is missing",
+                         path, PTWM_FILES_NAME);
+    return PTWM_OK;
+}
+
+/* An index read whole, then its bytes checked against the record (`checked`:
+ * rec is the directory's record, NULL when it has none) and parsed. */
+static ptwm_error read_index(const char *path, ptwm_index_kind kind, int checked,
+                             const ptwm_files *rec, ptwm_index **out, ptwm_err *err) {
+    char *text = NULL, *dir;
+    const char *base;
     size_t len = 0;
     ptwm_error rc;
     if (!path || !out) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_read: NULL argument");
     *out = NULL;
     rc = ptwm_read_small_file(path, file_max(kind), &text, &len, err);
-    if (rc != PTWM_OK) return rc;
-    rc = ptwm_index_parse_kind(text, len, path, kind, out, err);
+    if (rc) return rc;
+    /* The bytes checked are the bytes parsed: one read. */
+    if (rec) {
+        dir = ptwm_parent_dir(path, &base);
+        rc = dir ? ptwm_files_check_bytes(rec, dir, base, text, len, err)
+                 : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        ptwm_free(dir);
+    }
+    if (!rc) rc = ptwm_index_parse_kind(text, len, path, kind, out, err);
+    if (!rc && kind == PTWM_INDEX_PTWM && checked)
+        rc = check_record_named(*out, path, rec != NULL, err);
+    if (rc) {
+        ptwm_index_free(*out);
+        *out = NULL;
+    }
     ptwm_free(text);
     return rc;
 }
 
+ptwm_error ptwm_index_read_checked(const char *path, ptwm_index_kind kind, const ptwm_files *rec,
+                                   ptwm_index **out, ptwm_err *err) {
+    return read_index(path, kind, 1, rec, out, err);
+}
+
+ptwm_error ptwm_index_read_kind(const char *path, ptwm_index_kind kind, ptwm_index **out,
+                                ptwm_err *err) {
+    return read_index(path, kind, 0, NULL, out, err);
+}
+
+/* A model.ptwm.index.json is checked against the file record beside it. */
 ptwm_error ptwm_index_read(const char *path, ptwm_index **out, ptwm_err *err) {
-    return ptwm_index_read_kind(path, PTWM_INDEX_PTWM, out, err);
+    ptwm_files rec;
+    char *dir;
+    const char *base;
+    int found = 0;
+    ptwm_error rc;
+    if (!path || !out)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_read: NULL argument");
+    if (!(dir = ptwm_parent_dir(path, &base)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    memset(&rec, 0, sizeof rec);
+    if (strcmp(base, PTWM_INDEX_NAME) != 0)
+        rc = ptwm_index_read_kind(path, PTWM_INDEX_PTWM, out, err);   /* not a directory's */
+    else if ((rc = ptwm_files_read(dir, &rec, &found, err)) == PTWM_OK)
+        rc = ptwm_index_read_checked(path, PTWM_INDEX_PTWM, found ? &rec : NULL, out, err);
+    ptwm_files_free(&rec);
+    ptwm_free(dir);
+    return rc;
+}
+
+ptwm_error ptwm_index_check_map(const ptwm_index *want, const ptwm_index *got, const char *label,
+                                ptwm_err *err) {
+    size_t i, at;
+    for (i = 0; i < want->count; i++) {
+        const char *t = want->entries[i].tensor, *shard = want->shards[want->entries[i].shard];
+        const char *listed;
+        if (ptwm_index_find(got, t, &at, NULL) != PTWM_OK)
+            return ptwm_fail(err, PTWM_ERR_INDEX, "'%s' does not list tensor '%s' (in '%s')",
+                             label, t, shard);
+        listed = got->shards[got->entries[at].shard];
+        if (strcmp(listed, shard) != 0)
+            return ptwm_fail(err, PTWM_ERR_INDEX,
+                             "'%s' maps tensor '%s' to shard '%s', but it is in '%s'", label, t,
+                             listed, shard);
+    }
+    /* Every tensor of want was found, each once: got lists more only if larger. */
+    if (got->count != want->count)
+        for (i = 0; i < got->count; i++)
+            if (ptwm_index_find(want, got->entries[i].tensor, NULL, NULL) != PTWM_OK)
+                return ptwm_fail(err, PTWM_ERR_INDEX,
+                                 "'%s' maps tensor '%s' to shard '%s', which does not hold it",
+                                 label, got->entries[i].tensor,
+                                 got->shards[got->entries[i].shard]);
+    if (got->has_total && got->total_size != want->total_size)
+        return ptwm_fail(err, PTWM_ERR_INDEX,
+                         "'%s' says metadata.total_size %llu, the tensors hold %llu bytes", label,
+                         (unsigned long long)got->total_size,
+                         (unsigned long long)want->total_size);
+    return PTWM_OK;
 }
 
 static json_t *build_json(const ptwm_index *idx) {
@@ -516,15 +609,15 @@ static json_t *build_json(const ptwm_index *idx) {
     return root;
 }
 
-ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *err) {
+ptwm_error ptwm_index_text(const ptwm_index *idx, const char *label, char **out, size_t *len,
+                           ptwm_err *err) {
     json_t *root;
     char *text;
-    ptwm_error rc;
-    int hf;
-    if (!idx || !path) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_write: NULL argument");
-    hf = idx->kind != PTWM_INDEX_PTWM;
+    size_t n;
+    int hf = idx->kind != PTWM_INDEX_PTWM;
+    *out = NULL;
     if (idx->total_size > INT64_MAX || idx->compressed_total_size > INT64_MAX)
-        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index '%s': totals exceed 2^63-1", path);
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "index '%s': totals exceed 2^63-1", label);
     root = build_json(idx);
     /* As transformers writes its index (json.dumps(indent=2, sort_keys=True),
      * ASCII, but for the case of the hex digits in \u escapes); ours keeps
@@ -538,19 +631,37 @@ ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *e
         return ptwm_fail(err, PTWM_ERR_NOMEM,
                          "'%s': cannot build the index (out of memory, or a tensor name that is "
                          "not UTF-8)",
-                         path);
+                         label);
     if (!text)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                          "index '%s': a tensor name or metadata value is not valid UTF-8 (or out "
-                         "of memory)", path);
+                         "of memory)", label);
+    n = strlen(text);
     /* Never write what the reader would refuse (a huge source index kept in
      * the metadata can get there). */
-    if ((uint64_t)strlen(text) + 1 > file_max(idx->kind))
-        rc = ptwm_fail(err, PTWM_ERR_LIMIT,
-                       "index '%s' would be %zu bytes, over the %llu bytes a reader accepts",
-                       path, strlen(text) + 1, (unsigned long long)file_max(idx->kind));
-    else
-        rc = ptwm_write_small_file(path, text, strlen(text), "\n", err);
-    free(text); /* json_dumps allocates with jansson's allocator */
+    if ((uint64_t)n + 1 > file_max(idx->kind)) {
+        free(text); /* json_dumps allocates with jansson's allocator */
+        return ptwm_fail(err, PTWM_ERR_LIMIT,
+                         "index '%s' would be %zu bytes, over the %llu bytes a reader accepts",
+                         label, n + 1, (unsigned long long)file_max(idx->kind));
+    }
+    if ((*out = (char *)ptwm_malloc(n + 2)) != NULL) {
+        memcpy(*out, text, n);
+        memcpy(*out + n, "\n", 2);   /* a final newline, as transformers writes it */
+        *len = n + 1;
+    }
+    free(text);
+    return *out ? PTWM_OK : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+}
+
+ptwm_error ptwm_index_write(const ptwm_index *idx, const char *path, ptwm_err *err) {
+    char *text = NULL;
+    size_t len = 0;
+    ptwm_error rc;
+    if (!idx || !path)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "ptwm_index_write: NULL argument");
+    if ((rc = ptwm_index_text(idx, path, &text, &len, err)) == PTWM_OK)
+        rc = ptwm_write_small_file(path, text, len, NULL, err);
+    ptwm_free(text);
     return rc;
 }

@@ -16,6 +16,26 @@ ptwm_error ptwm_index_parse_kind(const char *json, size_t len, const char *label
                                  ptwm_index_kind kind, ptwm_index **out, ptwm_err *err);
 ptwm_error ptwm_index_read_kind(const char *path, ptwm_index_kind kind, ptwm_index **out,
                                 ptwm_err *err);
+/* The key of a .ptwm index's metadata naming the directory's file record
+ * (PTWM_FILES_NAME, the only value allowed): a reader then requires it. */
+#define PTWM_META_FILE_RECORD "file_record"
+
+struct ptwm_files;
+/* Read an index of `kind` in a directory whose file record is `rec` (NULL:
+ * it has none): its bytes must be the ones the record lists under the file's
+ * name, and a .ptwm index that names a record needs one. ptwm_index_read_kind
+ * reads the file alone. */
+ptwm_error ptwm_index_read_checked(const char *path, ptwm_index_kind kind,
+                                   const struct ptwm_files *rec, ptwm_index **out, ptwm_err *err);
+/* The text ptwm_index_write writes (final newline included; ptwm_free it);
+ * `label` names the index in messages. */
+ptwm_error ptwm_index_text(const ptwm_index *idx, const char *label, char **text, size_t *len,
+                           ptwm_err *err);
+/* `got` maps every tensor of `want` to the same shard and lists no other
+ * tensor; its total_size, if it states one, is want's. PTWM_ERR_INDEX naming
+ * the first difference (`label` names got). */
+ptwm_error ptwm_index_check_map(const ptwm_index *want, const ptwm_index *got, const char *label,
+                                ptwm_err *err);
 /* 1 when the index states metadata.total_size (always for the .ptwm kind). */
 int ptwm_index_has_total(const ptwm_index *idx);
 /* Why `shard` cannot name a file inside the directory ("is empty", "contains

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "outdir.h"
 #include "fileio.h"
+#include "hash.h"
 #include "tmpout.h"
 
 #define COPY_BUF ((size_t)1 << 20)
@@ -28,8 +29,8 @@ const char *ptwm_base_name(const char *path) {
 }
 
 int ptwm_plain_name(const char *name) {
-    return name && name[0] && strcmp(name, ".") != 0 && !strchr(name, '/') &&
-           !strchr(name, '\\') && !strstr(name, "..") && strlen(name) <= 255;
+    return name && name[0] && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 &&
+           !strchr(name, '/') && !strchr(name, '\\') && strlen(name) <= 255;
 }
 
 /* Canonical absolute path of `path`, which need not exist (its parent must). */
@@ -376,11 +377,13 @@ void ptwm_stage_abort(ptwm_stage *st) {
     st->final_path = NULL;
 }
 
-ptwm_error ptwm_copy_file(const char *src, const char *dst, ptwm_err *err) {
+ptwm_error ptwm_copy_file(const char *src, const char *dst, uint8_t hash[16], uint64_t *size,
+                          ptwm_err *err) {
     int in = -1, out;
-    uint64_t size = 0, off = 0;
+    uint64_t len = 0, off = 0;
     uint8_t *buf;
-    ptwm_error rc = ptwm_open_read(src, &in, &size, err);
+    ptwm_xxh128 h = {0};
+    ptwm_error rc = ptwm_open_read(src, &in, &len, err);
     if (rc) return rc;
     buf = (uint8_t *)ptwm_malloc(COPY_BUF);
     out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -388,73 +391,149 @@ ptwm_error ptwm_copy_file(const char *src, const char *dst, ptwm_err *err) {
         rc = buf ? ptwm_fail(err, PTWM_ERR_IO, "'%s': cannot create: %s", dst, strerror(errno))
                  : ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     }
-    while (rc == PTWM_OK && off < size) {
-        size_t piece = (size_t)PTWM_MIN(size - off, (uint64_t)COPY_BUF);
+    if (!rc && hash) rc = ptwm_xxh128_begin(&h, err);
+    while (rc == PTWM_OK && off < len) {
+        size_t piece = (size_t)PTWM_MIN(len - off, (uint64_t)COPY_BUF);
         rc = ptwm_pread_full(in, buf, piece, off, src, err);
         if (rc == PTWM_OK) rc = ptwm_write_full(out, buf, piece, dst, err);
+        if (rc == PTWM_OK && hash) ptwm_xxh128_update(&h, buf, piece);
         off += piece;
     }
     /* A file that grew while we copied would come out cut short: say so. */
     if (rc == PTWM_OK) {
         struct stat sb;
-        if (fstat(in, &sb) == 0 && (uint64_t)sb.st_size != size)
+        if (fstat(in, &sb) == 0 && (uint64_t)sb.st_size != len)
             rc = ptwm_fail(err, PTWM_ERR_IO, "'%s' changed size while being copied", src);
     }
     if (out >= 0 && close(out) != 0 && rc == PTWM_OK)
         rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': close: %s", dst, strerror(errno));
+    if (rc == PTWM_OK && hash) ptwm_xxh128_digest(&h, hash);
+    if (size) *size = len;
+    ptwm_xxh128_free(&h);
     close(in);
     ptwm_free(buf);
     return rc;
 }
 
-static ptwm_error copy_tree(const char *srcdir, const char *dstdir, int depth,
-                            int (*skip)(void *ctx, const char *name), void *ctx, ptwm_err *err) {
+/* ---- links in a source directory ----------------------------------------- */
+
+ptwm_error ptwm_link_rule_init(ptwm_link_rule *r, const char *srcdir, int follow, ptwm_err *err) {
+    char *up;
+    const char *base;
+    memset(r, 0, sizeof *r);
+    r->follow = follow;
+    if (follow) return PTWM_OK;
+    if (!(r->root = ptwm_realpath(srcdir)))
+        return ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", srcdir, strerror(errno));
+    /* A Hugging Face cache: .../snapshots/REVISION/name -> ../../blobs/HASH. */
+    up = ptwm_parent_dir(r->root, &base);
+    if (up && !strcmp(ptwm_base_name(up), "snapshots")) {
+        char *hub = ptwm_parent_dir(up, &base), *blobs = hub ? ptwm_path_join(hub, "blobs") : NULL;
+        r->blobs = blobs ? ptwm_realpath(blobs) : NULL;
+        ptwm_free(hub);
+        ptwm_free(blobs);
+    }
+    ptwm_free(up);
+    return PTWM_OK;
+}
+
+void ptwm_link_rule_free(ptwm_link_rule *r) {
+    ptwm_free(r->root);
+    ptwm_free(r->blobs);
+    memset(r, 0, sizeof *r);
+}
+
+ptwm_error ptwm_link_check(const ptwm_link_rule *r, const char *path, ptwm_err *err) {
+    struct stat sb;
+    char *to;
+    int inside;
+    if (!r || r->follow || lstat(path, &sb) != 0 || !S_ISLNK(sb.st_mode)) return PTWM_OK;
+    /* A link that dangles or loops is left to whoever opens it to report. */
+    if (!(to = ptwm_realpath(path))) return PTWM_OK;
+    inside = path_within(to, r->root) || (r->blobs && path_within(to, r->blobs));
+    if (!inside)
+        ptwm_fail(err, PTWM_ERR_UNSUPPORTED,
+                  "'%s' is a symbolic link to '%s', outside the source directory (and not into a "
+                  "Hugging Face cache's blobs/): not followed unless asked (--follow-symlinks)",
+                  path, to);
+    ptwm_free(to);
+    return inside ? PTWM_OK : PTWM_ERR_UNSUPPORTED;
+}
+
+/* ---- copying a directory's other files ------------------------------------ */
+
+typedef struct copy_walk {
+    const ptwm_copy_opts *o;
+    ptwm_err *err;
+} copy_walk;
+
+static ptwm_error copy_tree(const copy_walk *w, const char *srcdir, const char *dstdir,
+                            const char *rel, int depth);
+
+/* One entry `name` of srcdir (its path inside the copied tree: relname). */
+static ptwm_error copy_entry(const copy_walk *w, const char *s, const char *d, const char *relname,
+                             int depth) {
+    struct stat sb, lsb;
+    ptwm_err *err = w->err;
+    ptwm_error rc;
+    if (stat(s, &sb) != 0) return ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", s, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) {
+        /* Files may be links (a Hugging Face cache links snapshots to
+         * blobs); a linked directory may lead anywhere, "/" or back into
+         * itself, so it is refused rather than followed. */
+        if (lstat(s, &lsb) == 0 && S_ISLNK(lsb.st_mode))
+            return ptwm_fail(err, PTWM_ERR_UNSUPPORTED,
+                             "'%s' is a symbolic link to a directory, which is not followed "
+                             "(copy or remove it)",
+                             s);
+        if (depth >= COPY_MAX_DEPTH)
+            return ptwm_fail(err, PTWM_ERR_LIMIT, "'%s': directories nested deeper than %d", s,
+                             COPY_MAX_DEPTH);
+        if (mkdir(d, 0777) != 0)
+            return ptwm_fail(err, PTWM_ERR_IO, "'%s': mkdir: %s", d, strerror(errno));
+        return copy_tree(w, s, d, relname, depth + 1);
+    }
+    if (!S_ISREG(sb.st_mode)) return PTWM_OK;
+    if ((rc = ptwm_link_check(w->o->links, s, err))) return rc;
+    {
+        uint8_t h[16];
+        uint64_t size = 0;
+        rc = ptwm_copy_file(s, d, w->o->copied ? h : NULL, &size, err);
+        if (!rc && w->o->copied) rc = w->o->copied(w->o->ctx, relname, size, h, err);
+    }
+    return rc;
+}
+
+static ptwm_error copy_tree(const copy_walk *w, const char *srcdir, const char *dstdir,
+                            const char *rel, int depth) {
     DIR *dir = opendir(srcdir);
     struct dirent *e;
     ptwm_error rc = PTWM_OK;
-    if (!dir) return ptwm_fail(err, PTWM_ERR_IO, "'%s': cannot list: %s", srcdir, strerror(errno));
+    if (!dir)
+        return ptwm_fail(w->err, PTWM_ERR_IO, "'%s': cannot list: %s", srcdir, strerror(errno));
     while (rc == PTWM_OK && (e = readdir(dir)) != NULL) {
-        char *s, *d;
-        struct stat sb;
+        char *s, *d, *r;
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (depth == 0 && skip && skip(ctx, e->d_name)) continue;
+        if (depth == 0 && w->o->skip && w->o->skip(w->o->ctx, e->d_name)) continue;
         s = ptwm_path_join(srcdir, e->d_name);
         d = ptwm_path_join(dstdir, e->d_name);
-        if (!s || !d) {
-            rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-        } else if (stat(s, &sb) != 0) {
-            rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': %s", s, strerror(errno));
-        } else if (S_ISDIR(sb.st_mode)) {
-            struct stat lsb;
-            /* Files may be links (a Hugging Face cache links snapshots to
-             * blobs); a linked directory may lead anywhere, "/" or back into
-             * itself, so it is refused rather than followed. */
-            if (lstat(s, &lsb) == 0 && S_ISLNK(lsb.st_mode))
-                rc = ptwm_fail(err, PTWM_ERR_UNSUPPORTED,
-                               "'%s' is a symbolic link to a directory, which is not followed "
-                               "(copy or remove it)",
-                               s);
-            else if (depth >= COPY_MAX_DEPTH)
-                rc = ptwm_fail(err, PTWM_ERR_LIMIT, "'%s': directories nested deeper than %d", s,
-                               COPY_MAX_DEPTH);
-            else if (mkdir(d, 0777) != 0)
-                rc = ptwm_fail(err, PTWM_ERR_IO, "'%s': mkdir: %s", d, strerror(errno));
-            else
-                rc = copy_tree(s, d, depth + 1, skip, ctx, err);
-        } else if (S_ISREG(sb.st_mode)) {
-            rc = ptwm_copy_file(s, d, err);
-        }
+        r = rel ? ptwm_path_join(rel, e->d_name) : ptwm_strdup(e->d_name);
+        rc = s && d && r ? copy_entry(w, s, d, r, depth)
+                         : ptwm_fail(w->err, PTWM_ERR_NOMEM, "out of memory");
         ptwm_free(s);
         ptwm_free(d);
+        ptwm_free(r);
     }
     closedir(dir);
     return rc;
 }
 
-ptwm_error ptwm_copy_other_files(const char *srcdir, const char *dstdir,
-                                 int (*skip)(void *ctx, const char *name), void *ctx,
+ptwm_error ptwm_copy_other_files(const char *srcdir, const char *dstdir, const ptwm_copy_opts *o,
                                  ptwm_err *err) {
-    return copy_tree(srcdir, dstdir, 0, skip, ctx, err);
+    copy_walk w;
+    w.o = o;
+    w.err = err;
+    return copy_tree(&w, srcdir, dstdir, NULL, 0);
 }
 
 struct ptwm_outfile {

@@ -165,12 +165,14 @@ static ptwm_error assemble(const char *outdir, const ptwm_parts_manifest *m, siz
     ptwm_conv_src s;
     ptwm_conv_plan pl;
     ptwm_parts_files f;
+    ptwm_files copied;
     uint64_t *sizes = NULL;
     const char *last;
     char fp[33];
     ptwm_source *base = NULL;
     ptwm_error rc = ptwm_conv_src_open(
         &s, m[0].source, compress ? PTWM_SOURCE_SAFETENSORS : PTWM_SOURCE_PTWM, err);
+    if (!rc) rc = ptwm_conv_src_check_links(&s, m[0].follow_symlinks, err);
     if (rc) ptwm_err_prefix(err, "'%s': the parts' source", outdir);
     /* The base the parts ran with is part of their plan. */
     if (!rc && m[0].base && (rc = ptwm_source_open(m[0].base, PTWM_SOURCE_AUTO, &base, err)))
@@ -189,13 +191,15 @@ static ptwm_error assemble(const char *outdir, const ptwm_parts_manifest *m, siz
     sizes = (uint64_t *)ptwm_calloc(pl.nfiles + 1, sizeof *sizes);
     if (!rc && !sizes) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (!rc) rc = ptwm_parts_verify(outdir, m, n, &f, sizes, err);
-    if (!rc) rc = ptwm_conv_copy_other_files(&s, outdir, err);
+    memset(&copied, 0, sizeof copied);
+    if (!rc) rc = ptwm_conv_copy_other_files(&s, outdir, &copied, err);
     last = pl.with_index ? NULL : pl.names[0];
     /* The index (or the one file) last: OUTDIR is whole once it is there. */
     if (!rc) rc = ptwm_parts_publish(outdir, m, n, last, 0, err);
-    if (!rc && pl.with_index) rc = sink->index(&s, &pl, sizes, outdir, err);
+    if (!rc) rc = sink->index(&s, &pl, sizes, &copied, outdir, err);
     if (!rc) rc = ptwm_parts_publish(outdir, m, n, last, 1, err);
     if (!rc) ptwm_parts_done(outdir);
+    ptwm_files_free(&copied);
     ptwm_free(sizes);
     ptwm_parts_files_free(&f);
     ptwm_conv_plan_free(&pl);

@@ -20,6 +20,7 @@
 #include "fileio.h"
 #include "hash.h"
 #include "outdir.h"
+#include "ptdir_files.h"
 #include "ptdir_parts.h"
 #include "source_impl.h"
 
@@ -140,32 +141,9 @@ static ptwm_error fingerprint(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
 }
 
 ptwm_error ptwm_parts_hash_file(const char *path, char hex[33], uint64_t *size, ptwm_err *err) {
-    ptwm_xxh128 h = {0};
-    uint8_t d[16], *buf = NULL;
-    ptwm_error rc = PTWM_OK;
-    ssize_t got;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ptwm_fail(err, PTWM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    *size = 0;
-    buf = (uint8_t *)ptwm_malloc((uint64_t)1 << 20);
-    if (!buf) rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
-    if (!rc) rc = ptwm_xxh128_begin(&h, err);
-    while (!rc && (got = read(fd, buf, (size_t)1 << 20)) != 0) {
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            rc = ptwm_fail(err, PTWM_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-            break;
-        }
-        ptwm_xxh128_update(&h, buf, (size_t)got);
-        *size += (uint64_t)got;
-    }
-    if (!rc) {
-        ptwm_xxh128_digest(&h, d);
-        ptwm_hex128(d, hex);
-    }
-    ptwm_xxh128_free(&h);
-    ptwm_free(buf);
-    close(fd);
+    uint8_t d[16];
+    ptwm_error rc = ptwm_hash_file(path, d, size, err);
+    if (!rc) ptwm_hex128(d, hex);
     return rc;
 }
 
@@ -219,6 +197,8 @@ ptwm_error ptwm_parts_write_manifest(const char *outdir, const char *src, const 
         bad |= json_object_set_new(root, "method", json_integer(o->method)) != 0;
         bad |= json_object_set_new(root, "chunk_size", json_integer((json_int_t)o->chunk_size)) != 0;
         if (abs_base) bad |= json_object_set_new(root, "base", json_string(abs_base)) != 0;
+        if (o->follow_symlinks)
+            bad |= json_object_set_new(root, "follow_symlinks", json_true()) != 0;
         bad |= json_object_set(root, "shards", shards) != 0;
         if (!bad) text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     }
@@ -474,11 +454,14 @@ static ptwm_error parse_manifest(const char *text, size_t len, const char *file,
              (strcmp(m->direction, "compress") != 0 && strcmp(m->direction, "decompress") != 0) ||
              !get_u64(root, "max_shard_size", &m->max_shard_size) ||
              !get_u64(root, "chunk_size", &m->chunk_size) || !get_u64(root, "method", &method) ||
-             method > 255 || (json_object_get(root, "base") && !m->base))
+             method > 255 || (json_object_get(root, "base") && !m->base) ||
+             (json_object_get(root, "follow_symlinks") &&
+              !json_is_true(json_object_get(root, "follow_symlinks"))))
         rc = ptwm_fail(err, PTWM_ERR_SCHEMA,
                        "manifest '%s': needs direction (compress or decompress), plan (32 hex "
                        "digits), part and parts (1 <= part <= parts <= %u), source, "
-                       "max_shard_size, chunk_size and method (and base a string, if there)",
+                       "max_shard_size, chunk_size and method (and base a string, "
+                       "follow_symlinks true, if there)",
                        file, PTWM_PARTS_MAX);
     else if (strcmp(manifest_name((uint32_t)part, (uint32_t)parts, expect), file) != 0)
         rc = ptwm_fail(err, PTWM_ERR_MISMATCH, "manifest '%s' describes part %llu of %llu",
@@ -488,6 +471,7 @@ static ptwm_error parse_manifest(const char *text, size_t len, const char *file,
         m->part = (uint32_t)part;
         m->parts = (uint32_t)parts;
         m->method = (int)method;
+        m->follow_symlinks = json_object_get(root, "follow_symlinks") != NULL;
         rc = parse_shards(m, json_object_get(root, "shards"), file, err);
     }
     json_decref(root);

@@ -24,6 +24,7 @@ typedef struct ptwm_parts_manifest {
     char *source;
     char *direction;            /* "compress" or "decompress" */
     char *base;                 /* the base's path (absolute), or NULL for none */
+    int follow_symlinks;        /* the parts followed links anywhere in the source */
     uint64_t max_shard_size, chunk_size;
     int method;
     ptwm_parts_shard *shards;

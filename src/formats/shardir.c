@@ -21,6 +21,7 @@
 #include "fileio.h"
 #include "index.h"
 #include "nametab.h"
+#include "ptdir_files.h"
 #include "shardir.h"
 #include "source_impl.h"
 
@@ -55,6 +56,9 @@ struct ptwm_shardir {
     size_t n;
     ptwm_nametab by_name;         /* over t */
     uint64_t total_size, compressed_total_size;
+    char *path;                   /* the directory */
+    ptwm_files files;             /* .ptwm kind: its file record, if has_files */
+    int has_files;
 };
 
 void ptwm_shardir_close(ptwm_shardir *d) {
@@ -69,6 +73,8 @@ void ptwm_shardir_close(ptwm_shardir *d) {
     ptwm_free(d->t);
     ptwm_nametab_free(&d->by_name);
     ptwm_index_free(d->index);
+    ptwm_files_free(&d->files);
+    ptwm_free(d->path);
     ptwm_free(d);
 }
 
@@ -236,7 +242,8 @@ static ptwm_error open_index(ptwm_shardir *d, const char *dir, const char *index
     ptwm_index *idx = NULL;
     const char **names = NULL;
     size_t i, nnames;
-    ptwm_error rc = ptwm_index_read_kind(index_path, d->k->index_kind, &idx, err);
+    ptwm_error rc = ptwm_index_read_checked(index_path, d->k->index_kind,
+                                            d->has_files ? &d->files : NULL, &idx, err);
     if (rc) return rc;
     nnames = ptwm_index_shard_count(idx);
     names = (const char **)ptwm_calloc(nnames + 1, sizeof(*names));
@@ -255,6 +262,21 @@ static ptwm_error open_index(ptwm_shardir *d, const char *dir, const char *index
     return rc;
 }
 
+/* A .ptwm directory's file record, read first: the index is checked against
+ * it, and an index it lists must be there. */
+static ptwm_error read_record(ptwm_shardir *d, const char *dir, const char *index_path,
+                              ptwm_err *err) {
+    ptwm_error rc;
+    if (!d->k->ptwm) return PTWM_OK;
+    if ((rc = ptwm_files_read(dir, &d->files, &d->has_files, err))) return rc;
+    if (d->has_files && ptwm_files_find(&d->files, d->k->index_name) &&
+        !ptwm_file_exists(index_path))
+        return ptwm_fail(err, PTWM_ERR_NOT_FOUND,
+                         "directory '%s': %s is missing, its file record (%s) lists it", dir,
+                         d->k->index_name, PTWM_FILES_NAME);
+    return PTWM_OK;
+}
+
 static ptwm_error open_dir(ptwm_shardir *d, const char *dir, ptwm_open_mode mode, ptwm_err *err) {
     char *index_path = ptwm_path_join(dir, d->k->index_name);
     char *single = ptwm_path_join(dir, d->k->single_name);
@@ -262,6 +284,8 @@ static ptwm_error open_dir(ptwm_shardir *d, const char *dir, ptwm_open_mode mode
     int found;
     if (!index_path || !single) {
         rc = no_memory(dir, err);
+    } else if ((rc = read_record(d, dir, index_path, err)) != PTWM_OK) {
+        /* reported */
     } else if ((rc = ptwm_find_file(index_path, &found, err)) != PTWM_OK || found) {
         if (!rc) rc = open_index(d, dir, index_path, mode, err);
     } else if ((rc = ptwm_find_file(single, &found, err)) != PTWM_OK || found) {
@@ -292,7 +316,8 @@ ptwm_error ptwm_shardir_open(const char *dir, ptwm_source_kind kind, ptwm_open_m
     d = (ptwm_shardir *)ptwm_calloc(1, sizeof(*d));
     if (!d) return no_memory(dir, err);
     d->k = kind == PTWM_SOURCE_PTWM_DIR ? &PT_DIR : &ST_DIR;
-    rc = open_dir(d, dir, mode, err);
+    d->path = ptwm_strdup(dir);
+    rc = d->path ? open_dir(d, dir, mode, err) : no_memory(dir, err);
     if (rc) {
         ptwm_shardir_close(d);
         return rc;
@@ -313,6 +338,10 @@ const char *ptwm_shardir_shard_name(const ptwm_shardir *d, size_t i) {
     return d && i < d->nshards ? d->shard_names[i] : NULL;
 }
 const ptwm_index *ptwm_shardir_index(const ptwm_shardir *d) { return d ? d->index : NULL; }
+const ptwm_files *ptwm_shardir_files(const ptwm_shardir *d) {
+    return d && d->has_files ? &d->files : NULL;
+}
+const char *ptwm_shardir_path(const ptwm_shardir *d) { return d ? d->path : NULL; }
 uint64_t ptwm_shardir_total_size(const ptwm_shardir *d) { return d ? d->total_size : 0; }
 uint64_t ptwm_shardir_compressed_total_size(const ptwm_shardir *d) {
     return d ? d->compressed_total_size : 0;

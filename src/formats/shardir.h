@@ -28,6 +28,12 @@ const ptwm_source_ops *ptwm_shardir_shard_ops(const ptwm_shardir *d);
 size_t ptwm_shardir_shard_of(const ptwm_shardir *d, size_t index, size_t *local);
 /* The .ptwm index (NULL for a lone model.ptwm and for safetensors directories). */
 const ptwm_index *ptwm_shardir_index(const ptwm_shardir *d);
+/* The .ptwm kind's file record (ptdir_files.h), NULL when the directory has
+ * none; the index was checked against it at open. */
+struct ptwm_files;
+const struct ptwm_files *ptwm_shardir_files(const ptwm_shardir *d);
+/* The directory's path as opened. */
+const char *ptwm_shardir_path(const ptwm_shardir *d);
 /* Sums over the shards: tensor bytes and file bytes. */
 uint64_t ptwm_shardir_total_size(const ptwm_shardir *d);
 uint64_t ptwm_shardir_compressed_total_size(const ptwm_shardir *d);

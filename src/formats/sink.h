@@ -13,6 +13,8 @@
 #define PTWM_SINK_H
 
 #include "index.h"
+#include "outdir.h"
+#include "ptdir_files.h"
 #include "source_impl.h"
 
 #define PTWM_ST_INDEX_NAME "model.safetensors.index.json"
@@ -52,6 +54,8 @@ typedef struct ptwm_conv_src {
     char *index_name;           /* the Hugging Face index it holds or recorded, if any */
     char *index_text;
     size_t index_len;
+    ptwm_link_rule links;       /* which links of a directory source are read */
+    int has_links;              /* links set (ptwm_conv_src_check_links) */
 } ptwm_conv_src;
 
 typedef struct ptwm_conv_item {
@@ -103,9 +107,12 @@ typedef struct ptwm_sink_ops {
     ptwm_error (*close)(void *s, ptwm_err *err);
     /* Whether the plan's directory has an index (else its one file). */
     int (*with_index)(const ptwm_conv_src *s, size_t nfiles, int exact);
-    /* Write the index into dir (sizes[k]: output file k's bytes on disk). */
+    /* Write the directory's own files into dir, last: the index when
+     * p->with_index (sizes[k]: output file k's bytes on disk); a .ptwm
+     * directory with an index or other files (`others`: each file copied,
+     * its size and hash) also its file record, before the index. */
     ptwm_error (*index)(const ptwm_conv_src *s, const ptwm_conv_plan *p, const uint64_t *sizes,
-                        const char *dir, ptwm_err *err);
+                        struct ptwm_files *others, const char *dir, ptwm_err *err);
 } ptwm_sink_ops;
 
 extern const ptwm_sink_ops ptwm_sink_ptwm_ops;          /* sink_ptwm.c */
@@ -144,8 +151,15 @@ ptwm_error ptwm_conv_staged(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
  * files) written at `dst`. */
 ptwm_error ptwm_conv_file_write(const ptwm_conv_src *s, const ptwm_sink_ops *sink,
                                 const ptwm_conv_opts *o, const char *dst, ptwm_err *err);
-/* Copy the source directory's other files (config, tokenizer...) into dir. */
-ptwm_error ptwm_conv_copy_other_files(const ptwm_conv_src *s, const char *dir, ptwm_err *err);
+/* Check the links of a directory source's index, file record and shards
+ * against the rule for `follow` (outdir.h), and keep the rule for copying its
+ * other files. Nothing to do for a file source. */
+ptwm_error ptwm_conv_src_check_links(ptwm_conv_src *s, int follow, ptwm_err *err);
+/* Copy the source directory's other files (config, tokenizer...) into dir: a
+ * .ptwm directory's checked against its file record (a damaged or missing
+ * one is an error naming it); each copied file added to `out` (NULL: not). */
+ptwm_error ptwm_conv_copy_other_files(const ptwm_conv_src *s, const char *dir,
+                                      struct ptwm_files *out, ptwm_err *err);
 /* The conversion options of coding parameters (NULL: defaults), their
  * progress callback reported through p; and of checkpoint options. */
 void ptwm_conv_opts_from(const ptwm_cparams *cp, ptwm_conv_progress *p, ptwm_conv_opts *out);
@@ -160,6 +174,10 @@ void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
 ptwm_error ptwm_conv_index(ptwm_index_kind kind, const ptwm_conv_src *s, const ptwm_conv_plan *p,
                            const uint64_t *sizes, const char *dir, const char *name,
                            ptwm_err *err);
+/* That index, built and not written (`name` labels it in messages). */
+ptwm_error ptwm_conv_index_build(ptwm_index_kind kind, const ptwm_conv_src *s,
+                                 const ptwm_conv_plan *p, const uint64_t *sizes, const char *name,
+                                 ptwm_index **out, ptwm_err *err);
 ptwm_error ptwm_conv_metadata(const ptwm_conv_file *f, ptwm_kv **kv, size_t *n, ptwm_err *err);
 
 #endif

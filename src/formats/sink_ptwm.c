@@ -8,6 +8,7 @@
  * index in its own index's metadata. One context serves every file. */
 #include <stdlib.h>
 #include "fileio.h"
+#include "hash.h"
 #include "sink.h"
 #include "write_later.h"
 #include "writer.h"
@@ -123,9 +124,34 @@ static int pt_with_index(const ptwm_conv_src *s, size_t nfiles, int exact) {
     return nfiles > 1 || (exact && s->index_text);
 }
 
+/* The file record (every other file and the index), then the index: the
+ * directory is whole once its index is there. A lone file with nothing
+ * beside it needs neither. */
 static ptwm_error pt_index(const ptwm_conv_src *s, const ptwm_conv_plan *p, const uint64_t *sizes,
-                           const char *dir, ptwm_err *err) {
-    return ptwm_conv_index(PTWM_INDEX_PTWM, s, p, sizes, dir, PTWM_INDEX_NAME, err);
+                           ptwm_files *others, const char *dir, ptwm_err *err) {
+    ptwm_index *idx = NULL;
+    char *text = NULL, *path = NULL;
+    size_t len = 0;
+    uint8_t h[16];
+    ptwm_error rc;
+    if (!p->with_index) return others->n ? ptwm_files_write(others, dir, err) : PTWM_OK;
+    rc = ptwm_conv_index_build(PTWM_INDEX_PTWM, s, p, sizes, PTWM_INDEX_NAME, &idx, err);
+    if (!rc)
+        rc = ptwm_index_set_meta(idx, PTWM_META_FILE_RECORD, PTWM_FILES_NAME,
+                                 strlen(PTWM_FILES_NAME), err);
+    if (!rc) rc = ptwm_index_text(idx, PTWM_INDEX_NAME, &text, &len, err);
+    if (!rc) {
+        ptwm_xxh128_oneshot(text, len, h);
+        rc = ptwm_files_add(others, PTWM_INDEX_NAME, len, h, err);
+    }
+    if (!rc) rc = ptwm_files_write(others, dir, err);
+    if (!rc && !(path = ptwm_path_join(dir, PTWM_INDEX_NAME)))
+        rc = ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!rc) rc = ptwm_write_small_file(path, text, len, NULL, err);
+    ptwm_free(path);
+    ptwm_free(text);
+    ptwm_index_free(idx);
+    return rc;
 }
 
 const ptwm_sink_ops ptwm_sink_ptwm_ops = {"ptwm",  PTWM_SINGLE_NAME, "compress",   0,

@@ -8,6 +8,7 @@
  * chunks decode beside the next one's first); the stream checks each
  * payload hash as its tensor's chunks retire, and a file that fails is
  * never committed. Other inputs are read and written here. */
+#include <stdio.h>
 #include <stdlib.h>
 #include "fileio.h"
 #include "fstream.h"
@@ -298,16 +299,38 @@ static int st_with_index(const ptwm_conv_src *s, size_t nfiles, int exact) {
     return exact ? s->index_name != NULL : nfiles > 1;
 }
 
+/* The Hugging Face index a .ptwm directory recorded maps every tensor to the
+ * restored file that holds it and lists nothing else: a damaged or hand-made
+ * one (a shard such as "../x.safetensors", a tensor sent to the wrong shard)
+ * is refused rather than written out. */
+static ptwm_error check_source_index(const ptwm_conv_src *s, const ptwm_conv_plan *p,
+                                     ptwm_err *err) {
+    ptwm_index *kept = NULL, *restored = NULL;
+    char label[512];
+    ptwm_error rc;
+    snprintf(label, sizeof label, "%s: %s kept in %s", s->path, s->index_name, PTWM_INDEX_NAME);
+    rc = ptwm_index_parse_kind(s->index_text, s->index_len, label, PTWM_INDEX_SAFETENSORS, &kept,
+                               err);
+    if (!rc) rc = ptwm_conv_index_build(PTWM_INDEX_SAFETENSORS, s, p, NULL, label, &restored, err);
+    if (!rc) rc = ptwm_index_check_map(restored, kept, label, err);
+    ptwm_index_free(kept);
+    ptwm_index_free(restored);
+    return rc;
+}
+
 /* The source's own index as it was, or Hugging Face's index over fresh shards. */
 static ptwm_error st_index(const ptwm_conv_src *s, const ptwm_conv_plan *p, const uint64_t *sizes,
-                           const char *dir, ptwm_err *err) {
+                           ptwm_files *others, const char *dir, ptwm_err *err) {
     char *path;
     ptwm_error rc;
+    (void)others;
+    if (!p->with_index) return PTWM_OK;
     if (p->exact) {
         if (!s->index_text || !ptwm_plain_name(s->index_name))
             return ptwm_fail(err, PTWM_ERR_SCHEMA,
                              "'%s': %s names source index '%s' but is missing its text or the "
                              "name is not a plain file name", s->path, PTWM_INDEX_NAME, s->index_name);
+        if ((rc = check_source_index(s, p, err))) return rc;
         if (!(path = ptwm_path_join(dir, s->index_name)))
             return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
         rc = ptwm_write_small_file(path, s->index_text, s->index_len, NULL, err);

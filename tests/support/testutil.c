@@ -198,3 +198,36 @@ int tu_trees_equal(const char *a, const char *b) {
     if (ok && na != nb) fprintf(stderr, "%s has %d entries, %s has %d\n", a, na, b, nb);
     return ok && na == nb;
 }
+
+int tu_sh(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return system(cmd);
+}
+
+int tu_write_layout(const char *src, const char *path) {
+    ptwm_source *s = NULL;
+    FILE *f;
+    size_t i, d;
+    int ok;
+    if (ptwm_source_open(src, PTWM_SOURCE_AUTO, &s, NULL) != PTWM_OK) return -1;
+    if (!(f = fopen(path, "w"))) {
+        ptwm_source_close(s);
+        return -1;
+    }
+    fputs("[", f);
+    for (i = 0; i < ptwm_source_count(s); i++) {
+        ptwm_tensor_info t;
+        ptwm_source_tensor(s, i, &t, NULL);
+        fprintf(f, "%s{\"name\": \"%s\", \"shape\": [", i ? ", " : "", t.name);
+        for (d = 0; d < t.ndim; d++)
+            fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)t.shape[d]);
+        fputs("]}", f);
+    }
+    ok = fputs("]\n", f) >= 0;
+    ptwm_source_close(s);
+    return fclose(f) == 0 && ok ? 0 : -1;
+}

@@ -71,6 +71,11 @@ int tu_count_prefixed(const char *prefix);
  * status, or -1 if the program did not exit normally. */
 int tu_run_cli(const char *bin, const char *out_path, const char *err_path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Run a shell command (formatted like printf); returns system()'s status. */
+int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Write at `path` a layout (JSON) naming every tensor of the source at `src`,
+ * in its order, with its shape. 0 on success. */
+int tu_write_layout(const char *src, const char *path);
 /* Two files hold the same bytes. */
 int tu_files_equal(const char *a, const char *b);
 /* Every regular file of `a` (recursively) is in `b` with the same bytes, and

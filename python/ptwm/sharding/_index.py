@@ -10,7 +10,7 @@ from pathlib import Path
 from .._errors import check, check_path
 from .._lib import ErrStruct, lib
 
-__all__ = ["PtwmIndex"]
+__all__ = ["PtwmIndex", "record_files"]
 
 
 class _Handle:
@@ -64,3 +64,14 @@ class PtwmIndex:
                 weight_map[tensor.value.decode()] = shard.value.decode()
             return cls(int(lib.ptwm_index_total_size(h.ptr)),
                        int(lib.ptwm_index_compressed_total_size(h.ptr)), weight_map)
+
+
+def record_files(model_dir: str | Path) -> None:
+    """Write ``model.ptwm.files.json`` in a directory put together by hand
+    (shards, a :class:`PtwmIndex`, config files): the size and XXH3-128 of
+    the index and of every other file besides the shards, as they are now,
+    which ``ptwm verify``, decompression and the loaders check. Directories
+    written by the library's conversions carry theirs already."""
+    err = ErrStruct()
+    check_path(lib.ptwm_ptdir_record_files(os.fsencode(model_dir), ctypes.byref(err)), err,
+               model_dir, writing=True)
