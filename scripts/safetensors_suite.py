@@ -196,7 +196,7 @@ def main(argv=None) -> int:
     for test_id, outcome, detail in result.outcomes:
         test_id = _short_id(test_id)
         if test_id in NOT_APPLICABLE:
-            na.append((test_id, outcome))
+            na.append((test_id, outcome, detail))
             continue
         counts[outcome] += 1
         line = f"{outcome.upper():4}  {test_id}"
@@ -207,9 +207,11 @@ def main(argv=None) -> int:
             text = detail.rstrip().splitlines()
             print("\n".join("      " + s for s in (text if args.verbose else text[-1:])))
     print("\nnot applicable (run, not counted):")
-    for test_id, outcome in na:
+    for test_id, outcome, detail in na:
         print(f"  {outcome:4}  {test_id}: {NOT_APPLICABLE[test_id]}")
-    missing = sorted(set(NOT_APPLICABLE) - {t for t, _ in na})
+        if outcome == "fail" and args.verbose:
+            print("\n".join("        " + s for s in detail.rstrip().splitlines()[-3:]))
+    missing = sorted(set(NOT_APPLICABLE) - {t for t, _, _ in na})
     for test_id in missing:
         print(f"  (absent at this commit) {test_id}")
     print(f"\napplicable: {counts['pass']} passed, {counts['fail']} failed, "
