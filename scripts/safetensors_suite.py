@@ -24,6 +24,7 @@ import argparse
 import ast
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -153,26 +154,9 @@ class _Result(unittest.TestResult):
         self.outcomes.append((test.id(), "skip", reason))
 
 
-def _short_id(test_id: str) -> str:
-    return test_id[len("__main__."):] if test_id.startswith("__main__.") else test_id
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("safetensors", help="a clone of huggingface/safetensors (work tree or bare)")
-    ap.add_argument("--commit", default=PINNED, help=f"the commit to test at (default {PINNED[:7]})")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print each failure's traceback")
-    args = ap.parse_args(argv)
-
-    import ptwm
-    print(f"ptwm {ptwm.__version__} from {os.path.dirname(ptwm.__file__)}, "
-          f"library {ptwm.library_path}")
-    print(f"safetensors tests at {args.commit[:12]} from {args.safetensors}")
-    tmp = tempfile.mkdtemp(prefix="ptwm-st-suite-")
+def _run(tmp: str):
+    """Run FILES (in tmp/tests) from tmp; the outcomes and the seconds taken."""
     tests = os.path.join(tmp, "tests")
-    os.makedirs(os.path.join(tests, "data"))
-    fetch_tests(os.path.abspath(args.safetensors), args.commit, tests)
     here = os.getcwd()
     os.chdir(tmp)   # the tests write ./tests/data/... and ./out_*.safetensors
     sys.path.insert(0, tests)
@@ -189,39 +173,57 @@ def main(argv=None) -> int:
                 case.run(result)
     finally:
         os.chdir(here)
-    seconds = time.monotonic() - t0
+    return result.outcomes, time.monotonic() - t0
 
+
+def _report(outcomes, seconds: float, verbose: bool) -> int:
+    """Print each outcome and the counts; return the applicable failures."""
     counts = {"pass": 0, "fail": 0, "skip": 0}
     na = []
-    for test_id, outcome, detail in result.outcomes:
-        test_id = _short_id(test_id)
+    for test_id, outcome, detail in outcomes:
         if test_id in NOT_APPLICABLE:
             na.append((test_id, outcome, detail))
             continue
         counts[outcome] += 1
-        line = f"{outcome.upper():4}  {test_id}"
-        if outcome == "skip":
-            line += f"  ({detail})"
-        print(line)
+        print(f"{outcome.upper():4}  {test_id}" + (f"  ({detail})" if outcome == "skip" else ""))
         if outcome == "fail":
             text = detail.rstrip().splitlines()
-            print("\n".join("      " + s for s in (text if args.verbose else text[-1:])))
+            print("\n".join("      " + s for s in (text if verbose else text[-1:])))
     print("\nnot applicable (run, not counted):")
     for test_id, outcome, detail in na:
         print(f"  {outcome:4}  {test_id}: {NOT_APPLICABLE[test_id]}")
-        if outcome == "fail" and args.verbose:
+        if outcome == "fail" and verbose:
             print("\n".join("        " + s for s in detail.rstrip().splitlines()[-3:]))
-    missing = sorted(set(NOT_APPLICABLE) - {t for t, _, _ in na})
-    for test_id in missing:
+    for test_id in sorted(set(NOT_APPLICABLE) - {t for t, _, _ in na}):
         print(f"  (absent at this commit) {test_id}")
     print(f"\napplicable: {counts['pass']} passed, {counts['fail']} failed, "
           f"{counts['skip']} skipped; not applicable: {len(na)}  ({seconds:.1f} s)")
-    if args.keep:
-        print(f"kept {tmp}")
-    else:
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if counts["fail"] else 0
+    return counts["fail"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("safetensors", help="a clone of huggingface/safetensors (work tree or bare)")
+    ap.add_argument("--commit", default=PINNED, help=f"the commit to test at (default {PINNED[:7]})")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each failure's traceback")
+    args = ap.parse_args(argv)
+
+    import ptwm
+    print(f"ptwm {ptwm.__version__} from {os.path.dirname(ptwm.__file__)}, "
+          f"library {ptwm.library_path}")
+    print(f"safetensors tests at {args.commit[:12]} from {args.safetensors}")
+    tmp = tempfile.mkdtemp(prefix="ptwm-st-suite-")
+    try:
+        os.makedirs(os.path.join(tmp, "tests", "data"))
+        fetch_tests(os.path.abspath(args.safetensors), args.commit, os.path.join(tmp, "tests"))
+        failed = _report(*_run(tmp), args.verbose)
+    finally:
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
