@@ -7,7 +7,10 @@ with the library inside it.
 
 Where the bundled library comes from, in order:
   1. config setting `library=PATH` (pip --config-settings library=PATH) or the
-     environment variable PTWM_LIBRARY: that file is copied;
+     environment variable PTWM_LIBRARY: that file is copied. pip runs this
+     backend in python/, not where it was started, so a relative PATH is looked
+     up from the directory pip was started in ($PWD, which the shell sets),
+     then from the checkout (the directory above python/), then from python/;
   2. otherwise CMake builds the `ptwm_shared` target of the repository (the
      directory above python/, or PTWM_SOURCE_DIR) in a temporary directory
      (PTWM_CMAKE_ARGS adds arguments to the configure step).
@@ -79,13 +82,26 @@ def _source_dir() -> str:
     return src
 
 
+def _given_library(given: str) -> str:
+    """The file a library path names: absolute as is; relative from where pip
+    was started ($PWD), else from the checkout, else from here (python/)."""
+    if os.path.isabs(given):
+        tried = [given]
+    else:
+        bases = [os.environ.get("PWD"), os.path.dirname(HERE), os.getcwd()]
+        tried = [os.path.join(b, given) for b in bases if b]
+    for path in tried:
+        if os.path.isfile(path):
+            return os.path.realpath(path)
+    raise RuntimeError(f"library '{given}' does not exist (tried " + ", ".join(
+        f"'{t}'" for t in dict.fromkeys(tried)) + ")")
+
+
 def _build_library(tmp: str, config_settings) -> str:
     """Path of the libptwm to bundle (built into tmp unless one is given)."""
     given = (config_settings or {}).get("library") or os.environ.get("PTWM_LIBRARY")
     if given:
-        if not os.path.isfile(given):
-            raise RuntimeError(f"library '{given}' does not exist")
-        return given
+        return _given_library(given)
     if shutil.which("cmake") is None:
         raise RuntimeError("cmake is needed to build libptwm (or set PTWM_LIBRARY)")
     build = os.path.join(tmp, "cmake")

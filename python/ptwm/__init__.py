@@ -5,8 +5,9 @@ the file formats is done by the library; this package turns Python values
 into its calls and its errors into exceptions.
 """
 
-from ._errors import (PtwmError, PtwmFileExistsError, PtwmFileNotFoundError, PtwmKeyError,
-                      PtwmMemoryError, PtwmValueError)
+from ._errors import (PtwmError, PtwmFileExistsError, PtwmFileNotFoundError, PtwmIndexError,
+                      PtwmKeyError, PtwmMemoryError, PtwmTypeError, PtwmValueError,
+                      SafetensorError)
 from ._lib import library_path
 from ._dtype import dtype_bits, dtype_code, dtype_name
 from .chain import METHODS, Chain, method_code, method_name
@@ -19,8 +20,9 @@ from . import sharding
 
 __version__ = "0.1.0"
 
-__all__ = ["PtwmError", "PtwmValueError", "PtwmFileNotFoundError", "PtwmFileExistsError",
-           "PtwmKeyError", "PtwmMemoryError", "Chain", "METHODS", "method_code", "method_name",
+__all__ = ["SafetensorError", "PtwmError", "PtwmValueError", "PtwmTypeError", "PtwmIndexError",
+           "PtwmFileNotFoundError", "PtwmFileExistsError", "PtwmKeyError", "PtwmMemoryError",
+           "Chain", "METHODS", "method_code", "method_name",
            "dtype_code", "dtype_name", "dtype_bits", "open", "open_bytes", "PtwmFile", "TensorInfo",
            "compress_safetensors", "decompress_to_safetensors", "read_safetensors",
            "safetensors_info", "write_safetensors", "compress_checkpoint",

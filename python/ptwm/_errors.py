@@ -2,7 +2,9 @@
 
 Every failure the C library reports becomes a PtwmError (or a subclass that is
 also the matching built-in exception, so ``except FileNotFoundError`` and
-``except ValueError`` work as callers expect).
+``except ValueError`` work as callers expect). PtwmError is a SafetensorError,
+the class safetensors raises, so code written for safetensors catches ptwm's
+errors unchanged.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import errno as _errno
 import os
 
-__all__ = ["PtwmError", "PtwmValueError", "PtwmFileNotFoundError", "PtwmFileExistsError",
+__all__ = ["SafetensorError", "PtwmError", "PtwmValueError", "PtwmTypeError", "PtwmIndexError", "PtwmFileNotFoundError", "PtwmFileExistsError",
            "PtwmMemoryError", "PtwmOSError", "PtwmKeyError", "check_path",
            "check", "raise_for"]
 
@@ -31,7 +33,12 @@ ERR_BASE_HASH = 28       # the base tensor is another one (its payload hash)
 ERR_BASE_CRC = 29        # a base chunk's bytes are not those it was coded against
 
 
-class PtwmError(Exception):
+class SafetensorError(Exception):
+    """safetensors' error class (``from ptwm import SafetensorError``): every
+    error ptwm raises for a file, a tensor name or an argument is one."""
+
+
+class PtwmError(SafetensorError):
     """An error reported by libptwm.
 
     ``code`` is the ptwm_error number, ``name`` its constant name
@@ -53,6 +60,15 @@ class PtwmError(Exception):
 
 class PtwmValueError(PtwmError, ValueError):
     """A ptwm error about an unusable argument or a duplicated name."""
+
+
+class PtwmTypeError(PtwmValueError, TypeError):
+    """An argument of the wrong type (a key or metadata value that is not a str,
+    data that is not bytes): TypeError as in safetensors, ValueError as before."""
+
+
+class PtwmIndexError(PtwmError, IndexError):
+    """A get_slice index outside the tensor."""
 
 
 class PtwmFileNotFoundError(PtwmError, FileNotFoundError):

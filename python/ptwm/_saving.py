@@ -1,5 +1,10 @@
 """Writing tensors given by address (framework modules keep them alive) with
 ptwm_writer_*: a .ptwm file, .ptwm bytes, or a sharded directory with its index.
+
+Tensors are written in safetensors' order (widest dtype first, in the order of
+safetensors' Dtype enum, then by name) and metadata sorted by key, so the same
+dict gives the same bytes whatever its insertion order, and a file lists its
+tensors (offset_keys, load_file) as safetensors' file of the same dict does.
 """
 
 from __future__ import annotations
@@ -9,8 +14,9 @@ import ctypes
 import os
 from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from ._dtype import dtype_name
 from ._errors import (ERR_EXISTS, ERR_INVALID_ARG, WRITE_FILE_KINDS, WRITE_KINDS,
-                      PtwmFileExistsError, PtwmValueError, check, check_path)
+                      PtwmFileExistsError, PtwmTypeError, PtwmValueError, check, check_path)
 from ._lib import KV, ErrStruct, TensorDesc, lib
 from ._memory import take_malloced
 from ._params import cparams
@@ -22,6 +28,14 @@ _SINGLE_NAME = "model.ptwm"
 _FILES_NAME = "model.ptwm.files.json"
 
 
+# safetensors' Dtype enum, in its order (safetensors/src/tensor.rs): files hold
+# the tensors of the last dtypes first.
+_ST_DTYPES = ["BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
+              "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32",
+              "C64", "F64", "I64", "U64"]
+_ST_RANK = {name: i for i, name in enumerate(_ST_DTYPES)}
+
+
 class Item(NamedTuple):
     """One tensor to write: its bytes at addr (kept alive by the caller)."""
     name: str
@@ -31,18 +45,24 @@ class Item(NamedTuple):
     nbytes: int
 
 
+def safetensors_order(items: Sequence[Item]) -> List[Item]:
+    """items in the order safetensors writes them: dtype (widest first), then name."""
+    return sorted(items, key=lambda it: (-_ST_RANK.get(dtype_name(it.dtype), -1), it.name))
+
+
 def check_metadata(metadata) -> List[Tuple[str, str]]:
-    """metadata as (key, value) pairs; ValueError unless it maps str to str."""
+    """metadata as (key, value) pairs sorted by key; a TypeError (and ValueError)
+    unless it maps str to str."""
     if metadata is None:
         return []
     if not isinstance(metadata, Mapping):
-        raise PtwmValueError(ERR_INVALID_ARG, f"metadata must be a dict of str to str or None, "
-                             f"not {type(metadata).__name__}")
+        raise PtwmTypeError(ERR_INVALID_ARG, f"metadata must be a dict of str to str or None, "
+                            f"not {type(metadata).__name__}")
     for k, v in metadata.items():
         if not isinstance(k, str) or not isinstance(v, str):
-            raise PtwmValueError(ERR_INVALID_ARG, f"metadata must map str to str; entry "
-                                 f"{k!r}: {v!r} is {type(k).__name__} to {type(v).__name__}")
-    return list(metadata.items())
+            raise PtwmTypeError(ERR_INVALID_ARG, f"metadata must map str to str; entry "
+                                f"{k!r}: {v!r} is {type(k).__name__} to {type(v).__name__}")
+    return sorted(metadata.items())
 
 
 def _write(writer_open, items: Sequence[Item], meta: List[Tuple[str, str]],
@@ -87,7 +107,7 @@ def write_bytes(items: Sequence[Item], metadata=None, method=3, threads: int = 0
                 chunk_size: Optional[int] = None, base=None) -> bytes:
     """The .ptwm image of items, in memory (coded against base, if given)."""
     with _base_params(cparams(method, threads=threads, chunk_size=chunk_size), base) as params:
-        return _write_bytes(items, metadata, params)
+        return _write_bytes(safetensors_order(items), metadata, params)
 
 
 def _write_bytes(items: Sequence[Item], metadata, params) -> bytes:
@@ -157,7 +177,7 @@ def write_file(filename, items: Sequence[Item], metadata=None, method=3, threads
     """One .ptwm file, or with max_shard_size ("5GB" or bytes) a sharded directory;
     tensors matching a tensor of base (a weights path) are coded against it."""
     with _base_params(cparams(method, threads=threads, chunk_size=chunk_size), base) as params:
-        _write_file(filename, items, metadata, params, max_shard_size)
+        _write_file(filename, safetensors_order(items), metadata, params, max_shard_size)
 
 
 def _write_file(filename, items: Sequence[Item], metadata, params, max_shard_size) -> None:

@@ -13,7 +13,8 @@ import os
 import threading
 from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
-from ._errors import ERR_INVALID_ARG, ERR_NOT_FOUND, PtwmKeyError, PtwmValueError, check, check_path
+from ._errors import (ERR_INVALID_ARG, ERR_NOT_FOUND, PtwmFileNotFoundError, PtwmKeyError,
+                      PtwmTypeError, PtwmValueError, check, check_path)
 from ._lib import ErrStruct, TensorInfo as _CInfo, lib
 from ._memory import pinned
 
@@ -159,6 +160,8 @@ def open_path(filename, threads: int = 0, base=None) -> Stored:
     handle = ctypes.c_void_p(None)
     err = ErrStruct()
     rc = lib.ptwm_source_open(path, _SOURCE_AUTO, ctypes.byref(handle), ctypes.byref(err))
+    if rc and not os.path.exists(path):   # safetensors' words, which callers match
+        raise PtwmFileNotFoundError(rc, f"No such file or directory: {os.fsdecode(filename)}")
     if rc:
         check_path(rc, err, path)
     lib.ptwm_source_set_threads(handle, threads)
@@ -185,8 +188,8 @@ def open_data(data, threads: int = 0, base=None) -> Stored:
     """Open .ptwm or safetensors bytes (kept referenced while the handle is open)."""
     _check_threads(threads)
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise PtwmValueError(ERR_INVALID_ARG, f"data must be bytes (what save() returned), "
-                             f"not {type(data).__name__}")
+        raise PtwmTypeError(ERR_INVALID_ARG, f"data must be bytes (what save() returned), "
+                            f"not {type(data).__name__}")
     data = bytes(data) if not isinstance(data, bytes) else data
     handle = ctypes.c_void_p(None)
     err = ErrStruct()

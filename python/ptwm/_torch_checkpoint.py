@@ -69,13 +69,14 @@ def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimiz
         for name in removed:
             tied[name] = kept
             del state_dict[name]
-    tensors = {_MODEL + k: v for k, v in state_dict.items()}
+    # Packed as save_model packs them: save_file refuses strided views.
+    tensors = {_MODEL + k: v.contiguous() for k, v in state_dict.items()}
     osd = optimizer.state_dict()
     plain = {}
     for i, per_param in osd["state"].items():
         for key, value in per_param.items():
             if isinstance(value, torch.Tensor):
-                tensors[f"{_OPTIM}{i}/{key}"] = value
+                tensors[f"{_OPTIM}{i}/{key}"] = value.contiguous()
             else:
                 plain[f"{i}/{key}"] = _encode(value, f"optimizer state {i}/{key}")
     meta = {"ptwm.checkpoint": _KIND, "ptwm.optimizer": type(optimizer).__name__,
@@ -121,7 +122,7 @@ def load_checkpoint(path, model: torch.nn.Module,
         if meta.get("ptwm.checkpoint") != _KIND:
             raise PtwmValueError(ERR_INVALID_ARG, f"'{path}' is not a training checkpoint "
                                  f"written by ptwm.torch.save_checkpoint")
-        tensors = f._load_all()
+        tensors = f.get_tensors()
         weights = {k[len(_MODEL):]: t for k, t in tensors.items() if k.startswith(_MODEL)}
         for name, kept in json.loads(meta["ptwm.tied"]).items():
             weights[name] = weights[kept]

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ._dtype import dtype_code, dtype_name
-from ._errors import ERR_DTYPE, ERR_INVALID_ARG, PtwmValueError
+from ._errors import ERR_DTYPE, ERR_INVALID_ARG, PtwmTypeError, PtwmValueError
 from ._safe_open import safe_open
 from ._saving import Item, write_bytes, write_file
 
@@ -43,7 +43,9 @@ def _ml_dtypes():
 
 
 class _Adapter:
-    """How safe_open makes NumPy arrays."""
+    """How safe_open makes NumPy arrays (get_slice as safetensors' NumPy path reads it)."""
+
+    dialect = "np"
 
     def __init__(self, bf16=None):
         if bf16 not in _BF16_CHOICES:
@@ -53,9 +55,10 @@ class _Adapter:
 
     @staticmethod
     def device(device):
-        if device != "cpu":
-            raise PtwmValueError(ERR_INVALID_ARG, f"device {device!r}: NumPy arrays live on "
-                                 f"the CPU (device=\"cpu\")")
+        if device not in ("cpu", None):
+            raise PtwmValueError(ERR_INVALID_ARG, f"Device {device} is not supported for "
+                                 f"framework numpy: NumPy arrays live on the CPU "
+                                 f"(device=\"cpu\")")
         return device
 
     def dtype(self, code: int, name: str):
@@ -80,17 +83,21 @@ class _Adapter:
     def place(a, device):
         return a
 
+    @staticmethod
+    def take(a, steps):
+        return np.ascontiguousarray(a[steps])
+
 
 def _items(tensors) -> Tuple[List[Item], list]:
     """Writer items for a dict of arrays, and the arrays holding their bytes."""
     if not isinstance(tensors, dict):
-        raise PtwmValueError(ERR_INVALID_ARG, f"tensors must be a dict of str to numpy.ndarray, "
-                             f"not {type(tensors).__name__}")
+        raise PtwmValueError(ERR_INVALID_ARG, f"Expected a dict of [str, numpy.ndarray] but "
+                             f"received {type(tensors)}")
     items, keep = [], []
     for k, v in tensors.items():
         if not isinstance(k, str):
-            raise PtwmValueError(ERR_INVALID_ARG, f"Key {k!r} is invalid, expected str but "
-                                 f"received {type(k)}")
+            raise PtwmTypeError(ERR_INVALID_ARG, f"Key {k!r} is invalid, expected str but "
+                                f"received {type(k)}")
         if not isinstance(v, np.ndarray):
             raise PtwmValueError(ERR_INVALID_ARG, f"Key `{k}` is invalid, expected "
                                  f"numpy.ndarray but received {type(v)}")
@@ -124,17 +131,18 @@ def save_file(tensor_dict: Dict[str, np.ndarray], filename,
     del keep
 
 
-def load_file(filename, *, threads: int = 0, bf16: Optional[str] = None,
+def load_file(filename, *, backend: str = "mmap", threads: int = 0, bf16: Optional[str] = None,
               base=None) -> Dict[str, np.ndarray]:
     """Every tensor of a .ptwm file or directory, a .safetensors file or a Hugging
     Face directory, by name in file order, decoded into its array; base: the
-    weights a file saved against a base needs."""
-    with safe_open(filename, framework="np", threads=threads, bf16=bf16, base=base) as f:
-        return f._load_all()
+    weights a file saved against a base needs; backend as safetensors takes it."""
+    with safe_open(filename, framework="np", backend=backend, threads=threads, bf16=bf16,
+                   base=base) as f:
+        return f.get_tensors()
 
 
 def load(data: bytes, *, threads: int = 0, bf16: Optional[str] = None,
          base=None) -> Dict[str, np.ndarray]:
     """Every tensor of .ptwm (or safetensors) bytes, by name in file order."""
     with safe_open._from_bytes(data, "np", threads, bf16, base=base) as f:
-        return f._load_all()
+        return f.get_tensors()

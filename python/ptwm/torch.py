@@ -20,12 +20,12 @@ from typing import Dict, List, Optional, Set, Tuple
 import torch
 
 from ._dtype import dtype_code, dtype_name
-from ._errors import ERR_DTYPE, ERR_INVALID_ARG, PtwmValueError
+from ._errors import ERR_DTYPE, ERR_INVALID_ARG, PtwmTypeError, PtwmValueError
 from ._safe_open import safe_open
 from ._saving import Item, write_bytes, write_file
 
 __all__ = ["save_file", "load_file", "save", "load", "save_model", "load_model",
-           "save_checkpoint", "load_checkpoint"]
+           "storage_ptr", "storage_size", "save_checkpoint", "load_checkpoint"]
 
 # safetensors dtype names -> torch attribute names; a torch without the
 # attribute (float8 before 2.1, uint16 before 2.3) cannot hold that dtype.
@@ -55,10 +55,14 @@ _BY_CODE: Dict[int, "torch.dtype"] = {}
 
 
 class _Adapter:
-    """How safe_open makes torch tensors."""
+    """How safe_open makes torch tensors (and indexes them as torch does)."""
+
+    dialect = "pt"
 
     @staticmethod
     def device(device):
+        if device is None:   # safetensors reads None as the CPU
+            device = "cpu"
         if isinstance(device, int) and not isinstance(device, bool):
             device = f"cuda:{device}"
         try:
@@ -75,27 +79,36 @@ class _Adapter:
     def place(t, device):
         return t if device.type == "cpu" else t.to(device)
 
+    @staticmethod
+    def take(t, steps):
+        return t[steps].contiguous()
 
-# -- tensors that share memory (as safetensors finds them) ----------------------
 
-def _storage_ptr(t: torch.Tensor) -> int:
+# -- tensors that share memory, found as safetensors finds them -----------------
+# storage_ptr and storage_size are public in safetensors.torch (transformers,
+# peft and huggingface_hub import them); the _-prefixed helpers are its
+# private ones, same names and same results, which code written for it calls.
+
+def storage_ptr(tensor: torch.Tensor) -> int:
+    """Address of the storage under a tensor (0 for a meta tensor)."""
     try:
-        return t.untyped_storage().data_ptr()
+        return tensor.untyped_storage().data_ptr()
     except Exception:   # torch before 2.0; meta storage
         try:
-            return t.storage().data_ptr()
+            return tensor.storage().data_ptr()
         except NotImplementedError:
             return 0
 
 
-def _storage_size(t: torch.Tensor) -> int:
+def storage_size(tensor: torch.Tensor) -> int:
+    """Bytes of the storage under a tensor (its own bytes for a meta tensor)."""
     try:
-        return t.untyped_storage().nbytes()
+        return tensor.untyped_storage().nbytes()
     except AttributeError:   # torch before 2.0
         try:
-            return t.storage().size() * t.element_size()
+            return tensor.storage().size() * tensor.element_size()
         except NotImplementedError:
-            return t.nelement() * t.element_size()
+            return tensor.nelement() * tensor.element_size()
 
 
 def _end_ptr(t: torch.Tensor) -> int:
@@ -106,14 +119,12 @@ def _end_ptr(t: torch.Tensor) -> int:
     return t.data_ptr() + (last + 1) * t.element_size()
 
 
-def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
-    """Groups of names whose bytes overlap in one storage (each name once)."""
-    by_storage = defaultdict(set)
-    for k, v in state_dict.items():
-        if v.device != torch.device("meta") and _storage_ptr(v) != 0 and _storage_size(v) != 0:
-            by_storage[(v.device, _storage_ptr(v), _storage_size(v))].add(k)
+def _filter_shared_not_shared(groups: List[Set[str]], state_dict) -> List[Set[str]]:
+    """Each group of names on one storage split into runs whose bytes overlap
+    (sorted by start, a name joins the run before it if it starts before the
+    previous name's end, exactly as safetensors compares them)."""
     out = []
-    for shared in sorted(by_storage.values(), key=sorted):
+    for shared in groups:
         if len(shared) < 2:
             out.append(shared)
             continue
@@ -125,29 +136,47 @@ def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
                 out.append({name})
             else:
                 out[-1].add(name)
-            last_stop = max(last_stop, stop)
+            last_stop = stop
     return out
 
 
+def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
+    """Groups of names whose bytes overlap in one storage, in safetensors' order
+    (its sort of the groups as sets, which keeps them in first-seen order)."""
+    by_storage = defaultdict(set)
+    for k, v in state_dict.items():
+        if v.device != torch.device("meta") and storage_ptr(v) != 0 and storage_size(v) != 0:
+            by_storage[(v.device, storage_ptr(v), storage_size(v))].add(k)
+    return _filter_shared_not_shared(list(sorted(by_storage.values())), state_dict)
+
+
 def _is_complete(t: torch.Tensor) -> bool:
-    return t.data_ptr() == _storage_ptr(t) and t.nelement() * t.element_size() == _storage_size(t)
+    """The tensor covers its whole storage, from its first byte."""
+    return t.data_ptr() == storage_ptr(t) and \
+        t.nelement() * t.element_size() == storage_size(t)
 
 
-def _remove_duplicate_names(state_dict, *, preferred_names=None):
-    """{kept name: [names dropped because they share its storage]} (safetensors' choice)."""
+def _remove_duplicate_names(state_dict, *, preferred_names=None, discard_names=None):
+    """{kept name: [names dropped because they share its storage]}, chosen as
+    safetensors chooses: a name covering the whole storage, preferred_names
+    first, discard_names last, then the first by name. RuntimeError for a
+    storage no name covers whole (saving it would store more than its tensors)."""
     preferred_names = set(preferred_names or [])
+    discard_names = set(discard_names or [])
     to_remove = defaultdict(list)
     for shared in _find_shared_tensors(state_dict):
-        if len(shared) < 2:
-            continue
         complete = {n for n in shared if _is_complete(state_dict[n])}
         if not complete:
             raise RuntimeError(f"Error while trying to find names to remove to save state dict, "
                                f"but found no suitable name to keep for saving amongst: "
                                f"{shared}. None is covering the entire storage. Refusing to "
                                f"save/load the model since you could be storing much more "
-                               f"memory than needed.")
+                               f"memory than needed. Please refer to "
+                               f"https://huggingface.co/docs/safetensors/torch_shared_tensors "
+                               f"for more information.")
         keep = sorted(complete)[0]
+        if complete - discard_names:
+            keep = sorted(complete - discard_names)[0]
         if preferred_names & complete:
             keep = sorted(preferred_names & complete)[0]
         for name in sorted(shared):
@@ -157,15 +186,16 @@ def _remove_duplicate_names(state_dict, *, preferred_names=None):
 
 
 def _items(tensors) -> Tuple[List[Item], list]:
-    """Writer items for a dict of tensors, and the tensors holding their bytes."""
+    """Writer items for a dict of tensors, and the tensors holding their bytes;
+    refused as safetensors refuses them (same classes and messages)."""
     if not isinstance(tensors, dict):
-        raise PtwmValueError(ERR_INVALID_ARG, f"tensors must be a dict of str to torch.Tensor, "
-                             f"not {type(tensors).__name__}")
+        raise PtwmValueError(ERR_INVALID_ARG, f"Expected a dict of [str, torch.Tensor] but "
+                             f"received {type(tensors)}")
     sparse = []
     for k, v in tensors.items():
         if not isinstance(k, str):
-            raise PtwmValueError(ERR_INVALID_ARG, f"Key {k!r} is invalid, expected str but "
-                                 f"received {type(k)}")
+            raise PtwmTypeError(ERR_INVALID_ARG, f"Key {k!r} is invalid, expected str but "
+                                f"received {type(k)}")
         if not isinstance(v, torch.Tensor):
             raise PtwmValueError(ERR_INVALID_ARG, f"Key `{k}` is invalid, expected "
                                  f"torch.Tensor but received {type(v)}")
@@ -186,11 +216,17 @@ def _items(tensors) -> Tuple[List[Item], list]:
             """)
     items, keep = [], []
     for k, v in tensors.items():
+        if not v.is_contiguous():
+            raise PtwmValueError(ERR_INVALID_ARG, f"You are trying to save a non contiguous "
+                                 f"tensor: `{k}` which is not allowed. It either means you are "
+                                 f"trying to save tensors which are reference of each other in "
+                                 f"which case it's recommended to save only the full tensors, "
+                                 f"and reslice at load time, or simply call `.contiguous()` on "
+                                 f"your tensor to pack it before saving.")
         code = dtype_code(v.dtype)
         t = v.detach()
         if t.device.type != "cpu":
             t = t.cpu()
-        t = t.contiguous()   # a strided view is saved as its values, in row-major order
         keep.append(t)
         items.append(Item(k, code, tuple(t.shape), t.data_ptr(), t.nelement() * t.element_size()))
     return items, keep
@@ -218,27 +254,34 @@ def save_file(tensors: Dict[str, torch.Tensor], filename, metadata: Optional[Dic
     del keep
 
 
-def load_file(filename, device="cpu", *, threads: int = 0, base=None) -> Dict[str, torch.Tensor]:
+def load_file(filename, device="cpu", *, backend: str = "mmap", threads: int = 0,
+              base=None) -> Dict[str, torch.Tensor]:
     """Every tensor of a .ptwm file or directory, a .safetensors file or a Hugging
     Face directory, by name in file order, decoded into its own storage, then moved
-    to `device`; base: the weights a file saved against a base needs."""
-    with safe_open(filename, framework="pt", device=device, threads=threads, base=base) as f:
-        return f._load_all()
+    to `device`; base: the weights a file saved against a base needs. backend
+    ("mmap" or "pread", as safetensors takes it) changes nothing."""
+    with safe_open(filename, framework="pt", device=device, backend=backend, threads=threads,
+                   base=base) as f:
+        return f.get_tensors()
 
 
 def load(data: bytes, *, threads: int = 0, base=None) -> Dict[str, torch.Tensor]:
     """Every tensor of .ptwm (or safetensors) bytes, by name in file order."""
     with safe_open._from_bytes(data, "pt", threads, base=base) as f:
-        return f._load_all()
+        return f.get_tensors()
+
+
+_CONTIGUOUS_HINT = (" Or use save_model(..., force_contiguous=True), read the docs for "
+                    "potential caveats.")
 
 
 def save_model(model: torch.nn.Module, filename, metadata: Optional[Dict[str, str]] = None,
-               force_contiguous: bool = False, *, method="microscale", threads: int = 0,
+               force_contiguous: bool = True, *, method="microscale", threads: int = 0,
                max_shard_size=None, base=None) -> None:
     """Save a module's state_dict; tensors that share storage (tied weights) are
-    stored once, the other names recorded in metadata as name -> kept name.
-    (Non-contiguous tensors are always saved contiguous: force_contiguous is
-    accepted for compatibility.)"""
+    stored once, the other names recorded in metadata as name -> kept name (the
+    caller's metadata dict gets them, as in safetensors). force_contiguous=False
+    refuses non-contiguous tensors instead of packing them."""
     state_dict = model.state_dict()
     for kept, removed in _remove_duplicate_names(state_dict).items():
         for name in removed:
@@ -249,16 +292,21 @@ def save_model(model: torch.nn.Module, filename, metadata: Optional[Dict[str, st
             del state_dict[name]
     if force_contiguous:
         state_dict = {k: v.contiguous() for k, v in state_dict.items()}
-    save_file(state_dict, filename, metadata, method=method, threads=threads,
-              max_shard_size=max_shard_size, base=base)
+    try:
+        save_file(state_dict, filename, metadata, method=method, threads=threads,
+                  max_shard_size=max_shard_size, base=base)
+    except PtwmValueError as e:
+        raise type(e)(e.code, str(e) + _CONTIGUOUS_HINT) from None
 
 
 def load_model(model: torch.nn.Module, filename, strict: bool = True, device="cpu", *,
-               threads: int = 0, base=None) -> Tuple[List[str], List[str]]:
+               backend: str = "mmap", threads: int = 0,
+               base=None) -> Tuple[List[str], List[str]]:
     """Load a file into a module (tied weights filled from the one stored copy).
     Returns (missing, unexpected) names; with strict, raises RuntimeError when
     either is not empty, as safetensors does."""
-    state_dict = load_file(filename, device=device, threads=threads, base=base)
+    state_dict = load_file(filename, device=device, backend=backend, threads=threads,
+                           base=base)
     to_removes = _remove_duplicate_names(model.state_dict(), preferred_names=state_dict.keys())
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     missing = set(missing)

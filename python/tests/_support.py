@@ -83,6 +83,21 @@ def parse_safetensors(path: str) -> dict:
             for (b, e), name, t in entries}
 
 
+# safetensors' Dtype enum in its order (safetensors/src/tensor.rs at 24b0b28). It
+# writes a dict's tensors widest dtype first (the enum's last), then by name,
+# whatever the dict's order; ptwm.torch and ptwm.numpy write them so too.
+ST_DTYPE_ORDER = ["BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3",
+                  "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32",
+                  "U32", "F32", "C64", "F64", "I64", "U64"]
+
+
+def safetensors_order(tensors: dict) -> list:
+    """The names of a dict of tensors or arrays in the order safetensors writes them."""
+    def rank(name):
+        return ST_DTYPE_ORDER.index(ptwm.dtype_name(ptwm.dtype_code(tensors[name].dtype)))
+    return sorted(tensors, key=lambda name: (-rank(name), name))
+
+
 def corpus_tensors(name: str, limit: int = 0) -> list:
     """(name, bytes, dtype, shape) tuples of a corpus file in file order."""
     parsed = parse_safetensors(corpus_file(name))

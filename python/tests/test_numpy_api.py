@@ -9,7 +9,7 @@ import unittest
 import _support  # noqa: F401 (first: it finds the package in a checkout)
 import ptwm
 
-from _support import REPO, TempDirTest, parse_safetensors
+from _support import REPO, TempDirTest, parse_safetensors, safetensors_order
 
 # The package works without NumPy and torch; these tests need both
 # (scripts/deps.sh installs them), and fail rather than skip without them.
@@ -79,8 +79,10 @@ class NumpyRoundTripTest(TempDirTest):
         from test_cross import CReference
         arrays = {"w": np.random.default_rng(4).normal(0, 0.02, (64, 48)).astype(np.float32),
                   "i": np.arange(300, dtype=np.int64), "h": random_array("float16", (90,), 6)}
+        # The same bytes in the order safetensors (and so ptwm.numpy) writes them.
         src = self.path("same.safetensors")
-        ptwm.write_safetensors(src, [(k, a, a.dtype, a.shape) for k, a in arrays.items()])
+        ptwm.write_safetensors(src, [(k, arrays[k], arrays[k].dtype, arrays[k].shape)
+                                     for k in safetensors_order(arrays)])
         self.assertEqual(pn.save(arrays), CReference.blob(src, self.path("c.ptwm")))
 
     def test_bad_arguments(self):

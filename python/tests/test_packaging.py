@@ -16,14 +16,14 @@ import zipfile
 import _support  # noqa: F401 (first: it finds the package in a checkout)
 import ptwm
 
-from _support import TESTS, TempDirTest
+from _support import REPO, TESTS, TempDirTest
 
 PYTHON_DIR = os.path.dirname(TESTS)
 
 
-def pip(*args, env=None):
+def pip(*args, env=None, cwd=None):
     return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True,
-                          env=env, timeout=600)
+                          env=env, cwd=cwd, timeout=600)
 
 
 class PackagingTest(TempDirTest):
@@ -78,6 +78,35 @@ class PackagingTest(TempDirTest):
                              env=self.env(PYTHONPATH=target), cwd=self.tmp, timeout=600)
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertEqual(run.stdout.strip(), os.path.join(target, "ptwm", "libptwm.so"))
+
+    def test_relative_library_as_the_readme_writes_it(self):
+        """PTWM_LIBRARY=build/libptwm.so python3 -m pip install ./python, run in the
+        checkout: pip runs the backend in python/, yet the path names the
+        checkout's file. Run elsewhere, it names the file there ($PWD)."""
+        lib = os.path.realpath(ptwm.library_path)
+        with open(lib, "rb") as f:
+            want = f.read()
+        target = self.path("site")
+        env = self.env(PTWM_LIBRARY=os.path.relpath(lib, REPO))
+        env.pop("PWD", None)   # not started from a shell: the checkout is the base
+        proc = pip("install", "--no-deps", "--target", target, "./python", env=env, cwd=REPO)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with open(os.path.join(target, "ptwm", "libptwm.so"), "rb") as f:
+            self.assertEqual(f.read(), want)
+        here = self.path("elsewhere")
+        os.makedirs(os.path.join(here, "lib"))
+        with open(os.path.join(here, "lib", "libptwm.so"), "wb") as f:
+            f.write(want + b"\0")   # not the checkout's: the wheel shows which one it took
+        proc = pip("wheel", "--no-deps", "-w", here, PYTHON_DIR, cwd=here,
+                   env=self.env(PTWM_LIBRARY="lib/libptwm.so", PWD=here))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        wheel = [f for f in os.listdir(here) if f.endswith(".whl")][0]
+        with zipfile.ZipFile(os.path.join(here, wheel)) as z:
+            self.assertEqual(z.read("ptwm/libptwm.so"), want + b"\0")
+        proc = pip("wheel", "--no-deps", "-w", here, PYTHON_DIR, cwd=here,
+                   env=self.env(PTWM_LIBRARY="lib/absent.so", PWD=here))
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn(f"'{os.path.join(here, 'lib', 'absent.so')}'", proc.stdout + proc.stderr)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ REAL = os.path.join(REPO, "tests", "corpus", "emotion.f32.safetensors")
 
 INDEXES = [(slice(3, 7),), (2,), (-1,), (slice(None), slice(5, 9)), (Ellipsis, 1),
            (1, Ellipsis, slice(2, 4)), (slice(-3, None), 0, slice(None)), (slice(4, 4),),
-           (slice(0, 100),), (slice(None),), (Ellipsis,), (slice(2, 5), slice(1, 3), 7)]
+           (slice(0, 100),), (slice(None),), (Ellipsis,), (slice(2, 5), slice(1, 3), 7),
+           (slice(None, None, 2),), (slice(1, None, 3), slice(None), slice(None, None, 5))]
 
 
 class SafeOpenTest(TempDirTest):
@@ -63,10 +64,12 @@ class SafeOpenTest(TempDirTest):
     def test_bad_slices(self):
         with ptwm.safe_open(self.file, "pt") as f:
             s = f.get_slice("m.ints")
+            # torch's classes for what torch refuses (safetensors indexes with torch)
             for index, exc in [((4,), IndexError), ((-5,), IndexError), ((0, 0, 0), IndexError),
-                               ((Ellipsis, Ellipsis), IndexError), ((slice(None, None, 2),),
+                               ((Ellipsis, Ellipsis), IndexError), ((slice(None, None, -1),),
                                                                     ValueError),
-                               (("a",), ValueError), ((1.5,), ValueError)]:
+                               ((slice(None, None, 0),), ValueError),
+                               (("a",), IndexError), ((1.5,), IndexError)]:
                 with self.subTest(index=index), self.assertRaises(exc):
                     s[index]
             with self.assertRaises(KeyError):
@@ -101,7 +104,14 @@ class SafeOpenTest(TempDirTest):
             name = max(want, key=lambda k: len(want[k][2]))
             full = np.frombuffer(want[name][2], dtype=np.float32).reshape(want[name][1])
             self.assertEqual(f.get_tensor(name).tobytes(), want[name][2])
-            self.assertEqual(f.get_slice(name)[1:3].tobytes(), full[1:3].tobytes())
+            self.assertEqual(f.get_slice(name)[:, :, 1:3].tobytes(), full[:, :, 1:3].tobytes())
+            # NumPy slices as safetensors' NumPy path: past the dimension is an error.
+            self.assertEqual(full.shape[0], 1)
+            with self.assertRaises(ptwm.SafetensorError) as cm:
+                f.get_slice(name)[1:3]
+            self.assertEqual(str(cm.exception), f"Error during slicing [1:3] with shape "
+                             f"{list(full.shape)}: index 1 out of bounds for tensor "
+                             f"dimension #0 of size 1")
         with ptwm.safe_open(self.file, "numpy") as f:
             self.assertEqual(f.get_slice("m.ints")[1:3, 2:4].tolist(),
                              self.sd["m.ints"][1:3, 2:4].tolist())

@@ -12,7 +12,7 @@ import unittest
 import _support  # noqa: F401 (first: it finds the package in a checkout)
 import ptwm
 
-from _support import REPO, TempDirTest, parse_safetensors
+from _support import REPO, TempDirTest, parse_safetensors, safetensors_order
 
 # The package works without torch; these tests need it (scripts/deps.sh
 # installs it), and fail rather than skip without it.
@@ -101,14 +101,22 @@ class TorchRoundTripTest(TempDirTest):
         self.assertSameTensors(out, sd)
         self.assertEqual(out["scalar"].dim(), 0)
 
-    def test_non_contiguous_tensors_saved_contiguous(self):
+    def test_non_contiguous_tensors_refused_as_safetensors_does(self):
         sd = {"t": random_tensor(torch.float32, (16, 24), 3).t(),
               "every_other": random_tensor(torch.bfloat16, (9, 10), 4)[:, ::2],
               "expanded": torch.ones(4, 1).expand(4, 6)}
-        out = pt.load(pt.save(sd))
         for k, v in sd.items():
             self.assertFalse(v.is_contiguous(), k)
-            self.assertTrue(out[k].is_contiguous(), k)
+            with self.subTest(name=k), self.assertRaises(ValueError) as cm:
+                pt.save_file({k: v}, self.path("x.ptwm"))
+            self.assertIn(f"You are trying to save a non contiguous tensor: `{k}`",
+                          str(cm.exception))
+            self.assertIn("call `.contiguous()` on your tensor", str(cm.exception))
+            self.assertIsInstance(cm.exception, ptwm.SafetensorError)
+        self.assertFalse(os.path.exists(self.path("x.ptwm")))
+        packed = {k: v.contiguous() for k, v in sd.items()}   # the remedy the message names
+        out = pt.load(pt.save(packed))
+        for k, v in sd.items():
             self.assertEqual(bits(out[k]), bits(v), k)
 
     def test_shared_storage_refused_with_safetensors_message(self):
@@ -158,8 +166,10 @@ class TorchSameAsCApiTest(TempDirTest):
         sd = {"emb": random_tensor(torch.bfloat16, (300, 64), 1),
               "w": torch.randn(128, 96), "b": torch.randn(96).half(),
               "q": random_tensor(torch.uint8, (1000,), 2), "s": torch.tensor(2.5)}
+        # The same bytes in the order safetensors (and so ptwm.torch) writes them.
         src = self.path("same.safetensors")
-        ptwm.write_safetensors(src, [(k, bits(v), v.dtype, tuple(v.shape)) for k, v in sd.items()])
+        ptwm.write_safetensors(src, [(k, bits(sd[k]), sd[k].dtype, tuple(sd[k].shape))
+                                     for k in safetensors_order(sd)])
         c = CReference.blob(src, self.path("c.ptwm"))
         self.assertEqual(pt.save(sd), c)
         pt.save_file(sd, self.path("py.ptwm"))
