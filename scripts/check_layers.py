@@ -7,9 +7,13 @@ those below it; anything else is an upward dependency. Two kinds are found:
 
   includes    each #include "NAME" of src/, resolved as the compiler resolves it (the
               including file's folder, then the include path in CMakeLists.txt's order);
-  references  with --objects DIR (a build's object files, build/CMakeFiles/ptwm_objects.dir),
+  references  with --objects DIR (a build's object files: build/CMakeFiles, where each
+              layer's target ptwm_LAYER.dir holds its layer's, or one such folder),
               each symbol an object file uses that an object of a higher layer defines:
               the calls through include/ptwm.h, which no include shows.
+
+The build refuses an upward include by its include paths (CMakeLists.txt: one target a layer);
+this also finds one written as a relative path, and the calls no include shows.
 
 Usage: scripts/check_layers.py [--src DIR] [--objects DIR]
 Prints what it found; exit status 0 if nothing is upward, 1 if something is, 2 on bad usage.
@@ -85,14 +89,20 @@ def nm(obj, *flags):
 
 
 def upward_references(src, objects):
-    """Object files are named for their source (<objects>/src/<layer>/<file>.c.o)."""
+    """Object files are named for their source (.../src/<layer>/<file>.c.o)."""
     objs = {}
+    mark = os.sep + "src" + os.sep
     for dirpath, _, files in os.walk(objects):
         for f in files:
             if f.endswith(".c.o"):
                 obj = os.path.join(dirpath, f)
                 rel = os.path.relpath(obj, objects)
-                rel = rel[len("src" + os.sep):] if rel.startswith("src" + os.sep) else rel
+                if rel.startswith("src" + os.sep):
+                    rel = rel[len("src" + os.sep):]
+                elif mark in os.sep + rel:
+                    rel = (os.sep + rel).split(mark, 1)[1]
+                else:
+                    continue
                 objs[obj] = os.path.join(src, rel[:-2])
     if not objs:
         raise SystemExit("check_layers: no object files (*.c.o) under %s" % objects)
@@ -125,7 +135,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", default=os.path.join(here, "src"), help="the library's src/")
     ap.add_argument("--objects", help="a build's object files of the library "
-                    "(build/CMakeFiles/ptwm_objects.dir)")
+                    "(build/CMakeFiles)")
     args = ap.parse_args()
     src = os.path.abspath(args.src)
     if not os.path.isdir(src):
