@@ -27,12 +27,12 @@ PTWM_INLINE size_t x2_first(size_t n) {
     return n / (2 * RANS_O0_STATES) * RANS_O0_STATES;
 }
 
-/* Work memory. Order-1 counts and encoder tables, and the decoders' slot tables, are
- * hundreds of KB to MB: they live in the caller's workspace, kept from plane
- * to plane (allocating them per plane cost page faults on every small
- * tensor). Only the order-1 decoder's tables rely on zeroed memory (see
- * rans_decode.c, decode_o1); the others are written before they are read, and zeroing
- * them would touch pages a small plane never uses. */
+/* Work memory. Order-1 counts and encoder tables, and the decoders' slot
+ * tables, are hundreds of KB to MB: they live in the caller's workspace,
+ * kept from plane to plane (allocating them per plane cost page faults on
+ * every small tensor). Only the order-1 decoder's tables rely on zeroed
+ * memory (see rans_decode.c, decode_o1); the others are written before they
+ * are read, and zeroing them would touch pages a small plane never uses. */
 PTWM_INLINE void *rans_buf(ptwm_ws *ws, ptwm_ws_region which, size_t size) {
     return ptwm_ws_get(ws, which, size, which == PTWM_WS_RANS_DTAB1);
 }
