@@ -6,7 +6,7 @@ usage: scripts/longfuncs.py [--max-func N] [--max-file M] [--allow NAME]... [--c
   Prints one line per function over N lines (default 100), longest first:
   lines, file:line, name; and one per source over M lines (default 800).
   --allow NAME: leave out a function of that name or a file of that path
-  (repeatable: the known exceptions, each named).
+  (repeatable; scripts/test.sh allows none).
   --check: exit 1 if anything is printed (scripts/test.sh runs it so; the
   limits are the project's: docs/ARCHITECTURE.md).
 

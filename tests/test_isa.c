@@ -188,7 +188,7 @@ static void check_levels(const sample *s, ptwm_isa best) {
 /* Each layer's kernel table in effect (the codec's, the platform's hashes,
  * the load layer's widening) is the capped level's, and names a kernel for
  * every entry: only the packed-table rANS decoder and its table build are
- * absent below AVX512 (rans.c then builds the split table), and
+ * absent below AVX512 (rans_decode.c then builds the split table), and
  * hash_avx2.c's states exist only in x86 builds. A field added to a table
  * without a line in its layer's fill function fails here, before any kernel
  * would call through it. */

@@ -45,106 +45,128 @@ ptwm_error ptwm_method_from_name(const char *name, ptwm_method *method, ptwm_err
 
 static unsigned ceil8(unsigned bits) { return (bits + 7) / 8; }
 
+/* Each stage's parameters, checked against the chain so far (c): the
+ * stages' own rules, the error naming stage_no. */
+static ptwm_error parse_split(const uint8_t *p, unsigned plen, int seen_xform, ptwm_chain_info *c,
+                              unsigned stage_no, ptwm_err *err) {
+    if (plen != 3 || seen_xform || stage_no != 0)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chain stage %u: split needs 3 parameter bytes (got %u) and must be "
+                         "the first stage",
+                         stage_no, plen);
+    c->xform = PTWM_XFORM_SPLIT;
+    c->width = p[0];
+    c->exp_bits = p[1];
+    c->man_bits = p[2];
+    if (c->width < 1 || c->width > 8 || c->exp_bits < 1 || c->exp_bits > 16 ||
+        1 + c->exp_bits + c->man_bits != 8 * c->width)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chain stage %u: split width %u bytes, exponent %u bits, mantissa %u "
+                         "bits: 1 + exponent + mantissa must equal 8 x width (width 1..8)",
+                         stage_no, c->width, c->exp_bits, c->man_bits);
+    c->exp_planes = ceil8(c->exp_bits);
+    c->sm_planes = ceil8(c->man_bits + 1);
+    c->nplanes = c->exp_planes + c->sm_planes;
+    return PTWM_OK;
+}
+
+static ptwm_error parse_planes(const uint8_t *p, unsigned plen, int seen_xform, ptwm_chain_info *c,
+                               unsigned stage_no, ptwm_err *err) {
+    if (plen != 1 || seen_xform || stage_no != 0)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chain stage %u: planes needs 1 parameter byte (got %u) and must be "
+                         "the first stage",
+                         stage_no, plen);
+    c->xform = PTWM_XFORM_PLANES;
+    c->width = p[0];
+    if (c->width < 1 || c->width > 8)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "chain stage %u: planes width %u (1..8)",
+                         stage_no, c->width);
+    c->nplanes = c->width;
+    return PTWM_OK;
+}
+
+static ptwm_error parse_microscale(const uint8_t *p, unsigned plen, ptwm_chain_info *c,
+                                   unsigned stage_no, ptwm_err *err) {
+    unsigned block;
+    if (plen != 2)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chain stage %u: microscale needs 2 parameter bytes (got %u)",
+                         stage_no, plen);
+    block = ptwm_load_le16(p);
+    if (c->xform != PTWM_XFORM_SPLIT || c->exp_bits > 8 || c->micro_block)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chain stage %u: microscale must follow a split whose exponent has "
+                         "at most 8 bits, once",
+                         stage_no);
+    if (block < 2)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT, "chain stage %u: microscale block %u (2..65535)",
+                         stage_no, block);
+    c->micro_block = block;
+    return PTWM_OK;
+}
+
+/* *set_all: an entropy stage came before, so one for every plane is refused
+ * (it would override it); set_plane: the planes that have their own. */
+static ptwm_error parse_entropy(const uint8_t *p, unsigned plen, ptwm_chain_info *c, int *set_all,
+                                uint8_t *set_plane, unsigned stage_no, ptwm_err *err) {
+    unsigned plane, mask, lvl, i;
+    int order;
+    if (plen != 4)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chain stage %u: entropy needs 4 parameter bytes (got %u)", stage_no,
+                         plen);
+    plane = p[0];
+    mask = p[1];
+    lvl = p[2];
+    order = (int8_t)p[3];
+    if (mask & ~PTWM_EMASK_VALID)
+        return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID,
+                         "chain stage %u: entropy candidate mask 0x%02x names unknown stages",
+                         stage_no, mask);
+    if (lvl > 22 || order < -1 || order > 1)
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chain stage %u: zstd level %u (0..22), rANS order %d (-1..1)",
+                         stage_no, lvl, order);
+    if (plane == PTWM_ENTROPY_ALL_PLANES) {
+        if (*set_all)
+            return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                             "chain stage %u: entropy for every plane given twice (or after a "
+                             "single plane's)",
+                             stage_no);
+        *set_all = 1;
+        for (i = 0; i < PTWM_MAX_BASE_PLANES; i++) {
+            c->mask[i] = (uint8_t)mask;
+            c->zstd_level[i] = (uint8_t)lvl;
+            c->rans_order[i] = (int8_t)order;
+        }
+        return PTWM_OK;
+    }
+    if (plane >= c->nplanes || set_plane[plane])
+        return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                         "chain stage %u: entropy for plane %u (the transform makes %u "
+                         "planes; each plane once)",
+                         stage_no, plane, c->nplanes);
+    set_plane[plane] = 1;
+    *set_all = 1; /* an "every plane" stage after this one would override it */
+    c->mask[plane] = (uint8_t)mask;
+    c->zstd_level[plane] = (uint8_t)lvl;
+    c->rans_order[plane] = (int8_t)order;
+    return PTWM_OK;
+}
+
 static ptwm_error parse_stage_params(const uint8_t *p, unsigned id, unsigned plen, int seen_xform,
                                      ptwm_chain_info *c, int *set_all, uint8_t *set_plane,
                                      unsigned stage_no, ptwm_err *err) {
     switch (id) {
     case PTWM_STAGE_SPLIT:
-        if (plen != 3 || seen_xform || stage_no != 0)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chain stage %u: split needs 3 parameter bytes (got %u) and must be "
-                             "the first stage",
-                             stage_no, plen);
-        c->xform = PTWM_XFORM_SPLIT;
-        c->width = p[0];
-        c->exp_bits = p[1];
-        c->man_bits = p[2];
-        if (c->width < 1 || c->width > 8 || c->exp_bits < 1 || c->exp_bits > 16 ||
-            1 + c->exp_bits + c->man_bits != 8 * c->width)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chain stage %u: split width %u bytes, exponent %u bits, mantissa %u "
-                             "bits: 1 + exponent + mantissa must equal 8 x width (width 1..8)",
-                             stage_no, c->width, c->exp_bits, c->man_bits);
-        c->exp_planes = ceil8(c->exp_bits);
-        c->sm_planes = ceil8(c->man_bits + 1);
-        c->nplanes = c->exp_planes + c->sm_planes;
-        return PTWM_OK;
+        return parse_split(p, plen, seen_xform, c, stage_no, err);
     case PTWM_STAGE_PLANES:
-        if (plen != 1 || seen_xform || stage_no != 0)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chain stage %u: planes needs 1 parameter byte (got %u) and must be "
-                             "the first stage",
-                             stage_no, plen);
-        c->xform = PTWM_XFORM_PLANES;
-        c->width = p[0];
-        if (c->width < 1 || c->width > 8)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT, "chain stage %u: planes width %u (1..8)",
-                             stage_no, c->width);
-        c->nplanes = c->width;
-        return PTWM_OK;
-    case PTWM_STAGE_MICROSCALE: {
-        unsigned block;
-        if (plen != 2)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chain stage %u: microscale needs 2 parameter bytes (got %u)",
-                             stage_no, plen);
-        block = ptwm_load_le16(p);
-        if (c->xform != PTWM_XFORM_SPLIT || c->exp_bits > 8 || c->micro_block)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chain stage %u: microscale must follow a split whose exponent has "
-                             "at most 8 bits, once",
-                             stage_no);
-        if (block < 2)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT, "chain stage %u: microscale block %u (2..65535)",
-                             stage_no, block);
-        c->micro_block = block;
-        return PTWM_OK;
-    }
-    case PTWM_STAGE_ENTROPY: {
-        unsigned plane, mask, lvl, i;
-        int order;
-        if (plen != 4)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chain stage %u: entropy needs 4 parameter bytes (got %u)", stage_no,
-                             plen);
-        plane = p[0];
-        mask = p[1];
-        lvl = p[2];
-        order = (int8_t)p[3];
-        if (mask & ~PTWM_EMASK_VALID)
-            return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID,
-                             "chain stage %u: entropy candidate mask 0x%02x names unknown stages",
-                             stage_no, mask);
-        if (lvl > 22 || order < -1 || order > 1)
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chain stage %u: zstd level %u (0..22), rANS order %d (-1..1)",
-                             stage_no, lvl, order);
-        if (plane == PTWM_ENTROPY_ALL_PLANES) {
-            if (*set_all)
-                return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                                 "chain stage %u: entropy for every plane given twice (or after a "
-                                 "single plane's)",
-                                 stage_no);
-            *set_all = 1;
-            for (i = 0; i < PTWM_MAX_BASE_PLANES; i++) {
-                c->mask[i] = (uint8_t)mask;
-                c->zstd_level[i] = (uint8_t)lvl;
-                c->rans_order[i] = (int8_t)order;
-            }
-            return PTWM_OK;
-        }
-        if (plane >= c->nplanes || set_plane[plane])
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chain stage %u: entropy for plane %u (the transform makes %u "
-                             "planes; each plane once)",
-                             stage_no, plane, c->nplanes);
-        set_plane[plane] = 1;
-        *set_all = 1; /* an "every plane" stage after this one would override it */
-        c->mask[plane] = (uint8_t)mask;
-        c->zstd_level[plane] = (uint8_t)lvl;
-        c->rans_order[plane] = (int8_t)order;
-        return PTWM_OK;
-    }
+        return parse_planes(p, plen, seen_xform, c, stage_no, err);
+    case PTWM_STAGE_MICROSCALE:
+        return parse_microscale(p, plen, c, stage_no, err);
+    case PTWM_STAGE_ENTROPY:
+        return parse_entropy(p, plen, c, set_all, set_plane, stage_no, err);
     default:
         return ptwm_fail(err, PTWM_ERR_UNKNOWN_ID, "chain stage %u: unknown stage id %u", stage_no,
                          id);

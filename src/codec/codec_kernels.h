@@ -14,7 +14,8 @@ struct huf_state;
 struct sign_writer;
 struct sign_reader;
 
-/* rANS (rans.c): all prefix kernels over the 32 interleaved states. */
+/* rANS (rans_encode.c, rans_decode.c): all prefix kernels over the 32
+ * interleaved states. */
 typedef size_t (*ptwm_rans_dec_o0_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
                                       const uint8_t **pp, const uint8_t *end, uint32_t *x,
                                       uint8_t *dst, size_t n);

@@ -354,9 +354,51 @@ static void try_other(ptwm_ws *ws, int stage, int level, const ptwm_coder_plan *
     }
 }
 
-/* Encode one plane into out (room for the HUFFMAN, RANS and ZSTD bounds
- * together). `lz` marks planes of integer or quantized data, where zstd's
- * matches can beat order-0/1 statistics. */
+/* A large plane where zstd is a candidate: the candidates code a slice from
+ * its middle, and only the one smaller there codes the plane (one full
+ * encode instead of two; the slice picks as the whole plane would,
+ * docs/CHAINS.md). Where no order-0 coder pays, zstd codes the plane only
+ * if it saved PTWM_WORTH_CODING on the slice (F16 low mantissa bytes).
+ * best, coded: as try_other keeps them. */
+static void lz_by_slice(ptwm_ws *ws, const stage_pick *p, int zlevel, const ptwm_plane_est *est,
+                        const uint8_t *src, size_t len, uint8_t *out, size_t cap, int *best,
+                        size_t *coded) {
+    size_t a, b;
+    const uint8_t *mid = src + (len - LZ_SAMPLE) / 2;
+    int z = lz_worth_trying(mid, LZ_SAMPLE) &&
+            encode_stage(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, mid, LZ_SAMPLE, out, cap, &a) ==
+                PTWM_OK;
+    /* (no repeats worth a try: the estimated stage codes the plane) */
+    if (z && p->stage == PTWM_METHOD_IDENTITY)
+        z = (double)a < (double)LZ_SAMPLE * PTWM_WORTH_CODING;
+    else if (z)
+        z = encode_stage(ws, p->stage, p->level, NULL, NULL, mid, LZ_SAMPLE, out, cap, &b) ||
+            a + LZ_RANS_FIXED < b;
+    if (z)
+        try_other(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, best, coded);
+    else if (p->stage != PTWM_METHOD_IDENTITY)
+        try_other(ws, p->stage, p->level, NULL, est, src, len, out, cap, best, coded);
+}
+
+/* A smaller plane where zstd is a candidate: zstd first, as it wins most
+ * integer planes (docs/CHAINS.md), and the estimated coder is then run only
+ * if its floor could beat zstd's result. */
+static void lz_first(ptwm_ws *ws, const stage_pick *p, int zlevel, const ptwm_plane_est *est,
+                     const uint8_t *src, size_t len, uint8_t *out, size_t cap, int *best,
+                     size_t *coded) {
+    ptwm_plane_est exact;
+    try_other(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, best, coded);
+    if (p->stage != PTWM_METHOD_IDENTITY && est->step != 1 && len <= SECOND_TRY_SMALL &&
+        stage_may_beat(est, p, len, *coded)) {
+        /* (a sampled entropy errs low: it never skips a try the
+         * exact one would make) */
+        estimate_exact(est, src, len, &exact);
+        est = &exact;
+    }
+    if (p->stage != PTWM_METHOD_IDENTITY && stage_may_beat(est, p, len, *coded))
+        try_other(ws, p->stage, p->level, NULL, est, src, len, out, cap, best, coded);
+}
+
 /* Huffman and order-0 rANS sizes of a small plane from exact counts (order 1
  * is not tried below 64 KiB: the plan is order 0's). Huffman is sized
  * first against a floor under rANS's size (the counts' entropy, a byte a
@@ -391,6 +433,9 @@ static int size_both(const ptwm_plane_est *est, size_t len, stage_pick *p, ptwm_
     return !(r < h * (1.0 - CLOSE_CALL));
 }
 
+/* Encode one plane into out (room for the HUFFMAN, RANS and ZSTD bounds
+ * together). `lz` marks planes of integer or quantized data, where zstd's
+ * matches can beat order-0/1 statistics. */
 ptwm_error ptwm_plane_encode(ptwm_ws *ws, const uint8_t *src, size_t len,
                              const ptwm_plane_est *sampled, unsigned mask, int zlevel, int order,
                              int lz, uint8_t *out, size_t cap, int *stage, size_t *coded) {
@@ -434,41 +479,9 @@ ptwm_error ptwm_plane_encode(ptwm_ws *ws, const uint8_t *src, size_t len,
     if (p.stage != PTWM_METHOD_IDENTITY || lz) {
         int best = PTWM_METHOD_IDENTITY;
         if (lz && len >= 2 * LZ_SAMPLE) {
-            /* A large plane: the candidates code a slice from its middle,
-             * and only the one smaller there codes the plane (one full
-             * encode instead of two; the slice picks as the whole plane
-             * would, docs/CHAINS.md). Where no order-0 coder pays, zstd
-             * codes the plane only if it saved PTWM_WORTH_CODING on the
-             * slice (F16 low mantissa bytes). */
-            size_t a, b;
-            const uint8_t *mid = src + (len - LZ_SAMPLE) / 2;
-            int z = lz_worth_trying(mid, LZ_SAMPLE) &&
-                    encode_stage(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, mid, LZ_SAMPLE, out, cap, &a) ==
-                        PTWM_OK;
-            /* (no repeats worth a try: the estimated stage codes the plane) */
-            if (z && p.stage == PTWM_METHOD_IDENTITY)
-                z = (double)a < (double)LZ_SAMPLE * PTWM_WORTH_CODING;
-            else if (z)
-                z = encode_stage(ws, p.stage, p.level, NULL, NULL, mid, LZ_SAMPLE, out, cap, &b) ||
-                    a + LZ_RANS_FIXED < b;
-            if (z)
-                try_other(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
-            else if (p.stage != PTWM_METHOD_IDENTITY)
-                try_other(ws, p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
+            lz_by_slice(ws, &p, zlevel, est, src, len, out, cap, &best, coded);
         } else if (lz) {
-            /* zstd first: it wins most integer planes (docs/CHAINS.md), and
-             * the estimated coder is then run only if its floor could beat
-             * zstd's result. */
-            try_other(ws, PTWM_METHOD_ZSTD, zlevel, NULL, NULL, src, len, out, cap, &best, coded);
-            if (p.stage != PTWM_METHOD_IDENTITY && est->step != 1 && len <= SECOND_TRY_SMALL &&
-                stage_may_beat(est, &p, len, *coded)) {
-                /* (a sampled entropy errs low: it never skips a try the
-                 * exact one would make) */
-                estimate_exact(est, src, len, &exact);
-                est = &exact;
-            }
-            if (p.stage != PTWM_METHOD_IDENTITY && stage_may_beat(est, &p, len, *coded))
-                try_other(ws, p.stage, p.level, NULL, est, src, len, out, cap, &best, coded);
+            lz_first(ws, &p, zlevel, est, src, len, out, cap, &best, coded);
         } else if (p.stage != PTWM_METHOD_IDENTITY) {
             /* Small planes: Huffman beside rANS, where table and state costs
              * make the call close (on large planes rANS won every time on

@@ -42,7 +42,7 @@ typedef struct ptwm_ws {
     uint8_t *buf[PTWM_WS_REGIONS];
     size_t cap[PTWM_WS_REGIONS];
     /* PTWM_WS_RANS_DTAB1 is zero except the tables of the contexts marked
-     * here, laid out for precision rans_dtab1_prec (rans.c, decode_o1). */
+     * here, laid out for precision rans_dtab1_prec (rans_decode.c, decode_o1). */
     uint8_t rans_dtab1_built[256];
     unsigned rans_dtab1_prec;
     void *zstd_cctx, *zstd_dctx; /* libzstd contexts, made on first use */

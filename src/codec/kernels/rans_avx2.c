@@ -245,8 +245,8 @@ ptwm_rans_enc_o0_avx2(const uint8_t *src, size_t i, const enc_vsym *vt, unsigned
     return i;
 }
 
-/* rans.c's skip_seen, 64 bytes a step: a byte's flag is a bit of a 16-byte
- * row picked by its low nibble (one table for bytes below 128, one above),
+/* rans_encode.c's skip_seen, 64 bytes a step: a byte's flag is a bit of a
+ * 16-byte row picked by its low nibble (one table for bytes below 128, one above),
  * the bit its high nibble's low three bits select. A lookup and an OR a
  * byte took 8% of compress time at this level. */
 __attribute__((target("avx2"))) size_t ptwm_skip_seen_avx2(const uint8_t *src, size_t i, size_t n,

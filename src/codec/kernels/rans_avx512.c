@@ -45,7 +45,7 @@
 #define RD_PACKED 1
 #include "rans_dec_simd.h"
 
-/* The packed table (rans.c, dtab_packs), 16 entries a store: a symbol's
+/* The packed table (rans_table.c, ptwm_rans_dtab_packs), 16 entries a store: a symbol's
  * last store may run past its slots into the next symbol's, whose own
  * stores come later and overwrite them, and past the last slot by up to
  * RANS_PACK_SLACK entries. A plane's table costs a store per symbol instead

@@ -1,5 +1,5 @@
-/* The order-0 rANS decoding loop (rans.c), written once for every vector
- * width: rans_avx2.c and rans_avx512.c include this file once per loop,
+/* The order-0 rANS decoding loop (rans_decode.c), written once for every
+ * vector width: rans_avx2.c and rans_avx512.c include this file once per loop,
  * after defining
  *   RD_NAME, RD_TARGET    the function and its target attribute
  *   RD_PACKED             1: the packed table (symbol, frequency and bias in

@@ -1,6 +1,7 @@
-/* What rans.c shares with its per-level kernels (kernels/rans_*.c): the
- * state layout, the encoder's word writer and vector tables, and unaligned
- * vector moves. The format and the reasons for its shape are in rans.c. */
+/* What the rANS coder (rans_encode.c, rans_decode.c) shares with its
+ * per-level kernels (kernels/rans_*.c): the state layout, the encoder's word
+ * writer and vector tables, and unaligned vector moves. The format and the
+ * reasons for its shape are in rans.c. */
 #ifndef PTWM_RANS_KERNELS_H
 #define PTWM_RANS_KERNELS_H
 
@@ -10,8 +11,9 @@
 #define RANS_STATES 32 /* four vectors of eight; order 1: one state per segment */
 #define RANS_O0_STATES RANS_STATES
 #define RANS_L (1u << 16)
-/* The largest precision of the packed decode table (rans.c, dtab_packs), and
- * the entries its build may write past the last slot. */
+/* The largest precision of the packed decode table (rans_table.c,
+ * ptwm_rans_dtab_packs), and the entries its build may write past the last
+ * slot. */
 #define RANS_PACK_PREC 12
 #define RANS_PACK_SLACK 15
 

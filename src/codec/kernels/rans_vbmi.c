@@ -182,8 +182,8 @@ size_t ptwm_rans_enc_o0_vbmi(const uint8_t *src, size_t i, const enc_vsym *vt, u
     return ptwm_rans_enc_o0_avx2(src, i, vt, prec, x, w);
 }
 
-/* rans.c's skip_seen (the next 64-byte block holding a symbol marked in
- * `absent`), 64 bytes a step: the flag table is four vectors, looked up by
+/* rans_encode.c's skip_seen (the next 64-byte block holding a symbol marked
+ * in `absent`), 64 bytes a step: the flag table is four vectors, looked up by
  * two byte permutes and the symbol's top bit. */
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t
 ptwm_skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]) {

@@ -1,0 +1,73 @@
+/* What the files of the RANS coder share (rans.c holds the byte format):
+ * the format's constants, the work memory, the order-1 segments, and the
+ * frequency tables of rans_table.c that rans_encode.c writes and
+ * rans_decode.c reads. Private to those files. */
+#ifndef PTWM_RANS_IMPL_H
+#define PTWM_RANS_IMPL_H
+
+#include "rans.h"
+#include "kernels/rans_kernels.h"
+
+#define RANS_PREC_MIN 8
+#define RANS_PREC_MAX0 15
+#define RANS_PREC_MAX1 12
+
+enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3, MODE_O0X2 = 4 };
+
+/* Order-0 planes of at least this many symbols are coded as two streams
+ * (MODE_O0X2): a decoder runs both in one loop, twice the independent
+ * states, where one stream's 32 leave the AVX-512 loop waiting on its
+ * gathers' latency. The second stream's 32 states and its length cost
+ * about 100 bytes: 0.25% of the smallest such plane, 0.03% of a 1 MiB BF16
+ * chunk's (docs/CHAINS.md). */
+#define RANS_X2_MIN ((size_t)1 << 16)
+
+/* Symbols of the first stream of a MODE_O0X2 plane: half its whole rounds. */
+PTWM_INLINE size_t x2_first(size_t n) {
+    return n / (2 * RANS_O0_STATES) * RANS_O0_STATES;
+}
+
+/* Work memory. Order-1 counts and encoder tables, and the decoders' slot
+ * tables, are hundreds of KB to MB: they live in the caller's workspace,
+ * kept from plane to plane (allocating them per plane cost page faults on
+ * every small tensor). Only the order-1 decoder's tables rely on zeroed
+ * memory (see rans_decode.c, decode_o1); the others are written before they
+ * are read, and zeroing them would touch pages a small plane never uses. */
+PTWM_INLINE void *rans_buf(ptwm_ws *ws, ptwm_ws_region which, size_t size) {
+    return ptwm_ws_get(ws, which, size, which == PTWM_WS_RANS_DTAB1);
+}
+
+/* Segment k of the order-1 layout: start and length. */
+PTWM_INLINE void o1_segment(size_t n, int k, size_t *start, size_t *len) {
+    size_t q = n / RANS_STATES;
+    *start = (size_t)k * q;
+    *len = k == RANS_STATES - 1 ? n - (size_t)k * q : q;
+}
+
+/* The symbols present in a table's counts, in symbol order: found once for
+ * all the precisions a plan tries (each was a walk over 256 counts). */
+typedef struct symlist {
+    uint8_t sym[256];
+    int n;
+} symlist;
+
+/* Bounded reader over the coded bytes. */
+typedef struct rcur {
+    const uint8_t *p, *end;
+} rcur;
+
+/* Frequency tables (rans_table.c). */
+void ptwm_rans_symlist_make(const uint64_t cnt[256], symlist *sl);
+void ptwm_rans_normalize_freqs(const uint64_t cnt[256], uint64_t total, unsigned prec,
+                               const symlist *sl, uint32_t freq[256]);
+double ptwm_rans_table_cost_bits(const uint64_t cnt[256], const uint32_t freq[256],
+                                 unsigned prec, const symlist *sl, size_t *vbytes);
+size_t ptwm_rans_symset_write(const uint32_t v[256], uint8_t *out);
+size_t ptwm_rans_symset_size(const symlist *sl);
+size_t ptwm_rans_freqtab_write(const uint32_t freq[256], uint8_t *out);
+ptwm_error ptwm_rans_symset_read(rcur *c, uint8_t present[256]);
+ptwm_error ptwm_rans_freqtab_read(rcur *c, unsigned prec, uint32_t freq[256]);
+void ptwm_rans_build_dtab(const uint32_t freq[256], unsigned prec, uint32_t *tab, uint8_t *sym);
+int ptwm_rans_dtab_packs(const uint32_t freq[256], unsigned prec);
+
+#endif
