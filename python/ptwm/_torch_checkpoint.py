@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from ._background import SaveHandle, run_save
+from ._background import SaveHandle, run_save, settle
 from ._errors import (ERR_BASE_MISSING, ERR_INVALID_ARG, PtwmFileNotFoundError,
                       PtwmValueError)
 from ._safe_open import safe_open
@@ -65,25 +65,39 @@ def _decode(value):
     return value
 
 
+# The copies the last background save wrote from, reused by the next one
+# (no save is in flight then): copying into memory already mapped takes a
+# third of the time of fresh copies (bench/RESULTS.md, "Checkpoint series").
+_copies: Dict[str, torch.Tensor] = {}
+
+
+def _copy_of(name: str, t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    c = _copies.get(name)
+    if c is None or c.shape != t.shape or c.dtype != t.dtype or c.device != t.device:
+        c = _copies[name] = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    return c.copy_(t)
+
+
 def _snapshot(model, optimizer, step, extra, copy: bool):
     """The tensors and metadata of a checkpoint; with copy, the tensors are
-    copies, so training may go on while they are written."""
+    copies, so training may go on while they are written (call it with no
+    background save in flight)."""
     from .torch import _remove_duplicate_names
-    own = (lambda t: t.detach().clone(memory_format=torch.contiguous_format)) if copy else \
-        (lambda t: t.contiguous())   # save_file refuses strided views
+    own = _copy_of if copy else (lambda _, t: t.contiguous())   # save_file refuses strided views
     state_dict = model.state_dict()
     tied = {}
     for kept, removed in _remove_duplicate_names(state_dict).items():
         for name in removed:
             tied[name] = kept
             del state_dict[name]
-    tensors = {_MODEL + k: own(v) for k, v in state_dict.items()}
+    tensors = {_MODEL + k: own(_MODEL + k, v) for k, v in state_dict.items()}
     osd = optimizer.state_dict()
     plain = {}
     for i, per_param in osd["state"].items():
         for key, value in per_param.items():
             if isinstance(value, torch.Tensor):
-                tensors[f"{_OPTIM}{i}/{key}"] = own(value)
+                tensors[f"{_OPTIM}{i}/{key}"] = own(f"{_OPTIM}{i}/{key}", value)
             else:
                 plain[f"{i}/{key}"] = _encode(value, f"optimizer state {i}/{key}")
     meta = {"ptwm.checkpoint": _KIND, "ptwm.optimizer": type(optimizer).__name__,
@@ -91,6 +105,8 @@ def _snapshot(model, optimizer, step, extra, copy: bool):
             "ptwm.state": json.dumps(plain), "ptwm.tied": json.dumps(tied),
             "ptwm.step": json.dumps(_encode(step, "step")),
             "ptwm.extra": json.dumps(_encode(extra, "extra"))}
+    for name in set(_copies) - set(tensors) if copy else ():   # only this save's copies stay
+        del _copies[name]
     return tensors, meta
 
 
@@ -116,6 +132,12 @@ def base_of(path, meta=None) -> Optional[str]:
 
 
 def open_chain(path, seen=None):
+    if not os.path.exists(path):
+        raise PtwmFileNotFoundError(ERR_BASE_MISSING, f"base '{path}' is missing")
+    return _open_chain(path, seen)
+
+
+def _open_chain(path, seen=None):
     """`path` opened with the chain of bases it needs (each checkpoint's
     recorded base, opened with its own). A missing base is FileNotFoundError
     naming it; a damaged or different one fails when its bytes are read."""
@@ -141,7 +163,7 @@ def _open_base(path, base, seen):
         raise PtwmFileNotFoundError(ERR_BASE_MISSING, f"checkpoint '{path}' is coded against "
                                     f"'{base}', which is missing (a checkpoint whose base is "
                                     f"deleted cannot be decoded)")
-    return open_chain(base, seen)
+    return _open_chain(base, seen)
 
 
 def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -161,18 +183,19 @@ def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimiz
     coding, writing and fsync run in a background thread (the library's calls
     release the GIL). handle.wait() raises what went wrong; a failed save
     leaves no file. One save is in flight at a time: the next waits for it."""
+    if not blocking:
+        settle()   # its copies are reused
     tensors, meta = _snapshot(model, optimizer, step, extra, copy=not blocking)
-    if base is not None:
-        base = os.fspath(base)
-        depth = int(checkpoint_metadata(base).get(_DEPTH, "0"))
-        meta[_BASE] = os.path.relpath(os.path.abspath(base),
-                                      os.path.dirname(os.path.abspath(os.fspath(path))))
-        meta[_DEPTH] = str(depth + 1)
+    base = os.fspath(base) if base is not None else None
 
     def write():
         from .torch import save_file
         chain = open_chain(base) if base is not None else None
         try:
+            if chain is not None:
+                meta[_BASE] = os.path.relpath(os.path.abspath(base),
+                                              os.path.dirname(os.path.abspath(os.fspath(path))))
+                meta[_DEPTH] = str(int((chain.metadata() or {}).get(_DEPTH, "0")) + 1)
             save_file(tensors, path, meta, method=method, threads=threads,
                       max_shard_size=max_shard_size, base=chain)
         finally:

@@ -37,6 +37,7 @@ class CheckpointSeries:
         self.directory = os.fspath(directory)
         self.keyframe_every = keyframe_every
         self._method, self._threads = method, threads
+        self._depths: Dict[int, int] = {}   # steps saved by this object: their chain length
         os.makedirs(self.directory, exist_ok=True)
 
     def path(self, step: int) -> str:
@@ -71,12 +72,18 @@ class CheckpointSeries:
         if step in steps or (steps and steps[-1] > step):
             raise PtwmFileExistsError(ERR_EXISTS, f"'{path}': the series already holds step "
                                       f"{steps[-1]}; steps are saved in increasing order")
-        base = self.path(steps[-1]) if steps else None
-        if base is not None and \
-                int(checkpoint_metadata(base).get(_DEPTH, "0")) + 1 >= self.keyframe_every:
-            base = None
+        depth = self._depth(steps[-1]) + 1 if steps else 0
+        if depth >= self.keyframe_every:
+            depth = 0
+        base = self.path(steps[-1]) if depth else None
+        self._depths = {step: depth}
         return save_checkpoint(path, model, optimizer, step, extra, method=self._method,
                                threads=self._threads, base=base, blocking=blocking)
+
+    def _depth(self, step: int) -> int:
+        if step in self._depths:
+            return self._depths[step]
+        return int(checkpoint_metadata(self.path(step)).get(_DEPTH, "0"))
 
     def load(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
              step: Optional[int] = None, **kwargs) -> Dict[str, Any]:
@@ -97,6 +104,7 @@ class CheckpointSeries:
         target = os.path.realpath(self.path(step))
         if not os.path.exists(target):
             raise FileNotFoundError(f"'{self.path(step)}' is not in the series")
+        self._depths = {}   # rewriting shortens chains
         for s in self.steps():
             base = base_of(self.path(s))
             if base is not None and os.path.realpath(base) == target:

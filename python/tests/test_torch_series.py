@@ -191,10 +191,12 @@ class BackgroundSaveTest(TempDirTest):
             h.wait()
         self.assertTrue(h.done())
         self.assertFalse(os.path.exists(self.path("missing-dir")))
-        # A missing base: raised at the call (its depth is read first), nothing written.
-        with self.assertRaises(FileNotFoundError):
-            pt.save_checkpoint(self.path("d.ptwm"), model, opt, blocking=False,
+        # A missing base: raised at wait() too, nothing written.
+        h = pt.save_checkpoint(self.path("d.ptwm"), model, opt, blocking=False,
                                base=self.path("a.ptwm"))
+        with self.assertRaises(FileNotFoundError) as cm:
+            h.wait()
+        self.assertEqual(cm.exception.name, "PTWM_ERR_BASE_MISSING")
         self.assertEqual(os.listdir(self.tmp), [])
 
     def test_error_nobody_waited_for_is_raised_by_the_next_save(self):
