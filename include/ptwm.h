@@ -608,6 +608,8 @@ typedef struct ptwm_checkpoint_options {
                                  * parts 0 = one run does everything */
     ptwm_source *base;          /* compress: code against this base (ptwm_cparams.base);
                                  * decompress: the base the files need; NULL: none */
+    ptwm_source *src_base;      /* compress from a .ptwm source: the base its own tensors
+                                 * were coded against (NULL: none) */
 } ptwm_checkpoint_options;
 
 #define PTWM_CHECKPOINT_OPTIONS_DEFAULT                                                          \
@@ -616,7 +618,12 @@ typedef struct ptwm_checkpoint_options {
 /* src: a .safetensors file (-> outdir/model.ptwm recording its header and name)
  * or a directory (model.safetensors.index.json plus shards, or model.safetensors)
  * -> model-0000k-of-0000n.ptwm + model.ptwm.index.json (the source index is kept
- * in the index metadata so decompression restores it). opt may be NULL. */
+ * in the index metadata so decompression restores it). opt may be NULL.
+ * A .ptwm file or directory as src is re-coded: against opt->base (a training
+ * checkpoint against the one before it), or as a whole file when only
+ * opt->src_base (its own base) is given; it keeps the safetensors files it
+ * restores, so decompressing the output gives the same bytes as decompressing
+ * src. With neither it is PTWM_ERR_INVALID_ARG (nothing to re-code). */
 PTWM_API ptwm_error ptwm_compress_checkpoint(const char *src, const char *outdir,
                                              const ptwm_checkpoint_options *opt, ptwm_err *err);
 /* Finish a checkpoint compressed in parts (options part and parts, one run

@@ -170,6 +170,9 @@ int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt
         } else if ((m = opt_value(cmd, argc, argv, &i, "--base", &v)) != 0) {
             if (m < 0) return CLI_USAGE;
             a->base = v;
+        } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--src-base", &v)) != 0) {
+            if (m < 0) return CLI_USAGE;
+            a->src_base = v;
         } else {
             return opt_unexpected(cmd, argv[i]);
         }
@@ -190,9 +193,14 @@ int run_ckpt_command(const char *cmd, int argc, char **argv, int with_codec, ckp
     double t0;
     int rc = parse_ckpt_args(cmd, argc, argv, with_codec, a);
     if (rc != CLI_OK) return rc;
-    /* --base: any kind of weights, opened as the loaders open them. */
+    /* --base, --src-base: any kind of weights, opened as the loaders open them. */
     if (a->base && ptwm_source_open(a->base, PTWM_SOURCE_AUTO, &a->opt.base, &err) != PTWM_OK)
         return cli_report(&err);
+    if (a->src_base &&
+        ptwm_source_open(a->src_base, PTWM_SOURCE_AUTO, &a->opt.src_base, &err) != PTWM_OK) {
+        ptwm_source_close(a->opt.base);
+        return cli_report(&err);
+    }
     progress_init(&bar, cmd, a->quiet);
     a->opt.progress = progress_update;
     a->opt.progress_ctx = &bar;
@@ -200,7 +208,8 @@ int run_ckpt_command(const char *cmd, int argc, char **argv, int with_codec, ckp
     rc = fn(a->src, a->outdir, &a->opt, &err) == PTWM_OK ? CLI_OK : CLI_BAD_INPUT;
     progress_end(&bar);
     ptwm_source_close(a->opt.base);
-    a->opt.base = NULL;
+    ptwm_source_close(a->opt.src_base);
+    a->opt.base = a->opt.src_base = NULL;
     *seconds = cli_now() - t0;
     *raw_bytes = bar.total;
     if (rc != CLI_OK) cli_report_output(&err);

@@ -27,6 +27,7 @@ int opt_unexpected(const char *cmd, const char *arg);
 typedef struct ckpt_args {
     const char *src, *outdir;
     const char *base;           /* --base: a weights file or directory, or NULL */
+    const char *src_base;       /* --src-base (compress): the base of a .ptwm SRC */
     ptwm_checkpoint_options opt;
     int quiet;
 } ckpt_args;

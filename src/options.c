@@ -9,7 +9,7 @@
 _Static_assert(offsetof(ptwm_cparams, size) == 0 && offsetof(ptwm_checkpoint_options, size) == 0,
                "the size comes first");
 _Static_assert(ENDS_WITH(ptwm_cparams, base), "ptwm_cparams must not end in padding");
-_Static_assert(ENDS_WITH(ptwm_checkpoint_options, base),
+_Static_assert(ENDS_WITH(ptwm_checkpoint_options, src_base),
                "ptwm_checkpoint_options must not end in padding");
 
 /* The caller's struct `in` of in->size bytes over the defaults, into out of

@@ -103,6 +103,80 @@ static long long dir_bytes(const char *dir) {
         (void)(status);                                                                       \
     } while (0)
 
+/* The path of `name` in the test's directory, kept (tu_tmp_path rotates four). */
+static const char *tmp_keep(char *buf, size_t cap, const char *name) {
+    snprintf(buf, cap, "%s", tu_tmp_path(name));
+    return buf;
+}
+
+static int absent(const char *name) {
+    struct stat sb;
+    return stat(tu_tmp_path(name), &sb) != 0;
+}
+
+/* A run that exits 1 with `text` in its error. */
+#define FAILS(text, ...)                                                                      \
+    do {                                                                                      \
+        int st_ = run(__VA_ARGS__);                                                           \
+        CHECK(st_ == 1);                                                                      \
+        EXPECT(st_, err_path, text);                                                          \
+    } while (0)
+
+/* `ptwm compress SRC.ptwm`: a .ptwm checkpoint re-coded against a base
+ * (step 2 saved whole, then against step 1), whole again from its own base
+ * (--src-base), and the errors of a missing, damaged or different base.
+ * Every output decompresses to step 2's bytes; a failed run leaves no output. */
+static void recode(void) {
+    char s1[1200], s2[1200], c1[1200], w2[1200], d2[1200], bad[1200], p[1300];
+    tmp_keep(s1, sizeof s1, "step1.safetensors");
+    tmp_keep(s2, sizeof s2, "step2.safetensors");
+    tmp_keep(c1, sizeof c1, "c1");
+    tmp_keep(w2, sizeof w2, "w2");
+    tmp_keep(d2, sizeof d2, "d2");
+    tmp_keep(bad, sizeof bad, "c1bad.ptwm");
+    CHECK(run("compress -q %s -o %s", s1, c1) == 0);
+    CHECK(run("compress -q %s -o %s", s2, w2) == 0);
+    FAILS("is already a .ptwm checkpoint (decompress it instead, or give a base",
+          "compress -q %s -o %s", w2, tu_tmp_path("x0"));
+    /* Against the previous checkpoint, given as .ptwm: smaller, same bytes back. */
+    CHECK(run("compress -q %s/model.ptwm -o %s --base %s", w2, d2, c1) == 0);
+    printf("re-coded against step 1: %lld bytes, whole %lld\n", dir_bytes(d2), dir_bytes(w2));
+    CHECK(dir_bytes(d2) < dir_bytes(w2));
+    CHECK(run("inspect %s", d2) == 0);
+    EXPECT(0, out_path, "needs a base");
+    CHECK(run("decompress -q %s -o %s --base %s", d2, tu_tmp_path("b2"), s1) == 0);
+    snprintf(p, sizeof p, "%s/step2.safetensors", tu_tmp_path("b2"));
+    CHECK(tu_files_equal(p, s2));
+    /* Whole again from its own base: the same file as compressing step 2. */
+    CHECK(run("compress -q %s -o %s --src-base %s", d2, tu_tmp_path("w2b"), c1) == 0);
+    CHECK(tu_trees_equal(tu_tmp_path("w2b"), w2));
+    /* Its own base missing, different, damaged; the new base damaged or
+     * absent: exit 1, no output. */
+    FAILS("base required", "compress -q %s -o %s --base %s", d2, tu_tmp_path("x1"), s1);
+    FAILS("base chunk damaged", "compress -q %s -o %s --src-base %s", d2, tu_tmp_path("x2"),
+          s2);
+    FAILS("base tensor differs", "compress -q %s -o %s --src-base %s", d2, tu_tmp_path("x3"),
+          w2);
+    {
+        size_t len;
+        uint8_t *f;
+        snprintf(p, sizeof p, "%s/model.ptwm", c1);
+        f = tu_read_file(p, &len);
+        f[3000] ^= 0x40;   /* in the first tensor's chunk, param/w: coded on its base */
+        tu_write_file(bad, f, len);
+        free(f);
+    }
+    FAILS("reading its base's bytes", "compress -q %s -o %s --base %s", w2, tu_tmp_path("x4"),
+          bad);
+    FAILS(": its base '", "compress -q %s -o %s --src-base %s", d2, tu_tmp_path("x5"), bad);
+    FAILS("not found", "compress -q %s -o %s --base %s", w2, tu_tmp_path("x6"),
+          tu_tmp_path("nowhere"));
+    CHECK(absent("x1") && absent("x2") && absent("x3") && absent("x4") && absent("x5") &&
+          absent("x6"));
+    /* decompress takes no --src-base. */
+    CHECK(run("decompress -q %s -o %s --src-base %s", d2, tu_tmp_path("x7"), c1) == 2);
+}
+
 int main(void) {
     char base[1100], tuned[1100], other[1100], out[1100], plain[1100], res[1100], basep[1100],
         otherp[1100], damaged[1100], p[1200];
@@ -231,5 +305,6 @@ int main(void) {
     CHECK(run("inspect %s", tu_tmp_path("c2")) == 0);
     EXPECT(0, out_path, "param/w");
     CHECK(tu_file_has(out_path, "needs a base"));
+    recode();
     return tu_finish("test_cli_base");
 }

@@ -69,7 +69,7 @@ class CheckpointOptions(Structure):
     _fields_ = [("size", c_size_t), ("max_shard_size", c_uint64), ("method", c_int), ("threads", c_int),
                 ("chunk_size", c_uint64), ("force", c_int), ("follow_symlinks", c_int),
                 ("progress", ProgressFn), ("progress_ctx", c_void_p), ("part", ctypes.c_uint32),
-                ("parts", ctypes.c_uint32), ("base", c_void_p)]
+                ("parts", ctypes.c_uint32), ("base", c_void_p), ("src_base", c_void_p)]
 
 
 class ChainList(Structure):

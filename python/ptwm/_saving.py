@@ -87,20 +87,20 @@ def _write(writer_open, items: Sequence[Item], meta: List[Tuple[str, str]],
 
 @contextlib.contextmanager
 def _base_params(params, base):
-    """params with the base (a path to any weights file or directory) open in
-    it while the block writes; tensors matching a base tensor are coded
-    against it (docs/DELTA.md)."""
-    if base is None:
-        yield params
-        return
-    from ._stored import open_path
-    stored = open_path(base, 1)
+    """params with the base (a path to any weights file or directory, opened
+    for the block, or an open Stored, which stays the caller's) in it while
+    the block writes; tensors matching a base tensor are coded against it
+    (docs/DELTA.md)."""
+    from ._stored import Stored, open_path
+    own = None if base is None or isinstance(base, Stored) else open_path(base, 1)
+    stored = own or base
     try:
-        params.base = stored._handle.value
+        params.base = stored._handle.value if stored is not None else None
         yield params
     finally:
         params.base = None
-        stored.close()
+        if own is not None:
+            own.close()
 
 
 def write_bytes(items: Sequence[Item], metadata=None, method=3, threads: int = 0,

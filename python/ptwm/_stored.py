@@ -120,8 +120,12 @@ class Stored:
 
     def set_base(self, base) -> None:
         """Decode tensors coded against a base with `base` (a path to any
-        weights file or directory, or None), which stays open with this handle."""
-        new = open_path(base, 1) if base is not None else None
+        weights file or directory, a Stored, which this handle then owns, or
+        None), which stays open with this handle."""
+        if isinstance(base, Stored) or base is None:
+            new = base
+        else:
+            new = open_path(base, 1)
         err = ErrStruct()
         with self._lock:
             set_fn = lib.ptwm_reader_set_base if self._api is _READER else lib.ptwm_source_set_base

@@ -7,24 +7,34 @@ momentum_buffer, step, ...); metadata "ptwm.checkpoint" = "torch",
 "ptwm.optimizer" (its class name), "ptwm.param_groups" (hyper-parameters),
 "ptwm.state" (non-tensor state values), "ptwm.tied", "ptwm.step" and
 "ptwm.extra", each JSON (floats written by repr, so read back exactly).
+A checkpoint coded against an earlier one records it: "ptwm.base" (its path
+relative to this checkpoint's directory) and "ptwm.base_depth" (how many
+checkpoints its chain of bases holds); loading follows the chain.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from typing import Any, Dict, Optional
 
 import torch
 
-from ._errors import ERR_INVALID_ARG, PtwmValueError
+from ._background import SaveHandle, run_save, settle
+from ._errors import (ERR_BASE_MISSING, ERR_INVALID_ARG, PtwmFileNotFoundError,
+                      PtwmValueError)
 from ._safe_open import safe_open
+from ._stored import open_path
 
-__all__ = ["save_checkpoint", "load_checkpoint"]
+__all__ = ["save_checkpoint", "load_checkpoint", "SaveHandle"]
 
 _KIND = "torch"
 _MODEL = "model/"
 _OPTIM = "optimizer/"
+_BASE = "ptwm.base"
+_DEPTH = "ptwm.base_depth"
+_MAX_CHAIN = 10000   # bases followed before a chain is taken for a loop
 
 
 def _encode(value, what: str):
@@ -55,28 +65,39 @@ def _decode(value):
     return value
 
 
-def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    step: Optional[int] = None, extra: Optional[Dict[str, Any]] = None, *,
-                    method="microscale", threads: int = 0, max_shard_size=None) -> None:
-    """Save the module's weights and the optimizer's state (SGD with or without
-    momentum, Adam, AdamW, or any optimizer whose state is tensors and plain
-    values), compressed. `step` and `extra` (JSON-able) come back from
-    load_checkpoint."""
-    from .torch import _remove_duplicate_names, save_file
+# The copies the last background save wrote from, reused by the next one
+# (no save is in flight then): copying into memory already mapped takes a
+# third of the time of fresh copies (bench/RESULTS.md, "Checkpoint series").
+_copies: Dict[str, torch.Tensor] = {}
+
+
+def _copy_of(name: str, t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    c = _copies.get(name)
+    if c is None or c.shape != t.shape or c.dtype != t.dtype or c.device != t.device:
+        c = _copies[name] = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    return c.copy_(t)
+
+
+def _snapshot(model, optimizer, step, extra, copy: bool):
+    """The tensors and metadata of a checkpoint; with copy, the tensors are
+    copies, so training may go on while they are written (call it with no
+    background save in flight)."""
+    from .torch import _remove_duplicate_names
+    own = _copy_of if copy else (lambda _, t: t.contiguous())   # save_file refuses strided views
     state_dict = model.state_dict()
     tied = {}
     for kept, removed in _remove_duplicate_names(state_dict).items():
         for name in removed:
             tied[name] = kept
             del state_dict[name]
-    # Packed as save_model packs them: save_file refuses strided views.
-    tensors = {_MODEL + k: v.contiguous() for k, v in state_dict.items()}
+    tensors = {_MODEL + k: own(_MODEL + k, v) for k, v in state_dict.items()}
     osd = optimizer.state_dict()
     plain = {}
     for i, per_param in osd["state"].items():
         for key, value in per_param.items():
             if isinstance(value, torch.Tensor):
-                tensors[f"{_OPTIM}{i}/{key}"] = value.contiguous()
+                tensors[f"{_OPTIM}{i}/{key}"] = own(f"{_OPTIM}{i}/{key}", value)
             else:
                 plain[f"{i}/{key}"] = _encode(value, f"optimizer state {i}/{key}")
     meta = {"ptwm.checkpoint": _KIND, "ptwm.optimizer": type(optimizer).__name__,
@@ -84,8 +105,103 @@ def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimiz
             "ptwm.state": json.dumps(plain), "ptwm.tied": json.dumps(tied),
             "ptwm.step": json.dumps(_encode(step, "step")),
             "ptwm.extra": json.dumps(_encode(extra, "extra"))}
-    save_file(tensors, path, meta, method=method, threads=threads,
-              max_shard_size=max_shard_size)
+    for name in set(_copies) - set(tensors) if copy else ():   # only this save's copies stay
+        del _copies[name]
+    return tensors, meta
+
+
+def checkpoint_metadata(path) -> Dict[str, str]:
+    """The metadata of a checkpoint file or directory (its header only)."""
+    stored = open_path(path, 1)
+    try:
+        return stored.metadata() or {}
+    finally:
+        stored.close()
+
+
+def base_of(path, meta=None) -> Optional[str]:
+    """The path of the checkpoint `path` is coded against, or None."""
+    meta = checkpoint_metadata(path) if meta is None else meta
+    rel = meta.get(_BASE)
+    if rel is None:
+        return None
+    if not rel or os.path.isabs(rel):
+        raise PtwmValueError(ERR_INVALID_ARG, f"'{path}': its base {rel!r} is not a path "
+                             f"relative to its directory")
+    return os.path.join(os.path.dirname(os.path.abspath(os.fspath(path))), rel)
+
+
+def open_chain(path, seen=None):
+    if not os.path.exists(path):
+        raise PtwmFileNotFoundError(ERR_BASE_MISSING, f"base '{path}' is missing")
+    return _open_chain(path, seen)
+
+
+def _open_chain(path, seen=None):
+    """`path` opened with the chain of bases it needs (each checkpoint's
+    recorded base, opened with its own). A missing base is FileNotFoundError
+    naming it; a damaged or different one fails when its bytes are read."""
+    seen = set() if seen is None else seen
+    real = os.path.realpath(path)
+    if real in seen or len(seen) >= _MAX_CHAIN:
+        raise PtwmValueError(ERR_INVALID_ARG, f"'{path}': its chain of bases leads back to "
+                             f"itself")
+    seen.add(real)
+    stored = open_path(path, 1)
+    try:
+        base = base_of(path, stored.metadata() or {})
+        if base is not None:
+            stored.set_base(_open_base(path, base, seen))
+    except BaseException:
+        stored.close()
+        raise
+    return stored
+
+
+def _open_base(path, base, seen):
+    if not os.path.exists(base):
+        raise PtwmFileNotFoundError(ERR_BASE_MISSING, f"checkpoint '{path}' is coded against "
+                                    f"'{base}', which is missing (a checkpoint whose base is "
+                                    f"deleted cannot be decoded)")
+    return _open_chain(base, seen)
+
+
+def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    step: Optional[int] = None, extra: Optional[Dict[str, Any]] = None, *,
+                    method="microscale", threads: int = 0, max_shard_size=None, base=None,
+                    blocking: bool = True) -> Optional[SaveHandle]:
+    """Save the module's weights and the optimizer's state (SGD with or without
+    momentum, Adam, AdamW, or any optimizer whose state is tensors and plain
+    values), compressed. `step` and `extra` (JSON-able) come back from
+    load_checkpoint.
+
+    base: an earlier checkpoint of the same run; each tensor is coded against
+    its tensor there where that is smaller, and the file records its base (by
+    path relative to its own directory) so load_checkpoint finds it.
+
+    blocking=False: returns a SaveHandle as soon as the state is copied; the
+    coding, writing and fsync run in a background thread (the library's calls
+    release the GIL). handle.wait() raises what went wrong; a failed save
+    leaves no file. One save is in flight at a time: the next waits for it."""
+    if not blocking:
+        settle()   # its copies are reused
+    tensors, meta = _snapshot(model, optimizer, step, extra, copy=not blocking)
+    base = os.fspath(base) if base is not None else None
+
+    def write():
+        from .torch import save_file
+        chain = open_chain(base) if base is not None else None
+        try:
+            if chain is not None:
+                meta[_BASE] = os.path.relpath(os.path.abspath(base),
+                                              os.path.dirname(os.path.abspath(os.fspath(path))))
+                meta[_DEPTH] = str(int((chain.metadata() or {}).get(_DEPTH, "0")) + 1)
+            save_file(tensors, path, meta, method=method, threads=threads,
+                      max_shard_size=max_shard_size, base=chain)
+        finally:
+            if chain is not None:
+                chain.close()
+    return run_save(write, os.fspath(path), blocking)
 
 
 def _load_optimizer(optimizer, state, groups) -> None:
@@ -116,8 +232,11 @@ def load_checkpoint(path, model: torch.nn.Module,
     """Restore what save_checkpoint wrote into `model` and `optimizer` (built as
     for training, same parameters in the same order); returns {"step": ...,
     "extra": ...}. ValueError for a file that is not such a checkpoint or an
-    optimizer of another kind."""
-    with safe_open(path, "pt", device=device, threads=threads) as f:
+    optimizer of another kind. A checkpoint saved against a base is decoded
+    with the chain of bases it records (FileNotFoundError if one is missing)."""
+    base = base_of(path)
+    chain = _open_base(path, base, {os.path.realpath(path)}) if base is not None else None
+    with safe_open(path, "pt", device=device, threads=threads, base=chain) as f:
         meta = f.metadata() or {}
         if meta.get("ptwm.checkpoint") != _KIND:
             raise PtwmValueError(ERR_INVALID_ARG, f"'{path}' is not a training checkpoint "

@@ -25,7 +25,8 @@ from ._safe_open import safe_open
 from ._saving import Item, write_bytes, write_file
 
 __all__ = ["save_file", "load_file", "save", "load", "save_model", "load_model",
-           "storage_ptr", "storage_size", "save_checkpoint", "load_checkpoint"]
+           "storage_ptr", "storage_size", "save_checkpoint", "load_checkpoint", "SaveHandle",
+           "CheckpointSeries", "checkpoint_metadata"]
 
 # safetensors dtype names -> torch attribute names; a torch without the
 # attribute (float8 before 2.1, uint16 before 2.3) cannot hold that dtype.
@@ -328,4 +329,6 @@ def load_model(model: torch.nn.Module, filename, strict: bool = True, device="cp
     return missing, unexpected
 
 
-from ._torch_checkpoint import load_checkpoint, save_checkpoint   # noqa: E402 (uses the above)
+from ._torch_checkpoint import (SaveHandle, checkpoint_metadata, load_checkpoint,  # noqa: E402
+                                save_checkpoint)
+from ._torch_series import CheckpointSeries   # noqa: E402 (both use the above)

@@ -290,6 +290,22 @@ static int already_ptwm(const char *path) {
     return yes;
 }
 
+/* Compressing a .ptwm source re-codes it (against a new base, or whole
+ * against none when its own base is given); without either there is nothing
+ * to do. The sink keeps the safetensors files it records. */
+static ptwm_error recode_open(ptwm_conv_src *s, const char *src,
+                              const ptwm_checkpoint_options *opt, ptwm_err *err) {
+    if (!opt->base && !opt->src_base)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "'%s' is already a .ptwm checkpoint (decompress it instead, or give "
+                         "a base to re-code it against)", src);
+    if (opt->parts)
+        return ptwm_fail(err, PTWM_ERR_UNSUPPORTED,
+                         "'%s': re-coding a .ptwm checkpoint in parts is not supported", src);
+    ptwm_conv_src_close(s);   /* what the safetensors attempt left open */
+    return ptwm_conv_src_open(s, src, PTWM_SOURCE_PTWM, err);
+}
+
 static ptwm_error convert_checkpoint(const char *src, const char *outdir,
                                      const ptwm_checkpoint_options *opt,
                                      ptwm_source_kind family, const ptwm_sink_ops *sink,
@@ -297,17 +313,24 @@ static ptwm_error convert_checkpoint(const char *src, const char *outdir,
     ptwm_checkpoint_options given;
     ptwm_conv_src s;
     ptwm_error rc;
+    int recoding = 0;
     if (!src || !outdir) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "%s: NULL path", fn);
     if ((rc = ptwm_checkpoint_options_read(opt, &given, fn, err))) return rc;
     opt = &given;
     if ((rc = ptwm_parts_check(opt, err))) return rc;
     rc = ptwm_conv_src_open(&s, src, family, err);
-    if (rc && family == PTWM_SOURCE_SAFETENSORS && already_ptwm(src))
-        rc = ptwm_fail(err, PTWM_ERR_INVALID_ARG,
-                       "'%s' is already a .ptwm checkpoint (decompress it instead)", src);
+    if (rc && family == PTWM_SOURCE_SAFETENSORS && already_ptwm(src)) {
+        rc = recode_open(&s, src, opt, err);
+        recoding = 1;
+    }
     if (!rc) rc = ptwm_conv_src_check_links(&s, opt->follow_symlinks, err);
-    /* Tensors coded against a base decode with it (docs/DELTA.md). */
-    if (!rc && opt->base) rc = ptwm_source_set_base(s.opened, opt->base, err);
+    /* Tensors coded against a base decode with it (docs/DELTA.md): the
+     * source's own base when it is re-coded, else the decompressed files'. */
+    if (!rc && recoding) {
+        if (opt->src_base) rc = ptwm_source_set_base(s.opened, opt->src_base, err);
+    } else if (!rc && opt->base) {
+        rc = ptwm_source_set_base(s.opened, opt->base, err);
+    }
     if (!rc && opt->parts) {
         rc = ptwm_parts_convert(&s, sink, outdir, opt, err);
     } else if (!rc) {
