@@ -87,6 +87,27 @@ void ptwm_writer_buf_put(ptwm_ctx *ctx, wbuf *s, size_t *n, size_t limit, uint8_
     s[(*n)++].cap = cap;
 }
 
+/* Populating the image ahead of its end, a step at a time: a payload coded
+ * apart is copied into the image under rmu, and there the first touch of
+ * fresh pages (the kernel zeroing each, 2 MiB at a time with huge pages)
+ * held up every thread waiting for rmu (docs/ARCHITECTURE.md, "Threads"). */
+#define POPULATE_STEP ((size_t)2 << 20)
+
+/* The part of an in-memory image a thread coding a job apart faults in
+ * before its payload is appended: up to a step per thread past the image's
+ * end, within its room, at least a step at a time. Its start into *a and
+ * end into *b; NULL if none (rmu held). The image moving meanwhile makes
+ * the hint stale, never wrong: populating leaves bytes as they are. */
+static uint8_t *populate_claim(ptwm_writer *w, size_t *a, size_t *b) {
+    size_t want = w->mem.len + POPULATE_STEP * w->nworkers;
+    if (want > w->mem.cap) want = w->mem.cap;
+    if (w->populated < w->mem.len) w->populated = w->mem.len;
+    if (want < w->populated + POPULATE_STEP) return NULL;
+    *a = w->populated;
+    *b = w->populated = want;
+    return w->mem.p;
+}
+
 /* Code job i. The oldest pending job of an in-memory writer is coded
  * straight into the image's end: every earlier payload is in the image, and
  * nothing else grows the image until this job is appended. Then the coded
@@ -96,7 +117,8 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
     wjob *j = &w->jobs[i];
     ptwm_chunk_params cp;
     unsigned c;
-    size_t need;
+    size_t need, pa = 0, pb = 0;
+    uint8_t *image = NULL;
     cp.method = w->p.method;
     cp.zstd_level = w->p.zstd_level;
     cp.emit_crc = j->plane_crc;
@@ -117,7 +139,9 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
      * into the image, so it is still in cache (a buffer per slot was cold:
      * docs/ARCHITECTURE.md, "Threads"). */
     if (!j->dst) j->out = ptwm_writer_buf_take(w->ctx, w->outs, &w->nouts, need, w->slot_size, &j->out_cap);
+    if (!j->dst && !w->to_file && w->nworkers > 1) image = populate_claim(w, &pa, &pb);
     rmu_unlock(w);
+    if (image) ptwm_populate(image + pa, pb - pa);
     if (!j->dst) {
         if (!j->out) {
             j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for a chunk buffer of %zu bytes",

@@ -151,6 +151,8 @@ struct ptwm_writer {
     ptwm_dout *dout;            /* appends past the page cache, once the file is large */
     int dout_tried;
     wbuf mem;
+    size_t populated;           /* an in-memory writer's image is faulted in up to
+                                 * here (rmu; a hint: ptwm_populate) */
     /* Appending (under rmu, by whichever thread retires a job): the image or
      * file, pos, the sharing store, chunk entries, the counts, failure. */
     pthread_mutex_t rmu;
