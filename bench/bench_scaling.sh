@@ -7,7 +7,7 @@
 # figures are medians.
 #
 # usage: bench/bench_scaling.sh [PATH...]
-#   PATH: safetensors files (default: the corpus files of 5 MB or more and two
+#   PATH: safetensors files (default: the corpus files of 2.5 MB or more and two
 #   files of BIG_MB MiB made from the corpus's BF16 and F32 tensors).
 # Environment: PTWM_BUILD_DIR (default build), PTWM_CORPUS (build-corpus),
 #   RUNS (in memory, 7), PROC_RUNS (whole processes, 5), THREADS (1..N; the
@@ -38,7 +38,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 files=("$@")
 if (( ${#files[@]} == 0 )); then
     for f in "$corpus"/*.safetensors; do
-        (( $(stat -c %s "$f") >= 5000000 )) && files+=("$f")
+        (( $(stat -c %s "$f") >= 2500000 )) && files+=("$f")
     done
     python3 "$here/bench/make_bench_file.py" "$corpus" "$tmp/bf16-${big_mb}m.safetensors" "$big_mb" bf16 >/dev/null
     python3 "$here/bench/make_bench_file.py" "$corpus" "$tmp/f32-${big_mb}m.safetensors" "$big_mb" f32 >/dev/null
@@ -58,14 +58,18 @@ echo "== in memory (bench_threads, $runs runs, 1..$threads threads)"
 awk -F, '{ printf "%s,%s,memory,%s,ptwm,%s,%s,%s,%s,%s,%s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }' \
     "$tmp/mem.csv" >>"$csv"
 
-# One timed command: "WALL CPU" (seconds; CPU is user + system of it and its children).
+# One timed command: "WALL CPU" (seconds; CPU is user + system time of it and
+# its children, from wait4's rusage: microseconds, where time(1) gives 10 ms).
 timed() {
-    local t0 t1
-    t0=$EPOCHREALTIME
-    /usr/bin/time -f "%U %S" -o "$tmp/time.txt" "$@" >/dev/null 2>"$tmp/err.txt" || {
+    python3 -c '
+import resource, subprocess, sys, time
+t0 = time.perf_counter()
+r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=open(sys.argv[1], "w"))
+t1 = time.perf_counter()
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.4f %.4f" % (t1 - t0, u.ru_utime + u.ru_stime))
+sys.exit(r.returncode)' "$tmp/err.txt" "$@" || {
         echo "bench_scaling: FAILED: $*" >&2; cat "$tmp/err.txt" >&2; exit 1; }
-    t1=$EPOCHREALTIME
-    awk -v t0="$t0" -v t1="$t1" '{ printf "%.4f %.4f\n", t1 - t0, $1 + $2 }' "$tmp/time.txt"
 }
 
 # Rows of one file: every command once a round, PROC_RUNS rounds; then the
