@@ -54,7 +54,7 @@ pkg-config --exists blosc 2>/dev/null || {
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     stage "build ($build)"
     cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" -j2 --target ptwm bench_suite >/dev/null
+    cmake --build "$build" -j2 --target ptwm bench_suite bench_threads >/dev/null
 fi
 ptwm=$build/ptwm
 suite=$build/bench_suite
@@ -215,6 +215,12 @@ for mb in $cli_mb "$big_mb"; do
     rm -f "$big"
 done
 sed -i 's/^scale_cli,repeat-\([0-9]*\)MB.safetensors,,/scale_cli,repeat-\1MB.safetensors,MIXED,/' "$csv"
+
+# ---------------------------------------------------------------------------
+stage "threads: 1..N in memory and as whole processes (docs/SCALING.md)"
+PTWM_BUILD_DIR=$build PTWM_CORPUS=$corpus BENCH_TMP=$tmp RUNS=$(( runs > 3 ? runs : 3 )) \
+    PROC_RUNS=$(( cli_runs > 3 ? cli_runs : 3 )) FULL=$(( quick == 1 ? 0 : 1 )) \
+    "$here/bench/bench_scaling.sh" | tee "$out/scaling.txt" || failed=1
 
 # ---------------------------------------------------------------------------
 stage "plot and summary"

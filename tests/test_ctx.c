@@ -164,6 +164,73 @@ static void test_one_user(void) {
     model_free(&m);
 }
 
+/* The same model, added one tensor at a time to a writer that copies each
+ * chunk (as the command line's compress does), into memory. */
+static void *compress_copied(const model *m, int threads, uint64_t chunk, ptwm_ctx *ctx, size_t *len) {
+    ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+    ptwm_writer *w = NULL;
+    ptwm_err err;
+    void *blob = NULL;
+    size_t i;
+    p.threads = threads;
+    p.chunk_size = chunk;
+    p.ctx = ctx;
+    CHECK_ERR(ptwm_writer_open_memory(&p, &w, &err), &err, PTWM_OK, NULL);
+    if (!w) return NULL;
+    for (i = 0; i < m->n; i++)
+        CHECK_ERR(ptwm_writer_add(w, &m->d[i], NULL, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_writer_finish_memory(w, &blob, len, &err), &err, PTWM_OK, NULL);
+    return blob;
+}
+
+/* A ring deep enough for runs of small tensors sizes its buffers to its
+ * jobs: with 16 MiB chunks and only small tensors (the emotion network's
+ * of 16 KB or less), the context keeps the two workers' chunk-sized scratch
+ * and buffers about the size of the tensors, not a chunk's work bound (64
+ * MiB of address space) for each job coded ahead or a chunk for each slot. The bytes are those of one thread, with
+ * chunks borrowed (one call) or copied (tensor by tensor). */
+static void test_small_buffers(void) {
+    const uint64_t chunk = (uint64_t)16 << 20, work = 4 * chunk + 65536;
+    model m;
+    size_t l1 = 0, l2 = 0, l3 = 0, l4 = 0;
+    void *one, *borrowed, *copied, *copied1;
+    ptwm_ctx *c1 = NULL, *c2 = NULL, *c3 = NULL;
+    ptwm_err err;
+    model small;
+    size_t i;
+    if (model_load("emotion.bf16.safetensors", &m)) return;
+    /* Its tensors of at most 16 KB: every buffer of theirs is of the
+     * smallest size, so what the context keeps beside the scratch is bounded
+     * whatever the threads' timing. */
+    small = m;
+    small.d = (ptwm_tensor_desc *)calloc(m.n, sizeof(*small.d));
+    for (small.n = i = 0; i < m.n; i++)
+        if (m.d[i].nbytes <= 16384) small.d[small.n++] = m.d[i];
+    CHECK_ERR(ptwm_ctx_create(&c1, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_ctx_create(&c2, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_ctx_create(&c3, &err), &err, PTWM_OK, NULL);
+    one = compress(&small, 1, PTWM_METHOD_MICROSCALE, chunk, NULL, &l1);
+    borrowed = compress(&small, 2, PTWM_METHOD_MICROSCALE, chunk, c1, &l2);
+    copied = compress_copied(&small, 2, chunk, c2, &l3);
+    copied1 = compress_copied(&small, 1, chunk, c3, &l4);
+    CHECK(one && borrowed && l1 == l2 && !memcmp(one, borrowed, l1));
+    CHECK(copied && copied1 && l3 == l4 && !memcmp(copied, copied1, l3));
+    if (copied) check_decode(&small, copied, l3, 2, NULL);
+    CHECK_MSG(ptwm_ctx_size(c1) < 2 * work + chunk, "borrowing writer keeps %zu bytes",
+              ptwm_ctx_size(c1));
+    CHECK_MSG(ptwm_ctx_size(c2) < 2 * work + chunk, "copying writer keeps %zu bytes",
+              ptwm_ctx_size(c2));
+    ptwm_free(one);
+    ptwm_free(borrowed);
+    ptwm_free(copied);
+    ptwm_free(copied1);
+    ptwm_ctx_free(c1);
+    ptwm_ctx_free(c2);
+    ptwm_ctx_free(c3);
+    free(small.d);
+    model_free(&m);
+}
+
 /* method 0 is the default (MICROSCALE), as 0 is in every options struct. */
 static void test_method_zero(void) {
     model m;
@@ -183,5 +250,6 @@ int main(void) {
     test_same_output("emotion.f32.safetensors");
     test_one_user();
     test_method_zero();
+    test_small_buffers();
     return tu_finish("test_ctx");
 }

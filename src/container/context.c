@@ -119,15 +119,22 @@ ptwm_error ptwm_ctx_workspaces(ptwm_ctx *ctx, unsigned n, ptwm_ws ***out, ptwm_e
 }
 
 void *ptwm_ctx_take(ptwm_ctx *ctx, size_t size) {
+    size_t got;
+    return ptwm_ctx_take_fit(ctx, size, &got);
+}
+
+void *ptwm_ctx_take_fit(ptwm_ctx *ctx, size_t size, size_t *got) {
     unsigned i, best = CTX_KEEP;
     void *p;
     if (!size) size = 1;
+    *got = size;
     pthread_mutex_lock(&ctx->mu);
     for (i = 0; i < ctx->nkeep; i++)
         if (ctx->keep[i].size >= size && (best == CTX_KEEP || ctx->keep[i].size < ctx->keep[best].size))
             best = i;
     if (best < CTX_KEEP) {
         p = ctx->keep[best].p;
+        *got = ctx->keep[best].size;
         ctx->keep[best] = ctx->keep[--ctx->nkeep];
         pthread_mutex_unlock(&ctx->mu);
         return p;

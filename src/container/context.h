@@ -28,6 +28,9 @@ ptwm_error ptwm_ctx_workspaces(ptwm_ctx *ctx, unsigned n, ptwm_ws ***out, ptwm_e
 /* A buffer of at least size bytes: the smallest kept one that fits, else
  * new memory (NULL if out of memory). Thread-safe. */
 void *ptwm_ctx_take(ptwm_ctx *ctx, size_t size);
+/* The same, with the buffer's size (at least size: the kept buffer's) in
+ * *got, to be given back with it. */
+void *ptwm_ctx_take_fit(ptwm_ctx *ctx, size_t size, size_t *got);
 /* Give back a buffer of size bytes from ptwm_ctx_take (NULL is fine): kept
  * for the next take, or freed when the context keeps enough already. */
 void ptwm_ctx_give(ptwm_ctx *ctx, void *p, size_t size);

@@ -129,9 +129,9 @@ static int base_match(const ptwm_writer *w, const wtensor *t, size_t *bi) {
 static ptwm_error read_base_chunk(ptwm_writer *w, wjob *j, size_t bi, uint64_t off, size_t len,
                                   ptwm_xxh128 *bh, ptwm_err *err) {
     ptwm_error rc;
-    if (!j->base_buf && !(j->base_buf = (uint8_t *)ptwm_malloc(w->p.chunk_size)))
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a base chunk of %llu bytes",
-                         (unsigned long long)w->p.chunk_size);
+    if (!(j->base_buf = ptwm_writer_buf_take(w->ctx, w->raws, &w->nraws, len, (size_t)w->p.chunk_size,
+                                             &j->base_cap)))
+        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a base chunk of %zu bytes", len);
     if ((rc = w->base.ops->read(w->base.h, bi, off, j->base_buf, len, err))) {
         ptwm_err_prefix(err, "reading its base's bytes %llu..%llu", (unsigned long long)off,
                         (unsigned long long)(off + len));
@@ -169,10 +169,10 @@ static ptwm_error append_tensor(ptwm_writer *w, wtensor *t, size_t *ti, ptwm_err
 static ptwm_error fill_slot(ptwm_writer *w, wjob *j, const wtensor *t, const ptwm_tensor_desc *d,
                             ptwm_read_fn read, void *ctx, uint64_t off, size_t len, ptwm_err *err) {
     ptwm_error rc;
-    if (!w->borrow && !j->raw && !(j->raw = (uint8_t *)ptwm_ctx_take(w->ctx, (size_t)w->p.chunk_size)))
+    if (!w->borrow && !(j->raw = ptwm_writer_buf_take(w->ctx, w->raws, &w->nraws, len,
+                                                      (size_t)w->p.chunk_size, &j->raw_cap)))
         return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM,
-                                          "out of memory for a chunk buffer of %llu bytes",
-                                          (unsigned long long)w->p.chunk_size));
+                                          "out of memory for a chunk buffer of %zu bytes", len));
     if (read && !j->raw)
         return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                                           "streamed tensor on a borrowing writer"));
@@ -264,7 +264,9 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
          * writer's chunks finish: it is settled then, and its buffers serve
          * this writer from here. */
         if (w->sh && w->nheld >= w->nworkers) ptwm_writer_settle(w->sh);
-        if (w->nheld == w->window && (rc = ptwm_writer_reclaim_one(w, err))) break;
+        while (w->nheld == w->window || (w->nheld && w->held + len > w->budget))
+            if ((rc = ptwm_writer_reclaim_one(w, err))) break;
+        if (rc) break;
         slot = (w->reclaim + w->nheld) % w->window;
         j = &w->jobs[slot];
         if ((rc = fill_slot(w, j, &t, d, read, ctx, off, len, err))) break;
@@ -277,6 +279,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         }
         describe_job(j, &t, ti, k, len);
         w->nheld++;
+        w->held += len;
         ptwm_queue_submit(w->queue, w->slot0 + slot, (uint64_t)len * t.nchains);
         off += len;
     }

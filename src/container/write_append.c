@@ -175,7 +175,7 @@ void ptwm_writer_retire_ready(ptwm_writer *w) {
         j->coded = 0;
         retire_job(w, j);
         if (j->out) {
-            w->outs[w->nouts++] = j->out;
+            ptwm_writer_buf_put(w->ctx, w->outs, &w->nouts, w->window, j->out, j->out_cap);
             j->out = NULL;
         }
         w->head = (w->head + 1) % w->window;

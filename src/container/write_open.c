@@ -5,10 +5,13 @@
  * writer, so their chunks are coded in place (borrowing).
  *
  * Ring depth: one thread codes each job as it waits for it (one slot); more
- * threads get 3 slots a thread + 2 when slots hold copies of the chunks,
- * 8 a thread when they borrow (no copies: a deeper ring keeps every thread
- * busy to the end of files of a few MB). Peak memory is at most window x
- * (chunk + slot) plus one slot of scratch per thread and, for writers
+ * threads get chunks of 3 a thread + 2 raw bytes in flight when slots hold
+ * copies of the chunks, 8 a thread when they borrow (no copies: a deeper
+ * ring keeps every thread busy to the end of files of a few MB), and a
+ * borrowing ring 8 times as many slots for runs of small tensors. Output
+ * buffers are sized to their jobs. Peak memory is at most the budget x 5
+ * (each raw byte's copy and its output's work bound) plus one slot of
+ * scratch per thread and, for writers
  * sharing a context's threads, the previous writer's last chunks until this
  * one has a chunk queued per thread (write_shared.c). All of this runs on the
  * writing thread. */
@@ -17,6 +20,9 @@
 #include "context.h"
 #include "options.h"
 #include "writer.h"
+
+/* Jobs a borrowing writer's ring holds per chunk of its byte budget. */
+#define RING_DEEP 8
 
 static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
     if (p->method && !ptwm_method_name(p->method))
@@ -78,24 +84,28 @@ static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, 
     w->slot_size = ptwm_chunk_work_bound((size_t)chunk);
     w->nworkers = ptwm_threads_resolve(w->p.threads);
     w->borrow = borrow;
-    /* Enough jobs per thread that a thread never waits for the writer (the
-     * writing thread codes too, and while it does it submits nothing: 4
-     * slots a thread left the second thread idle a quarter of the time).
-     * One thread codes each
-     * job as it waits for it: one slot, reused while warm in cache. */
-    w->window = w->nworkers == 1 ? 1 : borrow ? 8 * (size_t)w->nworkers : 3 * (size_t)w->nworkers + 2;
+    /* Enough work queued per thread that a thread never waits for the writer
+     * (the writing thread codes too, and while it does it submits nothing:
+     * 4 chunks a thread left the second thread idle a quarter of the time).
+     * The ring is bounded in raw bytes (budget) and, for borrowing writers,
+     * holds up to RING_DEEP times as many jobs: a run of small tensors
+     * otherwise emptied the queue while the writing thread coded one large
+     * chunk (docs/ARCHITECTURE.md, "Threads"). One thread codes each job as
+     * it waits for it: one slot, reused while warm in cache. */
+    {
+        size_t full = w->nworkers == 1 ? 1 : borrow ? 8 * (size_t)w->nworkers : 3 * (size_t)w->nworkers + 2;
+        w->budget = (uint64_t)full * chunk;
+        w->window = w->nworkers == 1 ? 1 : full * RING_DEEP;
+    }
     w->jobs = (wjob *)ptwm_calloc(w->window, sizeof(wjob));
-    w->outs = (uint8_t **)ptwm_calloc(w->window, sizeof(uint8_t *));
+    w->outs = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
+    w->raws = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
     w->scratch = (uint8_t **)ptwm_calloc(w->nworkers, sizeof(uint8_t *));
-    if (!w->jobs || !w->outs || !w->scratch) goto nomem;
+    if (!w->jobs || !w->outs || !w->raws || !w->scratch) goto nomem;
     if ((rc = ptwm_ctx_workspaces(w->ctx, w->nworkers, &w->ws, err))) {
         ptwm_writer_free(w);
         return rc;
     }
-    /* A writer on its context's threads takes its slots' buffers as it first
-     * fills them (add_common): the writer before it may still hold its own. */
-    for (i = 0; i < w->window && !borrow && !w->claimed; i++)
-        if (!(w->jobs[i].raw = (uint8_t *)ptwm_ctx_take(w->ctx, chunk))) goto nomem;
     for (i = 0; i < w->nworkers; i++)
         if (!(w->scratch[i] = (uint8_t *)ptwm_ctx_take(w->ctx, w->slot_size))) goto nomem;
     /* Borrowing writers (one-call forms) have a deeper ring of their own. */
@@ -182,13 +192,15 @@ void ptwm_writer_free(ptwm_writer *w) {
     ptwm_free(w->src_name);
     if (w->jobs)
         for (i = 0; i < w->window; i++) {
-            ptwm_ctx_give(w->ctx, w->jobs[i].raw, (size_t)w->p.chunk_size);
-            ptwm_ctx_give(w->ctx, w->jobs[i].out, w->slot_size);
-            ptwm_free(w->jobs[i].base_buf);
+            ptwm_ctx_give(w->ctx, w->jobs[i].raw, w->jobs[i].raw_cap);
+            ptwm_ctx_give(w->ctx, w->jobs[i].out, w->jobs[i].out_cap);
+            ptwm_ctx_give(w->ctx, w->jobs[i].base_buf, w->jobs[i].base_cap);
         }
     ptwm_free(w->jobs);
-    while (w->nouts) ptwm_ctx_give(w->ctx, w->outs[--w->nouts], w->slot_size);
+    for (i = 0; i < w->nouts; i++) ptwm_ctx_give(w->ctx, w->outs[i].p, w->outs[i].cap);
+    for (i = 0; i < w->nraws; i++) ptwm_ctx_give(w->ctx, w->raws[i].p, w->raws[i].cap);
     ptwm_free(w->outs);
+    ptwm_free(w->raws);
     if (w->scratch)
         for (i = 0; i < w->nworkers; i++) ptwm_ctx_give(w->ctx, w->scratch[i], w->slot_size);
     ptwm_free(w->scratch);

@@ -24,7 +24,7 @@
 /* The payload in the worker's scratch buffer (len bytes, chain c) is
  * smaller than the job's: it becomes the job's. */
 static void keep_scratch(ptwm_writer *w, wjob *j, unsigned worker, size_t len, unsigned c) {
-    if (j->dst == j->out) {
+    if (j->dst == j->out && j->out_cap == w->slot_size) {
         /* Both buffers are slot-sized: swap instead of copying. */
         uint8_t *tmp = j->out;
         j->dst = j->out = w->scratch[worker];
@@ -54,6 +54,60 @@ static void encode_on_base(ptwm_writer *w, wjob *j, const ptwm_chunk_params *cp,
     j->base_crc = ptwm_crc32(0, j->base, j->raw_len);
 }
 
+/* A new buffer for need bytes (need <= max) is a power of two from 128 KiB
+ * for small needs, so that it serves later jobs of about its size, else max:
+ * sized to their jobs, a ring deep enough for runs of small tensors does not
+ * hold (and touch) a chunk-sized buffer for each. */
+static size_t buf_size(size_t need, size_t max) {
+    size_t s = (size_t)1 << 17;
+    while (s < need && s < max / 2) s <<= 1;
+    return s >= need ? s : max;
+}
+
+uint8_t *ptwm_writer_buf_take(ptwm_ctx *ctx, wbuf *s, size_t *n, size_t need, size_t max,
+                              size_t *cap) {
+    size_t k = *n;
+    uint8_t *p;
+    while (k && s[k - 1].cap < need) k--;
+    if (!k) return (uint8_t *)ptwm_ctx_take_fit(ctx, buf_size(need, max), cap);
+    p = s[k - 1].p;
+    *cap = s[k - 1].cap;
+    memmove(s + k - 1, s + k, (*n - k) * sizeof(wbuf));
+    (*n)--;
+    return p;
+}
+
+void ptwm_writer_buf_put(ptwm_ctx *ctx, wbuf *s, size_t *n, size_t limit, uint8_t *p, size_t cap) {
+    if (!p) return;
+    if (*n == limit) {
+        ptwm_ctx_give(ctx, s[0].p, s[0].cap);
+        memmove(s, s + 1, --*n * sizeof(wbuf));
+    }
+    s[*n].p = p;
+    s[(*n)++].cap = cap;
+}
+
+/* Populating the image ahead of its end, a step at a time: a payload coded
+ * apart is copied into the image under rmu, and there the first touch of
+ * fresh pages (the kernel zeroing each, 2 MiB at a time with huge pages)
+ * held up every thread waiting for rmu (docs/ARCHITECTURE.md, "Threads"). */
+#define POPULATE_STEP ((size_t)2 << 20)
+
+/* The part of an in-memory image a thread coding a job apart faults in
+ * before its payload is appended: up to a step per thread past the image's
+ * end, within its room, at least a step at a time. Its start into *a and
+ * end into *b; NULL if none (rmu held). The image moving meanwhile makes
+ * the hint stale, never wrong: populating leaves bytes as they are. */
+static uint8_t *populate_claim(ptwm_writer *w, size_t *a, size_t *b) {
+    size_t want = w->mem.len + POPULATE_STEP * w->nworkers;
+    if (want > w->mem.cap) want = w->mem.cap;
+    if (w->populated < w->mem.len) w->populated = w->mem.len;
+    if (want < w->populated + POPULATE_STEP) return NULL;
+    *a = w->populated;
+    *b = w->populated = want;
+    return w->mem.p;
+}
+
 /* Code job i. The oldest pending job of an in-memory writer is coded
  * straight into the image's end: every earlier payload is in the image, and
  * nothing else grows the image until this job is appended. Then the coded
@@ -63,31 +117,35 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
     wjob *j = &w->jobs[i];
     ptwm_chunk_params cp;
     unsigned c;
+    size_t need, pa = 0, pb = 0;
+    uint8_t *image = NULL;
     cp.method = w->p.method;
     cp.zstd_level = w->p.zstd_level;
     cp.emit_crc = j->plane_crc;
     cp.columns = (size_t)j->columns;
+    need = ptwm_chunk_work_bound(j->raw_len);
     /* Room for the stages' bounds (pages past what is written are never
      * touched); appending it then copies nothing (docs/ARCHITECTURE.md,
      * "Threads"). An equal earlier payload just leaves it unused. */
     j->dst = NULL;
     rmu_lock(w);
     if (!w->to_file && i == w->head && !w->failed) {
-        size_t room = ptwm_chunk_work_bound(j->raw_len);
-        if (wbuf_reserve(&w->mem, room)) {
+        if (wbuf_reserve(&w->mem, need)) {
             j->dst = w->mem.p + w->mem.len;
-            j->dst_cap = room;
+            j->dst_cap = need;
         }
     }
     /* Else the buffer appended last: this thread has often just copied it
      * into the image, so it is still in cache (a buffer per slot was cold:
      * docs/ARCHITECTURE.md, "Threads"). */
-    if (!j->dst && w->nouts) j->out = w->outs[--w->nouts];
+    if (!j->dst) j->out = ptwm_writer_buf_take(w->ctx, w->outs, &w->nouts, need, w->slot_size, &j->out_cap);
+    if (!j->dst && !w->to_file && w->nworkers > 1) image = populate_claim(w, &pa, &pb);
     rmu_unlock(w);
+    if (image) ptwm_populate(image + pa, pb - pa);
     if (!j->dst) {
-        if (!j->out && !(j->out = (uint8_t *)ptwm_ctx_take(w->ctx, w->slot_size))) {
+        if (!j->out) {
             j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for a chunk buffer of %zu bytes",
-                              w->slot_size);
+                              need);
             rmu_lock(w);
             j->coded = 1;
             ptwm_writer_retire_ready(w);
@@ -95,7 +153,7 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
             return;
         }
         j->dst = j->out;
-        j->dst_cap = w->slot_size;
+        j->dst_cap = j->out_cap;
     }
     j->rc = ptwm_chunk_encode(w->ws[worker], j->chain_ptr[0], j->chain_len[0], j->dtype, &cp, j->src, j->raw_len,
                               j->dst, j->dst_cap, &j->out_len, &j->err);
@@ -130,7 +188,13 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
 ptwm_error ptwm_writer_reclaim_one(ptwm_writer *w, ptwm_err *err) {
     ptwm_error rc;
     uint64_t done;
+    wjob *j = &w->jobs[w->reclaim];
     ptwm_queue_wait(w->queue, w->slot0 + w->reclaim);
+    w->held -= j->raw_len;
+    /* Its copies serve the next jobs (the writing thread's own stack). */
+    ptwm_writer_buf_put(w->ctx, w->raws, &w->nraws, w->window, j->raw, j->raw_cap);
+    ptwm_writer_buf_put(w->ctx, w->raws, &w->nraws, w->window, j->base_buf, j->base_cap);
+    j->raw = j->base_buf = NULL;
     w->reclaim = (w->reclaim + 1) % w->window;
     w->nheld--;
     rmu_lock(w);

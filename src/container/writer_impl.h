@@ -86,12 +86,16 @@ typedef struct wjob {
     unsigned nchains;
     const uint8_t *chain_ptr[PTWM_FMT_MAX_CHAINS];   /* into the tensor's chain_bytes */
     size_t chain_len[PTWM_FMT_MAX_CHAINS];
-    uint8_t *raw;               /* the slot's own copy of the chunk */
+    uint8_t *raw;               /* the job's copy of the chunk (raw_cap bytes), from
+                                 * the writer's free buffers until reclaimed */
+    size_t raw_cap;
     const uint8_t *src;         /* the bytes to code: raw, or the caller's (borrowing) */
     size_t raw_len;
-    uint8_t *out;               /* an output buffer (slot_size bytes) taken from the
-                                 * writer's free ones while the job is coded and
-                                 * appended; NULL when coded in place */
+    uint8_t *out;               /* an output buffer (out_cap bytes, room for the job's
+                                 * work bound) taken from the writer's free ones
+                                 * while the job is coded and appended; NULL when
+                                 * coded in place */
+    size_t out_cap;
     uint8_t *dst;               /* where the payload is coded: out, or (the oldest
                                  * pending job of an in-memory writer) straight into
                                  * the image at its end */
@@ -100,7 +104,9 @@ typedef struct wjob {
     uint8_t chain;
     uint64_t phash;             /* ptwm_writer_payload_hash of out[0..out_len) */
     uint32_t pcrc;              /* CRC32 of out[0..out_len): the chunk entry's check */
-    uint8_t *base_buf;          /* the slot's copy of a base chunk (made when first needed) */
+    uint8_t *base_buf;          /* the job's copy of a base chunk (base_cap bytes),
+                                 * as raw */
+    size_t base_cap;
     const uint8_t *base;        /* the base chunk (base_buf), or NULL: the tensor has none */
     uint8_t based;              /* the payload is coded against it */
     uint32_t base_crc;          /* then the base chunk's CRC32 */
@@ -145,6 +151,8 @@ struct ptwm_writer {
     ptwm_dout *dout;            /* appends past the page cache, once the file is large */
     int dout_tried;
     wbuf mem;
+    size_t populated;           /* an in-memory writer's image is faulted in up to
+                                 * here (rmu; a hint: ptwm_populate) */
     /* Appending (under rmu, by whichever thread retires a job): the image or
      * file, pos, the sharing store, chunk entries, the counts, failure. */
     pthread_mutex_t rmu;
@@ -175,6 +183,7 @@ struct ptwm_writer {
                                  * coded and not yet appended has `coded` set */
     size_t reclaim, nheld;      /* oldest slot not reclaimed; slots in use (writing
                                  * thread only) */
+    uint64_t held, budget;      /* raw bytes of the slots in use, and their bound */
     size_t bound;               /* ptwm_chunk_bound(chunk_size) */
     size_t slot_size;           /* ptwm_chunk_work_bound(chunk_size): planes are coded
                                  * in place in slot buffers (pages past what the
@@ -183,9 +192,12 @@ struct ptwm_writer {
     ptwm_ws **ws;               /* one codec workspace per worker (the context's) */
     ptwm_ctx *ctx;              /* work memory: the caller's (claimed) or own_ctx */
     ptwm_ctx *own_ctx;
-    uint8_t **outs;             /* output buffers of appended jobs, for the next
-                                 * jobs, last returned first (rmu) */
+    wbuf *outs;                 /* output buffers of appended jobs (p, cap), for
+                                 * the next jobs, last returned first (rmu) */
     size_t nouts;
+    wbuf *raws;                 /* the same for reclaimed jobs' chunk copies
+                                 * (writing thread only) */
+    size_t nraws;
     pstore dedup;               /* payloads already written, by content */
     uint8_t *cmp;               /* file writers: a written payload read back */
 };
@@ -231,6 +243,16 @@ PTWM_INLINE int wbuf_u64(wbuf *b, uint64_t v) {
     ptwm_store_le64(x, v);
     return wbuf_put(b, x, 8);
 }
+
+/* write_ring.c: the writer's buffers for chunk copies and payloads, kept in
+ * stacks of free ones (s, *n entries, at most limit), the last given back on
+ * top (still in cache). Take the topmost of at least need bytes, else one
+ * from the context sized for need (at most max); its size into *cap. */
+uint8_t *ptwm_writer_buf_take(ptwm_ctx *ctx, wbuf *s, size_t *n, size_t need, size_t max,
+                              size_t *cap);
+/* Put p (cap bytes) on the stack; a full one gives its bottom (least recently
+ * used) back to the context. */
+void ptwm_writer_buf_put(ptwm_ctx *ctx, wbuf *s, size_t *n, size_t limit, uint8_t *p, size_t cap);
 
 /* rmu, taken only where another thread may append (a one-thread writer
  * appends on the writing thread alone: six lock pairs a chunk would cost

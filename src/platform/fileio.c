@@ -82,6 +82,17 @@ void ptwm_advise_huge(void *p, size_t len) {
 #endif
 }
 
+void ptwm_populate(void *p, size_t len) {
+#ifdef MADV_POPULATE_WRITE
+    const uintptr_t page = 4096;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + len) & ~(page - 1);
+    if (p && e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE); /* failure is fine */
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
 void ptwm_unmap(ptwm_map *m) {
     if (m && m->base) munmap(m->base, (size_t)m->size);
     if (m) memset(m, 0, sizeof(*m));

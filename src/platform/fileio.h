@@ -18,6 +18,11 @@ void ptwm_unmap(ptwm_map *m);
  * transparent huge pages in madvise mode; a no-op elsewhere): a fresh
  * multi-megabyte output image otherwise takes a page fault per 4 KiB. */
 void ptwm_advise_huge(void *p, size_t len);
+/* Fault in the whole pages of [p, p + len) for writing, leaving their bytes
+ * as they are (Linux MADV_POPULATE_WRITE; a no-op elsewhere or on failure):
+ * a thread that will copy there while holding a lock then finds them mapped,
+ * and the kernel's zeroing of fresh pages runs outside the lock. */
+void ptwm_populate(void *p, size_t len);
 
 /* Open a regular file for reading (a directory, pipe, socket or device is
  * PTWM_ERR_IO, without waiting on a FIFO); *size receives the file size. */

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# How ptwm scales with threads (docs/SCALING.md): per file and dtype, MB/s and
+# CPU seconds on 1..N threads, in memory (bench_threads) and as whole processes
+# (ptwm compress / decompress), beside zstd -3 -T1..-TN and, for restores,
+# zstd -d and cp each followed by an fsync of their output (the durability
+# ptwm decompress gives). Runs take turns (every command once, then again),
+# figures are medians.
+#
+# usage: bench/bench_scaling.sh [PATH...]
+#   PATH: safetensors files (default: the corpus files of 2.5 MB or more and two
+#   files of BIG_MB MiB made from the corpus's BF16 and F32 tensors).
+# Environment: PTWM_BUILD_DIR (default build), PTWM_CORPUS (build-corpus),
+#   RUNS (in memory, 7), PROC_RUNS (whole processes, 5), THREADS (1..N; the
+#   machine's cores, at least 2), BIG_MB (128), BENCH_TMP (/tmp).
+# Writes bench/out/scaling.csv and bench/out/SCALING_TABLE.md; FULL=1 also
+# puts the table into docs/SCALING.md (between its markers).
+set -euo pipefail
+export LC_ALL=C
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${PTWM_BUILD_DIR:-$here/build}
+corpus=${PTWM_CORPUS:-$here/build-corpus}
+runs=${RUNS:-7}
+proc_runs=${PROC_RUNS:-5}
+cores=$(nproc)
+threads=${THREADS:-$(( cores > 2 ? cores : 2 ))}
+big_mb=${BIG_MB:-128}
+out=$here/bench/out
+mkdir -p "$out"
+csv=$out/scaling.csv
+for tool in zstd sync python3 cmp; do
+    command -v "$tool" >/dev/null || { echo "bench_scaling: missing $tool" >&2; exit 2; }
+done
+[[ -x $build/ptwm && -x $build/bench_threads ]] || {
+    echo "bench_scaling: build ptwm and bench_threads in $build first" >&2; exit 2; }
+tmp=$(mktemp -d "${BENCH_TMP:-/tmp}/ptwm-scaling.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+files=("$@")
+if (( ${#files[@]} == 0 )); then
+    for f in "$corpus"/*.safetensors; do
+        (( $(stat -c %s "$f") >= 2500000 )) && files+=("$f")
+    done
+    python3 "$here/bench/make_bench_file.py" "$corpus" "$tmp/bf16-${big_mb}m.safetensors" "$big_mb" bf16 >/dev/null
+    python3 "$here/bench/make_bench_file.py" "$corpus" "$tmp/f32-${big_mb}m.safetensors" "$big_mb" f32 >/dev/null
+    files+=("$tmp/bf16-${big_mb}m.safetensors" "$tmp/f32-${big_mb}m.safetensors")
+fi
+
+echo "file,dtype,where,op,tool,threads,raw_bytes,coded_bytes,wall_s,cpu_s,runs" >"$csv"
+{
+    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -n1), $cores cores"
+    echo "ptwm: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "date: $(date -u +%Y-%m-%dT%H:%MZ), load at start $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "runs: $runs in memory, $proc_runs whole processes (medians)"
+} >"$out/scaling_machine.txt"
+
+echo "== in memory (bench_threads, $runs runs, 1..$threads threads)"
+"$build/bench_threads" --runs "$runs" --threads "$threads" --csv "$tmp/mem.csv" "${files[@]}"
+awk -F, '{ printf "%s,%s,memory,%s,ptwm,%s,%s,%s,%s,%s,%s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }' \
+    "$tmp/mem.csv" >>"$csv"
+
+# One timed command: "WALL CPU" (seconds; CPU is user + system time of it and
+# its children, from wait4's rusage: microseconds, where time(1) gives 10 ms).
+timed() {
+    python3 -c '
+import resource, subprocess, sys, time
+t0 = time.perf_counter()
+r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=open(sys.argv[1], "w"))
+t1 = time.perf_counter()
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.4f %.4f" % (t1 - t0, u.ru_utime + u.ru_stime))
+sys.exit(r.returncode)' "$tmp/err.txt" "$@" || {
+        echo "bench_scaling: FAILED: $*" >&2; cat "$tmp/err.txt" >&2; exit 1; }
+}
+
+# Rows of one file: every command once a round, PROC_RUNS rounds; then the
+# medians, one CSV row per command.
+whole_process() {
+    local f=$1 name dtype raw i t k
+    name=$(basename "$f")
+    dtype=$(awk -F, -v f="$name" '$1 == f { print $2; exit }' "$tmp/mem.csv")
+    raw=$(stat -c %s "$f")
+    local -a keys=() cmds=()
+    for ((t = 1; t <= threads; t++)); do
+        keys+=("compress,ptwm,$t" "decompress,ptwm,$t" "compress,zstd -3,$t")
+        cmds+=("$build/ptwm compress $f -o $tmp/p$t -q -f --threads $t"
+               "$build/ptwm decompress $tmp/ref/model.ptwm -o $tmp/d$t -q -f --threads $t"
+               "zstd -3 -T$t -q -f $f -o $tmp/z$t.zst")
+    done
+    keys+=("decompress,zstd -d + fsync,1" "decompress,cp + fsync,1")
+    cmds+=("sh -c 'zstd -d -q -f $tmp/ref.zst -o $tmp/zd && sync $tmp/zd'"
+           "sh -c 'cp $f $tmp/cp && sync $tmp/cp'")
+    rm -rf "$tmp/ref"
+    "$build/ptwm" compress "$f" -o "$tmp/ref" -q -f --threads 1
+    zstd -3 -T1 -q -f "$f" -o "$tmp/ref.zst"
+    : >"$tmp/proc.txt"
+    for ((i = 0; i < proc_runs; i++)); do
+        for ((k = 0; k < ${#cmds[@]}; k++)); do
+            echo "$k $(eval timed "${cmds[k]}")" >>"$tmp/proc.txt"
+        done
+    done
+    for ((t = 1; t <= threads; t++)); do
+        cmp -s "$tmp/ref/model.ptwm" "$tmp/p$t/model.ptwm" ||
+            { echo "bench_scaling: $t threads wrote other bytes than one ($name)" >&2; exit 1; }
+        cmp -s "$f" "$tmp/d$t/$name" || { echo "bench_scaling: ROUND TRIP FAILED ($name, $t)" >&2; exit 1; }
+    done
+    cmp -s "$f" "$tmp/zd" || { echo "bench_scaling: zstd round trip failed ($name)" >&2; exit 1; }
+    for ((k = 0; k < ${#cmds[@]}; k++)); do
+        local coded=0
+        case ${keys[k]} in
+            *ptwm*) coded=$(stat -c %s "$tmp/ref/model.ptwm") ;;
+            *zstd*) coded=$(stat -c %s "$tmp/ref.zst") ;;
+        esac
+        awk -v k="$k" '$1 == k { print $2, $3 }' "$tmp/proc.txt" | python3 -c '
+import statistics, sys
+key, pre, raw, coded, n = sys.argv[1:]
+rows = [tuple(map(float, l.split())) for l in sys.stdin]
+op, tool, t = key.split(",")
+print("%s,%s,%s,%s,%s,%s,%.4f,%.4f,%s" % (pre, op, tool, t, raw, coded,
+      statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows), n))' \
+            "${keys[k]}" "$name,$dtype,process" "$raw" "$coded" "$proc_runs" >>"$csv"
+    done
+    rm -rf "$tmp"/p* "$tmp"/d* "$tmp"/z* "$tmp/cp" "$tmp/ref"
+}
+
+echo "== whole processes ($proc_runs rounds, 1..$threads threads)"
+for f in "${files[@]}"; do
+    echo "   $(basename "$f")"
+    whole_process "$f"
+done
+python3 "$here/bench/scaling_report.py" "$csv" "$out/scaling_machine.txt" >"$out/SCALING_TABLE.md"
+cat "$out/SCALING_TABLE.md"
+if [[ ${FULL:-0} == 1 ]]; then
+    python3 "$here/bench/put_section.py" "$here/docs/SCALING.md" "bench_scaling.sh" "$out/SCALING_TABLE.md"
+fi

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The scaling tables of docs/SCALING.md from bench/bench_scaling.sh's CSV.
+
+usage: bench/scaling_report.py SCALING.csv MACHINE.txt  (markdown on stdout)
+MB/s is 10^6 raw tensor-file bytes a second of wall time; CPU is user +
+system seconds; "x" is the speed over one thread's (CPU: the CPU seconds over
+one thread's)."""
+import csv
+import sys
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__.strip().splitlines()[2])
+    rows = list(csv.DictReader(open(sys.argv[1])))
+    machine = open(sys.argv[2]).read().strip().splitlines()
+    files = list(dict.fromkeys(r["file"] for r in rows))
+    threads = sorted({int(r["threads"]) for r in rows if r["tool"] == "ptwm"})
+    get = {(r["file"], r["where"], r["op"], r["tool"], int(r["threads"])): r for r in rows}
+
+    def mbs(r):
+        return int(r["raw_bytes"]) / float(r["wall_s"]) / 1e6
+
+    def cell(f, where, op, tool, t, base_t=None):
+        r = get.get((f, where, op, tool, t))
+        if not r:
+            return "-"
+        s = "%.0f (%.3f)" % (mbs(r), float(r["cpu_s"]))
+        b = get.get((f, where, op, tool, base_t)) if base_t else None
+        if b:
+            s += " %.2fx" % (float(b["wall_s"]) / float(r["wall_s"]))
+            if float(b["cpu_s"]) > 0:
+                s += ", CPU %.2fx" % (float(r["cpu_s"]) / float(b["cpu_s"]))
+        return s
+
+    def info(f):
+        r = next(r for r in rows if r["file"] == f)
+        return "%s | %s | %.1f" % (f, r["dtype"], int(r["raw_bytes"]) / 1e6)
+
+    out = []
+    tcols = " | ".join("%d thread%s" % (t, "" if t == 1 else "s") for t in threads)
+    for op in ("compress", "decompress"):
+        out.append("**In memory, %s**: MB/s (CPU s)%s" % (op, ", speed and CPU over one thread"))
+        out.append("")
+        out.append("| file | dtype | MB | %s |" % tcols)
+        out.append("|---|---|---:|" + "---:|" * len(threads))
+        for f in files:
+            cells = [cell(f, "memory", op, "ptwm", t, None if t == 1 else 1) for t in threads]
+            out.append("| %s | %s |" % (info(f), " | ".join(cells)))
+        out.append("")
+    out.append("**Whole processes, compress**: `ptwm compress` and `zstd -3 -T<n>`, MB/s (CPU s)")
+    out.append("")
+    out.append("| file | dtype | MB | %s | %s |" % (
+        " | ".join("ptwm %dT" % t for t in threads), " | ".join("zstd -3 -T%d" % t for t in threads)))
+    out.append("|---|---|---:|" + "---:|" * (2 * len(threads)))
+    for f in files:
+        cells = [cell(f, "process", "compress", "ptwm", t, None if t == 1 else 1) for t in threads]
+        cells += [cell(f, "process", "compress", "zstd -3", t) for t in threads]
+        out.append("| %s | %s |" % (info(f), " | ".join(cells)))
+    out.append("")
+    out.append("**Whole processes, restore**: `ptwm decompress` (fsyncs its output) beside `zstd -d` "
+               "and `cp`, each followed by `sync FILE`; MB/s (CPU s), and ptwm's time over theirs")
+    out.append("")
+    out.append("| file | dtype | MB | %s | zstd -d + fsync | cp + fsync | ptwm 1T / zstd -d | ptwm %dT / cp |" % (
+        " | ".join("ptwm %dT" % t for t in threads), threads[-1]))
+    out.append("|---|---|---:|" + "---:|" * (len(threads) + 4))
+    for f in files:
+        cells = [cell(f, "process", "decompress", "ptwm", t, None if t == 1 else 1) for t in threads]
+        cells += [cell(f, "process", "decompress", "zstd -d + fsync", 1),
+                  cell(f, "process", "decompress", "cp + fsync", 1)]
+        p1 = get.get((f, "process", "decompress", "ptwm", 1))
+        pn = get.get((f, "process", "decompress", "ptwm", threads[-1]))
+        z = get.get((f, "process", "decompress", "zstd -d + fsync", 1))
+        c = get.get((f, "process", "decompress", "cp + fsync", 1))
+        cells.append("%.2f" % (float(p1["wall_s"]) / float(z["wall_s"])) if p1 and z else "-")
+        cells.append("%.2f" % (float(pn["wall_s"]) / float(c["wall_s"])) if pn and c else "-")
+        out.append("| %s | %s |" % (info(f), " | ".join(cells)))
+    out.append("")
+    out.append("; ".join(machine) + ".")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
