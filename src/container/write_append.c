@@ -146,6 +146,7 @@ static void retire_job(ptwm_writer *w, wjob *j) {
         return;
     }
     if (j->hash_raw) memcpy(t->hash, j->raw_hash, 16);
+    if (j->streamed) memcpy(t->hash, j->stream_hash, 16);
     c->offset = payload_find_or_add(w, j->dst, j->out_len, j->phash, w->pos);
     c->coded = (uint32_t)j->out_len;
     c->raw = (uint32_t)j->raw_len;

@@ -56,6 +56,7 @@ static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, 
     w = (ptwm_writer *)ptwm_calloc(1, sizeof(*w));
     if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");
     pthread_mutex_init(&w->rmu, NULL);
+    pthread_mutex_init(&w->hmu, NULL);
     w->p = *params;
     w->p.base = NULL;   /* the base is read through w->base only (container_base.h) */
     if (base && base->ops) w->base = *base;
@@ -209,7 +210,9 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->cmp) ptwm_ctx_give(w->ctx, w->cmp, w->bound);
     if (w->own_ctx) ptwm_ctx_free(w->own_ctx);
     else if (w->claimed) ptwm_ctx_release(w->ctx);
+    ptwm_xxh128_free(&w->hstream);
     pthread_mutex_destroy(&w->rmu);
+    pthread_mutex_destroy(&w->hmu);
     ptwm_free(w);
 }
 
