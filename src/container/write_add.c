@@ -178,16 +178,22 @@ static ptwm_error fill_slot(ptwm_writer *w, wjob *j, const wtensor *t, const ptw
                             ptwm_read_fn read, void *ctx, int pull, uint64_t off, size_t len,
                             ptwm_err *err) {
     ptwm_error rc;
+    if (pull) {
+        if (w->borrow)
+            return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                                              "pulled tensor on a borrowing writer"));
+        j->raw = NULL; /* its worker takes a buffer and reads (write_pull.c) */
+        j->hpassed = j->pdone = 0;
+        return PTWM_OK;
+    }
     if (!w->borrow && !(j->raw = ptwm_writer_buf_take(w->ctx, w->raws, &w->nraws, len,
                                                       (size_t)w->p.chunk_size, &j->raw_cap)))
         return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM,
                                           "out of memory for a chunk buffer of %zu bytes", len));
-    if ((read || pull) && !j->raw)
+    if (read && !j->raw)
         return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                                           "streamed tensor on a borrowing writer"));
-    if (pull) {
-        j->src = j->raw; /* read by the worker (write_pull.c) */
-    } else if (read) {
+    if (read) {
         if ((rc = read(ctx, off, j->raw, len, err))) {
             ptwm_err_prefix(err, "tensor '%s': reading bytes %llu..%llu", t->name,
                             (unsigned long long)off, (unsigned long long)(off + len));

@@ -101,8 +101,9 @@ static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, 
     w->jobs = (wjob *)ptwm_calloc(w->window, sizeof(wjob));
     w->outs = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
     w->raws = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
+    w->pulls = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
     w->scratch = (uint8_t **)ptwm_calloc(w->nworkers, sizeof(uint8_t *));
-    if (!w->jobs || !w->outs || !w->raws || !w->scratch) goto nomem;
+    if (!w->jobs || !w->outs || !w->raws || !w->pulls || !w->scratch) goto nomem;
     if ((rc = ptwm_ctx_workspaces(w->ctx, w->nworkers, &w->ws, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -200,6 +201,8 @@ void ptwm_writer_free(ptwm_writer *w) {
     ptwm_free(w->jobs);
     for (i = 0; i < w->nouts; i++) ptwm_ctx_give(w->ctx, w->outs[i].p, w->outs[i].cap);
     for (i = 0; i < w->nraws; i++) ptwm_ctx_give(w->ctx, w->raws[i].p, w->raws[i].cap);
+    for (i = 0; i < w->npulls; i++) ptwm_ctx_give(w->ctx, w->pulls[i].p, w->pulls[i].cap);
+    ptwm_free(w->pulls);
     ptwm_free(w->outs);
     ptwm_free(w->raws);
     if (w->scratch)

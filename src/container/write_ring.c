@@ -110,6 +110,7 @@ static uint8_t *populate_claim(ptwm_writer *w, size_t *a, size_t *b) {
 
 /* Job j is coded (or failed): append what is ready. */
 static void job_done(ptwm_writer *w, wjob *j) {
+    ptwm_writer_pull_done(w, j);
     rmu_lock(w);
     j->coded = 1;
     ptwm_writer_retire_ready(w);

@@ -128,6 +128,8 @@ typedef struct wjob {
     int hready;                 /* its turn to be hashed may come (under hmu) */
     int streamed;               /* HS_LAST hashed: its tensor's digest in stream_hash */
     uint8_t stream_hash[16];
+    int hpassed, pdone;         /* through the hash step; coded (under hmu): a pulled
+                                 * job's raw goes back to `pulls` once both are set */
     int coded;                  /* done, not yet appended (under rmu) */
     ptwm_error rc;
     ptwm_err err;
@@ -220,6 +222,11 @@ struct ptwm_writer {
     pthread_mutex_t hmu;
     size_t hhead;
     ptwm_xxh128 hstream;
+    wbuf *pulls;                /* free buffers pulled chunks are read into (hmu):
+                                 * held only while a chunk is read, coded and
+                                 * hashed, so a few serve the file (a buffer per
+                                 * queued slot was fresh memory, faulted in) */
+    size_t npulls;
     uint8_t *cmp;               /* file writers: a written payload read back */
 };
 
@@ -339,6 +346,8 @@ ptwm_error ptwm_writer_drain(ptwm_writer *w, ptwm_err *err);
 /* A job's start on its worker: a pulled chunk read, then every job through
  * the hash step in job order. Nonzero if the job failed (j->rc). */
 int ptwm_writer_pull(ptwm_writer *w, wjob *j);
+/* A pulled job is coded: its buffer goes back once it is hashed too. */
+void ptwm_writer_pull_done(ptwm_writer *w, wjob *j);
 
 /* write_append.c: append n bytes to the output (image, file or direct
  * output; rmu held, or on the writing thread while no job is pending). */
