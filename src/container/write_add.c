@@ -255,13 +255,6 @@ static void end_hash(ptwm_writer *w, ptwm_xxh128 *h, size_t ti, int base) {
     rmu_unlock(w);
 }
 
-/* A pulled tensor with a base is read on the writing thread (its base
- * chunks are, and the writer codes each chunk beside its base chunk). */
-static ptwm_error pull_now(void *ctx, uint64_t off, void *dst, size_t len, ptwm_err *err) {
-    const wpull *pl = (const wpull *)ctx;
-    return pl->read(pl->h, pl->key, off, dst, len, err);
-}
-
 /* The payload hash of tensor t: by the worker of a tensor of one chunk; in
  * job order by the workers of a pulled one (the writer's stream made here,
  * so that they never fail to start it); else into *h here, in order, as
@@ -296,11 +289,6 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
             return rc;
         }
         t.flags |= PTWM_TF_BASE;
-    }
-    if (pl && bh.state) {
-        read = pull_now;
-        ctx = (void *)pl;
-        pl = NULL;
     }
     if ((rc = append_tensor(w, &t, &ti, err))) {
         ptwm_xxh128_free(&bh);

@@ -15,7 +15,8 @@
  *                   finish (ptwm_writer_finish_later) and commit
  *
  * Threads. The writing thread (the caller) adds tensors, fills and reclaims
- * slots and finishes; workers code jobs and append them. A slot between its
+ * slots and finishes; workers read pulled jobs, hash them in job order (under
+ * hmu, which is never held with rmu), code jobs and append them. A slot between its
  * submit and its reclaim belongs to its job: the writing thread touches it
  * again only after ptwm_queue_wait.
  *
