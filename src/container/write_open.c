@@ -186,7 +186,7 @@ void ptwm_writer_free(ptwm_writer *w) {
     }
     ptwm_dout_free(w->dout);
     if (w->to_file) ptwm_atomic_abort(&w->af);
-    ptwm_free(w->mem.p);
+    if (!w->mem_fixed) ptwm_free(w->mem.p);
     for (i = 0; i < w->nt; i++) ptwm_free(w->t[i].chunks);
     ptwm_free(w->t);
     ptwm_kv_free(w->meta, w->nmeta);
@@ -330,20 +330,32 @@ static ptwm_error add_all(ptwm_writer *w, const ptwm_tensor_desc *tensors, size_
     return PTWM_OK;
 }
 
-ptwm_error ptwm_compress_blob_base(const ptwm_tensor_desc *tensors, size_t n,
-                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
-                                   const ptwm_base *base, void **out, size_t *len, ptwm_err *err) {
+/* A borrowing in-memory writer of the tensors, its image the caller's dst
+ * (cap bytes, fixed) or its own. Its own has room for the image at its raw
+ * size up front: growing by doubling copied the image again at every step,
+ * on the thread that also appends every chunk (pages are only touched as
+ * far as written); if that reservation fails, the image grows as it goes. */
+static ptwm_error compress_image(const ptwm_tensor_desc *tensors, size_t n,
+                                 const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                 const ptwm_base *base, void *dst, size_t cap, ptwm_writer **out,
+                                 ptwm_err *err) {
     ptwm_writer *w = NULL;
     ptwm_error rc;
-    if (!out || !len) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output");
     *out = NULL;
-    *len = 0;
     if ((rc = open_memory(params, base, 1, &w, err))) return rc; /* the tensors outlive the writer */
-    {
-        /* Room for the image at its raw size up front: growing by doubling
-         * copied the image again at every step, on the thread that also
-         * appends every chunk (pages are only touched as far as written).
-         * If the reservation fails, the image grows as it goes. */
+    if (dst) {
+        /* The header, written at open, moves into the caller's buffer. */
+        if (cap < w->mem.len) {
+            ptwm_writer_free(w);
+            return ptwm_fail(err, PTWM_ERR_DST_SIZE, "a destination of %zu bytes is smaller than a header",
+                             cap);
+        }
+        memcpy(dst, w->mem.p, w->mem.len);
+        ptwm_free(w->mem.p);
+        w->mem.p = (uint8_t *)dst;
+        w->mem.cap = cap;
+        w->mem_fixed = 1;
+    } else {
         uint64_t raw = 0;
         size_t i;
         for (i = 0; i < n && tensors; i++) raw += tensors[i].nbytes;
@@ -354,7 +366,33 @@ ptwm_error ptwm_compress_blob_base(const ptwm_tensor_desc *tensors, size_t n,
         ptwm_writer_free(w);
         return rc;
     }
+    *out = w;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_compress_blob_base(const ptwm_tensor_desc *tensors, size_t n,
+                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                   const ptwm_base *base, void **out, size_t *len, ptwm_err *err) {
+    ptwm_writer *w = NULL;
+    ptwm_error rc;
+    if (!out || !len) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output");
+    *out = NULL;
+    *len = 0;
+    if ((rc = compress_image(tensors, n, chains, params, base, NULL, 0, &w, err))) return rc;
     return ptwm_writer_finish_memory(w, out, len, err);
+}
+
+ptwm_error ptwm_compress_into_base(const ptwm_tensor_desc *tensors, size_t n,
+                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                   const ptwm_base *base, void *dst, size_t cap, size_t *len,
+                                   ptwm_err *err) {
+    ptwm_writer *w = NULL;
+    ptwm_error rc;
+    void *image = NULL;
+    if (!dst || !len) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL destination or length");
+    *len = 0;
+    if ((rc = compress_image(tensors, n, chains, params, base, dst, cap, &w, err))) return rc;
+    return ptwm_writer_finish_memory(w, &image, len, err); /* image is dst */
 }
 
 ptwm_error ptwm_compress_file_base(const char *path, const ptwm_tensor_desc *tensors, size_t n,

@@ -143,7 +143,7 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
     j->dst = NULL;
     rmu_lock(w);
     if (!w->to_file && i == w->head && !w->failed) {
-        if (wbuf_reserve(&w->mem, need)) {
+        if (image_reserve(w, need)) {
             j->dst = w->mem.p + w->mem.len;
             j->dst_cap = need;
         }

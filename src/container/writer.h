@@ -40,6 +40,10 @@ typedef ptwm_error (*ptwm_keyed_read_fn)(void *h, size_t key, uint64_t offset, v
 ptwm_error ptwm_writer_add_pulled(ptwm_writer *w, const ptwm_tensor_desc *desc,
                                   const ptwm_chain_list *chains, ptwm_keyed_read_fn read, void *h,
                                   size_t key, ptwm_err *err);
+ptwm_error ptwm_compress_into_base(const ptwm_tensor_desc *tensors, size_t n,
+                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                   const ptwm_base *base, void *dst, size_t cap, size_t *len,
+                                   ptwm_err *err);
 ptwm_error ptwm_compress_file_base(const char *path, const ptwm_tensor_desc *tensors, size_t n,
                                    const ptwm_chain_list *chains, const ptwm_cparams *params,
                                    const ptwm_base *base, ptwm_err *err);

@@ -169,6 +169,8 @@ struct ptwm_writer {
     ptwm_dout *dout;            /* appends past the page cache, once the file is large */
     int dout_tried;
     wbuf mem;
+    int mem_fixed;              /* mem is the caller's buffer (ptwm_compress_into): it
+                                 * never grows and is never freed */
     size_t populated;           /* an in-memory writer's image is faulted in up to
                                  * here (rmu; a hint: ptwm_populate) */
     /* Appending (under rmu, by whichever thread retires a job): the image or
@@ -291,6 +293,13 @@ PTWM_INLINE void rmu_lock(const ptwm_writer *w) {
 }
 PTWM_INLINE void rmu_unlock(const ptwm_writer *w) {
     if (w->nworkers > 1) pthread_mutex_unlock((pthread_mutex_t *)&w->rmu);
+}
+
+/* Room for `more` bytes past the image's end: grown if it is the writer's,
+ * else within the caller's buffer. */
+PTWM_INLINE int image_reserve(ptwm_writer *w, size_t more) {
+    if (!w->mem_fixed) return wbuf_reserve(&w->mem, more);
+    return more <= w->mem.cap - w->mem.len;
 }
 
 /* Record a failure (rmu held). */
