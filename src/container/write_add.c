@@ -2,9 +2,9 @@
  * checked into one block, its entry appended to the tensor array (under
  * rmu: appending threads read it), then its chunks cut into ring slots in
  * order, each copied into the slot's buffer, borrowed from the caller
- * (one-call forms) or read through the caller's callback, and with a base,
- * its base chunk read beside it. A tensor's payload hash is computed here,
- * in chunk order, unless it is one chunk (its worker hashes it). Each slot
+ * (one-call forms), read through the caller's callback or left for its
+ * worker to read (pulled), and with a base, its base chunk read beside it.
+ * A tensor's payload hash is computed by the workers (write_pull.c). Each slot
  * is submitted to the queue once filled; a full ring first reclaims its
  * oldest slot (write_ring.c). Runs on the writing thread. */
 #include "writer_impl.h"
@@ -232,13 +232,16 @@ static void describe_job(wjob *j, const wtensor *t, size_t ti, uint64_t k, size_
     j->rc = PTWM_OK; /* (coded is 0: cleared when the slot's last job was appended) */
 }
 
-/* Job j (chunk k of tensor t, at off) is read by its worker through pl
- * and, for a tensor of several chunks, hashed in job order (write_pull.c). */
+/* Job j (chunk k of tensor t, at off) is read by its worker through pl, if
+ * pulled; a chunk of a tensor of several is hashed by the workers, in job
+ * order (write_pull.c). */
 static void describe_pull(wjob *j, const wtensor *t, const wpull *pl, uint64_t k, uint64_t off) {
-    j->rd = pl->read;
-    j->rd_h = pl->h;
-    j->rd_key = pl->key;
-    j->rd_off = off;
+    if (pl) {
+        j->rd = pl->read;
+        j->rd_h = pl->h;
+        j->rd_key = pl->key;
+        j->rd_off = off;
+    }
     j->tname = t->name;
     if (t->nchunks > 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
         j->hs = (uint8_t)(HS_PART | (k == 0 ? HS_FIRST : 0) | (k + 1 == t->nchunks ? HS_LAST : 0));
@@ -256,14 +259,13 @@ static void end_hash(ptwm_writer *w, ptwm_xxh128 *h, size_t ti, int base) {
 }
 
 /* The payload hash of tensor t: by the worker of a tensor of one chunk; in
- * job order by the workers of a pulled one (the writer's stream made here,
- * so that they never fail to start it); else into *h here, in order, as
- * chunks are queued (an empty tensor gets the hash of no bytes). */
-static ptwm_error begin_hash(ptwm_writer *w, const wtensor *t, int pulled, ptwm_xxh128 *h,
-                             ptwm_err *err) {
+ * job order by the workers for a tensor of several (the writer's stream
+ * made here, so that they never fail to start it: hashed on the writing
+ * thread, 1.4% of a one-thread compress was work only that thread did);
+ * an empty tensor's, the hash of no bytes, into *h here. */
+static ptwm_error begin_hash(ptwm_writer *w, const wtensor *t, ptwm_xxh128 *h, ptwm_err *err) {
     if (!(t->flags & PTWM_TF_PAYLOAD_HASH) || t->nchunks == 1) return PTWM_OK;
-    if (pulled && t->nchunks > 1)
-        return w->hstream.state ? PTWM_OK : ptwm_xxh128_begin(&w->hstream, err);
+    if (t->nchunks > 1) return w->hstream.state ? PTWM_OK : ptwm_xxh128_begin(&w->hstream, err);
     return ptwm_xxh128_begin(h, err);
 }
 
@@ -294,7 +296,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         ptwm_xxh128_free(&bh);
         return rc;
     }
-    if ((rc = begin_hash(w, &t, pl != NULL, &h, err))) {
+    if ((rc = begin_hash(w, &t, &h, err))) {
         ptwm_xxh128_free(&bh);
         return w_fail_caller(w, rc);
     }
@@ -311,7 +313,6 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         slot = (w->reclaim + w->nheld) % w->window;
         j = &w->jobs[slot];
         if ((rc = fill_slot(w, j, &t, d, read, ctx, pl != NULL, off, len, err))) break;
-        if (h.state) ptwm_xxh128_update(&h, j->src, len);
         j->base = NULL;
         if (bh.state && (rc = read_base_chunk(w, j, bi, off, len, &bh, err))) {
             ptwm_err_prefix(err, "tensor '%s'", t.name);
@@ -319,7 +320,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
             break;
         }
         describe_job(j, &t, ti, k, len);
-        if (pl) describe_pull(j, &t, pl, k, off);
+        describe_pull(j, &t, pl, k, off);
         w->nheld++;
         w->held += len;
         ptwm_queue_submit(w->queue, w->slot0 + slot, (uint64_t)len * t.nchains);

@@ -4,8 +4,9 @@
  * them (read on the writing thread, half the chunks crossed to the other
  * core: docs/SCALING.md).
  *
- * A tensor of several chunks is hashed as one stream in chunk order, which
- * workers reading in parallel do not give. Every job passes a hash step in
+ * A tensor of several chunks (pulled or not) is hashed as one stream in
+ * chunk order, by the workers rather than the writing thread (which would
+ * then be the one doing the most work alone). Every job passes a hash step in
  * job order, under hmu: the worker that brings the oldest job not yet
  * through it (hhead) hashes that one and every later one already read, as
  * the ring appends. A job is through the step before it is marked coded,
