@@ -609,7 +609,8 @@ typedef struct ptwm_checkpoint_options {
     uint64_t max_shard_size;    /* 0: one output shard per input shard (byte-exact
                                  * restore); else re-plan shards by raw bytes */
     ptwm_method method;         /* compress; 0 = PTWM_METHOD_MICROSCALE */
-    int threads;                /* 0 = all cores */
+    int threads;                /* 0 = one per 32 MiB of input begun, up to all cores
+                                 * (on a few MB a second thread is slower) */
     uint64_t chunk_size;        /* raw bytes per chunk (compress); 0 = default */
     int force;                  /* replace an existing outdir */
     int follow_symlinks;        /* follow links in the source directory wherever they
