@@ -59,16 +59,18 @@ awk -F, '{ printf "%s,%s,memory,%s,ptwm,%s,%s,%s,%s,%s,%s\n", $1, $2, $3, $4, $5
     "$tmp/mem.csv" >>"$csv"
 
 # One timed command: "WALL CPU" (seconds; CPU is user + system time of it and
-# its children, from wait4's rusage: microseconds, where time(1) gives 10 ms).
+# its children, from wait4's rusage of that one process: microseconds, where
+# time(1) gives 10 ms; getrusage(RUSAGE_CHILDREN) also counted 0.1 s that
+# the interpreter's own start had spent in other children).
 timed() {
     python3 -c '
-import resource, subprocess, sys, time
+import os, subprocess, sys, time
 t0 = time.perf_counter()
-r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=open(sys.argv[1], "w"))
+p = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=open(sys.argv[1], "w"))
+_, status, u = os.wait4(p.pid, 0)
 t1 = time.perf_counter()
-u = resource.getrusage(resource.RUSAGE_CHILDREN)
 print("%.4f %.4f" % (t1 - t0, u.ru_utime + u.ru_stime))
-sys.exit(r.returncode)' "$tmp/err.txt" "$@" || {
+sys.exit(os.waitstatus_to_exitcode(status))' "$tmp/err.txt" "$@" || {
         echo "bench_scaling: FAILED: $*" >&2; cat "$tmp/err.txt" >&2; exit 1; }
 }
 
@@ -79,22 +81,30 @@ whole_process() {
     name=$(basename "$f")
     dtype=$(awk -F, -v f="$name" '$1 == f { print $2; exit }' "$tmp/mem.csv")
     raw=$(stat -c %s "$f")
-    local -a keys=() cmds=()
+    local -a keys=() cmds=() outs=()
     for ((t = 1; t <= threads; t++)); do
         keys+=("compress,ptwm,$t" "decompress,ptwm,$t" "compress,zstd -3,$t")
         cmds+=("$build/ptwm compress $f -o $tmp/p$t -q -f --threads $t"
                "$build/ptwm decompress $tmp/ref/model.ptwm -o $tmp/d$t -q -f --threads $t"
                "zstd -3 -T$t -q -f $f -o $tmp/z$t.zst")
+        outs+=("$tmp/p$t" "$tmp/d$t" "$tmp/z$t.zst")
     done
-    keys+=("decompress,zstd -d + fsync,1" "decompress,cp + fsync,1")
+    # The floor of a compress: its coded bytes written and fsynced (cp + sync).
+    keys+=("decompress,zstd -d + fsync,1" "decompress,cp + fsync,1" "compress,cp coded + fsync,1")
     cmds+=("sh -c 'zstd -d -q -f $tmp/ref.zst -o $tmp/zd && sync $tmp/zd'"
-           "sh -c 'cp $f $tmp/cp && sync $tmp/cp'")
+           "sh -c 'cp $f $tmp/cp && sync $tmp/cp'"
+           "sh -c 'cp $tmp/ref/model.ptwm $tmp/cpo && sync $tmp/cpo'")
+    outs+=("$tmp/zd" "$tmp/cp" "$tmp/cpo")
     rm -rf "$tmp/ref"
     "$build/ptwm" compress "$f" -o "$tmp/ref" -q -f --threads 1
     zstd -3 -T1 -q -f "$f" -o "$tmp/ref.zst"
     : >"$tmp/proc.txt"
     for ((i = 0; i < proc_runs; i++)); do
         for ((k = 0; k < ${#cmds[@]}; k++)); do
+            # Each command writes a new output: the previous one is removed
+            # (and the removal written back) untimed, for ptwm and zstd alike.
+            rm -rf "${outs[k]}"
+            sync
             echo "$k $(eval timed "${cmds[k]}")" >>"$tmp/proc.txt"
         done
     done
@@ -107,7 +117,7 @@ whole_process() {
     for ((k = 0; k < ${#cmds[@]}; k++)); do
         local coded=0
         case ${keys[k]} in
-            *ptwm*) coded=$(stat -c %s "$tmp/ref/model.ptwm") ;;
+            *ptwm*|*coded*) coded=$(stat -c %s "$tmp/ref/model.ptwm") ;;
             *zstd*) coded=$(stat -c %s "$tmp/ref.zst") ;;
         esac
         awk -v k="$k" '$1 == k { print $2, $3 }' "$tmp/proc.txt" | python3 -c '
@@ -119,7 +129,7 @@ print("%s,%s,%s,%s,%s,%s,%.4f,%.4f,%s" % (pre, op, tool, t, raw, coded,
       statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows), n))' \
             "${keys[k]}" "$name,$dtype,process" "$raw" "$coded" "$proc_runs" >>"$csv"
     done
-    rm -rf "$tmp"/p* "$tmp"/d* "$tmp"/z* "$tmp/cp" "$tmp/ref"
+    rm -rf "$tmp"/p* "$tmp"/d* "$tmp"/z* "$tmp/cp" "$tmp/cpo" "$tmp/ref"
 }
 
 echo "== whole processes ($proc_runs rounds, 1..$threads threads)"

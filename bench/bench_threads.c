@@ -1,8 +1,9 @@
 /* How compress and decompress scale with threads, in memory (the scaling
  * table of docs/SCALING.md; bench/bench_scaling.sh runs it beside the whole
  * processes). For each file and dtype: the same tensors compressed with
- * ptwm_compress_blob and decoded with one ptwm_reader_decode_many, on 1..N
- * threads, the thread counts taking turns run after run (a burst of load on
+ * ptwm_compress_into (into one buffer of ptwm_compress_bound's size, reused
+ * from run to run, as a program compressing in a loop would, and as zstd's
+ * bench does) and decoded with one ptwm_reader_decode_many, on 1..N threads, the thread counts taking turns run after run (a burst of load on
  * a shared machine falls on all of them alike), one ptwm_ctx kept across the
  * runs; wall and process CPU seconds of each call, medians of the runs. The
  * first run of each count is checked: the image's bytes equal one thread's,
@@ -43,9 +44,8 @@ typedef struct tq_runs {
  * against the input. */
 static ptwm_error one_run(const bc_set *s, ptwm_ctx *ctx, unsigned threads, int r, tq_runs *m,
                           uint8_t **ref, size_t *ref_len, uint8_t *const *dsts, const size_t *idx,
-                          const size_t *sizes, ptwm_err *err) {
+                          const size_t *sizes, uint8_t *blob, size_t cap, ptwm_err *err) {
     ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
-    void *blob = NULL;
     size_t len = 0, i;
     ptwm_reader *rd = NULL;
     double t0, c0;
@@ -54,7 +54,7 @@ static ptwm_error one_run(const bc_set *s, ptwm_ctx *ctx, unsigned threads, int 
     p.ctx = ctx;
     t0 = bench_now();
     c0 = cpu_now();
-    if ((rc = ptwm_compress_blob(s->d, s->n, NULL, &p, &blob, &len, err))) return rc;
+    if ((rc = ptwm_compress_into(s->d, s->n, NULL, &p, blob, cap, &len, err))) return rc;
     m->cw[r] = bench_now() - t0;
     m->cc[r] = cpu_now() - c0;
     if (r == 0 && *ref && (len != *ref_len || memcmp(blob, *ref, len) != 0))
@@ -72,11 +72,10 @@ static ptwm_error one_run(const bc_set *s, ptwm_ctx *ctx, unsigned threads, int 
         if (memcmp(dsts[i], s->d[i].data, sizes[i]) != 0)
             rc = bc_fail(err, PTWM_ERR_MISMATCH, "round trip: decoded bytes differ");
     if (!rc && !*ref) {
-        *ref = (uint8_t *)blob;
+        if (!(*ref = (uint8_t *)malloc(len + 1))) return bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
+        memcpy(*ref, blob, len);
         *ref_len = len;
-        return PTWM_OK;
     }
-    ptwm_free(blob);
     return rc;
 }
 
@@ -85,6 +84,8 @@ static ptwm_error measure_set(const bc_set *s, unsigned maxt, int runs, tq_row *
                               size_t *coded, ptwm_err *err) {
     tq_runs *m = (tq_runs *)calloc(maxt, sizeof(tq_runs));
     uint8_t *all = (uint8_t *)malloc((size_t)s->raw + 1), **dsts = NULL, *ref = NULL;
+    size_t cap = ptwm_compress_bound(s->d, s->n, NULL, NULL);
+    uint8_t *blob = cap ? (uint8_t *)malloc(cap) : NULL;
     size_t *idx = (size_t *)calloc(s->n + 1, sizeof(size_t));
     size_t *sizes = (size_t *)calloc(s->n + 1, sizeof(size_t)), i, ref_len = 0;
     uint64_t off = 0;
@@ -93,7 +94,7 @@ static ptwm_error measure_set(const bc_set *s, unsigned maxt, int runs, tq_row *
     int r;
     unsigned k;
     dsts = (uint8_t **)calloc(s->n + 1, sizeof(uint8_t *));
-    if (!m || !all || !idx || !sizes || !dsts) rc = bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    if (!m || !all || !blob || !idx || !sizes || !dsts) rc = bc_fail(err, PTWM_ERR_NOMEM, "out of memory");
     if (!rc) rc = ptwm_ctx_create(&ctx, err);
     for (i = 0; !rc && i < s->n; i++) {
         idx[i] = i;
@@ -106,7 +107,8 @@ static ptwm_error measure_set(const bc_set *s, unsigned maxt, int runs, tq_row *
     for (r = 0; r <= runs && !rc; r++)
         for (k = 0; k < maxt && !rc; k++) {
             unsigned t = 1 + (k + (unsigned)r) % maxt;
-            rc = one_run(s, ctx, t, r ? r - 1 : 0, &m[t - 1], &ref, &ref_len, dsts, idx, sizes, err);
+            rc = one_run(s, ctx, t, r ? r - 1 : 0, &m[t - 1], &ref, &ref_len, dsts, idx, sizes, blob,
+                         cap, err);
         }
     for (k = 0; k < maxt && !rc; k++) {
         rows[k].cw = bench_median(m[k].cw, runs);
@@ -115,7 +117,8 @@ static ptwm_error measure_set(const bc_set *s, unsigned maxt, int runs, tq_row *
         rows[k].dc = bench_median(m[k].dc, runs);
     }
     *coded = ref_len;
-    ptwm_free(ref);
+    free(ref);
+    free(blob);
     ptwm_ctx_free(ctx);
     free(m);
     free(all);

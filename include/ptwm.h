@@ -457,6 +457,21 @@ PTWM_API uint64_t ptwm_writer_coded_bytes(const ptwm_writer *w);
 PTWM_API ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
                                        const ptwm_chain_list *chains, const ptwm_cparams *params,
                                        void **out, size_t *len, ptwm_err *err);
+/* The most bytes ptwm_compress_into can write for these tensors, chains and
+ * parameters (NULL: defaults): about their raw size plus 14 bytes a chunk,
+ * the table, and 4 chunks' worth of room for the last chunk to be coded in
+ * place. 0 if an argument is unusable or the size overflows. */
+PTWM_API size_t ptwm_compress_bound(const ptwm_tensor_desc *tensors, size_t n,
+                                    const ptwm_chain_list *chains, const ptwm_cparams *params);
+/* ptwm_compress_blob into the caller's buffer dst of cap bytes, the image's
+ * size into *len; the same bytes, and no image allocated: a buffer reused
+ * from call to call is already in memory, where a fresh image costs the
+ * kernel's zeroing of each of its pages. PTWM_ERR_DST_SIZE if the image
+ * does not fit (a capacity of ptwm_compress_bound always does); dst's bytes
+ * are then unspecified. */
+PTWM_API ptwm_error ptwm_compress_into(const ptwm_tensor_desc *tensors, size_t n,
+                                       const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                       void *dst, size_t cap, size_t *len, ptwm_err *err);
 /* One-call form writing a file. */
 PTWM_API ptwm_error ptwm_compress_file(const char *path, const ptwm_tensor_desc *tensors, size_t n,
                                        const ptwm_chain_list *chains, const ptwm_cparams *params,
@@ -594,7 +609,8 @@ typedef struct ptwm_checkpoint_options {
     uint64_t max_shard_size;    /* 0: one output shard per input shard (byte-exact
                                  * restore); else re-plan shards by raw bytes */
     ptwm_method method;         /* compress; 0 = PTWM_METHOD_MICROSCALE */
-    int threads;                /* 0 = all cores */
+    int threads;                /* 0 = one per 32 MiB of input begun, up to all cores
+                                 * (on a few MB a second thread is slower) */
     uint64_t chunk_size;        /* raw bytes per chunk (compress); 0 = default */
     int force;                  /* replace an existing outdir */
     int follow_symlinks;        /* follow links in the source directory wherever they

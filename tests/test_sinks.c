@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "sink.h"
+#include "threads.h"
 #include "testutil.h"
 
 typedef struct ref {
@@ -138,6 +139,17 @@ static void every_sink(const char *path, ptwm_source_kind family, const ref *r, 
     ptwm_conv_src_close(&s);
 }
 
+/* A conversion left to choose its threads takes one per 32 MiB begun, up to
+ * the cores: small files on one thread, where a second made them slower. */
+static void test_auto_threads(void) {
+    int cores = (int)ptwm_threads_resolve(0);
+    CHECK(ptwm_conv_auto_threads(0) == 1);
+    CHECK(ptwm_conv_auto_threads(PTWM_CONV_BYTES_A_THREAD - 1) == 1);
+    CHECK(ptwm_conv_auto_threads(PTWM_CONV_BYTES_A_THREAD) == (cores < 2 ? cores : 2));
+    CHECK(ptwm_conv_auto_threads(3 * PTWM_CONV_BYTES_A_THREAD) == (cores < 4 ? cores : 4));
+    CHECK(ptwm_conv_auto_threads(UINT64_MAX) == cores);
+}
+
 int main(void) {
     const char *st = tu_corpus_path("emotion.bf16.safetensors");
     ref r = load_ref(st);
@@ -145,6 +157,7 @@ int main(void) {
     ptwm_checkpoint_options o = PTWM_CHECKPOINT_OPTIONS_DEFAULT;
     uint64_t max = 40 << 10;
     char *stdir, *ptfile, *ptdir, *copy;
+    test_auto_threads();
     if (!r.src) return tu_finish("sinks");
 
     /* The kinds of source, made from the corpus file. */

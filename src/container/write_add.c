@@ -2,9 +2,9 @@
  * checked into one block, its entry appended to the tensor array (under
  * rmu: appending threads read it), then its chunks cut into ring slots in
  * order, each copied into the slot's buffer, borrowed from the caller
- * (one-call forms) or read through the caller's callback, and with a base,
- * its base chunk read beside it. A tensor's payload hash is computed here,
- * in chunk order, unless it is one chunk (its worker hashes it). Each slot
+ * (one-call forms), read through the caller's callback or left for its
+ * worker to read (pulled), and with a base, its base chunk read beside it.
+ * A tensor's payload hash is computed by the workers (write_pull.c). Each slot
  * is submitted to the queue once filled; a full ring first reclaims its
  * oldest slot (write_ring.c). Runs on the writing thread. */
 #include "writer_impl.h"
@@ -163,12 +163,29 @@ static ptwm_error append_tensor(ptwm_writer *w, wtensor *t, size_t *ti, ptwm_err
     return PTWM_OK;
 }
 
+/* A pulled tensor's reads, and its source (write_pull.c). */
+typedef struct wpull {
+    ptwm_keyed_read_fn read;
+    void *h;
+    size_t key;
+} wpull;
+
 /* The bytes [off, off + len) of tensor t into job j's slot: read through
  * the caller's callback, borrowed from the caller's buffer, or copied into
- * the slot's own. A failure is the writer's. */
+ * the slot's own; or (pull) only its buffer, which its worker reads into.
+ * A failure is the writer's. */
 static ptwm_error fill_slot(ptwm_writer *w, wjob *j, const wtensor *t, const ptwm_tensor_desc *d,
-                            ptwm_read_fn read, void *ctx, uint64_t off, size_t len, ptwm_err *err) {
+                            ptwm_read_fn read, void *ctx, int pull, uint64_t off, size_t len,
+                            ptwm_err *err) {
     ptwm_error rc;
+    if (pull) {
+        if (w->borrow)
+            return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                                              "pulled tensor on a borrowing writer"));
+        j->raw = NULL; /* its worker takes a buffer and reads (write_pull.c) */
+        j->hpassed = j->pdone = 0;
+        return PTWM_OK;
+    }
     if (!w->borrow && !(j->raw = ptwm_writer_buf_take(w->ctx, w->raws, &w->nraws, len,
                                                       (size_t)w->p.chunk_size, &j->raw_cap)))
         return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM,
@@ -209,7 +226,25 @@ static void describe_job(wjob *j, const wtensor *t, size_t ti, uint64_t k, size_
         j->chain_len[c] = t->chain_len[c];
     }
     j->raw_len = len;
+    j->rd = NULL;
+    j->hs = 0;
+    j->streamed = 0;
     j->rc = PTWM_OK; /* (coded is 0: cleared when the slot's last job was appended) */
+}
+
+/* Job j (chunk k of tensor t, at off) is read by its worker through pl, if
+ * pulled; a chunk of a tensor of several is hashed by the workers, in job
+ * order (write_pull.c). */
+static void describe_pull(wjob *j, const wtensor *t, const wpull *pl, uint64_t k, uint64_t off) {
+    if (pl) {
+        j->rd = pl->read;
+        j->rd_h = pl->h;
+        j->rd_key = pl->key;
+        j->rd_off = off;
+    }
+    j->tname = t->name;
+    if (t->nchunks > 1 && (t->flags & PTWM_TF_PAYLOAD_HASH))
+        j->hs = (uint8_t)(HS_PART | (k == 0 ? HS_FIRST : 0) | (k + 1 == t->nchunks ? HS_LAST : 0));
 }
 
 /* The digest of h, if begun, into tensor ti's base hash (base) or payload
@@ -223,8 +258,19 @@ static void end_hash(ptwm_writer *w, ptwm_xxh128 *h, size_t ti, int base) {
     rmu_unlock(w);
 }
 
+/* The payload hash of tensor t: by the worker of a tensor of one chunk; in
+ * job order by the workers for a tensor of several (the writer's stream
+ * made here, so that they never fail to start it: hashed on the writing
+ * thread, 1.4% of a one-thread compress was work only that thread did);
+ * an empty tensor's, the hash of no bytes, into *h here. */
+static ptwm_error begin_hash(ptwm_writer *w, const wtensor *t, ptwm_xxh128 *h, ptwm_err *err) {
+    if (!(t->flags & PTWM_TF_PAYLOAD_HASH) || t->nchunks == 1) return PTWM_OK;
+    if (t->nchunks > 1) return w->hstream.state ? PTWM_OK : ptwm_xxh128_begin(&w->hstream, err);
+    return ptwm_xxh128_begin(h, err);
+}
+
 static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const ptwm_chain_list *chains,
-                             ptwm_read_fn read, void *ctx, ptwm_err *err) {
+                             ptwm_read_fn read, void *ctx, const wpull *pl, ptwm_err *err) {
     wtensor t;
     ptwm_xxh128 h = {NULL}, bh = {NULL};
     size_t bi = 0;
@@ -233,7 +279,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
     size_t ti = 0;
     if (!w) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL writer");
     if ((rc = w_failed(w, err))) return rc;
-    if (!read && d && d->nbytes && !d->data)
+    if (!read && !pl && d && d->nbytes && !d->data)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "tensor '%s' has no data", d->name ? d->name : "");
     if ((rc = prepare_tensor(w, d, chains, &t, err))) {
         wtensor_free(&t);
@@ -246,14 +292,11 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         }
         t.flags |= PTWM_TF_BASE;
     }
-    /* A tensor of one chunk is hashed by the worker that codes it (in
-     * parallel); others here (in order, as their chunks are queued; an empty
-     * tensor gets the hash of no bytes). */
     if ((rc = append_tensor(w, &t, &ti, err))) {
         ptwm_xxh128_free(&bh);
         return rc;
     }
-    if ((t.flags & PTWM_TF_PAYLOAD_HASH) && t.nchunks != 1 && (rc = ptwm_xxh128_begin(&h, err))) {
+    if ((rc = begin_hash(w, &t, &h, err))) {
         ptwm_xxh128_free(&bh);
         return w_fail_caller(w, rc);
     }
@@ -269,8 +312,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
         if (rc) break;
         slot = (w->reclaim + w->nheld) % w->window;
         j = &w->jobs[slot];
-        if ((rc = fill_slot(w, j, &t, d, read, ctx, off, len, err))) break;
-        if (h.state) ptwm_xxh128_update(&h, j->src, len);
+        if ((rc = fill_slot(w, j, &t, d, read, ctx, pl != NULL, off, len, err))) break;
         j->base = NULL;
         if (bh.state && (rc = read_base_chunk(w, j, bi, off, len, &bh, err))) {
             ptwm_err_prefix(err, "tensor '%s'", t.name);
@@ -278,6 +320,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
             break;
         }
         describe_job(j, &t, ti, k, len);
+        describe_pull(j, &t, pl, k, off);
         w->nheld++;
         w->held += len;
         ptwm_queue_submit(w->queue, w->slot0 + slot, (uint64_t)len * t.nchains);
@@ -295,12 +338,23 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
 
 ptwm_error ptwm_writer_add(ptwm_writer *w, const ptwm_tensor_desc *desc,
                            const ptwm_chain_list *chains, ptwm_err *err) {
-    return add_common(w, desc, chains, NULL, NULL, err);
+    return add_common(w, desc, chains, NULL, NULL, NULL, err);
 }
 
 ptwm_error ptwm_writer_add_stream(ptwm_writer *w, const ptwm_tensor_desc *desc,
                                   const ptwm_chain_list *chains, ptwm_read_fn read, void *ctx,
                                   ptwm_err *err) {
     if (!read) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL read callback");
-    return add_common(w, desc, chains, read, ctx, err);
+    return add_common(w, desc, chains, read, ctx, NULL, err);
+}
+
+ptwm_error ptwm_writer_add_pulled(ptwm_writer *w, const ptwm_tensor_desc *desc,
+                                  const ptwm_chain_list *chains, ptwm_keyed_read_fn read, void *h,
+                                  size_t key, ptwm_err *err) {
+    wpull pl;
+    if (!read) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL read callback");
+    pl.read = read;
+    pl.h = h;
+    pl.key = key;
+    return add_common(w, desc, chains, NULL, NULL, &pl, err);
 }

@@ -35,9 +35,16 @@ ptwm_error ptwm_writer_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err 
                                      &w->dout, err)))
                 return rc;
         }
-    } else if (!wbuf_put(&w->mem, src, n)) {
-        return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory growing a %zu-byte .ptwm image",
-                         w->mem.len);
+    } else if (!image_reserve(w, n)) {
+        return w->mem_fixed ? ptwm_fail(err, PTWM_ERR_DST_SIZE,
+                                        "the image passes the destination's %zu bytes (%zu written, "
+                                        "%zu more; ptwm_compress_bound gives a size that fits)",
+                                        w->mem.cap, w->mem.len, n)
+                            : ptwm_fail(err, PTWM_ERR_NOMEM,
+                                        "out of memory growing a %zu-byte .ptwm image", w->mem.len);
+    } else {
+        if (n) memcpy(w->mem.p + w->mem.len, src, n);
+        w->mem.len += n;
     }
     w->pos += n;
     return PTWM_OK;
@@ -146,6 +153,7 @@ static void retire_job(ptwm_writer *w, wjob *j) {
         return;
     }
     if (j->hash_raw) memcpy(t->hash, j->raw_hash, 16);
+    if (j->streamed) memcpy(t->hash, j->stream_hash, 16);
     c->offset = payload_find_or_add(w, j->dst, j->out_len, j->phash, w->pos);
     c->coded = (uint32_t)j->out_len;
     c->raw = (uint32_t)j->raw_len;

@@ -56,6 +56,7 @@ static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, 
     w = (ptwm_writer *)ptwm_calloc(1, sizeof(*w));
     if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");
     pthread_mutex_init(&w->rmu, NULL);
+    pthread_mutex_init(&w->hmu, NULL);
     w->p = *params;
     w->p.base = NULL;   /* the base is read through w->base only (container_base.h) */
     if (base && base->ops) w->base = *base;
@@ -100,8 +101,9 @@ static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, 
     w->jobs = (wjob *)ptwm_calloc(w->window, sizeof(wjob));
     w->outs = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
     w->raws = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
+    w->pulls = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
     w->scratch = (uint8_t **)ptwm_calloc(w->nworkers, sizeof(uint8_t *));
-    if (!w->jobs || !w->outs || !w->raws || !w->scratch) goto nomem;
+    if (!w->jobs || !w->outs || !w->raws || !w->pulls || !w->scratch) goto nomem;
     if ((rc = ptwm_ctx_workspaces(w->ctx, w->nworkers, &w->ws, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -184,7 +186,7 @@ void ptwm_writer_free(ptwm_writer *w) {
     }
     ptwm_dout_free(w->dout);
     if (w->to_file) ptwm_atomic_abort(&w->af);
-    ptwm_free(w->mem.p);
+    if (!w->mem_fixed) ptwm_free(w->mem.p);
     for (i = 0; i < w->nt; i++) ptwm_free(w->t[i].chunks);
     ptwm_free(w->t);
     ptwm_kv_free(w->meta, w->nmeta);
@@ -199,6 +201,8 @@ void ptwm_writer_free(ptwm_writer *w) {
     ptwm_free(w->jobs);
     for (i = 0; i < w->nouts; i++) ptwm_ctx_give(w->ctx, w->outs[i].p, w->outs[i].cap);
     for (i = 0; i < w->nraws; i++) ptwm_ctx_give(w->ctx, w->raws[i].p, w->raws[i].cap);
+    for (i = 0; i < w->npulls; i++) ptwm_ctx_give(w->ctx, w->pulls[i].p, w->pulls[i].cap);
+    ptwm_free(w->pulls);
     ptwm_free(w->outs);
     ptwm_free(w->raws);
     if (w->scratch)
@@ -209,7 +213,9 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->cmp) ptwm_ctx_give(w->ctx, w->cmp, w->bound);
     if (w->own_ctx) ptwm_ctx_free(w->own_ctx);
     else if (w->claimed) ptwm_ctx_release(w->ctx);
+    ptwm_xxh128_free(&w->hstream);
     pthread_mutex_destroy(&w->rmu);
+    pthread_mutex_destroy(&w->hmu);
     ptwm_free(w);
 }
 
@@ -324,20 +330,32 @@ static ptwm_error add_all(ptwm_writer *w, const ptwm_tensor_desc *tensors, size_
     return PTWM_OK;
 }
 
-ptwm_error ptwm_compress_blob_base(const ptwm_tensor_desc *tensors, size_t n,
-                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
-                                   const ptwm_base *base, void **out, size_t *len, ptwm_err *err) {
+/* A borrowing in-memory writer of the tensors, its image the caller's dst
+ * (cap bytes, fixed) or its own. Its own has room for the image at its raw
+ * size up front: growing by doubling copied the image again at every step,
+ * on the thread that also appends every chunk (pages are only touched as
+ * far as written); if that reservation fails, the image grows as it goes. */
+static ptwm_error compress_image(const ptwm_tensor_desc *tensors, size_t n,
+                                 const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                 const ptwm_base *base, void *dst, size_t cap, ptwm_writer **out,
+                                 ptwm_err *err) {
     ptwm_writer *w = NULL;
     ptwm_error rc;
-    if (!out || !len) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output");
     *out = NULL;
-    *len = 0;
     if ((rc = open_memory(params, base, 1, &w, err))) return rc; /* the tensors outlive the writer */
-    {
-        /* Room for the image at its raw size up front: growing by doubling
-         * copied the image again at every step, on the thread that also
-         * appends every chunk (pages are only touched as far as written).
-         * If the reservation fails, the image grows as it goes. */
+    if (dst) {
+        /* The header, written at open, moves into the caller's buffer. */
+        if (cap < w->mem.len) {
+            ptwm_writer_free(w);
+            return ptwm_fail(err, PTWM_ERR_DST_SIZE, "a destination of %zu bytes is smaller than a header",
+                             cap);
+        }
+        memcpy(dst, w->mem.p, w->mem.len);
+        ptwm_free(w->mem.p);
+        w->mem.p = (uint8_t *)dst;
+        w->mem.cap = cap;
+        w->mem_fixed = 1;
+    } else {
         uint64_t raw = 0;
         size_t i;
         for (i = 0; i < n && tensors; i++) raw += tensors[i].nbytes;
@@ -348,7 +366,33 @@ ptwm_error ptwm_compress_blob_base(const ptwm_tensor_desc *tensors, size_t n,
         ptwm_writer_free(w);
         return rc;
     }
+    *out = w;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_compress_blob_base(const ptwm_tensor_desc *tensors, size_t n,
+                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                   const ptwm_base *base, void **out, size_t *len, ptwm_err *err) {
+    ptwm_writer *w = NULL;
+    ptwm_error rc;
+    if (!out || !len) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL output");
+    *out = NULL;
+    *len = 0;
+    if ((rc = compress_image(tensors, n, chains, params, base, NULL, 0, &w, err))) return rc;
     return ptwm_writer_finish_memory(w, out, len, err);
+}
+
+ptwm_error ptwm_compress_into_base(const ptwm_tensor_desc *tensors, size_t n,
+                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                   const ptwm_base *base, void *dst, size_t cap, size_t *len,
+                                   ptwm_err *err) {
+    ptwm_writer *w = NULL;
+    ptwm_error rc;
+    void *image = NULL;
+    if (!dst || !len) return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "NULL destination or length");
+    *len = 0;
+    if ((rc = compress_image(tensors, n, chains, params, base, dst, cap, &w, err))) return rc;
+    return ptwm_writer_finish_memory(w, &image, len, err); /* image is dst */
 }
 
 ptwm_error ptwm_compress_file_base(const char *path, const ptwm_tensor_desc *tensors, size_t n,

@@ -108,6 +108,15 @@ static uint8_t *populate_claim(ptwm_writer *w, size_t *a, size_t *b) {
     return w->mem.p;
 }
 
+/* Job j is coded (or failed): append what is ready. */
+static void job_done(ptwm_writer *w, wjob *j) {
+    ptwm_writer_pull_done(w, j);
+    rmu_lock(w);
+    j->coded = 1;
+    ptwm_writer_retire_ready(w);
+    rmu_unlock(w);
+}
+
 /* Code job i. The oldest pending job of an in-memory writer is coded
  * straight into the image's end: every earlier payload is in the image, and
  * nothing else grows the image until this job is appended. Then the coded
@@ -119,6 +128,10 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
     unsigned c;
     size_t need, pa = 0, pb = 0;
     uint8_t *image = NULL;
+    if (ptwm_writer_pull(w, j)) {
+        job_done(w, j);
+        return;
+    }
     cp.method = w->p.method;
     cp.zstd_level = w->p.zstd_level;
     cp.emit_crc = j->plane_crc;
@@ -130,7 +143,7 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
     j->dst = NULL;
     rmu_lock(w);
     if (!w->to_file && i == w->head && !w->failed) {
-        if (wbuf_reserve(&w->mem, need)) {
+        if (image_reserve(w, need)) {
             j->dst = w->mem.p + w->mem.len;
             j->dst_cap = need;
         }
@@ -146,10 +159,7 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
         if (!j->out) {
             j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "out of memory for a chunk buffer of %zu bytes",
                               need);
-            rmu_lock(w);
-            j->coded = 1;
-            ptwm_writer_retire_ready(w);
-            rmu_unlock(w);
+            job_done(w, j);
             return;
         }
         j->dst = j->out;
@@ -175,10 +185,7 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
         j->x2 = ptwm_chunk_needs_x2(j->dst, j->out_len, j->raw_len);
     }
     if (!j->rc && j->hash_raw) ptwm_xxh128_oneshot(j->src, j->raw_len, j->raw_hash);
-    rmu_lock(w);
-    j->coded = 1;
-    ptwm_writer_retire_ready(w);
-    rmu_unlock(w);
+    job_done(w, j);
 }
 
 /* Take back the oldest slot in use, coding queued jobs while its job is not

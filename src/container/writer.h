@@ -28,6 +28,22 @@ ptwm_error ptwm_writer_open_memory_base(const ptwm_cparams *params, const ptwm_b
 ptwm_error ptwm_compress_blob_base(const ptwm_tensor_desc *tensors, size_t n,
                                    const ptwm_chain_list *chains, const ptwm_cparams *params,
                                    const ptwm_base *base, void **out, size_t *len, ptwm_err *err);
+/* A read of bytes [offset, offset + len) of tensor `key` of `h` (as a
+ * source's read). */
+typedef ptwm_error (*ptwm_keyed_read_fn)(void *h, size_t key, uint64_t offset, void *dst,
+                                         size_t len, ptwm_err *err);
+/* As ptwm_writer_add_stream, with each chunk read on the thread that codes
+ * it (it stays in that core's cache, and reads run in parallel): `read` is
+ * called from several threads at once, and `h` stays valid until the writer
+ * is finished or freed. A failed read fails the writer (reported by a later
+ * call, as a coding failure is). */
+ptwm_error ptwm_writer_add_pulled(ptwm_writer *w, const ptwm_tensor_desc *desc,
+                                  const ptwm_chain_list *chains, ptwm_keyed_read_fn read, void *h,
+                                  size_t key, ptwm_err *err);
+ptwm_error ptwm_compress_into_base(const ptwm_tensor_desc *tensors, size_t n,
+                                   const ptwm_chain_list *chains, const ptwm_cparams *params,
+                                   const ptwm_base *base, void *dst, size_t cap, size_t *len,
+                                   ptwm_err *err);
 ptwm_error ptwm_compress_file_base(const char *path, const ptwm_tensor_desc *tensors, size_t n,
                                    const ptwm_chain_list *chains, const ptwm_cparams *params,
                                    const ptwm_base *base, ptwm_err *err);

@@ -8,13 +8,15 @@
  *                   ring's slots (copied, borrowed or read), with base chunks
  *   write_ring.c    the job ring: chunks coded by the queue's workers; slots
  *                   reclaimed, oldest first, by the writing thread
+ *   write_pull.c    chunks read on the coding threads, hashed in job order
  *   write_append.c  coded chunks appended in job order; payloads written once
  *   write_finish.c  the table, footer and header version; finishing
  *   write_shared.c  writers of one context on its threads; the deferred
  *                   finish (ptwm_writer_finish_later) and commit
  *
  * Threads. The writing thread (the caller) adds tensors, fills and reclaims
- * slots and finishes; workers code jobs and append them. A slot between its
+ * slots and finishes; workers read pulled jobs, hash them in job order (under
+ * hmu, which is never held with rmu), code jobs and append them. A slot between its
  * submit and its reclaim belongs to its job: the writing thread touches it
  * again only after ptwm_queue_wait.
  *
@@ -42,6 +44,8 @@
 #include "container_format.h"
 #include "dout.h"
 #include "fileio.h"
+#include "hash.h"
+#include "writer.h"
 #include "threads.h"
 #include "workspace.h"
 
@@ -113,6 +117,20 @@ typedef struct wjob {
     int x2;                     /* the payload needs PTWM_FMT_X2_VERSION */
     int hash_raw;               /* the chunk is its tensor: hash it (into raw_hash) */
     uint8_t raw_hash[16];
+    /* Pulled (ptwm_writer_add_pulled): the worker reads the chunk into raw,
+     * bytes [rd_off, rd_off + raw_len) of tensor rd_key of rd_h, and it is
+     * hashed in job order (write_pull.c) as HS_* of hs say. */
+    ptwm_keyed_read_fn rd;      /* NULL: read, copied or borrowed when queued */
+    void *rd_h;
+    size_t rd_key;
+    uint64_t rd_off;
+    const char *tname;          /* the tensor's name (its block does not move) */
+    uint8_t hs;
+    int hready;                 /* its turn to be hashed may come (under hmu) */
+    int streamed;               /* HS_LAST hashed: its tensor's digest in stream_hash */
+    uint8_t stream_hash[16];
+    int hpassed, pdone;         /* through the hash step; coded (under hmu): a pulled
+                                 * job's raw goes back to `pulls` once both are set */
     int coded;                  /* done, not yet appended (under rmu) */
     ptwm_error rc;
     ptwm_err err;
@@ -151,6 +169,8 @@ struct ptwm_writer {
     ptwm_dout *dout;            /* appends past the page cache, once the file is large */
     int dout_tried;
     wbuf mem;
+    int mem_fixed;              /* mem is the caller's buffer (ptwm_compress_into): it
+                                 * never grows and is never freed */
     size_t populated;           /* an in-memory writer's image is faulted in up to
                                  * here (rmu; a hint: ptwm_populate) */
     /* Appending (under rmu, by whichever thread retires a job): the image or
@@ -199,6 +219,17 @@ struct ptwm_writer {
                                  * (writing thread only) */
     size_t nraws;
     pstore dedup;               /* payloads already written, by content */
+    /* Hashing pulled chunks in job order (write_pull.c), under hmu: the
+     * oldest job not yet through the hash step, and the stream of the
+     * tensor it belongs to. */
+    pthread_mutex_t hmu;
+    size_t hhead;
+    ptwm_xxh128 hstream;
+    wbuf *pulls;                /* free buffers pulled chunks are read into (hmu):
+                                 * held only while a chunk is read, coded and
+                                 * hashed, so a few serve the file (a buffer per
+                                 * queued slot was fresh memory, faulted in) */
+    size_t npulls;
     uint8_t *cmp;               /* file writers: a written payload read back */
 };
 
@@ -264,6 +295,13 @@ PTWM_INLINE void rmu_unlock(const ptwm_writer *w) {
     if (w->nworkers > 1) pthread_mutex_unlock((pthread_mutex_t *)&w->rmu);
 }
 
+/* Room for `more` bytes past the image's end: grown if it is the writer's,
+ * else within the caller's buffer. */
+PTWM_INLINE int image_reserve(ptwm_writer *w, size_t more) {
+    if (!w->mem_fixed) return wbuf_reserve(&w->mem, more);
+    return more <= w->mem.cap - w->mem.len;
+}
+
 /* Record a failure (rmu held). */
 PTWM_INLINE ptwm_error w_fail(ptwm_writer *w, ptwm_error rc) {
     if (!w->failed) w->failed = rc;
@@ -309,6 +347,17 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker);
 ptwm_error ptwm_writer_reclaim_one(ptwm_writer *w, ptwm_err *err);
 /* Take back every slot in use; the first failure. */
 ptwm_error ptwm_writer_drain(ptwm_writer *w, ptwm_err *err);
+
+/* write_pull.c: the hash step a job's stream takes (wjob.hs): a chunk of a
+ * tensor hashed as a stream, its first, its last. */
+#define HS_PART 1
+#define HS_FIRST 2
+#define HS_LAST 4
+/* A job's start on its worker: a pulled chunk read, then every job through
+ * the hash step in job order. Nonzero if the job failed (j->rc). */
+int ptwm_writer_pull(ptwm_writer *w, wjob *j);
+/* A pulled job is coded: its buffer goes back once it is hashed too. */
+void ptwm_writer_pull_done(ptwm_writer *w, wjob *j);
 
 /* write_append.c: append n bytes to the output (image, file or direct
  * output; rmu held, or on the writing thread while no job is pending). */

@@ -11,6 +11,7 @@
 #include "ptdir_parts.h"
 #include "reader.h"
 #include "sink.h"
+#include "threads.h"
 
 void ptwm_conv_plan_free(ptwm_conv_plan *p) {
     size_t k;
@@ -218,15 +219,25 @@ void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
     ptwm_conv_opts_from(&cp, p, out);
 }
 
+int ptwm_conv_auto_threads(uint64_t raw) {
+    uint64_t n = 1 + raw / PTWM_CONV_BYTES_A_THREAD;
+    unsigned cores = ptwm_threads_resolve(0);
+    return (int)(n < cores ? n : cores);
+}
+
 ptwm_error ptwm_conv_write(const ptwm_conv_src *s, const ptwm_conv_plan *p,
                            const ptwm_sink_ops *sink, const ptwm_conv_opts *o, const char *dir,
                            const uint8_t *wanted, uint64_t *sizes, ptwm_err *err) {
     void *state = NULL;
     size_t k;
     ptwm_error rc, r2;
-    if (o->progress && !o->progress->total)
-        for (k = 0; k < p->nfiles; k++)
-            if (!wanted || wanted[k]) o->progress->total += p->raw[k];
+    uint64_t raw = 0;
+    ptwm_conv_opts given = *o;
+    for (k = 0; k < p->nfiles; k++)
+        if (!wanted || wanted[k]) raw += p->raw[k];
+    if (o->progress && !o->progress->total) o->progress->total = raw;
+    if (!given.cp.threads) given.cp.threads = ptwm_conv_auto_threads(raw);
+    o = &given;
     if ((rc = sink->open(o, &state, err))) return rc;
     for (k = 0; k < p->nfiles && !rc; k++) {
         ptwm_conv_file f;

@@ -54,4 +54,4 @@ const ptwm_source_ops ptwm_source_memory_ops = {
     mem_close, mem_count, mem_tensor, mem_find, mem_read, NULL /* read_many */,
     mem_metadata_count, mem_metadata, mem_file_size, NULL /* set_threads */,
     NULL /* set_base */, NULL /* tensor_hash */, NULL /* record: none */,
-    NULL /* stream_into: written from memory */};
+    NULL /* stream_into: written from memory */, 1 /* read_concurrent: a copy */};

@@ -73,4 +73,5 @@ static int pt_tensor_hash(const void *h, size_t index, uint8_t hash[16]) {
 const ptwm_source_ops ptwm_source_ptwm_ops = {
     PTWM_SOURCE_PTWM, pt_open,           pt_close,    pt_count,     pt_tensor,     pt_find,
     pt_read,          pt_read_many,      pt_metadata_count, pt_metadata, pt_file_size,
-    pt_set_threads,   pt_set_base,       pt_tensor_hash,    pt_record,   pt_stream_into};
+    pt_set_threads,   pt_set_base,       pt_tensor_hash,    pt_record,   pt_stream_into,
+    0 /* read_concurrent: decodes through the reader's context */};

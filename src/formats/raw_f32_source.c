@@ -90,4 +90,4 @@ const ptwm_source_ops ptwm_source_raw_ops = {
     PTWM_SOURCE_RAW_F32, raw_open, raw_close, raw_count, raw_tensor, raw_find, raw_read,
     NULL /* read_many */, NULL /* metadata: none */, NULL, raw_file_size,
     NULL /* set_threads */, NULL /* set_base */, NULL /* tensor_hash */,
-    NULL /* record: none */, NULL /* stream_into: read and written */};
+    NULL /* record: none */, NULL /* stream_into: read and written */, 1 /* read_concurrent: pread */};

@@ -43,4 +43,5 @@ const ptwm_source_ops ptwm_source_st_ops = {
     PTWM_SOURCE_SAFETENSORS, st_open, st_close, st_count, st_tensor, st_find, st_read,
     NULL /* read_many: one read per tensor */, st_metadata_count, st_metadata, st_file_size,
     NULL /* set_threads: nothing decodes */, NULL /* set_base: no bases */,
-    NULL /* tensor_hash: none recorded */, st_record, NULL /* stream_into: read and written */};
+    NULL /* tensor_hash: none recorded */, st_record, NULL /* stream_into: read and written */,
+    1 /* read_concurrent: pread, or a copy from a mapping */};

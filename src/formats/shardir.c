@@ -467,8 +467,9 @@ const ptwm_source_ops ptwm_source_stdir_ops = {
     PTWM_SOURCE_SAFETENSORS_DIR, stdir_open, dir_close, dir_count, dir_tensor, dir_find, dir_read,
     NULL /* read_many: safetensors reads are copies, one per tensor */, dir_metadata_count,
     dir_metadata, dir_file_size, dir_set_threads, dir_set_base, dir_tensor_hash,
-    NULL /* record: per shard */, NULL /* stream_into: per shard */};
+    NULL /* record: per shard */, NULL /* stream_into: per shard */, 0 /* read_concurrent: its shards are */};
 const ptwm_source_ops ptwm_source_ptdir_ops = {
     PTWM_SOURCE_PTWM_DIR, ptdir_open, dir_close, dir_count, dir_tensor, dir_find, dir_read,
     dir_read_many, dir_metadata_count, dir_metadata, dir_file_size, dir_set_threads, dir_set_base,
-    dir_tensor_hash, NULL /* record: per shard */, NULL /* stream_into: per shard */};
+    dir_tensor_hash, NULL /* record: per shard */, NULL /* stream_into: per shard */,
+    0 /* read_concurrent: decodes */};

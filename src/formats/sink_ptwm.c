@@ -105,7 +105,10 @@ static ptwm_error pt_file(void *h, const ptwm_conv_file *f, uint64_t *size, ptwm
         r.in = &f->src->in[f->items[i].in];
         r.local = f->items[i].local;
         raw += desc.nbytes;
-        rc = ptwm_writer_add_stream(w, &desc, NULL, read_chunk, &r, err);
+        if (r.in->ops->read_concurrent)
+            rc = ptwm_writer_add_pulled(w, &desc, NULL, r.in->ops->read, r.in->h, r.local, err);
+        else
+            rc = ptwm_writer_add_stream(w, &desc, NULL, read_chunk, &r, err);
         if (rc) ptwm_err_prefix(err, "'%s'", r.in->label);
     }
     if (rc) {

@@ -87,6 +87,16 @@ ptwm_error ptwm_compress_blob(const ptwm_tensor_desc *tensors, size_t n,
     return ptwm_compress_blob_base(tensors, n, chains, &given, &b, out, len, err);
 }
 
+ptwm_error ptwm_compress_into(const ptwm_tensor_desc *tensors, size_t n,
+                              const ptwm_chain_list *chains, const ptwm_cparams *params, void *dst,
+                              size_t cap, size_t *len, ptwm_err *err) {
+    ptwm_cparams given;
+    ptwm_base b;
+    ptwm_error rc;
+    if ((rc = params_base(params, &given, &b, "ptwm_compress_into", err))) return rc;
+    return ptwm_compress_into_base(tensors, n, chains, &given, &b, dst, cap, len, err);
+}
+
 ptwm_error ptwm_compress_file(const char *path, const ptwm_tensor_desc *tensors, size_t n,
                               const ptwm_chain_list *chains, const ptwm_cparams *params,
                               ptwm_err *err) {

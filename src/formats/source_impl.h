@@ -60,6 +60,9 @@ typedef struct ptwm_source_ops {
      * writes them. */
     ptwm_error (*stream_into)(void *h, struct ptwm_fstream *s, const size_t *indices, size_t n,
                               const uint64_t *offs, ptwm_err *err);
+    /* 1: `read` may run on several threads at once (a writer then reads each
+     * chunk on the thread that codes it: ptwm_writer_add_pulled). */
+    int read_concurrent;
 } ptwm_source_ops;
 
 /* One table per kind, each beside its reader. */

@@ -1,0 +1,93 @@
+/* Pulled chunks (ptwm_writer_add_pulled): each is read by the worker that
+ * codes it, not by the writing thread, so the reads of a file run on every
+ * coding thread and the bytes read are in the cache of the core that codes
+ * them (read on the writing thread, half the chunks crossed to the other
+ * core: docs/SCALING.md).
+ *
+ * A tensor of several chunks (pulled or not) is hashed as one stream in
+ * chunk order, by the workers rather than the writing thread (which would
+ * then be the one doing the most work alone). Every job passes a hash step in
+ * job order, under hmu: the worker that brings the oldest job not yet
+ * through it (hhead) hashes that one and every later one already read, as
+ * the ring appends. A job is through the step before it is marked coded,
+ * and a later job waits for it to be appended, so a chunk is hashed before
+ * its slot is reclaimed and its buffer reused. The last chunk's digest
+ * goes with its job into the tensor's entry when appended (retire_job).
+ *
+ * A pulled chunk's buffer is taken when it is read and given back once it
+ * is coded and hashed (whichever comes last; both before the job can be
+ * appended), so buffers exist for the chunks being coded, not for every
+ * queued slot. */
+#include "writer_impl.h"
+
+PTWM_INLINE void hmu_lock(ptwm_writer *w) {
+    if (w->nworkers > 1) pthread_mutex_lock(&w->hmu);
+}
+PTWM_INLINE void hmu_unlock(ptwm_writer *w) {
+    if (w->nworkers > 1) pthread_mutex_unlock(&w->hmu);
+}
+
+/* Job j's part of its tensor's stream (hmu held; the stream's state was
+ * made when the tensor was added, so resetting it cannot fail). Only this
+ * step writes j->streamed and j->stream_hash, which j's own worker does not
+ * touch. A failed job is not hashed: the writer fails with it. */
+static void hash_step(ptwm_writer *w, wjob *j) {
+    if (!(j->hs & HS_PART) || j->rc) return;
+    if (j->hs & HS_FIRST) ptwm_xxh128_begin(&w->hstream, NULL);
+    ptwm_xxh128_update(&w->hstream, j->src, j->raw_len);
+    if (j->hs & HS_LAST) {
+        ptwm_xxh128_digest(&w->hstream, j->stream_hash);
+        j->streamed = 1;
+    }
+}
+
+/* A pulled job's buffer back to the free ones, once it is both coded and
+ * hashed (hmu held). */
+static void give_back(ptwm_writer *w, wjob *j) {
+    if (!j->rd || !j->hpassed || !j->pdone) return;
+    ptwm_writer_buf_put(w->ctx, w->pulls, &w->npulls, w->window, j->raw, j->raw_cap);
+    j->raw = NULL;
+    j->src = NULL;
+}
+
+/* Read pulled job j into a buffer of the free ones (its own failure). */
+static void read_pulled(ptwm_writer *w, wjob *j) {
+    hmu_lock(w);
+    j->raw = ptwm_writer_buf_take(w->ctx, w->pulls, &w->npulls, j->raw_len, (size_t)w->p.chunk_size,
+                                  &j->raw_cap);
+    hmu_unlock(w);
+    j->src = j->raw;
+    if (!j->raw) {
+        j->rc = ptwm_fail(&j->err, PTWM_ERR_NOMEM, "tensor '%s': out of memory for a chunk buffer of %zu bytes",
+                          j->tname, j->raw_len);
+        return;
+    }
+    j->rc = j->rd(j->rd_h, j->rd_key, j->rd_off, j->raw, j->raw_len, &j->err);
+    if (j->rc)
+        ptwm_err_prefix(&j->err, "tensor '%s': reading bytes %llu..%llu", j->tname,
+                        (unsigned long long)j->rd_off, (unsigned long long)(j->rd_off + j->raw_len));
+}
+
+int ptwm_writer_pull(ptwm_writer *w, wjob *j) {
+    if (j->rd) read_pulled(w, j);
+    hmu_lock(w);
+    j->hready = 1;
+    while (w->jobs[w->hhead].hready) {
+        wjob *h = &w->jobs[w->hhead];
+        hash_step(w, h);
+        h->hready = 0;
+        h->hpassed = 1;
+        give_back(w, h);
+        w->hhead = (w->hhead + 1) % w->window;
+    }
+    hmu_unlock(w);
+    return j->rc != PTWM_OK;
+}
+
+void ptwm_writer_pull_done(ptwm_writer *w, wjob *j) {
+    if (!j->rd) return;
+    hmu_lock(w);
+    j->pdone = 1;
+    give_back(w, j);
+    hmu_unlock(w);
+}
