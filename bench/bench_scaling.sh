@@ -7,8 +7,9 @@
 # figures are medians.
 #
 # usage: bench/bench_scaling.sh [PATH...]
-#   PATH: safetensors files (default: the corpus files of 2.5 MB or more and two
-#   files of BIG_MB MiB made from the corpus's BF16 and F32 tensors).
+#   PATH: safetensors files (default: the corpus files of 2.5 MB or more and three
+#   files of BIG_MB MiB made from the corpus's BF16 and F32 tensors, the BF16 one
+#   also in PyTorch's layout).
 # Environment: PTWM_BUILD_DIR (default build), PTWM_CORPUS (build-corpus),
 #   RUNS (in memory, 7), PROC_RUNS (whole processes, 5), THREADS (1..N; the
 #   machine's cores, at least 2), BIG_MB (128), BENCH_TMP (/tmp).
@@ -42,7 +43,11 @@ if (( ${#files[@]} == 0 )); then
     done
     python3 "$here/bench/make_bench_file.py" "$corpus" "$tmp/bf16-${big_mb}m.safetensors" "$big_mb" bf16 >/dev/null
     python3 "$here/bench/make_bench_file.py" "$corpus" "$tmp/f32-${big_mb}m.safetensors" "$big_mb" f32 >/dev/null
-    files+=("$tmp/bf16-${big_mb}m.safetensors" "$tmp/f32-${big_mb}m.safetensors")
+    # The same BF16 weights as PyTorch stores convolutions ([out, in, kh, kw]).
+    python3 "$here/bench/pytorch_layout.py" "$tmp/bf16-${big_mb}m.safetensors" \
+        "$tmp/bf16-pt-${big_mb}m.safetensors" >/dev/null
+    files+=("$tmp/bf16-${big_mb}m.safetensors" "$tmp/bf16-pt-${big_mb}m.safetensors"
+            "$tmp/f32-${big_mb}m.safetensors")
 fi
 
 echo "file,dtype,where,op,tool,threads,raw_bytes,coded_bytes,wall_s,cpu_s,runs" >"$csv"
