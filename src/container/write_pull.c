@@ -30,9 +30,11 @@ PTWM_INLINE void hmu_unlock(ptwm_writer *w) {
 /* Job j's part of its tensor's stream (hmu held; the stream's state was
  * made when the tensor was added, so resetting it cannot fail). Only this
  * step writes j->streamed and j->stream_hash, which j's own worker does not
- * touch. A failed job is not hashed: the writer fails with it. */
+ * touch; it reads what j's worker set before the step (src, hskip), not rc,
+ * which that worker may be setting meanwhile. A chunk whose read failed is
+ * not hashed: the writer fails with it. */
 static void hash_step(ptwm_writer *w, wjob *j) {
-    if (!(j->hs & HS_PART) || j->rc) return;
+    if (!(j->hs & HS_PART) || j->hskip) return;
     if (j->hs & HS_FIRST) ptwm_xxh128_begin(&w->hstream, NULL);
     ptwm_xxh128_update(&w->hstream, j->src, j->raw_len);
     if (j->hs & HS_LAST) {
@@ -71,6 +73,7 @@ static void read_pulled(ptwm_writer *w, wjob *j) {
 int ptwm_writer_pull(ptwm_writer *w, wjob *j) {
     if (j->rd) read_pulled(w, j);
     hmu_lock(w);
+    j->hskip = j->rc != PTWM_OK;
     j->hready = 1;
     while (w->jobs[w->hhead].hready) {
         wjob *h = &w->jobs[w->hhead];

@@ -127,6 +127,7 @@ typedef struct wjob {
     const char *tname;          /* the tensor's name (its block does not move) */
     uint8_t hs;
     int hready;                 /* its turn to be hashed may come (under hmu) */
+    int hskip;                  /* its read failed: not hashed (set with hready) */
     int streamed;               /* HS_LAST hashed: its tensor's digest in stream_hash */
     uint8_t stream_hash[16];
     int hpassed, pdone;         /* through the hash step; coded (under hmu): a pulled
