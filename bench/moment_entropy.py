@@ -239,7 +239,7 @@ def markdown(rows, lead=()):
     return lines
 
 
-def _load(path):
+def load_bits(path):
     """{name: bit patterns} of a checkpoint's floats (its bases followed), with
     "model/" and "optimizer/" taken off the names; its metadata."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -277,8 +277,8 @@ def coded_bytes(path, ptwm_bin):
 def main(argv):
     if len(argv) != 2:
         sys.exit(__doc__)
-    prev, pmeta = _load(argv[0])
-    cur, cmeta = _load(argv[1])
+    prev, pmeta = load_bits(argv[0])
+    cur, cmeta = load_bits(argv[1])
     k = json.loads(cmeta["ptwm.step"]) - json.loads(pmeta["ptwm.step"])
     betas = json.loads(cmeta["ptwm.param_groups"])[0].get("betas", {"__tuple__": [0.9, 0.999]})
     b1, b2 = betas["__tuple__"] if isinstance(betas, dict) else betas
