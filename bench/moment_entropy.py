@@ -28,7 +28,7 @@ entropy from the joint histogram, which is biased low when contexts x symbols
 is not small beside the sample count; "adaptive": the code length of a
 Krichevsky-Trofimov count model per context (what an adaptive context coder
 would reach, learning cost included; exact from the counts), an achievable
-upper figure. The bits counted as 1 each are checked: "raw bits entropy" is
+upper figure. The bits counted as 1 each are checked: "raw bits' entropy" is
 the sum of the order-0 entropies of those bit positions (a figure near their
 count says they carry no structure a context could use).
 """
