@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Checkpoint series of a real fine-tune: bytes and the time a save blocks training.
 
-Usage: bench_series.py [--corpus DIR] [--net emotion|mlp] [--lrs 1e-5,1e-4] [--saves 10]
-                       [--every 50] [--keyframe 10] [--out FILE.md]
+Usage: bench_series.py [--corpus DIR] [--net emotion|mlp] [--dtype f32|bf16]
+                       [--lrs 1e-5,1e-4] [--saves 10] [--every 50] [--keyframe 10]
+                       [--bg-threads 0] [--out FILE.md]
 
 emotion: the emotion network of the corpus (its real F32 weights, in the module of
 python/tests/test_torch_checkpoint.py) fine-tuned with torch.optim.AdamW
@@ -10,6 +11,8 @@ python/tests/test_torch_checkpoint.py) fine-tuned with torch.optim.AdamW
 mlp: eight 1024x1024 linear layers (8.4 M parameters, 101 MB of state with AdamW's
 moments) trained from a seeded initialisation on a seeded regression: the size where
 the time of a save is more than fixed costs.
+--dtype bf16: the weights in BF16 with F32 moments (Bf16AdamW: AdamW's update in
+F32 from the weight's value, rounded to BF16; no F32 master copy is kept).
 
 Every --every steps the state is saved --saves times, four ways, in one run:
   torch.save        {"model": state_dict, "optimizer": state_dict} to a file
@@ -17,15 +20,21 @@ Every --every steps the state is saved --saves times, four ways, in one run:
   ptwm series       ptwm.torch.CheckpointSeries (each against the one before, a whole
                     one every --keyframe), blocking
   series, background  the same with blocking=False: the time until the call returns
-                    is what training waits; the save runs on while the next steps do
+                    is what training waits; the save runs on while the next steps do.
+                    --bg-threads 0,1: one background series per thread count given
+                    (the library's threads= of the save, 0 = all cores), taking the
+                    checkpoints in turn, so each count is timed in the same run
 Reported: bytes of each (sum over the saves), the seconds each call blocks (median),
 and the median seconds of a training step with no save running and while a
-background save runs. Each resumed checkpoint of the series is checked to decode to
-the state it saved (bit for bit). Single-threaded torch (torch.set_num_threads(1)).
+background save runs (per --bg-threads count). Each resumed checkpoint of the
+series is checked to decode to the state it saved (bit for bit). Single-threaded
+torch (torch.set_num_threads(1)). The last checkpoint's values are also measured
+against the one before by bench/moment_entropy.py (conditional entropies).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -39,9 +48,64 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "python", "tests"))
 import ptwm.torch as pt  # noqa: E402
+import moment_entropy  # noqa: E402
 
 
-def make_net(kind, corpus):
+class Bf16AdamW(torch.optim.AdamW):
+    """AdamW (torch's single-tensor arithmetic) on BF16 weights with F32 moments:
+    the update is computed in F32 from the weight's value and rounded to BF16."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            lr = group["lr"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = torch.tensor(0.0)
+                    st["exp_avg"] = torch.zeros(p.shape, dtype=torch.float32)
+                    st["exp_avg_sq"] = torch.zeros(p.shape, dtype=torch.float32)
+                st["step"] += 1
+                t = st["step"].item()
+                g, w = p.grad.float(), p.float()
+                w.mul_(1 - lr * group["weight_decay"])
+                st["exp_avg"].lerp_(g, 1 - b1)
+                st["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                denom = (st["exp_avg_sq"].sqrt() / math.sqrt(1 - b2 ** t)).add_(group["eps"])
+                w.addcdiv_(st["exp_avg"], denom, value=-lr / (1 - b1 ** t))
+                p.copy_(w)
+
+    def load_state_dict(self, state_dict):
+        """torch casts the moments to the weight's dtype: keep them F32."""
+        super().load_state_dict(state_dict)
+        params = [p for g in self.param_groups for p in g["params"]]
+        for i, per in state_dict["state"].items():
+            for key in ("exp_avg", "exp_avg_sq"):
+                self.state[params[i]][key] = per[key].detach().clone()
+
+
+def make_opt(model, lr, dtype):
+    kind = Bf16AdamW if dtype == "bf16" else torch.optim.AdamW
+    return kind(model.parameters(), lr=lr, weight_decay=0.01)
+
+
+def make_net(kind, corpus, dtype="f32"):
+    model, batch, loss = _make_net(kind, corpus)
+    if dtype == "f32":
+        return model, batch, loss
+    model = model.to(torch.bfloat16)
+
+    def batch16(step):
+        x, y = batch(step)
+        return x.to(torch.bfloat16), y
+
+    return model, batch16, loss
+
+
+def _make_net(kind, corpus):
     if kind == "emotion":
         from test_torch_checkpoint import EmotionNet
         model = EmotionNet(pt.load_file(os.path.join(corpus, "emotion.f32.safetensors")))
@@ -66,7 +130,7 @@ def make_net(kind, corpus):
             return x, torch.tanh(x.roll(1, dims=1))
 
         def loss(model, x, y):
-            return F.mse_loss(model(x), y)
+            return F.mse_loss(model(x).float(), y)   # no BF16 mse_loss on the CPU
     return model, batch, loss
 
 
@@ -133,15 +197,26 @@ def study(prev, cur, last_file, ptwm_bin):
     return out
 
 
-def run(kind, corpus, lr, saves, every, keyframe, work):
+def bit_patterns(state):
+    """{name: numpy bit patterns} of the float tensors of a state_bits dict."""
+    kinds = {4: (torch.int32, "uint32"), 2: (torch.int16, "uint16")}
+    return {k: v.reshape(-1).view(kinds[v.element_size()][0]).numpy().view(
+        kinds[v.element_size()][1]) for k, v in state.items()
+        if v.is_floating_point() and v.element_size() in kinds}
+
+
+def run(kind, corpus, lr, saves, every, keyframe, work, dtype="f32", bg_threads=(0,)):
     torch.set_num_threads(1)
-    model, batch, loss = make_net(kind, corpus)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    model, batch, loss = make_net(kind, corpus, dtype)
+    opt = make_opt(model, lr, dtype)
     series = pt.CheckpointSeries(os.path.join(work, "series"), keyframe_every=keyframe)
-    bg = pt.CheckpointSeries(os.path.join(work, "bg"), keyframe_every=keyframe)
+    bgs = [pt.CheckpointSeries(os.path.join(work, f"bg{t}"), keyframe_every=keyframe,
+                               threads=t) for t in bg_threads]
     r = {k: [] for k in ("torch_b", "whole_b", "series_b", "torch_s", "whole_s", "series_s",
-                         "bg_s", "step_idle", "step_busy")}
-    saved, handle, step = [], None, 0
+                         "step_idle")}
+    for t in bg_threads:
+        r[f"bg_s{t}"], r[f"step_busy{t}"] = [], []
+    saved, handle, step, last_t = [], None, 0, None
     for n in range(saves):
         for _ in range(every):
             x, y = batch(step)
@@ -150,7 +225,7 @@ def run(kind, corpus, lr, saves, every, keyframe, work):
             opt.zero_grad()
             loss(model, x, y).backward()
             opt.step()
-            r["step_busy" if busy else "step_idle"].append(time.perf_counter() - t0)
+            r[f"step_busy{last_t}" if busy else "step_idle"].append(time.perf_counter() - t0)
             step += 1
         if handle is not None:
             handle.wait()
@@ -168,19 +243,30 @@ def run(kind, corpus, lr, saves, every, keyframe, work):
         series.save(model, opt, step)
         r["series_s"].append(time.perf_counter() - t0)
         r["series_b"].append(os.path.getsize(series.path(step)))
+        last_t = bg_threads[n % len(bgs)]
         t0 = time.perf_counter()
-        handle = bg.save(model, opt, step, blocking=False)
-        r["bg_s"].append(time.perf_counter() - t0)
-        saved.append((step, state_bits(model, opt)))
+        handle = bgs[n % len(bgs)].save(model, opt, step, blocking=False)
+        r[f"bg_s{last_t}"].append(time.perf_counter() - t0)
+        saved.append((step, state_bits(model, opt), bgs[n % len(bgs)]))
     handle.wait()
     ptwm_bin = os.environ.get("PTWM_BIN", os.path.join(HERE, "..", "build", "ptwm"))
-    r["study"] = study(saved[-2][1], saved[-1][1], series.path(saved[-1][0]), ptwm_bin)
-    for s, want in saved:   # every checkpoint of the series decodes to its state
+    last = series.path(saved[-1][0])
+    r["study"] = study(saved[-2][1], saved[-1][1], last, ptwm_bin)
+    beta1, beta2 = opt.param_groups[0]["betas"]
+    r["entropy"] = moment_entropy.table(bit_patterns(saved[-2][1]), bit_patterns(saved[-1][1]),
+                                        moment_entropy.coded_bytes(last, ptwm_bin), every,
+                                        beta1, beta2)
+    for s, want, bg in saved:   # every checkpoint of the series decodes to its state
         for ser in (series, bg):
-            m2, _, _ = make_net(kind, corpus)
-            o2 = torch.optim.AdamW(m2.parameters(), lr=lr, weight_decay=0.01)
-            ser.load(m2, o2, s)
-            assert same(state_bits(m2, o2), want), f"step {s} differs"
+            if dtype == "f32":
+                m2, _, _ = make_net(kind, corpus, dtype)
+                o2 = make_opt(m2, lr, dtype)
+                ser.load(m2, o2, s)
+                assert same(state_bits(m2, o2), want), f"step {s} differs"
+            else:   # load_checkpoint casts moments to the weights' dtype, as torch does
+                got, want_bits = moment_entropy.load_bits(ser.path(s))[0], bit_patterns(want)
+                assert got.keys() == want_bits.keys() and all(
+                    got[k].tobytes() == want_bits[k].tobytes() for k in got), f"step {s} differs"
     return r
 
 
@@ -189,41 +275,60 @@ def main(argv):
     ap.add_argument("--corpus", default=os.environ.get("PTWM_CORPUS",
                                                        os.path.join(HERE, "..", "build-corpus")))
     ap.add_argument("--net", default="emotion")
+    ap.add_argument("--dtype", default="f32", choices=("f32", "bf16"))
     ap.add_argument("--lrs", default="1e-5,1e-4")
     ap.add_argument("--saves", type=int, default=10)
     ap.add_argument("--every", type=int, default=50)
     ap.add_argument("--keyframe", type=int, default=10)
+    ap.add_argument("--bg-threads", default="0")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
+    bg_threads = tuple(int(t) for t in a.bg_threads.split(","))
     med = statistics.median
     studies = []
-    lines = [f"net {a.net}, {a.saves} checkpoints {a.every} AdamW steps apart, keyframe every "
-             f"{a.keyframe}", "",
+    lines = [f"net {a.net}, weights {a.dtype}, {a.saves} checkpoints {a.every} AdamW steps "
+             f"apart, keyframe every {a.keyframe}", "",
              "| lr | torch.save bytes | ptwm whole | ptwm series | series / torch.save | "
-             "series / whole | torch.save s | ptwm whole s | series s | background blocks s | "
-             "background / torch.save | step s idle | step s during a save |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "series / whole | torch.save s | ptwm whole s | series s | step s idle |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    bg_lines = ["", "Background saves (the library's threads of the save; 0 = all cores): "
+                "seconds the call blocks (median), over torch.save's, and the median "
+                "step while the save runs.", "",
+                "| lr | save threads | saves | background blocks s | background / torch.save | "
+                "step s idle | step s during a save | steps timed during a save |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for lr in [float(x) for x in a.lrs.split(",")]:
         with tempfile.TemporaryDirectory(prefix="ptwm-series-") as work:
-            r = run(a.net, a.corpus, lr, a.saves, a.every, a.keyframe, work)
+            r = run(a.net, a.corpus, lr, a.saves, a.every, a.keyframe, work, a.dtype,
+                    bg_threads)
         tb, wb, sb = sum(r["torch_b"]), sum(r["whole_b"]), sum(r["series_b"])
-        busy = f"{med(r['step_busy']):.4f}" if r["step_busy"] else "-"
         lines.append(f"| {lr:g} | {tb:,} | {wb:,} | {sb:,} | {sb / tb:.3f} | {sb / wb:.3f} | "
                      f"{med(r['torch_s']):.4f} | {med(r['whole_s']):.4f} | "
-                     f"{med(r['series_s']):.4f} | {med(r['bg_s']):.4f} | "
-                     f"{med(r['bg_s']) / med(r['torch_s']):.3f} | {med(r['step_idle']):.4f} | "
-                     f"{busy} |")
+                     f"{med(r['series_s']):.4f} | {med(r['step_idle']):.4f} |")
         print(lines[-1], flush=True)
-        studies.append((lr, r["study"]))
+        for t in bg_threads:
+            busy = r[f"step_busy{t}"]
+            bg_lines.append(f"| {lr:g} | {t} | {len(r[f'bg_s{t}'])} | {med(r[f'bg_s{t}']):.4f} | "
+                            f"{med(r[f'bg_s{t}']) / med(r['torch_s']):.3f} | "
+                            f"{med(r['step_idle']):.4f} | "
+                            f"{f'{med(busy):.4f}' if busy else '-'} | {len(busy)} |")
+            print(bg_lines[-1], flush=True)
+        studies.append((lr, r["study"], r["entropy"]))
+    lines += bg_lines
     lines += ["", "Bits a value in the last checkpoint of the series (against the one before): "
               "its coding, and order-0 entropies of byte planes of the values alone, of their "
               "XOR with the previous values and of the ordered difference.", "",
               "| lr | group | values | coded | values H0 | XOR H0 | difference H0 |",
               "|---|---|---:|---:|---:|---:|---:|"]
-    for lr, st in studies:
+    for lr, st, _ in studies:
         for g, v in st.items():
             lines.append(f"| {lr:g} | {g} | {v['values']:,} | {v['coded']:.2f} | "
                          f"{v['plain_h0']:.2f} | {v['xor_h0']:.2f} | {v['sub_h0']:.2f} |")
+    lines += ["", "The same values under context models given the previous checkpoint "
+              "(bench/moment_entropy.py): bits a value, plug-in and adaptive.", ""]
+    for i, (lr, _, ent) in enumerate(studies):
+        table = moment_entropy.markdown(ent, lead=(("lr", f"{lr:g}"),))
+        lines += table if i == 0 else table[2:]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:

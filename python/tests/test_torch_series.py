@@ -173,6 +173,25 @@ class BackgroundSaveTest(TempDirTest):
         train(model, opt, 4, N)
         self.assertEqual(bits(model), bits(want))
 
+    def test_threads_reach_the_writer(self):
+        """A series' threads= is the writer's thread count, in the background
+        too (one thread leaves the other cores to training)."""
+        import ptwm._saving as saving
+        from unittest import mock
+        model, opt = make("adamw")
+        train(model, opt, 0, 1)
+        series = pt.CheckpointSeries(self.path("run"), keyframe_every=5, threads=1)
+        with mock.patch.object(saving, "cparams", wraps=saving.cparams) as cp:
+            series.save(model, opt, 1)
+            series.save(model, opt, 2, blocking=False).wait()
+        self.assertEqual([c.kwargs.get("threads") for c in cp.call_args_list], [1, 1])
+        bad = pt.CheckpointSeries(self.path("bad"), threads=-1)
+        with self.assertRaisesRegex(ValueError, "threads must be an int >= 0"):
+            bad.save(model, opt, 1)
+        with self.assertRaisesRegex(ValueError, "threads must be an int >= 0"):
+            bad.save(model, opt, 2, blocking=False).wait()
+        self.assertEqual(bad.steps(), [])
+
     def test_one_save_in_flight(self):
         model, opt = make("adamw")
         train(model, opt, 0, 1)
