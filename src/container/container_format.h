@@ -82,4 +82,11 @@ PTWM_INLINE uint64_t ptwm_fmt_granule(ptwm_dtype dtype) {
     return (uint64_t)ptwm_dtype_bits(dtype) * 4u;
 }
 
+/* The chunk size a writer uses for a tensor of a valid `dtype` given
+ * `chunk` raw bytes a chunk: a whole number of granules, at least one. */
+PTWM_INLINE uint64_t ptwm_fmt_tensor_chunk(uint64_t chunk, ptwm_dtype dtype) {
+    uint64_t granule = ptwm_fmt_granule(dtype), size = chunk / granule * granule;
+    return size < granule ? granule : size;
+}
+
 #endif

@@ -14,7 +14,7 @@
 
 static ptwm_error prepare_tensor(ptwm_writer *w, const ptwm_tensor_desc *d,
                                  const ptwm_chain_list *chains, wtensor *t, ptwm_err *err) {
-    uint64_t nbytes, granule, total = 0;
+    uint64_t nbytes, total = 0;
     size_t i, name_len;
     unsigned n;
     ptwm_error rc;
@@ -74,9 +74,7 @@ static ptwm_error prepare_tensor(ptwm_writer *w, const ptwm_tensor_desc *d,
         /* One block: chunk entries, shape, chains, name (8-byte parts first). */
         uint64_t nchunks, size;
         uint8_t *q, *chain_at;
-        granule = ptwm_fmt_granule(d->dtype);
-        t->chunk_size = w->p.chunk_size / granule * granule;
-        if (t->chunk_size < granule) t->chunk_size = granule;
+        t->chunk_size = ptwm_fmt_tensor_chunk(w->p.chunk_size, d->dtype);
         nchunks = nbytes / t->chunk_size + (nbytes % t->chunk_size != 0);
         name_len = strlen(d->name);
         if (ptwm_mul_overflow(nchunks, sizeof(wchunk), &size) ||

@@ -40,13 +40,11 @@ static int chain_bytes(const ptwm_tensor_desc *d, const ptwm_chain_list *chains,
 
 static int tensor_bound(const ptwm_tensor_desc *d, const ptwm_chain_list *chains, uint64_t chunk,
                         ptwm_method method, uint64_t *sum) {
-    uint64_t granule, size, nchunks, cb;
+    uint64_t size, nchunks, cb;
     if (!d || !d->name || (unsigned)d->dtype >= PTWM_DTYPE_COUNT || d->ndim > PTWM_MAX_NDIM ||
         !chain_bytes(d, chains, method, &cb))
         return 0;
-    granule = ptwm_fmt_granule(d->dtype);
-    size = chunk / granule * granule;
-    if (size < granule) size = granule;
+    size = ptwm_fmt_tensor_chunk(chunk, d->dtype);
     nchunks = d->nbytes / size + (d->nbytes % size != 0);
     return !ptwm_add_overflow(*sum, d->nbytes, sum) &&
            add_mul(sum, nchunks, ptwm_chunk_bound(0) + CHUNK_ENTRY) &&
