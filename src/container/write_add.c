@@ -181,7 +181,6 @@ static ptwm_error fill_slot(ptwm_writer *w, wjob *j, const wtensor *t, const ptw
             return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_INVALID_ARG,
                                               "pulled tensor on a borrowing writer"));
         j->raw = NULL; /* its worker takes a buffer and reads (write_pull.c) */
-        j->hpassed = j->pdone = 0;
         return PTWM_OK;
     }
     if (!w->borrow && !(j->raw = ptwm_writer_buf_take(w->ctx, w->raws, &w->nraws, len,
@@ -227,13 +226,14 @@ static void describe_job(wjob *j, const wtensor *t, size_t ti, uint64_t k, size_
     j->rd = NULL;
     j->hs = 0;
     j->streamed = 0;
+    j->hpassed = j->pdone = 0;
     j->rc = PTWM_OK; /* (coded is 0: cleared when the slot's last job was appended) */
 }
 
-/* Job j (chunk k of tensor t, at off) is read by its worker through pl, if
- * pulled; a chunk of a tensor of several is hashed by the workers, in job
- * order (write_pull.c). */
-static void describe_pull(wjob *j, const wtensor *t, const wpull *pl, uint64_t k, uint64_t off) {
+/* What job j (chunk k of tensor t, at off) needs of write_pull.c: the read
+ * its worker makes, if pulled (pl); for a tensor of several chunks, its part
+ * in the stream the workers hash in job order. */
+static void describe_pull_and_hash(wjob *j, const wtensor *t, const wpull *pl, uint64_t k, uint64_t off) {
     if (pl) {
         j->rd = pl->read;
         j->rd_h = pl->h;
@@ -318,7 +318,7 @@ static ptwm_error add_common(ptwm_writer *w, const ptwm_tensor_desc *d, const pt
             break;
         }
         describe_job(j, &t, ti, k, len);
-        describe_pull(j, &t, pl, k, off);
+        describe_pull_and_hash(j, &t, pl, k, off);
         w->nheld++;
         w->held += len;
         ptwm_queue_submit(w->queue, w->slot0 + slot, (uint64_t)len * t.nchains);
