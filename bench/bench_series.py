@@ -78,14 +78,6 @@ class Bf16AdamW(torch.optim.AdamW):
                 w.addcdiv_(st["exp_avg"], denom, value=-lr / (1 - b1 ** t))
                 p.copy_(w)
 
-    def load_state_dict(self, state_dict):
-        """torch casts the moments to the weight's dtype: keep them F32."""
-        super().load_state_dict(state_dict)
-        params = [p for g in self.param_groups for p in g["params"]]
-        for i, per in state_dict["state"].items():
-            for key in ("exp_avg", "exp_avg_sq"):
-                self.state[params[i]][key] = per[key].detach().clone()
-
 
 def make_opt(model, lr, dtype):
     kind = Bf16AdamW if dtype == "bf16" else torch.optim.AdamW
@@ -258,15 +250,10 @@ def run(kind, corpus, lr, saves, every, keyframe, work, dtype="f32", bg_threads=
                                         beta1, beta2)
     for s, want, bg in saved:   # every checkpoint of the series decodes to its state
         for ser in (series, bg):
-            if dtype == "f32":
-                m2, _, _ = make_net(kind, corpus, dtype)
-                o2 = make_opt(m2, lr, dtype)
-                ser.load(m2, o2, s)
-                assert same(state_bits(m2, o2), want), f"step {s} differs"
-            else:   # load_checkpoint casts moments to the weights' dtype, as torch does
-                got, want_bits = moment_entropy.load_bits(ser.path(s))[0], bit_patterns(want)
-                assert got.keys() == want_bits.keys() and all(
-                    got[k].tobytes() == want_bits[k].tobytes() for k in got), f"step {s} differs"
+            m2, _, _ = make_net(kind, corpus, dtype)
+            o2 = make_opt(m2, lr, dtype)
+            ser.load(m2, o2, s)
+            assert same(state_bits(m2, o2), want), f"step {s} differs"
     return r
 
 

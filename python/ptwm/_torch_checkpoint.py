@@ -204,10 +204,14 @@ def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimiz
     return run_save(write, os.fspath(path), blocking)
 
 
-def _load_optimizer(optimizer, state, groups) -> None:
+def _load_optimizer(optimizer, state, groups, saved_dtype) -> None:
     """optimizer.load_state_dict without its deepcopy of every state tensor (which
     would double the state's memory and time): the groups go through it, the
-    decoded tensors are then placed as it would place them."""
+    decoded tensors are then placed as it would place them, but for one rule:
+    torch casts floating state to its parameter's dtype, which would round the
+    F32 moments of an optimizer kept beside BF16 weights, so the state keeps its
+    stored dtype unless the parameter's dtype changed since the save
+    (saved_dtype: the dtype each parameter, by identity, had in the file)."""
     optimizer.load_state_dict({"state": {}, "param_groups": groups})
     params = [p for g in optimizer.param_groups for p in g["params"]]
     id_map = dict(zip([i for g in groups for i in g["params"]], params))
@@ -218,8 +222,8 @@ def _load_optimizer(optimizer, state, groups) -> None:
                                  f"no param group lists")
         placed = {}
         for key, value in per_param.items():
-            if isinstance(value, torch.Tensor) and key != "step":   # as torch casts them
-                if p.is_floating_point():
+            if isinstance(value, torch.Tensor) and key != "step":
+                if p.is_floating_point() and saved_dtype.get(id(p)) != p.dtype:
                     value = value.to(p.dtype)
                 value = value.to(p.device)
             placed[key] = value
@@ -259,6 +263,9 @@ def load_checkpoint(path, model: torch.nn.Module,
             for k, value in json.loads(meta["ptwm.state"]).items():
                 i, key = k.split("/", 1)
                 state[int(i)][key] = _decode(value)
-            _load_optimizer(optimizer, state, _decode(json.loads(meta["ptwm.param_groups"])))
+            saved_dtype = {id(p): weights[n].dtype for n, p in model.named_parameters()
+                           if n in weights}
+            _load_optimizer(optimizer, state, _decode(json.loads(meta["ptwm.param_groups"])),
+                            saved_dtype)
         return {"step": _decode(json.loads(meta["ptwm.step"])),
                 "extra": _decode(json.loads(meta["ptwm.extra"]))}

@@ -77,23 +77,48 @@ if torch is not None:
             x = F.relu(b + F.conv2d(x, p["res2_w"], p["res2_b"]))
             return F.conv2d(x, p["head_w"], padding=1).mean(dim=(2, 3))
 
+    class Bf16AdamW(torch.optim.AdamW):
+        """AdamW on BF16 weights with F32 moments (no F32 master copy): the update
+        is computed in F32 from the weight's value and rounded to BF16."""
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                b1, b2 = group["betas"]
+                for p in group["params"]:
+                    st = self.state[p]
+                    if not st:
+                        st.update(step=torch.tensor(0.0), exp_avg=torch.zeros(p.shape),
+                                  exp_avg_sq=torch.zeros(p.shape))
+                    st["step"] += 1
+                    t = st["step"].item()
+                    g, w = p.grad.float(), p.float().mul_(1 - group["lr"] * 0.05)
+                    st["exp_avg"].lerp_(g, 1 - b1)
+                    st["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                    denom = (st["exp_avg_sq"].sqrt() / (1 - b2 ** t) ** 0.5).add_(group["eps"])
+                    p.copy_(w.addcdiv_(st["exp_avg"], denom, value=-group["lr"] / (1 - b1 ** t)))
+
     OPTIMIZERS = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.01),
                   "momentum": lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9,
                                                          nesterov=True),
                   "adam": lambda ps: torch.optim.Adam(ps, lr=1e-3, betas=(0.8, 0.99)),
-                  "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.05)}
+                  "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.05),
+                  "bf16-adamw": lambda ps: Bf16AdamW(ps, lr=1e-3)}
 
 
-def make(kind):
+def make(kind, dtype=None):
+    """The network and its optimizer; "bf16-" kinds train BF16 weights."""
     torch.set_num_threads(1)   # one thread: the same sums in every process
     model = EmotionNet(pt.load_file(REAL))
+    dtype = dtype or (torch.bfloat16 if kind.startswith("bf16-") else torch.float32)
+    model = model.to(dtype)
     return model, OPTIMIZERS[kind](model.parameters())
 
 
 def train(model, opt, start, stop):
     for step in range(start, stop):
         g = torch.Generator().manual_seed(1000 + step)   # the batch depends on the step only
-        x = torch.randn(2, 1, 32, 32, generator=g)
+        x = torch.randn(2, 1, 32, 32, generator=g).to(next(model.parameters()).dtype)
         y = torch.randint(0, 7, (2,), generator=g)
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
@@ -131,11 +156,44 @@ class ResumeTest(TempDirTest):
                 self.assertEqual(bits(model2), bits(want))
                 self.assertNotEqual(bits(model2), bits(make(kind)[0]))   # it did train
 
-    def test_adamw_resume_in_a_fresh_process_is_bit_exact(self):
-        want, _ = self.uninterrupted("adamw")
+    def test_moments_keep_their_stored_dtype(self):
+        """F32 moments beside BF16 weights come back F32 and bit for bit (torch's
+        load_state_dict would round them to BF16)."""
+        model, opt = make("bf16-adamw")
+        train(model, opt, 0, self.K)
+        pt.save_checkpoint(self.path("c.ptwm"), model, opt)
+        model2, opt2 = make("bf16-adamw")
+        pt.load_checkpoint(self.path("c.ptwm"), model2, opt2)
+        for p, p2 in zip(model.parameters(), model2.parameters()):
+            for key in ("exp_avg", "exp_avg_sq"):
+                got, want = opt2.state[p2][key], opt.state[p][key]
+                self.assertEqual(got.dtype, torch.float32, key)
+                self.assertTrue(torch.equal(got, want), key)
+
+    def test_state_follows_a_parameter_whose_dtype_changed(self):
+        """Saved from F32 weights, loaded into BF16 ones: the moments are cast as
+        torch casts them, so the optimizer's arithmetic meets one dtype."""
         model, opt = make("adamw")
         train(model, opt, 0, self.K)
-        ckpt = self.path("ckpt")
+        pt.save_checkpoint(self.path("c.ptwm"), model, opt)
+        model2, opt2 = make("adamw", torch.bfloat16)
+        pt.load_checkpoint(self.path("c.ptwm"), model2, opt2)
+        for p, p2 in zip(model.parameters(), model2.parameters()):
+            got, want = opt2.state[p2]["exp_avg"], opt.state[p]["exp_avg"]
+            self.assertEqual(got.dtype, torch.bfloat16)
+            self.assertTrue(torch.equal(got, want.to(torch.bfloat16)))
+        train(model2, opt2, self.K, self.K + 1)   # the optimizer runs on them
+
+    def test_adamw_resume_in_a_fresh_process_is_bit_exact(self):
+        for kind in ("adamw", "bf16-adamw"):
+            with self.subTest(optimizer=kind):
+                self._fresh_process(kind)
+
+    def _fresh_process(self, kind):
+        want, _ = self.uninterrupted(kind)
+        model, opt = make(kind)
+        train(model, opt, 0, self.K)
+        ckpt = self.path(f"ckpt-{kind}")
         pt.save_checkpoint(ckpt, model, opt, step=self.K, max_shard_size="300kB")
         self.assertIn("model.ptwm.index.json", os.listdir(ckpt))
         with ptwm.safe_open(ckpt, "pt") as f:
@@ -143,9 +201,9 @@ class ResumeTest(TempDirTest):
         self.assertIn("optimizer/0/exp_avg", names)
         self.assertIn("optimizer/0/exp_avg_sq", names)
         self.assertIn("optimizer/0/step", names)
-        out = self.path("resumed.ptwm")
+        out = self.path(f"resumed-{kind}.ptwm")
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "resume", ckpt, out,
-                               "adamw", str(self.K), str(self.N)], capture_output=True,
+                               kind, str(self.K), str(self.N)], capture_output=True,
                               text=True, timeout=600)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         resumed = pt.load_file(out)
