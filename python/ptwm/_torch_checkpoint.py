@@ -14,6 +14,7 @@ checkpoints its chain of bases holds); loading follows the chain.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 from collections import defaultdict
@@ -21,7 +22,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from ._background import SaveHandle, run_save, settle
+from ._background import SaveHandle, check_priority, run_save, settle
 from ._errors import (ERR_BASE_MISSING, ERR_INVALID_ARG, PtwmFileNotFoundError,
                       PtwmValueError)
 from ._safe_open import safe_open
@@ -76,18 +77,34 @@ def _copy_of(name: str, t: torch.Tensor) -> torch.Tensor:
     c = _copies.get(name)
     if c is None or c.shape != t.shape or c.dtype != t.dtype or c.device != t.device:
         c = _copies[name] = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    if t.device.type == "cpu" and t.is_contiguous():   # memmove: 1.8x copy_'s speed here
+        ctypes.memmove(c.data_ptr(), t.data_ptr(), t.nelement() * t.element_size())
+        return c
     return c.copy_(t)
+
+
+def _tied(state_dict) -> Dict[str, list]:
+    """{kept name: [names sharing its storage]}, as _remove_duplicate_names finds
+    them, asked only of the names whose storage another name shares (found by
+    address, which costs a tenth of asking torch for each storage)."""
+    from .torch import _remove_duplicate_names
+    by_storage = defaultdict(list)
+    for k, v in state_dict.items():
+        if v.device.type != "meta" and v.data_ptr():
+            by_storage[(v.device, v.data_ptr() - v.storage_offset() * v.element_size())].append(k)
+    shared = {k: state_dict[k] for names in by_storage.values() if len(names) > 1
+              for k in names}
+    return _remove_duplicate_names(shared) if shared else {}
 
 
 def _snapshot(model, optimizer, step, extra, copy: bool):
     """The tensors and metadata of a checkpoint; with copy, the tensors are
     copies, so training may go on while they are written (call it with no
     background save in flight)."""
-    from .torch import _remove_duplicate_names
     own = _copy_of if copy else (lambda _, t: t.contiguous())   # save_file refuses strided views
     state_dict = model.state_dict()
     tied = {}
-    for kept, removed in _remove_duplicate_names(state_dict).items():
+    for kept, removed in _tied(state_dict).items():
         for name in removed:
             tied[name] = kept
             del state_dict[name]
@@ -169,7 +186,7 @@ def _open_base(path, base, seen):
 def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                     step: Optional[int] = None, extra: Optional[Dict[str, Any]] = None, *,
                     method="microscale", threads: int = 0, max_shard_size=None, base=None,
-                    blocking: bool = True) -> Optional[SaveHandle]:
+                    blocking: bool = True, priority: str = "idle") -> Optional[SaveHandle]:
     """Save the module's weights and the optimizer's state (SGD with or without
     momentum, Adam, AdamW, or any optimizer whose state is tensors and plain
     values), compressed. `step` and `extra` (JSON-able) come back from
@@ -182,7 +199,11 @@ def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimiz
     blocking=False: returns a SaveHandle as soon as the state is copied; the
     coding, writing and fsync run in a background thread (the library's calls
     release the GIL). handle.wait() raises what went wrong; a failed save
-    leaves no file. One save is in flight at a time: the next waits for it."""
+    leaves no file. One save is in flight at a time: the next waits for it.
+    priority="idle" (the default): the background save runs only on cores the
+    caller leaves idle (Linux's SCHED_IDLE), so training steps keep their speed
+    and the save takes longer when they use every core; "normal" shares them."""
+    check_priority(priority)
     if not blocking:
         settle()   # its copies are reused
     tensors, meta = _snapshot(model, optimizer, step, extra, copy=not blocking)
@@ -201,7 +222,7 @@ def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimiz
         finally:
             if chain is not None:
                 chain.close()
-    return run_save(write, os.fspath(path), blocking)
+    return run_save(write, os.fspath(path), blocking, priority)
 
 
 def _load_optimizer(optimizer, state, groups, saved_dtype) -> None:

@@ -192,6 +192,37 @@ class BackgroundSaveTest(TempDirTest):
             bad.save(model, opt, 2, blocking=False).wait()
         self.assertEqual(bad.steps(), [])
 
+    def test_background_saves_give_way_to_training(self):
+        """A background save writes from a thread of idle priority (its library
+        threads inherit it), unless priority="normal"; a blocking save keeps the
+        caller's, and the caller's own is never changed."""
+        import threading
+        from unittest import mock
+        seen = []
+        real = pt.save_file
+
+        def spy(*args, **kwargs):
+            tid = threading.get_native_id()
+            seen.append((os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, tid)))
+            return real(*args, **kwargs)
+        model, opt = make("adamw")
+        train(model, opt, 0, 1)
+        before = (os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0))
+        with mock.patch.object(pt, "save_file", spy):
+            pt.save_checkpoint(self.path("a.ptwm"), model, opt, blocking=False).wait()
+            pt.save_checkpoint(self.path("b.ptwm"), model, opt, blocking=False,
+                               priority="normal").wait()
+            pt.save_checkpoint(self.path("c.ptwm"), model, opt)
+        idle = seen[0][0] == os.SCHED_IDLE or seen[0][1] == 19   # nice 19 where refused
+        self.assertTrue(idle, seen)
+        self.assertEqual(seen[1:], [before, before])
+        self.assertEqual((os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)), before)
+        for blocking in (True, False):
+            with self.assertRaisesRegex(ValueError, "priority must be one of"):
+                pt.save_checkpoint(self.path("d.ptwm"), model, opt, blocking=blocking,
+                                   priority="low")
+        self.assertFalse(os.path.exists(self.path("d.ptwm")))
+
     def test_one_save_in_flight(self):
         model, opt = make("adamw")
         train(model, opt, 0, 1)
