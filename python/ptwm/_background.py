@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Callable, Optional
 
 from ._errors import ERR_INVALID_ARG, PtwmValueError
@@ -35,6 +36,7 @@ class SaveHandle:
         try:
             if priority == "idle":
                 _give_way()
+            time.sleep(0)   # the GIL back to the caller, which waits for this thread's start
             job()
         except BaseException as e:   # kept for wait(): a thread cannot raise to its caller
             self._error = e

@@ -73,14 +73,14 @@ _copies: Dict[str, torch.Tensor] = {}
 
 
 def _copy_of(name: str, t: torch.Tensor) -> torch.Tensor:
-    t = t.detach()
     c = _copies.get(name)
     if c is None or c.shape != t.shape or c.dtype != t.dtype or c.device != t.device:
         c = _copies[name] = torch.empty(t.shape, dtype=t.dtype, device=t.device)
-    if t.device.type == "cpu" and t.is_contiguous():   # memmove: 1.8x copy_'s speed here
+    if t.device.type == "cpu" and t.is_contiguous():
         ctypes.memmove(c.data_ptr(), t.data_ptr(), t.nelement() * t.element_size())
-        return c
-    return c.copy_(t)
+        return c   # memmove: 1.8x copy_'s speed on large tensors here
+    with torch.no_grad():
+        return c.copy_(t)
 
 
 def _tied(state_dict) -> Dict[str, list]:
