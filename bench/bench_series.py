@@ -3,7 +3,8 @@
 
 Usage: bench_series.py [--corpus DIR] [--net emotion|mlp] [--dtype f32|bf16]
                        [--lrs 1e-5,1e-4] [--saves 10] [--every 50] [--keyframe 10]
-                       [--bg-threads 0] [--out FILE.md]
+                       [--bg-threads 0] [--priorities idle] [--torch-threads 1]
+                       [--out FILE.md]
 
 emotion: the emotion network of the corpus (its real F32 weights, in the module of
 python/tests/test_torch_checkpoint.py) fine-tuned with torch.optim.AdamW
@@ -23,12 +24,14 @@ Every --every steps the state is saved --saves times, four ways, in one run:
                     is what training waits; the save runs on while the next steps do.
                     --bg-threads 0,1: one background series per thread count given
                     (the library's threads= of the save, 0 = all cores), taking the
-                    checkpoints in turn, so each count is timed in the same run
+                    checkpoints in turn, so each count is timed in the same run;
+                    --priorities idle,normal: the same for each priority= of the save
+                    (idle: the save runs on cores training leaves idle)
 Reported: bytes of each (sum over the saves), the seconds each call blocks (median),
 and the median seconds of a training step with no save running and while a
-background save runs (per --bg-threads count). Each resumed checkpoint of the
-series is checked to decode to the state it saved (bit for bit). Single-threaded
-torch (torch.set_num_threads(1)). The last checkpoint's values are also measured
+background save runs (per --bg-threads count and priority). Each resumed checkpoint
+of the series is checked to decode to the state it saved (bit for bit). Torch runs
+--torch-threads threads (default 1: torch.set_num_threads(1)). The last checkpoint's values are also measured
 against the one before by bench/moment_entropy.py (conditional entropies).
 """
 from __future__ import annotations
@@ -197,18 +200,19 @@ def bit_patterns(state):
         if v.is_floating_point() and v.element_size() in kinds}
 
 
-def run(kind, corpus, lr, saves, every, keyframe, work, dtype="f32", bg_threads=(0,)):
-    torch.set_num_threads(1)
+def run(kind, corpus, lr, saves, every, keyframe, work, dtype="f32", bg=((0, "idle"),),
+        torch_threads=1):
+    torch.set_num_threads(torch_threads)
     model, batch, loss = make_net(kind, corpus, dtype)
     opt = make_opt(model, lr, dtype)
     series = pt.CheckpointSeries(os.path.join(work, "series"), keyframe_every=keyframe)
     bgs = [pt.CheckpointSeries(os.path.join(work, f"bg{t}"), keyframe_every=keyframe,
-                               threads=t) for t in bg_threads]
+                               threads=t) for t, _ in bg]
     r = {k: [] for k in ("torch_b", "whole_b", "series_b", "torch_s", "whole_s", "series_s",
                          "step_idle")}
-    for t in bg_threads:
-        r[f"bg_s{t}"], r[f"step_busy{t}"] = [], []
-    saved, handle, step, last_t = [], None, 0, None
+    for t, prio in bg:
+        r[f"bg_s{t}{prio}"], r[f"step_busy{t}{prio}"] = [], []
+    saved, handle, step, last = [], None, 0, None
     for n in range(saves):
         for _ in range(every):
             x, y = batch(step)
@@ -217,7 +221,7 @@ def run(kind, corpus, lr, saves, every, keyframe, work, dtype="f32", bg_threads=
             opt.zero_grad()
             loss(model, x, y).backward()
             opt.step()
-            r[f"step_busy{last_t}" if busy else "step_idle"].append(time.perf_counter() - t0)
+            r[f"step_busy{last}" if busy else "step_idle"].append(time.perf_counter() - t0)
             step += 1
         if handle is not None:
             handle.wait()
@@ -235,10 +239,11 @@ def run(kind, corpus, lr, saves, every, keyframe, work, dtype="f32", bg_threads=
         series.save(model, opt, step)
         r["series_s"].append(time.perf_counter() - t0)
         r["series_b"].append(os.path.getsize(series.path(step)))
-        last_t = bg_threads[n % len(bgs)]
+        t, prio = bg[n % len(bgs)]
+        last = f"{t}{prio}"
         t0 = time.perf_counter()
-        handle = bgs[n % len(bgs)].save(model, opt, step, blocking=False)
-        r[f"bg_s{last_t}"].append(time.perf_counter() - t0)
+        handle = bgs[n % len(bgs)].save(model, opt, step, blocking=False, priority=prio)
+        r[f"bg_s{last}"].append(time.perf_counter() - t0)
         saved.append((step, state_bits(model, opt), bgs[n % len(bgs)]))
     handle.wait()
     ptwm_bin = os.environ.get("PTWM_BIN", os.path.join(HERE, "..", "build", "ptwm"))
@@ -268,35 +273,38 @@ def main(argv):
     ap.add_argument("--every", type=int, default=50)
     ap.add_argument("--keyframe", type=int, default=10)
     ap.add_argument("--bg-threads", default="0")
+    ap.add_argument("--priorities", default="idle")
+    ap.add_argument("--torch-threads", type=int, default=1)
     ap.add_argument("--out")
     a = ap.parse_args(argv)
-    bg_threads = tuple(int(t) for t in a.bg_threads.split(","))
+    bg = tuple((int(t), p) for p in a.priorities.split(",") for t in a.bg_threads.split(","))
     med = statistics.median
     studies = []
     lines = [f"net {a.net}, weights {a.dtype}, {a.saves} checkpoints {a.every} AdamW steps "
-             f"apart, keyframe every {a.keyframe}", "",
+             f"apart, keyframe every {a.keyframe}, torch threads {a.torch_threads}", "",
              "| lr | torch.save bytes | ptwm whole | ptwm series | series / torch.save | "
              "series / whole | torch.save s | ptwm whole s | series s | step s idle |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     bg_lines = ["", "Background saves (the library's threads of the save; 0 = all cores): "
                 "seconds the call blocks (median), over torch.save's, and the median "
                 "step while the save runs.", "",
-                "| lr | save threads | saves | background blocks s | background / torch.save | "
-                "step s idle | step s during a save | steps timed during a save |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                "| lr | save threads | priority | saves | background blocks s | "
+                "background / torch.save | step s idle | step s during a save | "
+                "steps timed during a save |",
+                "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for lr in [float(x) for x in a.lrs.split(",")]:
         with tempfile.TemporaryDirectory(prefix="ptwm-series-") as work:
             r = run(a.net, a.corpus, lr, a.saves, a.every, a.keyframe, work, a.dtype,
-                    bg_threads)
+                    bg, a.torch_threads)
         tb, wb, sb = sum(r["torch_b"]), sum(r["whole_b"]), sum(r["series_b"])
         lines.append(f"| {lr:g} | {tb:,} | {wb:,} | {sb:,} | {sb / tb:.3f} | {sb / wb:.3f} | "
                      f"{med(r['torch_s']):.4f} | {med(r['whole_s']):.4f} | "
                      f"{med(r['series_s']):.4f} | {med(r['step_idle']):.4f} |")
         print(lines[-1], flush=True)
-        for t in bg_threads:
-            busy = r[f"step_busy{t}"]
-            bg_lines.append(f"| {lr:g} | {t} | {len(r[f'bg_s{t}'])} | {med(r[f'bg_s{t}']):.4f} | "
-                            f"{med(r[f'bg_s{t}']) / med(r['torch_s']):.3f} | "
+        for t, prio in bg:
+            busy, key = r[f"step_busy{t}{prio}"], f"bg_s{t}{prio}"
+            bg_lines.append(f"| {lr:g} | {t} | {prio} | {len(r[key])} | {med(r[key]):.4f} | "
+                            f"{med(r[key]) / med(r['torch_s']):.3f} | "
                             f"{med(r['step_idle']):.4f} | "
                             f"{f'{med(busy):.4f}' if busy else '-'} | {len(busy)} |")
             print(bg_lines[-1], flush=True)
