@@ -3,7 +3,8 @@
 
 Usage: bench_series.py [--corpus DIR] [--net emotion|mlp] [--dtype f32|bf16]
                        [--lrs 1e-5,1e-4] [--saves 10] [--every 50] [--keyframe 10]
-                       [--bg-threads 0] [--priorities idle] [--torch-threads 1]
+                       [--bg-threads 0] [--priorities idle] [--snapshots now]
+                       [--torch-threads 1]
                        [--out FILE.md]
 
 emotion: the emotion network of the corpus (its real F32 weights, in the module of
@@ -26,7 +27,9 @@ Every --every steps the state is saved --saves times, four ways, in one run:
                     (the library's threads= of the save, 0 = all cores), taking the
                     checkpoints in turn, so each count is timed in the same run;
                     --priorities idle,normal: the same for each priority= of the save
-                    (idle: the save runs on cores training leaves idle)
+                    (idle: the save runs on cores training leaves idle);
+                    --snapshots now,before_step: for each snapshot= (before_step: the
+                    save's thread copies the state; the next optimizer step waits for it)
 Reported: bytes of each (sum over the saves), the seconds each call blocks (median),
 and the median seconds of a training step with no save running and while a
 background save runs (per --bg-threads count and priority). Each resumed checkpoint
@@ -200,18 +203,18 @@ def bit_patterns(state):
         if v.is_floating_point() and v.element_size() in kinds}
 
 
-def run(kind, corpus, lr, saves, every, keyframe, work, dtype="f32", bg=((0, "idle"),),
+def run(kind, corpus, lr, saves, every, keyframe, work, dtype="f32", bg=((0, "idle", "now"),),
         torch_threads=1):
     torch.set_num_threads(torch_threads)
     model, batch, loss = make_net(kind, corpus, dtype)
     opt = make_opt(model, lr, dtype)
     series = pt.CheckpointSeries(os.path.join(work, "series"), keyframe_every=keyframe)
     bgs = [pt.CheckpointSeries(os.path.join(work, f"bg{t}"), keyframe_every=keyframe,
-                               threads=t) for t, _ in bg]
+                               threads=t) for t, _, _ in bg]
     r = {k: [] for k in ("torch_b", "whole_b", "series_b", "torch_s", "whole_s", "series_s",
                          "step_idle")}
-    for t, prio in bg:
-        r[f"bg_s{t}{prio}"], r[f"step_busy{t}{prio}"] = [], []
+    for t, prio, snap in bg:
+        r[f"bg_s{t}{prio}{snap}"], r[f"step_busy{t}{prio}{snap}"] = [], []
     saved, handle, step, last = [], None, 0, None
     for n in range(saves):
         for _ in range(every):
@@ -239,10 +242,11 @@ def run(kind, corpus, lr, saves, every, keyframe, work, dtype="f32", bg=((0, "id
         series.save(model, opt, step)
         r["series_s"].append(time.perf_counter() - t0)
         r["series_b"].append(os.path.getsize(series.path(step)))
-        t, prio = bg[n % len(bgs)]
-        last = f"{t}{prio}"
+        t, prio, snap = bg[n % len(bgs)]
+        last = f"{t}{prio}{snap}"
         t0 = time.perf_counter()
-        handle = bgs[n % len(bgs)].save(model, opt, step, blocking=False, priority=prio)
+        handle = bgs[n % len(bgs)].save(model, opt, step, blocking=False, priority=prio,
+                                        snapshot=snap)
         r[f"bg_s{last}"].append(time.perf_counter() - t0)
         saved.append((step, state_bits(model, opt), bgs[n % len(bgs)]))
     handle.wait()
@@ -275,9 +279,11 @@ def main(argv):
     ap.add_argument("--bg-threads", default="0")
     ap.add_argument("--priorities", default="idle")
     ap.add_argument("--torch-threads", type=int, default=1)
+    ap.add_argument("--snapshots", default="now")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
-    bg = tuple((int(t), p) for p in a.priorities.split(",") for t in a.bg_threads.split(","))
+    bg = tuple((int(t), p, s) for s in a.snapshots.split(",") for p in a.priorities.split(",")
+               for t in a.bg_threads.split(","))
     med = statistics.median
     studies = []
     lines = [f"net {a.net}, weights {a.dtype}, {a.saves} checkpoints {a.every} AdamW steps "
@@ -288,10 +294,10 @@ def main(argv):
     bg_lines = ["", "Background saves (the library's threads of the save; 0 = all cores): "
                 "seconds the call blocks (median), over torch.save's, and the median "
                 "step while the save runs.", "",
-                "| lr | save threads | priority | saves | background blocks s | "
+                "| lr | save threads | priority | snapshot | saves | background blocks s | "
                 "background / torch.save | step s idle | step s during a save | "
                 "steps timed during a save |",
-                "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+                "|---|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for lr in [float(x) for x in a.lrs.split(",")]:
         with tempfile.TemporaryDirectory(prefix="ptwm-series-") as work:
             r = run(a.net, a.corpus, lr, a.saves, a.every, a.keyframe, work, a.dtype,
@@ -301,9 +307,10 @@ def main(argv):
                      f"{med(r['torch_s']):.4f} | {med(r['whole_s']):.4f} | "
                      f"{med(r['series_s']):.4f} | {med(r['step_idle']):.4f} |")
         print(lines[-1], flush=True)
-        for t, prio in bg:
-            busy, key = r[f"step_busy{t}{prio}"], f"bg_s{t}{prio}"
-            bg_lines.append(f"| {lr:g} | {t} | {prio} | {len(r[key])} | {med(r[key]):.4f} | "
+        for t, prio, snap in bg:
+            busy, key = r[f"step_busy{t}{prio}{snap}"], f"bg_s{t}{prio}{snap}"
+            bg_lines.append(f"| {lr:g} | {t} | {prio} | {snap} | {len(r[key])} | "
+                            f"{med(r[key]):.4f} | "
                             f"{med(r[key]) / med(r['torch_s']):.3f} | "
                             f"{med(r['step_idle']):.4f} | "
                             f"{f'{med(busy):.4f}' if busy else '-'} | {len(busy)} |")

@@ -27,6 +27,7 @@ from ._errors import (ERR_BASE_MISSING, ERR_INVALID_ARG, PtwmFileNotFoundError,
                       PtwmValueError)
 from ._safe_open import safe_open
 from ._stored import open_path
+from ._torch_pin import StepGate, check_snapshot
 
 __all__ = ["save_checkpoint", "load_checkpoint", "SaveHandle"]
 
@@ -97,10 +98,12 @@ def _tied(state_dict) -> Dict[str, list]:
     return _remove_duplicate_names(shared) if shared else {}
 
 
-def _snapshot(model, optimizer, step, extra, copy: bool):
+def _snapshot(model, optimizer, step, extra, copy: bool, live=None):
     """The tensors and metadata of a checkpoint; with copy, the tensors are
     copies, so training may go on while they are written (call it with no
-    background save in flight)."""
+    background save in flight). With a dict `live`, the parameters and the
+    optimizer's state go into it uncopied (for a StepGate to copy) and only
+    the buffers are copied."""
     own = _copy_of if copy else (lambda _, t: t.contiguous())   # save_file refuses strided views
     state_dict = model.state_dict()
     tied = {}
@@ -108,13 +111,23 @@ def _snapshot(model, optimizer, step, extra, copy: bool):
         for name in removed:
             tied[name] = kept
             del state_dict[name]
-    tensors = {_MODEL + k: own(_MODEL + k, v) for k, v in state_dict.items()}
+    params = {n for n, _ in model.named_parameters()} if live is not None else ()
+    tensors = {}
+    for k, v in state_dict.items():
+        if k in params:
+            live[_MODEL + k] = v
+        else:
+            tensors[_MODEL + k] = own(_MODEL + k, v)
     osd = optimizer.state_dict()
     plain = {}
     for i, per_param in osd["state"].items():
         for key, value in per_param.items():
             if isinstance(value, torch.Tensor):
-                tensors[f"{_OPTIM}{i}/{key}"] = own(f"{_OPTIM}{i}/{key}", value)
+                name = f"{_OPTIM}{i}/{key}"
+                if live is not None:
+                    live[name] = value
+                else:
+                    tensors[name] = own(name, value)
             else:
                 plain[f"{i}/{key}"] = _encode(value, f"optimizer state {i}/{key}")
     meta = {"ptwm.checkpoint": _KIND, "ptwm.optimizer": type(optimizer).__name__,
@@ -122,7 +135,8 @@ def _snapshot(model, optimizer, step, extra, copy: bool):
             "ptwm.state": json.dumps(plain), "ptwm.tied": json.dumps(tied),
             "ptwm.step": json.dumps(_encode(step, "step")),
             "ptwm.extra": json.dumps(_encode(extra, "extra"))}
-    for name in set(_copies) - set(tensors) if copy else ():   # only this save's copies stay
+    for name in set(_copies) - set(tensors) - set(live or ()) if copy else ():
+        # only this save's copies stay
         del _copies[name]
     return tensors, meta
 
@@ -186,7 +200,8 @@ def _open_base(path, base, seen):
 def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                     step: Optional[int] = None, extra: Optional[Dict[str, Any]] = None, *,
                     method="microscale", threads: int = 0, max_shard_size=None, base=None,
-                    blocking: bool = True, priority: str = "idle") -> Optional[SaveHandle]:
+                    blocking: bool = True, priority: str = "idle",
+                    snapshot: str = "now") -> Optional[SaveHandle]:
     """Save the module's weights and the optimizer's state (SGD with or without
     momentum, Adam, AdamW, or any optimizer whose state is tensors and plain
     values), compressed. `step` and `extra` (JSON-able) come back from
@@ -202,15 +217,26 @@ def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimiz
     leaves no file. One save is in flight at a time: the next waits for it.
     priority="idle" (the default): the background save runs only on cores the
     caller leaves idle (Linux's SCHED_IDLE), so training steps keep their speed
-    and the save takes longer when they use every core; "normal" shares them."""
+    and the save takes longer when they use every core; "normal" shares them.
+    snapshot="before_step" (with blocking=False): the call returns before the
+    state is copied; the save's thread copies it while the loop goes on, and
+    optimizer.step() waits until it has (buffers are copied at once). A
+    parameter or state tensor changed in place outside step() before it was
+    copied fails the save (its version counter moved); in-place changes
+    through .data are not seen, so code that makes them saves with "now"."""
     check_priority(priority)
+    check_snapshot(snapshot, blocking)
     if not blocking:
         settle()   # its copies are reused
-    tensors, meta = _snapshot(model, optimizer, step, extra, copy=not blocking)
+    live = {} if snapshot == "before_step" else None
+    tensors, meta = _snapshot(model, optimizer, step, extra, copy=not blocking, live=live)
+    gate = StepGate(optimizer, live) if live is not None else None
     base = os.fspath(base) if base is not None else None
 
     def write():
         from .torch import save_file
+        if gate is not None:
+            gate.copy(_copy_of, tensors)
         chain = open_chain(base) if base is not None else None
         try:
             if chain is not None:
@@ -222,7 +248,12 @@ def save_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimiz
         finally:
             if chain is not None:
                 chain.close()
-    return run_save(write, os.fspath(path), blocking, priority)
+    try:
+        return run_save(write, os.fspath(path), blocking, priority)
+    except BaseException:
+        if gate is not None:   # its thread never ran: step() must not wait for it
+            gate.release()
+        raise
 
 
 def _load_optimizer(optimizer, state, groups, saved_dtype) -> None:

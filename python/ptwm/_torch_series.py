@@ -63,7 +63,8 @@ class CheckpointSeries:
 
     def save(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int,
              extra: Optional[Dict[str, Any]] = None, *,
-             blocking: bool = True, priority: str = "idle") -> Optional[SaveHandle]:
+             blocking: bool = True, priority: str = "idle",
+             snapshot: str = "now") -> Optional[SaveHandle]:
         """save_checkpoint at `step` (the latest so far), against the previous
         checkpoint unless a keyframe is due."""
         path = self.path(step)
@@ -79,7 +80,7 @@ class CheckpointSeries:
         self._depths = {step: depth}
         return save_checkpoint(path, model, optimizer, step, extra, method=self._method,
                                threads=self._threads, base=base, blocking=blocking,
-                               priority=priority)
+                               priority=priority, snapshot=snapshot)
 
     def _depth(self, step: int) -> int:
         if step in self._depths:

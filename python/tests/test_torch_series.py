@@ -223,6 +223,86 @@ class BackgroundSaveTest(TempDirTest):
                                    priority="low")
         self.assertFalse(os.path.exists(self.path("d.ptwm")))
 
+    def _slow_copies(self):
+        """The save's copies slowed (5 ms a tensor), so the loop's next step
+        comes while they run."""
+        import time
+        from unittest import mock
+        import ptwm._torch_checkpoint as tc
+        real = tc._copy_of
+
+        def slow(name, t):
+            time.sleep(0.005)
+            return real(name, t)
+        return mock.patch.object(tc, "_copy_of", slow)
+
+    def _same_file(self, a, b):
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            self.assertEqual(fa.read(), fb.read())
+
+    def test_snapshot_before_step_holds_the_next_step(self):
+        model, opt = make("adamw")
+        train(model, opt, 0, 2)
+        pt.save_checkpoint(self.path("ref.ptwm"), model, opt, step=2)
+        with self._slow_copies():
+            h = pt.save_checkpoint(self.path("bg.ptwm"), model, opt, step=2, blocking=False,
+                                   snapshot="before_step")
+            self.assertIn("step", opt.__dict__)   # held while the copies run
+            train(model, opt, 2, 4)
+            h.wait()
+        self.assertNotIn("step", opt.__dict__)
+        self._same_file(self.path("ref.ptwm"), self.path("bg.ptwm"))
+        # A scheduler's wrapper of step() is put back as it was.
+        sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+        wrapper = opt.__dict__["step"]
+        pt.save_checkpoint(self.path("ref2.ptwm"), model, opt, step=4)
+        with self._slow_copies():
+            h = pt.save_checkpoint(self.path("bg2.ptwm"), model, opt, step=4, blocking=False,
+                                   snapshot="before_step")
+            train(model, opt, 4, 5)
+            sched.step()
+            h.wait()
+        self.assertIs(opt.__dict__["step"], wrapper)
+        self._same_file(self.path("ref2.ptwm"), self.path("bg2.ptwm"))
+
+    def test_snapshot_before_step_copies_buffers_at_once(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step():
+            opt.zero_grad()
+            model(torch.randn(8, 4)).square().sum().backward()   # running stats change
+            opt.step()
+        step()
+        pt.save_checkpoint(self.path("ref.ptwm"), model, opt)
+        with self._slow_copies():
+            h = pt.save_checkpoint(self.path("bg.ptwm"), model, opt, blocking=False,
+                                   snapshot="before_step")
+            step()
+            h.wait()
+        self._same_file(self.path("ref.ptwm"), self.path("bg.ptwm"))
+
+    def test_change_outside_step_fails_a_save_before_step(self):
+        model, opt = make("adamw")
+        train(model, opt, 0, 1)
+        with self._slow_copies():
+            h = pt.save_checkpoint(self.path("bg.ptwm"), model, opt, blocking=False,
+                                   snapshot="before_step")
+            with torch.no_grad():
+                list(model.parameters())[-1].add_(1.0)
+            with self.assertRaisesRegex(ValueError, "changed in place outside "
+                                        "optimizer.step\\(\\) before the background save"):
+                h.wait()
+        self.assertNotIn("step", opt.__dict__)
+        self.assertEqual(os.listdir(self.tmp), [])
+        for blocking, snapshot in ((True, "before_step"), (False, "later")):
+            with self.assertRaisesRegex(ValueError, "snapshot"):
+                pt.save_checkpoint(self.path("x.ptwm"), model, opt, blocking=blocking,
+                                   snapshot=snapshot)
+        self.assertNotIn("step", opt.__dict__)
+        self.assertEqual(os.listdir(self.tmp), [])
+
     def test_one_save_in_flight(self):
         model, opt = make("adamw")
         train(model, opt, 0, 1)
