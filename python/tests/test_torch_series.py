@@ -6,7 +6,7 @@ bit with an uninterrupted run.
 
 Run as a script (`resume-all DIR OUT N`) it is the fresh process that resumes
 from every checkpoint of a series; (`crash PATH`) it starts a background save
-and kills itself while it runs."""
+and kills itself while it runs; (`exit PATH`) it starts one and ends."""
 
 import json
 import os
@@ -338,6 +338,14 @@ class BackgroundSaveTest(TempDirTest):
         pt.save_checkpoint(self.path("d.ptwm"), model, opt)   # reported once
         self.assertTrue(os.path.exists(self.path("d.ptwm")))
 
+    def test_the_interpreter_waits_for_a_background_save_at_exit(self):
+        path = self.path("c.ptwm")
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "exit", path],
+                              capture_output=True, text=True, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("started", proc.stdout)
+        self.assertEqual(len(pt.load_file(path)), 8 * 2 * 4)   # weights, 3 state tensors each
+
     def test_killed_during_a_background_save_leaves_no_checkpoint(self):
         path = self.path("run", "step-000000000001.ptwm")
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "crash", path],
@@ -348,7 +356,14 @@ class BackgroundSaveTest(TempDirTest):
         series = pt.CheckpointSeries(self.path("run"))
         self.assertIn(series.steps(), ([], [1]))
         for s in series.steps():
-            self.assertEqual(len(pt.load_file(series.path(s))), 8 * 2 * 3 + 8)
+            self.assertEqual(len(pt.load_file(series.path(s))), 8 * 2 * 4)
+
+
+def _exit(path):
+    """A background save nobody waits for, as the script ends."""
+    model, opt = _big_state()
+    pt.save_checkpoint(path, model, opt, step=1, blocking=False)
+    print("started", flush=True)
 
 
 def _resume_all(directory, out, n):
@@ -365,14 +380,20 @@ def _resume_all(directory, out, n):
         json.dump(got, f)
 
 
-def _crash(path):
-    """A bigger state than the test network's, saved in the background; the
-    process kills itself while the save runs."""
+def _big_state():
+    """A bigger state than the test network's (101 MB with AdamW's moments)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(8)])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     model(torch.randn(4, 1024)).sum().backward()
     opt.step()
+    return model, opt
+
+
+def _crash(path):
+    """A bigger state saved in the background; the process kills itself while
+    the save runs."""
+    model, opt = _big_state()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     h = pt.save_checkpoint(path, model, opt, step=1, blocking=False)
     print("started", flush=True)
@@ -385,5 +406,7 @@ if __name__ == "__main__":
         _resume_all(*sys.argv[2:])
     elif len(sys.argv) == 3 and sys.argv[1] == "crash":
         _crash(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "exit":
+        _exit(sys.argv[2])
     else:
         unittest.main()
