@@ -34,8 +34,9 @@ Reported: bytes of each (sum over the saves), the seconds each call blocks (medi
 and the median seconds of a training step with no save running and while a
 background save runs (per --bg-threads count and priority). Each resumed checkpoint
 of the series is checked to decode to the state it saved (bit for bit). Torch runs
---torch-threads threads (default 1: torch.set_num_threads(1)). The last checkpoint's values are also measured
-against the one before by bench/moment_entropy.py (conditional entropies).
+--torch-threads threads (default 1: torch.set_num_threads(1)). The last checkpoint's
+values are also measured against the one before by bench/moment_entropy.py
+(conditional entropies).
 """
 from __future__ import annotations
 
