@@ -144,10 +144,20 @@ def _filter_shared_not_shared(groups: List[Set[str]], state_dict) -> List[Set[st
 def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
     """Groups of names whose bytes overlap in one storage, in safetensors' order
     (its sort of the groups as sets, which keeps them in first-seen order)."""
-    by_storage = defaultdict(set)
+    at, count = {}, defaultdict(int)
     for k, v in state_dict.items():
-        if v.device != torch.device("meta") and storage_ptr(v) != 0 and storage_size(v) != 0:
-            by_storage[(v.device, storage_ptr(v), storage_size(v))].add(k)
+        if v.is_meta:
+            continue
+        if v.nelement():   # storage_ptr(v), without asking torch for the storage (a tenth)
+            at[k] = (v.device, v.data_ptr() - v.storage_offset() * v.element_size())
+        elif storage_ptr(v) != 0 and storage_size(v) != 0:
+            at[k] = (v.device, storage_ptr(v))
+        else:
+            continue
+        count[at[k]] += 1
+    by_storage = defaultdict(set)
+    for k, where in at.items():   # storages at one address may differ in size
+        by_storage[where + (storage_size(state_dict[k]) if count[where] > 1 else 0,)].add(k)
     return _filter_shared_not_shared(list(sorted(by_storage.values())), state_dict)
 
 
