@@ -1,5 +1,6 @@
-/* rANS kernels of level AVX512VBMI (see rans.c): the order-0 encoder
- * without gathers, and the scan for symbols a sample missed. */
+/* rANS kernels of level AVX512VBMI (see rans.c): the order-0 encoder and
+ * the two-stream order-0 decoder without gathers, and the scan for symbols a
+ * sample missed. */
 #include "rans_kernels.h"
 
 #ifdef PTWM_CPU_X86
@@ -196,5 +197,143 @@ ptwm_skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent
         if (_mm512_test_epi8_mask(r, r)) break;
     }
     return i;
+}
+/* The two-stream order-0 decoder over a packed table (precision up to 12),
+ * without gathers: on some CPUs a 16-lane gather takes ~28 cycles, most of
+ * the gather loop's time (docs/SCALING.md, "Decoding without gathers"). A
+ * slot's symbol is found in two steps of byte permutes, 64 states at a time:
+ * the slot's bucket (its top 8 bits) gives the rank of the symbol at the
+ * bucket's first slot and a bitmap of the slots in it where a later symbol
+ * starts, whose bits up to the slot count the symbols to add; the rank
+ * (symbols in cum order) then gives the entry cum << 12 | f, symbol on top,
+ * as four byte planes. */
+typedef struct dec_planes {
+    uint8_t rank0[256], lo[256], hi[256]; /* per bucket: rank, start bitmap */
+    uint8_t e[4][256];                    /* per rank: bytes of sym << 24 | cum << 12 | f */
+} dec_planes;
+
+/* The planes from the packed table (rans_avx512.c: s << 24 | f << 12 | k at
+ * slot cum + k). Returns 0 if the table does not walk to 2^prec exactly. */
+static int build_dec_planes(const uint32_t *tab, unsigned prec, dec_planes *d) {
+    uint32_t m = 1u << prec, sh = prec - 8, w = 1u << sh, cum = 0, r, b, j;
+    memset(d, 0, sizeof(*d));
+    for (r = 0; r < 256 && cum < m; r++) {
+        uint32_t e = tab[cum], f = e >> 12 & 0xfff, v = (e >> 24) << 24 | cum << 12 | f;
+        if (!f || (e & 0xfff) || f > m - cum) return 0;
+        if ((j = cum & (w - 1)) != 0) { /* a start inside a bucket */
+            if (j < 8) d->lo[cum >> sh] |= (uint8_t)(1u << j);
+            else d->hi[cum >> sh] |= (uint8_t)(1u << (j - 8));
+        }
+        for (b = (cum + w - 1) >> sh; b << sh < cum + f; b++) d->rank0[b] = (uint8_t)r;
+        d->e[0][r] = (uint8_t)v, d->e[1][r] = (uint8_t)(v >> 8);
+        d->e[2][r] = (uint8_t)(v >> 16), d->e[3][r] = (uint8_t)(v >> 24);
+        cum += f;
+    }
+    return cum == m;
+}
+
+/* 64 lookups of 256-entry table T (four vectors) at the bytes of IDX. */
+#define DEC_LOOKUP(T, IDX, TOP)                                                                 \
+    _mm512_mask_blend_epi8(TOP, _mm512_permutex2var_epi8(T[0], IDX, T[1]),                      \
+                           _mm512_permutex2var_epi8(T[2], IDX, T[3]))
+
+/* Renormalise state vector X from the words at P (as rans_avx512.c). */
+#define DEC_RENORM(X, P)                                                                        \
+    do {                                                                                        \
+        __mmask16 k_ = _mm512_cmplt_epu32_mask(X, lim);                                         \
+        __m512i w_ = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(P))); \
+        X = _mm512_mask_or_epi32(X, k_, _mm512_slli_epi32(X, 16), _mm512_maskz_expand_epi32(k_, w_)); \
+        (P) += 2 * (unsigned)__builtin_popcount(k_);                                            \
+    } while (0)
+
+/* State vector X's next state from its lanes of the entries R (f low, cum
+ * above) and its slots S. */
+#define DEC_NEXT(X, R, S)                                                                       \
+    X = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(R, m12), _mm512_srl_epi32(X, shift)), \
+                         _mm512_sub_epi32(S, _mm512_and_si512(_mm512_srli_epi32(R, 12), m12)))
+
+#define DEC_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512bitalg,popcnt")))
+
+/* Vector v's lane 4L + m goes to byte 16L + 4v + m of the packed bytes
+ * (packus keeps 128-bit lanes), and the unpacks bring byte planes back the
+ * same way, so lanes stay with their states; the symbols are reordered
+ * once for the stores. */
+DEC_TARGET static size_t dec_o0x2_loop(const dec_planes *d, unsigned prec, const uint8_t **pa,
+                                       const uint8_t *ea, uint32_t *xa, uint8_t *da,
+                                       const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
+                                       uint8_t *db, size_t n) {
+    const __m512i lim = _mm512_set1_epi32((int)RANS_L), m12 = _mm512_set1_epi32(0xfff);
+    const __m512i smask = _mm512_set1_epi32((int)((1u << prec) - 1));
+    const __m512i wmask = _mm512_set1_epi16((short)((1u << (prec - 8)) - 1));
+    const __m128i shift = _mm_cvtsi32_si128((int)prec), bsh = _mm_cvtsi32_si128((int)prec - 8);
+    const uint8_t *p = *pa, *q = *pb;
+    uint8_t order[64], mlo[64], mhi[64];
+    __m512i r0[4], lo[4], hi[4], e[4][4], perm, tlo, thi;
+    __m512i X0 = _mm512_loadu_si512(xa), X1 = _mm512_loadu_si512(xa + 16);
+    __m512i X2 = _mm512_loadu_si512(xb), X3 = _mm512_loadu_si512(xb + 16);
+    size_t i = 0;
+    int k, t;
+    for (k = 0; k < 64; k++) {
+        unsigned j = (unsigned)k & 15;
+        order[k] = (uint8_t)(16 * ((k >> 2) & 3) + 4 * (k >> 4) + (k & 3));
+        mlo[k] = (uint8_t)(j >= 7 ? 0xff : (2u << j) - 1);
+        mhi[k] = (uint8_t)(j < 8 ? 0 : j >= 15 ? 0xff : (2u << (j - 8)) - 1);
+    }
+    perm = _mm512_loadu_si512(order);
+    tlo = _mm512_loadu_si512(mlo);
+    thi = _mm512_loadu_si512(mhi);
+    for (k = 0; k < 4; k++) {
+        r0[k] = _mm512_loadu_si512(d->rank0 + 64 * k);
+        lo[k] = _mm512_loadu_si512(d->lo + 64 * k);
+        hi[k] = _mm512_loadu_si512(d->hi + 64 * k);
+        for (t = 0; t < 4; t++) e[t][k] = _mm512_loadu_si512(d->e[t] + 64 * k);
+    }
+    while (n - i >= RANS_O0_STATES && ea - p >= 2 * RANS_O0_STATES && eb - q >= 2 * RANS_O0_STATES) {
+        __m512i S0 = _mm512_and_si512(X0, smask), S1 = _mm512_and_si512(X1, smask);
+        __m512i S2 = _mm512_and_si512(X2, smask), S3 = _mm512_and_si512(X3, smask);
+        __m512i w01 = _mm512_packus_epi32(S0, S1), w23 = _mm512_packus_epi32(S2, S3);
+        __m512i idx = _mm512_packus_epi16(_mm512_srl_epi16(w01, bsh), _mm512_srl_epi16(w23, bsh));
+        __m512i jj = _mm512_packus_epi16(_mm512_and_si512(w01, wmask), _mm512_and_si512(w23, wmask));
+        __mmask64 top = _mm512_movepi8_mask(idx);
+        __m512i rank = _mm512_add_epi8(
+            DEC_LOOKUP(r0, idx, top),
+            _mm512_add_epi8(
+                _mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(lo, idx, top), _mm512_shuffle_epi8(tlo, jj))),
+                _mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(hi, idx, top), _mm512_shuffle_epi8(thi, jj)))));
+        __mmask64 rtop = _mm512_movepi8_mask(rank);
+        __m512i b0 = DEC_LOOKUP(e[0], rank, rtop), b1 = DEC_LOOKUP(e[1], rank, rtop);
+        __m512i b2 = DEC_LOOKUP(e[2], rank, rtop), b3 = DEC_LOOKUP(e[3], rank, rtop);
+        __m512i l01 = _mm512_unpacklo_epi8(b0, b1), h01 = _mm512_unpackhi_epi8(b0, b1);
+        __m512i l23 = _mm512_unpacklo_epi8(b2, b3), h23 = _mm512_unpackhi_epi8(b2, b3);
+        __m512i syms = _mm512_permutexvar_epi8(perm, b3);
+        _mm256_storeu_si256((__m256i *)(void *)(da + i), _mm512_castsi512_si256(syms));
+        _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
+        DEC_NEXT(X0, _mm512_unpacklo_epi16(l01, l23), S0);
+        DEC_NEXT(X1, _mm512_unpackhi_epi16(l01, l23), S1);
+        DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
+        DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
+        DEC_RENORM(X0, p);
+        DEC_RENORM(X1, p);
+        DEC_RENORM(X2, q);
+        DEC_RENORM(X3, q);
+        i += RANS_O0_STATES;
+    }
+    _mm512_storeu_si512(xa, X0);
+    _mm512_storeu_si512(xa + 16, X1);
+    _mm512_storeu_si512(xb, X2);
+    _mm512_storeu_si512(xb + 16, X3);
+    *pa = p;
+    *pb = q;
+    return i;
+}
+
+size_t ptwm_rans_dec_o0x2_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
+                                      const uint8_t **pa, const uint8_t *ea, uint32_t *xa,
+                                      uint8_t *da, const uint8_t **pb, const uint8_t *eb,
+                                      uint32_t *xb, uint8_t *db, size_t n) {
+    dec_planes d;
+    if (prec < 8 || prec > RANS_PACK_PREC || !build_dec_planes(tab, prec, &d))
+        return ptwm_rans_dec_o0x2_packed_avx512(tab, sym, prec, pa, ea, xa, da, pb, eb, xb, db, n);
+    return dec_o0x2_loop(&d, prec, pa, ea, xa, da, pb, eb, xb, db, n);
 }
 #endif
