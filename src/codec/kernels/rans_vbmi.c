@@ -254,24 +254,13 @@ static int build_dec_planes(const uint32_t *tab, unsigned prec, dec_planes *d) {
 
 #define DEC_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512bitalg,popcnt")))
 
-/* Vector v's lane 4L + m goes to byte 16L + 4v + m of the packed bytes
- * (packus keeps 128-bit lanes), and the unpacks bring byte planes back the
- * same way, so lanes stay with their states; the symbols are reordered
- * once for the stores. */
-DEC_TARGET static size_t dec_o0x2_loop(const dec_planes *d, unsigned prec, const uint8_t **pa,
-                                       const uint8_t *ea, uint32_t *xa, uint8_t *da,
-                                       const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
-                                       uint8_t *db, size_t n) {
-    const __m512i lim = _mm512_set1_epi32((int)RANS_L), m12 = _mm512_set1_epi32(0xfff);
-    const __m512i smask = _mm512_set1_epi32((int)((1u << prec) - 1));
-    const __m512i wmask = _mm512_set1_epi16((short)((1u << (prec - 8)) - 1));
-    const __m128i shift = _mm_cvtsi32_si128((int)prec), bsh = _mm_cvtsi32_si128((int)prec - 8);
-    const uint8_t *p = *pa, *q = *pb;
-    uint8_t order[64], mlo[64], mhi[64];
+/* The tables in registers, and the constants of the loop. */
+typedef struct dec_regs {
     __m512i r0[4], lo[4], hi[4], e[4][4], perm, tlo, thi;
-    __m512i X0 = _mm512_loadu_si512(xa), X1 = _mm512_loadu_si512(xa + 16);
-    __m512i X2 = _mm512_loadu_si512(xb), X3 = _mm512_loadu_si512(xb + 16);
-    size_t i = 0;
+} dec_regs;
+
+DEC_TARGET static void dec_regs_load(const dec_planes *d, dec_regs *g) {
+    uint8_t order[64], mlo[64], mhi[64];
     int k, t;
     for (k = 0; k < 64; k++) {
         unsigned j = (unsigned)k & 15;
@@ -279,16 +268,37 @@ DEC_TARGET static size_t dec_o0x2_loop(const dec_planes *d, unsigned prec, const
         mlo[k] = (uint8_t)(j >= 7 ? 0xff : (2u << j) - 1);
         mhi[k] = (uint8_t)(j < 8 ? 0 : j >= 15 ? 0xff : (2u << (j - 8)) - 1);
     }
-    perm = _mm512_loadu_si512(order);
-    tlo = _mm512_loadu_si512(mlo);
-    thi = _mm512_loadu_si512(mhi);
+    g->perm = _mm512_loadu_si512(order);
+    g->tlo = _mm512_loadu_si512(mlo);
+    g->thi = _mm512_loadu_si512(mhi);
     for (k = 0; k < 4; k++) {
-        r0[k] = _mm512_loadu_si512(d->rank0 + 64 * k);
-        lo[k] = _mm512_loadu_si512(d->lo + 64 * k);
-        hi[k] = _mm512_loadu_si512(d->hi + 64 * k);
-        for (t = 0; t < 4; t++) e[t][k] = _mm512_loadu_si512(d->e[t] + 64 * k);
+        g->r0[k] = _mm512_loadu_si512(d->rank0 + 64 * k);
+        g->lo[k] = _mm512_loadu_si512(d->lo + 64 * k);
+        g->hi[k] = _mm512_loadu_si512(d->hi + 64 * k);
+        for (t = 0; t < 4; t++) g->e[t][k] = _mm512_loadu_si512(d->e[t] + 64 * k);
     }
-    while (n - i >= RANS_O0_STATES && ea - p >= 2 * RANS_O0_STATES && eb - q >= 2 * RANS_O0_STATES) {
+}
+
+/* Vector v's lane 4L + m goes to byte 16L + 4v + m of the packed bytes
+ * (packus keeps 128-bit lanes), and the unpacks bring byte planes back the
+ * same way, so lanes stay with their states; the symbols are reordered
+ * once for the stores. Two streams: vectors 0, 1 are the first's states,
+ * 2, 3 the second's; one stream (TWO = 0): vectors 2, 3 idle. */
+DEC_TARGET static inline __attribute__((always_inline)) size_t
+dec_o0_loop(const dec_regs *g, unsigned prec, const uint8_t **pa, const uint8_t *ea, uint32_t *xa,
+            uint8_t *da, const uint8_t **pb, const uint8_t *eb, uint32_t *xb, uint8_t *db,
+            size_t n, const int two) {
+    const __m512i lim = _mm512_set1_epi32((int)RANS_L), m12 = _mm512_set1_epi32(0xfff);
+    const __m512i smask = _mm512_set1_epi32((int)((1u << prec) - 1));
+    const __m512i wmask = _mm512_set1_epi16((short)((1u << (prec - 8)) - 1));
+    const __m128i shift = _mm_cvtsi32_si128((int)prec), bsh = _mm_cvtsi32_si128((int)prec - 8);
+    const uint8_t *p = *pa, *q = two ? *pb : NULL;
+    __m512i X0 = _mm512_loadu_si512(xa), X1 = _mm512_loadu_si512(xa + 16);
+    __m512i X2 = two ? _mm512_loadu_si512(xb) : _mm512_setzero_si512();
+    __m512i X3 = two ? _mm512_loadu_si512(xb + 16) : _mm512_setzero_si512();
+    size_t i = 0;
+    while (n - i >= RANS_O0_STATES && ea - p >= 2 * RANS_O0_STATES &&
+           (!two || eb - q >= 2 * RANS_O0_STATES)) {
         __m512i S0 = _mm512_and_si512(X0, smask), S1 = _mm512_and_si512(X1, smask);
         __m512i S2 = _mm512_and_si512(X2, smask), S3 = _mm512_and_si512(X3, smask);
         __m512i w01 = _mm512_packus_epi32(S0, S1), w23 = _mm512_packus_epi32(S2, S3);
@@ -296,35 +306,76 @@ DEC_TARGET static size_t dec_o0x2_loop(const dec_planes *d, unsigned prec, const
         __m512i jj = _mm512_packus_epi16(_mm512_and_si512(w01, wmask), _mm512_and_si512(w23, wmask));
         __mmask64 top = _mm512_movepi8_mask(idx);
         __m512i rank = _mm512_add_epi8(
-            DEC_LOOKUP(r0, idx, top),
-            _mm512_add_epi8(
-                _mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(lo, idx, top), _mm512_shuffle_epi8(tlo, jj))),
-                _mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(hi, idx, top), _mm512_shuffle_epi8(thi, jj)))));
+            DEC_LOOKUP(g->r0, idx, top),
+            _mm512_add_epi8(_mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(g->lo, idx, top),
+                                                                _mm512_shuffle_epi8(g->tlo, jj))),
+                            _mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(g->hi, idx, top),
+                                                                _mm512_shuffle_epi8(g->thi, jj)))));
         __mmask64 rtop = _mm512_movepi8_mask(rank);
-        __m512i b0 = DEC_LOOKUP(e[0], rank, rtop), b1 = DEC_LOOKUP(e[1], rank, rtop);
-        __m512i b2 = DEC_LOOKUP(e[2], rank, rtop), b3 = DEC_LOOKUP(e[3], rank, rtop);
-        __m512i l01 = _mm512_unpacklo_epi8(b0, b1), h01 = _mm512_unpackhi_epi8(b0, b1);
-        __m512i l23 = _mm512_unpacklo_epi8(b2, b3), h23 = _mm512_unpackhi_epi8(b2, b3);
-        __m512i syms = _mm512_permutexvar_epi8(perm, b3);
+        __m512i b0 = DEC_LOOKUP(g->e[0], rank, rtop), b1 = DEC_LOOKUP(g->e[1], rank, rtop);
+        __m512i b2 = DEC_LOOKUP(g->e[2], rank, rtop), b3 = DEC_LOOKUP(g->e[3], rank, rtop);
+        __m512i l01 = _mm512_unpacklo_epi8(b0, b1), l23 = _mm512_unpacklo_epi8(b2, b3);
+        __m512i syms = _mm512_permutexvar_epi8(g->perm, b3);
         _mm256_storeu_si256((__m256i *)(void *)(da + i), _mm512_castsi512_si256(syms));
-        _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
         DEC_NEXT(X0, _mm512_unpacklo_epi16(l01, l23), S0);
         DEC_NEXT(X1, _mm512_unpackhi_epi16(l01, l23), S1);
-        DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
-        DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
         DEC_RENORM(X0, p);
         DEC_RENORM(X1, p);
-        DEC_RENORM(X2, q);
-        DEC_RENORM(X3, q);
+        if (two) {
+            __m512i h01 = _mm512_unpackhi_epi8(b0, b1), h23 = _mm512_unpackhi_epi8(b2, b3);
+            _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
+            DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
+            DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
+            DEC_RENORM(X2, q);
+            DEC_RENORM(X3, q);
+        }
         i += RANS_O0_STATES;
     }
     _mm512_storeu_si512(xa, X0);
     _mm512_storeu_si512(xa + 16, X1);
-    _mm512_storeu_si512(xb, X2);
-    _mm512_storeu_si512(xb + 16, X3);
     *pa = p;
-    *pb = q;
+    if (two) {
+        _mm512_storeu_si512(xb, X2);
+        _mm512_storeu_si512(xb + 16, X3);
+        *pb = q;
+    }
     return i;
+}
+
+DEC_TARGET static size_t dec_o0_one(const dec_planes *d, unsigned prec, const uint8_t **pp,
+                                    const uint8_t *end, uint32_t *x, uint8_t *dst, size_t n) {
+    dec_regs g;
+    dec_regs_load(d, &g);
+    return dec_o0_loop(&g, prec, pp, end, x, dst, NULL, NULL, NULL, NULL, n, 0);
+}
+
+DEC_TARGET static size_t dec_o0_two(const dec_planes *d, unsigned prec, const uint8_t **pa,
+                                    const uint8_t *ea, uint32_t *xa, uint8_t *da,
+                                    const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
+                                    uint8_t *db, size_t n) {
+    dec_regs g;
+    dec_regs_load(d, &g);
+    return dec_o0_loop(&g, prec, pa, ea, xa, da, pb, eb, xb, db, n, 1);
+}
+
+/* Fewer symbols, or bytes of words, than this go to the gather loop:
+ * building the planes costs about what the permute loop saves on that many
+ * (a stream's last rounds, in their zero-padded block, are under 64 bytes). */
+#define DEC_MIN_SYMBOLS 512
+
+static int dec_planes_for(const uint32_t *tab, unsigned prec, size_t n, size_t words,
+                          dec_planes *d) {
+    return n >= DEC_MIN_SYMBOLS && words >= DEC_MIN_SYMBOLS && prec >= 8 &&
+           prec <= RANS_PACK_PREC && build_dec_planes(tab, prec, d);
+}
+
+size_t ptwm_rans_dec_o0_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
+                                    const uint8_t **pp, const uint8_t *end, uint32_t *x,
+                                    uint8_t *dst, size_t n) {
+    dec_planes d;
+    if (!dec_planes_for(tab, prec, n, (size_t)(end - *pp), &d))
+        return ptwm_rans_dec_o0_packed_avx512(tab, sym, prec, pp, end, x, dst, n);
+    return dec_o0_one(&d, prec, pp, end, x, dst, n);
 }
 
 size_t ptwm_rans_dec_o0x2_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
@@ -332,8 +383,8 @@ size_t ptwm_rans_dec_o0x2_packed_vbmi(const uint32_t *tab, const uint8_t *sym, u
                                       uint8_t *da, const uint8_t **pb, const uint8_t *eb,
                                       uint32_t *xb, uint8_t *db, size_t n) {
     dec_planes d;
-    if (prec < 8 || prec > RANS_PACK_PREC || !build_dec_planes(tab, prec, &d))
+    if (!dec_planes_for(tab, prec, n, (size_t)PTWM_MIN(ea - *pa, eb - *pb), &d))
         return ptwm_rans_dec_o0x2_packed_avx512(tab, sym, prec, pa, ea, xa, da, pb, eb, xb, db, n);
-    return dec_o0x2_loop(&d, prec, pa, ea, xa, da, pb, eb, xb, db, n);
+    return dec_o0_two(&d, prec, pa, ea, xa, da, pb, eb, xb, db, n);
 }
 #endif
