@@ -198,9 +198,10 @@ ptwm_skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent
     }
     return i;
 }
+
 /* The two-stream order-0 decoder over a packed table (precision up to 12),
  * without gathers: on some CPUs a 16-lane gather takes ~28 cycles, most of
- * the gather loop's time (docs/SCALING.md, "Decoding without gathers"). A
+ * the gather loop's time (docs/SCALING.md, "Decoding BF16 without gathers"). A
  * slot's symbol is found in two steps of byte permutes, 64 states at a time:
  * the slot's bucket (its top 8 bits) gives the rank of the symbol at the
  * bucket's first slot and a bitmap of the slots in it where a later symbol
@@ -282,23 +283,23 @@ DEC_TARGET static void dec_regs_load(const dec_planes *d, dec_regs *g) {
 /* Vector v's lane 4L + m goes to byte 16L + 4v + m of the packed bytes
  * (packus keeps 128-bit lanes), and the unpacks bring byte planes back the
  * same way, so lanes stay with their states; the symbols are reordered
- * once for the stores. Two streams: vectors 0, 1 are the first's states,
- * 2, 3 the second's; one stream (TWO = 0): vectors 2, 3 idle. */
-DEC_TARGET static inline __attribute__((always_inline)) size_t
-dec_o0_loop(const dec_regs *g, unsigned prec, const uint8_t **pa, const uint8_t *ea, uint32_t *xa,
-            uint8_t *da, const uint8_t **pb, const uint8_t *eb, uint32_t *xb, uint8_t *db,
-            size_t n, const int two) {
+ * once for the stores. Vectors 0, 1 are the first stream's states, 2, 3
+ * the second's. (One stream, its vectors half used, took longer than the
+ * gather loop: a round waits on the one before it.) */
+DEC_TARGET static size_t dec_o0x2_loop(const dec_regs *g, unsigned prec, const uint8_t **pa,
+                                       const uint8_t *ea, uint32_t *xa, uint8_t *da,
+                                       const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
+                                       uint8_t *db, size_t n) {
     const __m512i lim = _mm512_set1_epi32((int)RANS_L), m12 = _mm512_set1_epi32(0xfff);
     const __m512i smask = _mm512_set1_epi32((int)((1u << prec) - 1));
     const __m512i wmask = _mm512_set1_epi16((short)((1u << (prec - 8)) - 1));
     const __m128i shift = _mm_cvtsi32_si128((int)prec), bsh = _mm_cvtsi32_si128((int)prec - 8);
-    const uint8_t *p = *pa, *q = two ? *pb : NULL;
+    const uint8_t *p = *pa, *q = *pb;
     __m512i X0 = _mm512_loadu_si512(xa), X1 = _mm512_loadu_si512(xa + 16);
-    __m512i X2 = two ? _mm512_loadu_si512(xb) : _mm512_setzero_si512();
-    __m512i X3 = two ? _mm512_loadu_si512(xb + 16) : _mm512_setzero_si512();
+    __m512i X2 = _mm512_loadu_si512(xb), X3 = _mm512_loadu_si512(xb + 16);
     size_t i = 0;
     while (n - i >= RANS_O0_STATES && ea - p >= 2 * RANS_O0_STATES &&
-           (!two || eb - q >= 2 * RANS_O0_STATES)) {
+           eb - q >= 2 * RANS_O0_STATES) {
         __m512i S0 = _mm512_and_si512(X0, smask), S1 = _mm512_and_si512(X1, smask);
         __m512i S2 = _mm512_and_si512(X2, smask), S3 = _mm512_and_si512(X3, smask);
         __m512i w01 = _mm512_packus_epi32(S0, S1), w23 = _mm512_packus_epi32(S2, S3);
@@ -315,38 +316,27 @@ dec_o0_loop(const dec_regs *g, unsigned prec, const uint8_t **pa, const uint8_t 
         __m512i b0 = DEC_LOOKUP(g->e[0], rank, rtop), b1 = DEC_LOOKUP(g->e[1], rank, rtop);
         __m512i b2 = DEC_LOOKUP(g->e[2], rank, rtop), b3 = DEC_LOOKUP(g->e[3], rank, rtop);
         __m512i l01 = _mm512_unpacklo_epi8(b0, b1), l23 = _mm512_unpacklo_epi8(b2, b3);
+        __m512i h01 = _mm512_unpackhi_epi8(b0, b1), h23 = _mm512_unpackhi_epi8(b2, b3);
         __m512i syms = _mm512_permutexvar_epi8(g->perm, b3);
         _mm256_storeu_si256((__m256i *)(void *)(da + i), _mm512_castsi512_si256(syms));
+        _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
         DEC_NEXT(X0, _mm512_unpacklo_epi16(l01, l23), S0);
         DEC_NEXT(X1, _mm512_unpackhi_epi16(l01, l23), S1);
+        DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
+        DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
         DEC_RENORM(X0, p);
         DEC_RENORM(X1, p);
-        if (two) {
-            __m512i h01 = _mm512_unpackhi_epi8(b0, b1), h23 = _mm512_unpackhi_epi8(b2, b3);
-            _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
-            DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
-            DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
-            DEC_RENORM(X2, q);
-            DEC_RENORM(X3, q);
-        }
+        DEC_RENORM(X2, q);
+        DEC_RENORM(X3, q);
         i += RANS_O0_STATES;
     }
     _mm512_storeu_si512(xa, X0);
     _mm512_storeu_si512(xa + 16, X1);
+    _mm512_storeu_si512(xb, X2);
+    _mm512_storeu_si512(xb + 16, X3);
     *pa = p;
-    if (two) {
-        _mm512_storeu_si512(xb, X2);
-        _mm512_storeu_si512(xb + 16, X3);
-        *pb = q;
-    }
+    *pb = q;
     return i;
-}
-
-DEC_TARGET static size_t dec_o0_one(const dec_planes *d, unsigned prec, const uint8_t **pp,
-                                    const uint8_t *end, uint32_t *x, uint8_t *dst, size_t n) {
-    dec_regs g;
-    dec_regs_load(d, &g);
-    return dec_o0_loop(&g, prec, pp, end, x, dst, NULL, NULL, NULL, NULL, n, 0);
 }
 
 DEC_TARGET static size_t dec_o0_two(const dec_planes *d, unsigned prec, const uint8_t **pa,
@@ -355,27 +345,17 @@ DEC_TARGET static size_t dec_o0_two(const dec_planes *d, unsigned prec, const ui
                                     uint8_t *db, size_t n) {
     dec_regs g;
     dec_regs_load(d, &g);
-    return dec_o0_loop(&g, prec, pa, ea, xa, da, pb, eb, xb, db, n, 1);
+    return dec_o0x2_loop(&g, prec, pa, ea, xa, da, pb, eb, xb, db, n);
 }
 
 /* Fewer symbols, or bytes of words, than this go to the gather loop:
- * building the planes costs about what the permute loop saves on that many
- * (a stream's last rounds, in their zero-padded block, are under 64 bytes). */
+ * building the planes costs about what the permute loop saves on that many. */
 #define DEC_MIN_SYMBOLS 512
 
 static int dec_planes_for(const uint32_t *tab, unsigned prec, size_t n, size_t words,
                           dec_planes *d) {
     return n >= DEC_MIN_SYMBOLS && words >= DEC_MIN_SYMBOLS && prec >= 8 &&
            prec <= RANS_PACK_PREC && build_dec_planes(tab, prec, d);
-}
-
-size_t ptwm_rans_dec_o0_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
-                                    const uint8_t **pp, const uint8_t *end, uint32_t *x,
-                                    uint8_t *dst, size_t n) {
-    dec_planes d;
-    if (!dec_planes_for(tab, prec, n, (size_t)(end - *pp), &d))
-        return ptwm_rans_dec_o0_packed_avx512(tab, sym, prec, pp, end, x, dst, n);
-    return dec_o0_one(&d, prec, pp, end, x, dst, n);
 }
 
 size_t ptwm_rans_dec_o0x2_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
