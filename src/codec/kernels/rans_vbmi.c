@@ -247,13 +247,28 @@ static int build_dec_planes(const uint32_t *tab, unsigned prec, dec_planes *d) {
         (P) += 2 * (unsigned)__builtin_popcount(k_);                                            \
     } while (0)
 
+/* Renormalise the two state vectors XA, XB of one stream from the words at
+ * P: one expand of 32 words for both, so the second vector's words do not
+ * wait for the first's count. */
+#define DEC_RENORM2(XA, XB, P)                                                                  \
+    do {                                                                                        \
+        __mmask16 ka_ = _mm512_cmplt_epu32_mask(XA, lim), kb_ = _mm512_cmplt_epu32_mask(XB, lim); \
+        __mmask32 k_ = _mm512_kunpackw(kb_, ka_);                                               \
+        __m512i w_ = _mm512_maskz_expandloadu_epi16(k_, (const void *)(P));                     \
+        XA = _mm512_mask_or_epi32(XA, ka_, _mm512_slli_epi32(XA, 16),                           \
+                                  _mm512_cvtepu16_epi32(_mm512_castsi512_si256(w_)));           \
+        XB = _mm512_mask_or_epi32(XB, kb_, _mm512_slli_epi32(XB, 16),                           \
+                                  _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w_, 1)));     \
+        (P) += 2 * (unsigned)__builtin_popcount((unsigned)k_);                                  \
+    } while (0)
+
 /* State vector X's next state from its lanes of the entries R (f low, cum
  * above) and its slots S. */
 #define DEC_NEXT(X, R, S)                                                                       \
-    X = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(R, m12), _mm512_srl_epi32(X, shift)), \
+    X = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(R, m12), _mm512_srli_epi32(X, prec)), \
                          _mm512_sub_epi32(S, _mm512_and_si512(_mm512_srli_epi32(R, 12), m12)))
 
-#define DEC_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512bitalg,popcnt")))
+#define DEC_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512bitalg,popcnt")))
 
 /* The tables in registers, and the constants of the loop. */
 typedef struct dec_regs {
@@ -286,24 +301,24 @@ DEC_TARGET static void dec_regs_load(const dec_planes *d, dec_regs *g) {
  * once for the stores. Vectors 0, 1 are the first stream's states, 2, 3
  * the second's. (One stream, its vectors half used, took longer than the
  * gather loop: a round waits on the one before it.) */
-DEC_TARGET static size_t dec_o0x2_loop(const dec_regs *g, unsigned prec, const uint8_t **pa,
-                                       const uint8_t *ea, uint32_t *xa, uint8_t *da,
-                                       const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
-                                       uint8_t *db, size_t n) {
+DEC_TARGET static inline __attribute__((always_inline)) size_t
+dec_o0x2_loop(const dec_regs *g, const unsigned prec, const uint8_t **pa, const uint8_t *ea,
+              uint32_t *xa, uint8_t *da, const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
+              uint8_t *db, size_t n, const int two) {
     const __m512i lim = _mm512_set1_epi32((int)RANS_L), m12 = _mm512_set1_epi32(0xfff);
     const __m512i smask = _mm512_set1_epi32((int)((1u << prec) - 1));
     const __m512i wmask = _mm512_set1_epi16((short)((1u << (prec - 8)) - 1));
-    const __m128i shift = _mm_cvtsi32_si128((int)prec), bsh = _mm_cvtsi32_si128((int)prec - 8);
-    const uint8_t *p = *pa, *q = *pb;
+    const uint8_t *p = *pa, *q = two ? *pb : NULL;
     __m512i X0 = _mm512_loadu_si512(xa), X1 = _mm512_loadu_si512(xa + 16);
-    __m512i X2 = _mm512_loadu_si512(xb), X3 = _mm512_loadu_si512(xb + 16);
+    __m512i X2 = two ? _mm512_loadu_si512(xb) : _mm512_setzero_si512();
+    __m512i X3 = two ? _mm512_loadu_si512(xb + 16) : _mm512_setzero_si512();
     size_t i = 0;
     while (n - i >= RANS_O0_STATES && ea - p >= 2 * RANS_O0_STATES &&
-           eb - q >= 2 * RANS_O0_STATES) {
+           (!two || eb - q >= 2 * RANS_O0_STATES)) {
         __m512i S0 = _mm512_and_si512(X0, smask), S1 = _mm512_and_si512(X1, smask);
         __m512i S2 = _mm512_and_si512(X2, smask), S3 = _mm512_and_si512(X3, smask);
         __m512i w01 = _mm512_packus_epi32(S0, S1), w23 = _mm512_packus_epi32(S2, S3);
-        __m512i idx = _mm512_packus_epi16(_mm512_srl_epi16(w01, bsh), _mm512_srl_epi16(w23, bsh));
+        __m512i idx = _mm512_packus_epi16(_mm512_srli_epi16(w01, prec - 8), _mm512_srli_epi16(w23, prec - 8));
         __m512i jj = _mm512_packus_epi16(_mm512_and_si512(w01, wmask), _mm512_and_si512(w23, wmask));
         __mmask64 top = _mm512_movepi8_mask(idx);
         __m512i rank = _mm512_add_epi8(
@@ -319,23 +334,25 @@ DEC_TARGET static size_t dec_o0x2_loop(const dec_regs *g, unsigned prec, const u
         __m512i h01 = _mm512_unpackhi_epi8(b0, b1), h23 = _mm512_unpackhi_epi8(b2, b3);
         __m512i syms = _mm512_permutexvar_epi8(g->perm, b3);
         _mm256_storeu_si256((__m256i *)(void *)(da + i), _mm512_castsi512_si256(syms));
-        _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
+        if (two) _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
         DEC_NEXT(X0, _mm512_unpacklo_epi16(l01, l23), S0);
         DEC_NEXT(X1, _mm512_unpackhi_epi16(l01, l23), S1);
-        DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
-        DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
-        DEC_RENORM(X0, p);
-        DEC_RENORM(X1, p);
-        DEC_RENORM(X2, q);
-        DEC_RENORM(X3, q);
+        if (two) {
+            DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
+            DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
+        }
+        DEC_RENORM2(X0, X1, p);
+        if (two) DEC_RENORM2(X2, X3, q);
         i += RANS_O0_STATES;
     }
     _mm512_storeu_si512(xa, X0);
     _mm512_storeu_si512(xa + 16, X1);
-    _mm512_storeu_si512(xb, X2);
-    _mm512_storeu_si512(xb + 16, X3);
     *pa = p;
-    *pb = q;
+    if (two) {
+        _mm512_storeu_si512(xb, X2);
+        _mm512_storeu_si512(xb + 16, X3);
+        *pb = q;
+    }
     return i;
 }
 
@@ -345,7 +362,20 @@ DEC_TARGET static size_t dec_o0_two(const dec_planes *d, unsigned prec, const ui
                                     uint8_t *db, size_t n) {
     dec_regs g;
     dec_regs_load(d, &g);
-    return dec_o0x2_loop(&g, prec, pa, ea, xa, da, pb, eb, xb, db, n);
+    /* the usual precision with its shifts as immediates (a shift by a
+     * register count is two operations) */
+    if (prec == RANS_PACK_PREC)
+        return dec_o0x2_loop(&g, RANS_PACK_PREC, pa, ea, xa, da, pb, eb, xb, db, n, 1);
+    return dec_o0x2_loop(&g, prec, pa, ea, xa, da, pb, eb, xb, db, n, 1);
+}
+
+DEC_TARGET static size_t dec_o0_one(const dec_planes *d, unsigned prec, const uint8_t **pp,
+                                    const uint8_t *end, uint32_t *x, uint8_t *dst, size_t n) {
+    dec_regs g;
+    dec_regs_load(d, &g);
+    if (prec == RANS_PACK_PREC)
+        return dec_o0x2_loop(&g, RANS_PACK_PREC, pp, end, x, dst, NULL, NULL, NULL, NULL, n, 0);
+    return dec_o0x2_loop(&g, prec, pp, end, x, dst, NULL, NULL, NULL, NULL, n, 0);
 }
 
 /* Fewer symbols, or bytes of words, than this go to the gather loop:
@@ -356,6 +386,15 @@ static int dec_planes_for(const uint32_t *tab, unsigned prec, size_t n, size_t w
                           dec_planes *d) {
     return n >= DEC_MIN_SYMBOLS && words >= DEC_MIN_SYMBOLS && prec >= 8 &&
            prec <= RANS_PACK_PREC && build_dec_planes(tab, prec, d);
+}
+
+size_t ptwm_rans_dec_o0_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
+                                    const uint8_t **pp, const uint8_t *end, uint32_t *x,
+                                    uint8_t *dst, size_t n) {
+    dec_planes d;
+    if (!dec_planes_for(tab, prec, n, (size_t)(end - *pp), &d))
+        return ptwm_rans_dec_o0_packed_avx512(tab, sym, prec, pp, end, x, dst, n);
+    return dec_o0_one(&d, prec, pp, end, x, dst, n);
 }
 
 size_t ptwm_rans_dec_o0x2_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
