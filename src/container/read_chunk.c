@@ -28,8 +28,9 @@ ptwm_error ptwm_reader_decode_chunk(const ptwm_reader *r, ptwm_ws *ws, const rte
         return ptwm_chunk_decode_version(ws, r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
                                          t->dtype, src, c->coded, out, c->raw, err);
     if (!c->based)
-        rc = ptwm_chunk_decode_checked(ws, r->version, t->chain_ptr[c->chain], t->chain_len[c->chain],
-                                       t->dtype, src, c->coded, out, c->raw, err);
+        rc = ptwm_chunk_decode_checked(ws, r->version, t->chain_ptr[c->chain],
+                                       t->chain_len[c->chain], t->dtype, src, c->coded, out,
+                                       c->raw, err);
     got = ptwm_crc32(0, src, c->coded);
     if (got != c->crc)
         return ptwm_fail(err, PTWM_ERR_CRC,

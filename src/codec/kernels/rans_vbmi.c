@@ -238,15 +238,6 @@ static int build_dec_planes(const uint32_t *tab, unsigned prec, dec_planes *d) {
     _mm512_mask_blend_epi8(TOP, _mm512_permutex2var_epi8(T[0], IDX, T[1]),                      \
                            _mm512_permutex2var_epi8(T[2], IDX, T[3]))
 
-/* Renormalise state vector X from the words at P (as rans_avx512.c). */
-#define DEC_RENORM(X, P)                                                                        \
-    do {                                                                                        \
-        __mmask16 k_ = _mm512_cmplt_epu32_mask(X, lim);                                         \
-        __m512i w_ = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(P))); \
-        X = _mm512_mask_or_epi32(X, k_, _mm512_slli_epi32(X, 16), _mm512_maskz_expand_epi32(k_, w_)); \
-        (P) += 2 * (unsigned)__builtin_popcount(k_);                                            \
-    } while (0)
-
 /* Renormalise the two state vectors XA, XB of one stream from the words at
  * P: one expand of 32 words for both, so the second vector's words do not
  * wait for the first's count. */
@@ -268,25 +259,29 @@ static int build_dec_planes(const uint32_t *tab, unsigned prec, dec_planes *d) {
     X = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(R, m12), _mm512_srli_epi32(X, prec)), \
                          _mm512_sub_epi32(S, _mm512_and_si512(_mm512_srli_epi32(R, 12), m12)))
 
-#define DEC_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512bitalg,popcnt")))
+#define DEC_TARGET                                                                              \
+    __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512bitalg,popcnt")))
 
 /* The tables in registers, and the constants of the loop. */
 typedef struct dec_regs {
     __m512i r0[4], lo[4], hi[4], e[4][4], perm, tlo, thi;
 } dec_regs;
 
+/* Symbol v * 16 + 4L + m of a round is packed byte 16L + 4v + m (below). */
+static const uint8_t dec_order[64] = {
+    0, 1, 2, 3, 16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51, 4, 5, 6, 7, 20, 21, 22, 23, 36,
+    37, 38, 39, 52, 53, 54, 55, 8, 9, 10, 11, 24, 25, 26, 27, 40, 41, 42, 43, 56, 57, 58, 59, 12,
+    13, 14, 15, 28, 29, 30, 31, 44, 45, 46, 47, 60, 61, 62, 63};
+/* Bits 0..j of the 16-bit start bitmap, its low and high byte, by j. */
+static const uint8_t dec_mlo[16] = {1,   3,   7,   15,  31,  63,  127, 255,
+                                     255, 255, 255, 255, 255, 255, 255, 255};
+static const uint8_t dec_mhi[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 7, 15, 31, 63, 127, 255};
+
 DEC_TARGET static void dec_regs_load(const dec_planes *d, dec_regs *g) {
-    uint8_t order[64], mlo[64], mhi[64];
     int k, t;
-    for (k = 0; k < 64; k++) {
-        unsigned j = (unsigned)k & 15;
-        order[k] = (uint8_t)(16 * ((k >> 2) & 3) + 4 * (k >> 4) + (k & 3));
-        mlo[k] = (uint8_t)(j >= 7 ? 0xff : (2u << j) - 1);
-        mhi[k] = (uint8_t)(j < 8 ? 0 : j >= 15 ? 0xff : (2u << (j - 8)) - 1);
-    }
-    g->perm = _mm512_loadu_si512(order);
-    g->tlo = _mm512_loadu_si512(mlo);
-    g->thi = _mm512_loadu_si512(mhi);
+    g->perm = _mm512_loadu_si512(dec_order);
+    g->tlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)dec_mlo));
+    g->thi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)dec_mhi));
     for (k = 0; k < 4; k++) {
         g->r0[k] = _mm512_loadu_si512(d->rank0 + 64 * k);
         g->lo[k] = _mm512_loadu_si512(d->lo + 64 * k);
@@ -318,8 +313,10 @@ dec_o0x2_loop(const dec_regs *g, const unsigned prec, const uint8_t **pa, const 
         __m512i S0 = _mm512_and_si512(X0, smask), S1 = _mm512_and_si512(X1, smask);
         __m512i S2 = _mm512_and_si512(X2, smask), S3 = _mm512_and_si512(X3, smask);
         __m512i w01 = _mm512_packus_epi32(S0, S1), w23 = _mm512_packus_epi32(S2, S3);
-        __m512i idx = _mm512_packus_epi16(_mm512_srli_epi16(w01, prec - 8), _mm512_srli_epi16(w23, prec - 8));
-        __m512i jj = _mm512_packus_epi16(_mm512_and_si512(w01, wmask), _mm512_and_si512(w23, wmask));
+        __m512i idx =
+            _mm512_packus_epi16(_mm512_srli_epi16(w01, prec - 8), _mm512_srli_epi16(w23, prec - 8));
+        __m512i jj =
+            _mm512_packus_epi16(_mm512_and_si512(w01, wmask), _mm512_and_si512(w23, wmask));
         __mmask64 top = _mm512_movepi8_mask(idx);
         __m512i rank = _mm512_add_epi8(
             DEC_LOOKUP(g->r0, idx, top),
@@ -334,7 +331,8 @@ dec_o0x2_loop(const dec_regs *g, const unsigned prec, const uint8_t **pa, const 
         __m512i h01 = _mm512_unpackhi_epi8(b0, b1), h23 = _mm512_unpackhi_epi8(b2, b3);
         __m512i syms = _mm512_permutexvar_epi8(g->perm, b3);
         _mm256_storeu_si256((__m256i *)(void *)(da + i), _mm512_castsi512_si256(syms));
-        if (two) _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
+        if (two)
+            _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
         DEC_NEXT(X0, _mm512_unpacklo_epi16(l01, l23), S0);
         DEC_NEXT(X1, _mm512_unpackhi_epi16(l01, l23), S1);
         if (two) {
