@@ -166,8 +166,8 @@ PTWM_API size_t ptwm_ctx_size(const ptwm_ctx *ctx);
  * that allows everywhere). SSSE3: byte-shuffle joint-plane merges. AVX2
  * (with BMI2, F16C, POPCNT): rANS, Huffman (BMI2), planes, widening, XXH3.
  * AVX512 (F, BW, CD, DQ, VL): rANS, planes, joint BF16 merge, XXH3.
- * AVX512VBMI (+ VBMI, VBMI2): the rANS encoder, joint split, sparse
- * compact/expand, Huffman size scan. */
+ * AVX512VBMI (+ VBMI, VBMI2, BITALG): the rANS encoder and order-0 decoder
+ * by byte permutes, joint split, sparse compact/expand, Huffman size scan. */
 typedef enum ptwm_isa {
     PTWM_ISA_SCALAR = 0,
     PTWM_ISA_SSSE3 = 1,

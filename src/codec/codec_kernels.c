@@ -119,8 +119,10 @@ static void codec_kernels_fill(void *table, ptwm_isa level) {
         k->joint_scan = ptwm_joint_scan_avx512;
         k->zero_sample = ptwm_zero_sample_avx512;
     }
-    if (level >= PTWM_ISA_AVX512VBMI) { /* with VBMI2 */
+    if (level >= PTWM_ISA_AVX512VBMI) { /* with VBMI2 and BITALG */
         k->rans_enc_o0 = ptwm_rans_enc_o0_vbmi;
+        k->rans_dec_o0_packed = ptwm_rans_dec_o0_packed_vbmi;
+        k->rans_dec_o0x2_packed = ptwm_rans_dec_o0x2_packed_vbmi;
         k->skip_seen = ptwm_skip_seen_vbmi;
         k->huf_bits = ptwm_huf_bits_vbmi;
         k->sparse_compact = ptwm_sparse_compact_vbmi;

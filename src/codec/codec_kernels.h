@@ -158,6 +158,13 @@ size_t ptwm_rans_dec_o0x2_packed_avx512(const uint32_t *, const uint8_t *, unsig
                                         const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
                                         const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
                                         size_t);
+size_t ptwm_rans_dec_o0_packed_vbmi(const uint32_t *, const uint8_t *, unsigned,
+                                    const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
+                                    size_t);
+size_t ptwm_rans_dec_o0x2_packed_vbmi(const uint32_t *, const uint8_t *, unsigned,
+                                      const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
+                                      const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
+                                      size_t);
 size_t ptwm_rans_dec_o1_avx2(const uint32_t *, const uint8_t *, unsigned, const uint8_t **,
                              const uint8_t *, uint32_t *, uint32_t *, uint8_t *, size_t);
 size_t ptwm_rans_enc_o0_avx2(const uint8_t *, size_t, const struct rans_vsym *, unsigned,

@@ -29,6 +29,7 @@
 #define PTWM_CPU_AVX512VL (1u << 9)
 #define PTWM_CPU_AVX512VBMI (1u << 10)
 #define PTWM_CPU_AVX512VBMI2 (1u << 11)
+#define PTWM_CPU_AVX512BITALG (1u << 13)
 /* The rest of x86-64-v3 (FMA, BMI1, LZCNT, MOVBE): no kernel names them, but
  * the compiler may use them in a copy built for arch=x86-64-v4. */
 #define PTWM_CPU_V3REST (1u << 12)
@@ -53,7 +54,7 @@ static const unsigned level_features[PTWM_ISA_BEST + 1] = {
 #ifdef PTWM_CPU_X86
     PTWM_CPU_LEVEL_AVX2,
     PTWM_CPU_LEVEL_AVX512,
-    PTWM_CPU_LEVEL_AVX512 | PTWM_CPU_AVX512VBMI | PTWM_CPU_AVX512VBMI2,
+    PTWM_CPU_LEVEL_AVX512 | PTWM_CPU_AVX512VBMI | PTWM_CPU_AVX512VBMI2 | PTWM_CPU_AVX512BITALG,
 #else
     0, 0, 0,
 #endif
@@ -91,6 +92,7 @@ static unsigned cpu_detect(void) {
                 if (b & (1u << 31)) f |= PTWM_CPU_AVX512VL;
                 if (c & (1u << 1)) f |= PTWM_CPU_AVX512VBMI;
                 if (c & (1u << 6)) f |= PTWM_CPU_AVX512VBMI2;
+                if (c & (1u << 12)) f |= PTWM_CPU_AVX512BITALG;
             }
         }
     }

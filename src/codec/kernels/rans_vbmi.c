@@ -1,5 +1,6 @@
-/* rANS kernels of level AVX512VBMI (see rans.c): the order-0 encoder
- * without gathers, and the scan for symbols a sample missed. */
+/* rANS kernels of level AVX512VBMI (see rans.c): the order-0 encoder and
+ * the two-stream order-0 decoder without gathers, and the scan for symbols a
+ * sample missed. */
 #include "rans_kernels.h"
 
 #ifdef PTWM_CPU_X86
@@ -196,5 +197,211 @@ ptwm_skip_seen_vbmi(const uint8_t *src, size_t i, size_t n, const uint8_t absent
         if (_mm512_test_epi8_mask(r, r)) break;
     }
     return i;
+}
+
+/* The two-stream order-0 decoder over a packed table (precision up to 12),
+ * without gathers: on some CPUs a 16-lane gather takes ~28 cycles, most of
+ * the gather loop's time (docs/SCALING.md, "Decoding BF16 without gathers"). A
+ * slot's symbol is found in two steps of byte permutes, 64 states at a time:
+ * the slot's bucket (its top 8 bits) gives the rank of the symbol at the
+ * bucket's first slot and a bitmap of the slots in it where a later symbol
+ * starts, whose bits up to the slot count the symbols to add; the rank
+ * (symbols in cum order) then gives the entry cum << 12 | f, symbol on top,
+ * as four byte planes. */
+typedef struct dec_planes {
+    uint8_t rank0[256], lo[256], hi[256]; /* per bucket: rank, start bitmap */
+    uint8_t e[4][256];                    /* per rank: bytes of sym << 24 | cum << 12 | f */
+} dec_planes;
+
+/* The planes from the packed table (rans_avx512.c: s << 24 | f << 12 | k at
+ * slot cum + k). Returns 0 if the table does not walk to 2^prec exactly. */
+static int build_dec_planes(const uint32_t *tab, unsigned prec, dec_planes *d) {
+    uint32_t m = 1u << prec, sh = prec - 8, w = 1u << sh, cum = 0, r, b, j;
+    memset(d, 0, sizeof(*d));
+    for (r = 0; r < 256 && cum < m; r++) {
+        uint32_t e = tab[cum], f = e >> 12 & 0xfff, v = (e >> 24) << 24 | cum << 12 | f;
+        if (!f || (e & 0xfff) || f > m - cum) return 0;
+        if ((j = cum & (w - 1)) != 0) { /* a start inside a bucket */
+            if (j < 8) d->lo[cum >> sh] |= (uint8_t)(1u << j);
+            else d->hi[cum >> sh] |= (uint8_t)(1u << (j - 8));
+        }
+        for (b = (cum + w - 1) >> sh; b << sh < cum + f; b++) d->rank0[b] = (uint8_t)r;
+        d->e[0][r] = (uint8_t)v, d->e[1][r] = (uint8_t)(v >> 8);
+        d->e[2][r] = (uint8_t)(v >> 16), d->e[3][r] = (uint8_t)(v >> 24);
+        cum += f;
+    }
+    return cum == m;
+}
+
+/* 64 lookups of 256-entry table T (four vectors) at the bytes of IDX. */
+#define DEC_LOOKUP(T, IDX, TOP)                                                                 \
+    _mm512_mask_blend_epi8(TOP, _mm512_permutex2var_epi8(T[0], IDX, T[1]),                      \
+                           _mm512_permutex2var_epi8(T[2], IDX, T[3]))
+
+/* Renormalise the two state vectors XA, XB of one stream from the words at
+ * P: one expand of 32 words for both, so the second vector's words do not
+ * wait for the first's count. */
+#define DEC_RENORM2(XA, XB, P)                                                                  \
+    do {                                                                                        \
+        __mmask16 ka_ = _mm512_cmplt_epu32_mask(XA, lim), kb_ = _mm512_cmplt_epu32_mask(XB, lim); \
+        __mmask32 k_ = _mm512_kunpackw(kb_, ka_);                                               \
+        __m512i w_ = _mm512_maskz_expandloadu_epi16(k_, (const void *)(P));                     \
+        XA = _mm512_mask_or_epi32(XA, ka_, _mm512_slli_epi32(XA, 16),                           \
+                                  _mm512_cvtepu16_epi32(_mm512_castsi512_si256(w_)));           \
+        XB = _mm512_mask_or_epi32(XB, kb_, _mm512_slli_epi32(XB, 16),                           \
+                                  _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w_, 1)));     \
+        (P) += 2 * (unsigned)__builtin_popcount((unsigned)k_);                                  \
+    } while (0)
+
+/* State vector X's next state from its lanes of the entries R (f low, cum
+ * above) and its slots S. */
+#define DEC_NEXT(X, R, S)                                                                       \
+    X = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(R, m12), _mm512_srli_epi32(X, prec)), \
+                         _mm512_sub_epi32(S, _mm512_and_si512(_mm512_srli_epi32(R, 12), m12)))
+
+#define DEC_TARGET                                                                              \
+    __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512bitalg,popcnt")))
+
+/* The tables in registers, and the constants of the loop. */
+typedef struct dec_regs {
+    __m512i r0[4], lo[4], hi[4], e[4][4], perm, tlo, thi;
+} dec_regs;
+
+/* Symbol v * 16 + 4L + m of a round is packed byte 16L + 4v + m (below). */
+static const uint8_t dec_order[64] = {
+    0, 1, 2, 3, 16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51, 4, 5, 6, 7, 20, 21, 22, 23, 36,
+    37, 38, 39, 52, 53, 54, 55, 8, 9, 10, 11, 24, 25, 26, 27, 40, 41, 42, 43, 56, 57, 58, 59, 12,
+    13, 14, 15, 28, 29, 30, 31, 44, 45, 46, 47, 60, 61, 62, 63};
+/* Bits 0..j of the 16-bit start bitmap, its low and high byte, by j. */
+static const uint8_t dec_mlo[16] = {1,   3,   7,   15,  31,  63,  127, 255,
+                                     255, 255, 255, 255, 255, 255, 255, 255};
+static const uint8_t dec_mhi[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 7, 15, 31, 63, 127, 255};
+
+DEC_TARGET static void dec_regs_load(const dec_planes *d, dec_regs *g) {
+    int k, t;
+    g->perm = _mm512_loadu_si512(dec_order);
+    g->tlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)dec_mlo));
+    g->thi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)dec_mhi));
+    for (k = 0; k < 4; k++) {
+        g->r0[k] = _mm512_loadu_si512(d->rank0 + 64 * k);
+        g->lo[k] = _mm512_loadu_si512(d->lo + 64 * k);
+        g->hi[k] = _mm512_loadu_si512(d->hi + 64 * k);
+        for (t = 0; t < 4; t++) g->e[t][k] = _mm512_loadu_si512(d->e[t] + 64 * k);
+    }
+}
+
+/* Vector v's lane 4L + m goes to byte 16L + 4v + m of the packed bytes
+ * (packus keeps 128-bit lanes), and the unpacks bring byte planes back the
+ * same way, so lanes stay with their states; the symbols are reordered
+ * once for the stores. Vectors 0, 1 are the first stream's states, 2, 3
+ * the second's. (One stream, its vectors half used, took longer than the
+ * gather loop: a round waits on the one before it.) */
+DEC_TARGET static inline __attribute__((always_inline)) size_t
+dec_o0x2_loop(const dec_regs *g, const unsigned prec, const uint8_t **pa, const uint8_t *ea,
+              uint32_t *xa, uint8_t *da, const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
+              uint8_t *db, size_t n, const int two) {
+    const __m512i lim = _mm512_set1_epi32((int)RANS_L), m12 = _mm512_set1_epi32(0xfff);
+    const __m512i smask = _mm512_set1_epi32((int)((1u << prec) - 1));
+    const __m512i wmask = _mm512_set1_epi16((short)((1u << (prec - 8)) - 1));
+    const uint8_t *p = *pa, *q = two ? *pb : NULL;
+    __m512i X0 = _mm512_loadu_si512(xa), X1 = _mm512_loadu_si512(xa + 16);
+    __m512i X2 = two ? _mm512_loadu_si512(xb) : _mm512_setzero_si512();
+    __m512i X3 = two ? _mm512_loadu_si512(xb + 16) : _mm512_setzero_si512();
+    size_t i = 0;
+    while (n - i >= RANS_O0_STATES && ea - p >= 2 * RANS_O0_STATES &&
+           (!two || eb - q >= 2 * RANS_O0_STATES)) {
+        __m512i S0 = _mm512_and_si512(X0, smask), S1 = _mm512_and_si512(X1, smask);
+        __m512i S2 = _mm512_and_si512(X2, smask), S3 = _mm512_and_si512(X3, smask);
+        __m512i w01 = _mm512_packus_epi32(S0, S1), w23 = _mm512_packus_epi32(S2, S3);
+        __m512i idx =
+            _mm512_packus_epi16(_mm512_srli_epi16(w01, prec - 8), _mm512_srli_epi16(w23, prec - 8));
+        __m512i jj =
+            _mm512_packus_epi16(_mm512_and_si512(w01, wmask), _mm512_and_si512(w23, wmask));
+        __mmask64 top = _mm512_movepi8_mask(idx);
+        __m512i rank = _mm512_add_epi8(
+            DEC_LOOKUP(g->r0, idx, top),
+            _mm512_add_epi8(_mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(g->lo, idx, top),
+                                                                _mm512_shuffle_epi8(g->tlo, jj))),
+                            _mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(g->hi, idx, top),
+                                                                _mm512_shuffle_epi8(g->thi, jj)))));
+        __mmask64 rtop = _mm512_movepi8_mask(rank);
+        __m512i b0 = DEC_LOOKUP(g->e[0], rank, rtop), b1 = DEC_LOOKUP(g->e[1], rank, rtop);
+        __m512i b2 = DEC_LOOKUP(g->e[2], rank, rtop), b3 = DEC_LOOKUP(g->e[3], rank, rtop);
+        __m512i l01 = _mm512_unpacklo_epi8(b0, b1), l23 = _mm512_unpacklo_epi8(b2, b3);
+        __m512i h01 = _mm512_unpackhi_epi8(b0, b1), h23 = _mm512_unpackhi_epi8(b2, b3);
+        __m512i syms = _mm512_permutexvar_epi8(g->perm, b3);
+        _mm256_storeu_si256((__m256i *)(void *)(da + i), _mm512_castsi512_si256(syms));
+        if (two)
+            _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
+        DEC_NEXT(X0, _mm512_unpacklo_epi16(l01, l23), S0);
+        DEC_NEXT(X1, _mm512_unpackhi_epi16(l01, l23), S1);
+        if (two) {
+            DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
+            DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
+        }
+        DEC_RENORM2(X0, X1, p);
+        if (two) DEC_RENORM2(X2, X3, q);
+        i += RANS_O0_STATES;
+    }
+    _mm512_storeu_si512(xa, X0);
+    _mm512_storeu_si512(xa + 16, X1);
+    *pa = p;
+    if (two) {
+        _mm512_storeu_si512(xb, X2);
+        _mm512_storeu_si512(xb + 16, X3);
+        *pb = q;
+    }
+    return i;
+}
+
+DEC_TARGET static size_t dec_o0_two(const dec_planes *d, unsigned prec, const uint8_t **pa,
+                                    const uint8_t *ea, uint32_t *xa, uint8_t *da,
+                                    const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
+                                    uint8_t *db, size_t n) {
+    dec_regs g;
+    dec_regs_load(d, &g);
+    /* the usual precision with its shifts as immediates (a shift by a
+     * register count is two operations) */
+    if (prec == RANS_PACK_PREC)
+        return dec_o0x2_loop(&g, RANS_PACK_PREC, pa, ea, xa, da, pb, eb, xb, db, n, 1);
+    return dec_o0x2_loop(&g, prec, pa, ea, xa, da, pb, eb, xb, db, n, 1);
+}
+
+DEC_TARGET static size_t dec_o0_one(const dec_planes *d, unsigned prec, const uint8_t **pp,
+                                    const uint8_t *end, uint32_t *x, uint8_t *dst, size_t n) {
+    dec_regs g;
+    dec_regs_load(d, &g);
+    if (prec == RANS_PACK_PREC)
+        return dec_o0x2_loop(&g, RANS_PACK_PREC, pp, end, x, dst, NULL, NULL, NULL, NULL, n, 0);
+    return dec_o0x2_loop(&g, prec, pp, end, x, dst, NULL, NULL, NULL, NULL, n, 0);
+}
+
+/* Fewer symbols, or bytes of words, than this go to the gather loop:
+ * building the planes costs about what the permute loop saves on that many. */
+#define DEC_MIN_SYMBOLS 512
+
+static int dec_planes_for(const uint32_t *tab, unsigned prec, size_t n, size_t words,
+                          dec_planes *d) {
+    return n >= DEC_MIN_SYMBOLS && words >= DEC_MIN_SYMBOLS && prec >= 8 &&
+           prec <= RANS_PACK_PREC && build_dec_planes(tab, prec, d);
+}
+
+size_t ptwm_rans_dec_o0_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
+                                    const uint8_t **pp, const uint8_t *end, uint32_t *x,
+                                    uint8_t *dst, size_t n) {
+    dec_planes d;
+    if (!dec_planes_for(tab, prec, n, (size_t)(end - *pp), &d))
+        return ptwm_rans_dec_o0_packed_avx512(tab, sym, prec, pp, end, x, dst, n);
+    return dec_o0_one(&d, prec, pp, end, x, dst, n);
+}
+
+size_t ptwm_rans_dec_o0x2_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
+                                      const uint8_t **pa, const uint8_t *ea, uint32_t *xa,
+                                      uint8_t *da, const uint8_t **pb, const uint8_t *eb,
+                                      uint32_t *xb, uint8_t *db, size_t n) {
+    dec_planes d;
+    if (!dec_planes_for(tab, prec, n, (size_t)PTWM_MIN(ea - *pa, eb - *pb), &d))
+        return ptwm_rans_dec_o0x2_packed_avx512(tab, sym, prec, pa, ea, xa, da, pb, eb, xb, db, n);
+    return dec_o0_two(&d, prec, pa, ea, xa, da, pb, eb, xb, db, n);
 }
 #endif
