@@ -87,12 +87,12 @@ def _copy_of(name: str, t: torch.Tensor) -> torch.Tensor:
 def _tied(state_dict) -> Dict[str, list]:
     """{kept name: [names sharing its storage]}, as _remove_duplicate_names finds
     them, asked only of the names whose storage another name shares (found by
-    address, which costs a tenth of asking torch for each storage)."""
-    from .torch import _remove_duplicate_names
+    address: _remove_duplicate_names asks torch for every storage)."""
+    from .torch import _remove_duplicate_names, _storage_at
     by_storage = defaultdict(list)
     for k, v in state_dict.items():
-        if v.device.type != "meta" and v.data_ptr():
-            by_storage[(v.device, v.data_ptr() - v.storage_offset() * v.element_size())].append(k)
+        if not v.is_meta and v.nelement():
+            by_storage[(v.device, _storage_at(v))].append(k)
     shared = {k: state_dict[k] for names in by_storage.values() if len(names) > 1
               for k in names}
     return _remove_duplicate_names(shared) if shared else {}

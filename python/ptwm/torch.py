@@ -112,6 +112,13 @@ def storage_size(tensor: torch.Tensor) -> int:
             return tensor.nelement() * tensor.element_size()
 
 
+def _storage_at(t: torch.Tensor) -> int:
+    """storage_ptr(t) of a tensor with elements, without asking torch for its
+    storage (which costs ten times as much): its storage starts offset
+    elements below it."""
+    return t.data_ptr() - t.storage_offset() * t.element_size()
+
+
 def _end_ptr(t: torch.Tensor) -> int:
     """One past the last byte the tensor reaches (strided views included)."""
     if not t.nelement():
@@ -148,8 +155,8 @@ def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
     for k, v in state_dict.items():
         if v.is_meta:
             continue
-        if v.nelement():   # storage_ptr(v), without asking torch for the storage (a tenth)
-            at[k] = (v.device, v.data_ptr() - v.storage_offset() * v.element_size())
+        if v.nelement():
+            at[k] = (v.device, _storage_at(v))
         elif storage_ptr(v) != 0 and storage_size(v) != 0:
             at[k] = (v.device, storage_ptr(v))
         else:

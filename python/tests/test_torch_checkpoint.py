@@ -211,6 +211,41 @@ class ResumeTest(TempDirTest):
             self.assertEqual(resumed[k].reshape(-1).view(torch.uint8).numpy().tobytes(),
                              v.detach().reshape(-1).view(torch.uint8).numpy().tobytes(), k)
 
+    def test_tied_weights_are_stored_once_and_stay_tied(self):
+        """An embedding tied to its output layer: one tensor in the file, for
+        every way of saving, and the loaded model's two names share it again."""
+        def tied_model():
+            torch.manual_seed(0)
+            emb, out = torch.nn.Embedding(50, 16), torch.nn.Linear(16, 50, bias=False)
+            out.weight = emb.weight
+            return torch.nn.Sequential(emb, out)
+
+        def step(model, opt):
+            opt.zero_grad()
+            model(torch.arange(8)).logsumexp(-1).sum().backward()
+            opt.step()
+        model = tied_model()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        step(model, opt)
+        for how in ("blocking", "now", "before_step"):
+            with self.subTest(how=how):
+                path = self.path(f"{how}.ptwm")
+                if how == "blocking":
+                    pt.save_checkpoint(path, model, opt)
+                else:
+                    pt.save_checkpoint(path, model, opt, blocking=False, snapshot=how).wait()
+                with ptwm.safe_open(path, "pt") as f:
+                    names = [k for k in f.keys() if k.startswith("model/")]
+                self.assertEqual(len(names), 1, names)
+                model2 = tied_model()
+                opt2 = torch.optim.AdamW(model2.parameters(), lr=1e-2)
+                pt.load_checkpoint(path, model2, opt2)
+                self.assertIs(model2[0].weight, model2[1].weight)
+                self.assertTrue(torch.equal(model2[0].weight, model[0].weight))
+                step(model2, opt2)
+        step(model, opt)
+        self.assertTrue(torch.equal(model2[0].weight, model[0].weight))   # resumed alike
+
     def test_wrong_optimizer_or_file(self):
         model, opt = make("adam")
         train(model, opt, 0, 1)
