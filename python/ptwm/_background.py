@@ -144,10 +144,10 @@ def settle() -> None:
 
 def run_save(job: Callable[[], None], path: str, blocking: bool,
              priority: str = "idle") -> Optional[SaveHandle]:
-    """Run job now (blocking) or in a background thread at `priority`, after
-    the save in flight has finished."""
+    """Run job now (blocking) or in a background thread at `priority` (checked
+    by the caller before it snapshots anything), after the save in flight has
+    finished."""
     global _in_flight
-    check_priority(priority)
     settle()
     if blocking:
         job()
