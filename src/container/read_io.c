@@ -6,11 +6,13 @@
  * bytes by the thread writing, so the fsync that commits it waits little. */
 #include "read_ring.h"
 #include "fileio.h"
+#include "flusher.h"
 
 /* The disk writes what is done while the rest decodes, and the fsync that
  * commits the file waits for the last MiB or two only; the thread writing
  * starts it, not the one retiring (one thread writes a file at a time). */
 static void start_writeback_every(ptwm_fstream_file *f, uint64_t bytes) {
+    ptwm_flusher_add(__atomic_load_n(&f->fl, __ATOMIC_ACQUIRE), bytes);
     /* atomic: a writing thread and a thread waiting on it may both write */
     if (__atomic_add_fetch(&f->unsynced, bytes, __ATOMIC_RELAXED) >= DECODE_WRITEBACK_STEP &&
         __atomic_exchange_n(&f->unsynced, 0, __ATOMIC_RELAXED) >= DECODE_WRITEBACK_STEP)

@@ -114,6 +114,9 @@ typedef struct ptwm_fstream_file {
     uint64_t pending;            /* its chunks submitted and not yet retired */
     uint64_t unsynced;           /* bytes written since writeback was last started (by the
                                   * thread holding write_mu, or the writing thread) */
+    struct ptwm_flusher *fl;     /* flushes it as it is written, once it is known
+                                  * to be large (set by the caller, read by the
+                                  * threads writing: atomic) */
     int sealed;                  /* no more tensors will be added */
     ptwm_error rc;               /* its first failure */
 } ptwm_fstream_file;

@@ -28,8 +28,11 @@ ptwm_error ptwm_writer_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err 
          * that commits the file then waits for the last few MiB only. */
         if ((w->pos + n) / PTWM_WRITEBACK_STEP != w->pos / PTWM_WRITEBACK_STEP)
             ptwm_start_writeback(w->af.fd, 0, 0);
-        /* A file this large goes on past the page cache (dout.h). */
-        if (!w->dout_tried && w->pos + n >= PTWM_DOUT_MIN) {
+        /* A file this large goes on past the page cache (dout.h); one
+         * coded from a large source does from its first payload, since
+         * the page cache's fresh pages cost more than writing direct. */
+        if (!w->dout_tried &&
+            (w->pos + n >= PTWM_DOUT_MIN || w->src_file_size >= 2 * PTWM_DOUT_MIN)) {
             w->dout_tried = 1;
             if ((rc = ptwm_dout_open(w->af.fd, w->af.tmp_path, w->af.final_path, w->pos + n,
                                      &w->dout, err)))

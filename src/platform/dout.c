@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "fileio.h"
+#include "flusher.h"
 #include "iothread.h"
 
 /* Offsets, lengths and addresses of direct writes are multiples of this
@@ -12,7 +13,7 @@
 #define DOUT_ALIGN ((size_t)4096)
 #define DOUT_HUGE ((size_t)2 << 20)
 /* One block fills while the others are on their way to the disk. */
-#define DOUT_NBUF 3
+#define DOUT_NBUF 8
 
 typedef struct dblock {
     struct ptwm_dout *d;
@@ -30,6 +31,7 @@ struct ptwm_dout {
     const char *path;
     int direct;          /* 0 once a direct write was refused (atomic) */
     ptwm_io *io;
+    ptwm_flusher *fl;    /* flushes what the blocks wrote as the file grows */
     void *raw;           /* the allocation the aligned blocks are cut from */
     dblock blk[DOUT_NBUF];
     int cur;             /* the block being filled */
@@ -47,6 +49,7 @@ static void block_done(void *arg, ptwm_error rc, const ptwm_err *e) {
     } else if (rc) {
         b->err = *e;
     }
+    if (!rc) ptwm_flusher_add(d->fl, b->len);
     b->rc = rc;
     __atomic_store_n(&b->busy, 0, __ATOMIC_RELEASE);
 }
@@ -124,6 +127,7 @@ static ptwm_error dout_open(int fd, const char *open_path, const char *name, uin
         ptwm_dout_free(d);
         return rc;
     }
+    ptwm_flusher_start(fd, name, pos, &d->fl);
     *out = d;
     return PTWM_OK;
 }
@@ -227,6 +231,8 @@ ptwm_error ptwm_dout_finish(ptwm_dout *d, ptwm_err *err) {
     ptwm_error rc = PTWM_OK, r;
     if (whole) rc = submit(d, whole, err);
     if ((r = wait_all(d, rc ? NULL : err)) && !rc) rc = r;
+    if ((r = ptwm_flusher_stop(d->fl, rc ? NULL : err)) && !rc) rc = r;
+    d->fl = NULL;
     /* The last part of a block goes through the page cache. */
     if (!rc && d->fill > whole)
         rc = ptwm_pwrite_full(d->fd, b->p + whole, d->fill - whole, b->off + whole, d->path, err);
@@ -242,6 +248,7 @@ void ptwm_dout_free(ptwm_dout *d) {
     if (d->io) {
         (void)wait_all(d, NULL);
         ptwm_io_stop(d->io);
+        (void)ptwm_flusher_stop(d->fl, NULL);
     }
     if (d->dfd >= 0) close(d->dfd);
     ptwm_free(d->raw);
