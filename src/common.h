@@ -107,6 +107,18 @@ void ptwm_format_shape(const uint64_t *shape, uint32_t ndim, char *buf, size_t c
 void *ptwm_malloc(uint64_t size);
 void *ptwm_calloc(uint64_t n, uint64_t size);
 void *ptwm_realloc(void *p, uint64_t size);
+/* Work buffers of 256 KiB or more (codec workspaces, chunk buffers):
+ * with the C library's allocator on Linux, mapped on 2 MiB boundaries with
+ * transparent huge pages asked for, since a fresh 4 KiB page took 10-13 us
+ * to fault in on a virtual machine here (docs/SCALING.md, "Fresh memory");
+ * else ptwm_malloc. Zeroed where mapped. Released by ptwm_free_big with the
+ * same size. */
+void *ptwm_malloc_big(uint64_t size);
+void *ptwm_calloc_big(uint64_t size);
+void ptwm_free_big(void *p, uint64_t size);
+/* The bytes an allocation of `size` by ptwm_malloc_big holds (a mapping is
+ * whole 2 MiB pages): asking for that much instead costs nothing more. */
+uint64_t ptwm_big_size(uint64_t size);
 char *ptwm_strdup(const char *s);
 char *ptwm_strndup(const char *s, size_t max);
 /* ZSTD_customMem functions over the same allocator. */

@@ -45,7 +45,50 @@ struct ptwm_ctx {
     unsigned nws;
     kept keep[CTX_KEEP];
     unsigned nkeep;
+    /* Buffers mapped by ptwm_malloc_big, held or kept, with their mapped
+     * size: a buffer taken with ptwm_ctx_take comes back with the size its
+     * taker asked for, which is not always the size it has. */
+    kept *big;
+    size_t nbig, capbig;
 };
+
+/* The mapped size of p if ptwm_malloc_big mapped it for this context, and
+ * its entry's index into *at; 0 if not (mu held). */
+static size_t big_size_of(const ptwm_ctx *ctx, const void *p, size_t *at) {
+    size_t i;
+    for (i = 0; i < ctx->nbig; i++)
+        if (ctx->big[i].p == p) {
+            *at = i;
+            return ctx->big[i].size;
+        }
+    return 0;
+}
+
+/* Free p (mu held, or the context's end). */
+static void release(ptwm_ctx *ctx, void *p) {
+    size_t at, mapped = big_size_of(ctx, p, &at);
+    if (!mapped) {
+        ptwm_free(p);
+        return;
+    }
+    ptwm_free_big(p, mapped);
+    ctx->big[at] = ctx->big[--ctx->nbig];
+}
+
+/* A new buffer of at least size bytes (its size into *got), mapped on huge
+ * pages where that is worth it and recorded (mu held). */
+static void *fresh(ptwm_ctx *ctx, size_t size, size_t *got) {
+    size_t mapped = (size_t)ptwm_big_size(size);
+    void *p;
+    *got = size;
+    if (mapped == size || !ptwm_grow((void **)&ctx->big, &ctx->capbig, ctx->nbig + 1, sizeof(kept)))
+        return ptwm_malloc(size);
+    if (!(p = ptwm_malloc_big(mapped))) return NULL;
+    ctx->big[ctx->nbig].p = p;
+    ctx->big[ctx->nbig++].size = mapped;
+    *got = mapped;
+    return p;
+}
 
 ptwm_error ptwm_ctx_create(ptwm_ctx **out, ptwm_err *err) {
     ptwm_ctx *c;
@@ -74,7 +117,8 @@ void ptwm_ctx_free(ptwm_ctx *ctx) {
     pthread_cond_destroy(&ctx->cwake);
     pthread_cond_destroy(&ctx->cidle);
     for (i = 0; i < ctx->nws; i++) ptwm_ws_free(ctx->ws[i]);
-    for (i = 0; i < ctx->nkeep; i++) ptwm_free(ctx->keep[i].p);
+    for (i = 0; i < ctx->nkeep; i++) release(ctx, ctx->keep[i].p);
+    ptwm_free(ctx->big);
     pthread_mutex_destroy(&ctx->mu);
     ptwm_free(ctx);
 }
@@ -136,27 +180,29 @@ void *ptwm_ctx_take_fit(ptwm_ctx *ctx, size_t size, size_t *got) {
         p = ctx->keep[best].p;
         *got = ctx->keep[best].size;
         ctx->keep[best] = ctx->keep[--ctx->nkeep];
-        pthread_mutex_unlock(&ctx->mu);
-        return p;
+    } else {
+        p = fresh(ctx, size, got);
     }
     pthread_mutex_unlock(&ctx->mu);
-    return ptwm_malloc(size);
+    return p;
 }
 
 void ptwm_ctx_give(ptwm_ctx *ctx, void *p, size_t size) {
     unsigned i, small = 0;
+    size_t at, mapped;
     if (!p) return;
     if (!size) size = 1;
     pthread_mutex_lock(&ctx->mu);
+    if ((mapped = big_size_of(ctx, p, &at))) size = mapped;
     if (ctx->nkeep == CTX_KEEP) {
         for (i = 1; i < CTX_KEEP; i++)
             if (ctx->keep[i].size < ctx->keep[small].size) small = i;
         if (ctx->keep[small].size >= size) {
+            release(ctx, p);
             pthread_mutex_unlock(&ctx->mu);
-            ptwm_free(p);
             return;
         }
-        ptwm_free(ctx->keep[small].p);
+        release(ctx, ctx->keep[small].p);
         ctx->keep[small] = ctx->keep[--ctx->nkeep];
     }
     ctx->keep[ctx->nkeep].p = p;

@@ -6,6 +6,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "common.h"
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 static ptwm_allocator g_alloc;    /* all NULL: the C library's */
 static atomic_int g_allocated;    /* set by the first allocation */
@@ -57,6 +60,71 @@ void ptwm_free(void *p) {
     if (g_alloc.free_fn) g_alloc.free_fn(g_alloc.opaque, p);
     else free(p);
 }
+
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+#define BIG_MIN ((uint64_t)256 << 10)
+#define HUGE ((uintptr_t)2 << 20)
+
+/* Whether a buffer of `size` bytes is mapped by ptwm_malloc_big: decided by
+ * the size alone, so ptwm_free_big needs nothing else. */
+static int big_mapped(uint64_t size) {
+    return size >= BIG_MIN && size <= PTWM_ALLOC_CAP && !g_alloc.malloc_fn;
+}
+
+static size_t big_len(uint64_t size) {
+    return (size_t)((size + HUGE - 1) & ~(uint64_t)(HUGE - 1));
+}
+
+void *ptwm_malloc_big(uint64_t size) {
+    size_t len, total;
+    uintptr_t base, a;
+    void *m;
+    if (!big_mapped(size)) return ptwm_malloc(size);
+    atomic_store_explicit(&g_allocated, 1, memory_order_relaxed);
+    len = big_len(size);
+    total = len + HUGE;
+    m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    base = (uintptr_t)m;
+    a = (base + HUGE - 1) & ~(HUGE - 1);
+    /* Only the aligned part stays mapped. */
+    if (a > base) munmap(m, a - base);
+    if (base + total > a + len) munmap((void *)(a + len), base + total - (a + len));
+    (void)madvise((void *)a, len, MADV_HUGEPAGE); /* advice: 4 KiB pages otherwise */
+    return (void *)a;
+}
+
+void *ptwm_calloc_big(uint64_t size) {
+    return big_mapped(size) ? ptwm_malloc_big(size) : ptwm_calloc(size, 1);
+}
+
+uint64_t ptwm_big_size(uint64_t size) {
+    return big_mapped(size) ? big_len(size) : size;
+}
+
+void ptwm_free_big(void *p, uint64_t size) {
+    if (!p) return;
+    if (big_mapped(size)) munmap(p, big_len(size));
+    else ptwm_free(p);
+}
+#else
+void *ptwm_malloc_big(uint64_t size) {
+    return ptwm_malloc(size);
+}
+
+void *ptwm_calloc_big(uint64_t size) {
+    return ptwm_calloc(size, 1);
+}
+
+uint64_t ptwm_big_size(uint64_t size) {
+    return size;
+}
+
+void ptwm_free_big(void *p, uint64_t size) {
+    (void)size;
+    ptwm_free(p);
+}
+#endif
 
 char *ptwm_strdup(const char *s) {
     size_t n = strlen(s) + 1;
