@@ -140,14 +140,19 @@ static void every_sink(const char *path, ptwm_source_kind family, const ref *r, 
 }
 
 /* A conversion left to choose its threads takes one per 32 MiB begun, up to
- * the cores: small files on one thread, where a second made them slower. */
+ * the cores: small files on one thread, where a second made them slower; a
+ * restore takes one decoding thread where that gives two (its writing
+ * thread is the second), all of them from three up. */
 static void test_auto_threads(void) {
-    int cores = (int)ptwm_threads_resolve(0);
-    CHECK(ptwm_conv_auto_threads(0) == 1);
-    CHECK(ptwm_conv_auto_threads(PTWM_CONV_BYTES_A_THREAD - 1) == 1);
-    CHECK(ptwm_conv_auto_threads(PTWM_CONV_BYTES_A_THREAD) == (cores < 2 ? cores : 2));
-    CHECK(ptwm_conv_auto_threads(3 * PTWM_CONV_BYTES_A_THREAD) == (cores < 4 ? cores : 4));
-    CHECK(ptwm_conv_auto_threads(UINT64_MAX) == cores);
+    int cores = (int)ptwm_threads_resolve(0), r;
+    for (r = 0; r < 2; r++) {
+        int two = cores < 2 ? cores : 2, four = cores < 4 ? cores : 4;
+        CHECK(ptwm_conv_auto_threads(0, r) == 1);
+        CHECK(ptwm_conv_auto_threads(PTWM_CONV_BYTES_A_THREAD - 1, r) == 1);
+        CHECK(ptwm_conv_auto_threads(PTWM_CONV_BYTES_A_THREAD, r) == (r && two == 2 ? 1 : two));
+        CHECK(ptwm_conv_auto_threads(3 * PTWM_CONV_BYTES_A_THREAD, r) == (r && four == 2 ? 1 : four));
+        CHECK(ptwm_conv_auto_threads(UINT64_MAX, r) == (r && cores == 2 ? 1 : cores));
+    }
 }
 
 int main(void) {

@@ -219,10 +219,14 @@ void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
     ptwm_conv_opts_from(&cp, p, out);
 }
 
-int ptwm_conv_auto_threads(uint64_t raw) {
+int ptwm_conv_auto_threads(uint64_t raw, int restore) {
     uint64_t n = 1 + raw / PTWM_CONV_BYTES_A_THREAD;
     unsigned cores = ptwm_threads_resolve(0);
-    return (int)(n < cores ? n : cores);
+    if (n > cores) n = cores;
+    /* One decoding thread hands its writes to a writing thread of its own
+     * (read_io.c); two decoding threads write themselves, and on two cores
+     * restored 0.80-0.86x as fast (docs/SCALING.md, "Fresh memory"). */
+    return restore && n == 2 ? 1 : (int)n;
 }
 
 ptwm_error ptwm_conv_write(const ptwm_conv_src *s, const ptwm_conv_plan *p,
@@ -236,7 +240,8 @@ ptwm_error ptwm_conv_write(const ptwm_conv_src *s, const ptwm_conv_plan *p,
     for (k = 0; k < p->nfiles; k++)
         if (!wanted || wanted[k]) raw += p->raw[k];
     if (o->progress && !o->progress->total) o->progress->total = raw;
-    if (!given.cp.threads) given.cp.threads = ptwm_conv_auto_threads(raw);
+    if (!given.cp.threads)
+        given.cp.threads = ptwm_conv_auto_threads(raw, sink == &ptwm_sink_safetensors_ops);
     o = &given;
     if ((rc = sink->open(o, &state, err))) return rc;
     for (k = 0; k < p->nfiles && !rc; k++) {

@@ -136,9 +136,11 @@ void ptwm_conv_plan_free(ptwm_conv_plan *p);
 /* Threads for a conversion of `raw` input bytes left to the library
  * (threads 0): one per PTWM_CONV_BYTES_A_THREAD begun, at most the cores.
  * On files of a few MB a second thread costs more than it codes (its
- * start, its fresh buffers, unmapping them): docs/SCALING.md, "Small files". */
+ * start, its fresh buffers, unmapping them): docs/SCALING.md, "Small files".
+ * A restore (`restore`) takes one decoding thread where that gives two:
+ * its writing thread is the second. */
 #define PTWM_CONV_BYTES_A_THREAD ((uint64_t)32 << 20)
-int ptwm_conv_auto_threads(uint64_t raw);
+int ptwm_conv_auto_threads(uint64_t raw, int restore);
 ptwm_error ptwm_conv_write(const ptwm_conv_src *s, const ptwm_conv_plan *p,
                            const ptwm_sink_ops *sink, const ptwm_conv_opts *o, const char *dir,
                            const uint8_t *wanted, uint64_t *sizes, ptwm_err *err);
