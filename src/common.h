@@ -119,6 +119,9 @@ void ptwm_free_big(void *p, uint64_t size);
 /* The bytes an allocation of `size` by ptwm_malloc_big holds (a mapping is
  * whole 2 MiB pages): asking for that much instead costs nothing more. */
 uint64_t ptwm_big_size(uint64_t size);
+/* Whether ptwm_malloc_big maps a buffer of `size` bytes (else it is
+ * ptwm_malloc's). */
+int ptwm_big_maps(uint64_t size);
 char *ptwm_strdup(const char *s);
 char *ptwm_strndup(const char *s, size_t max);
 /* ZSTD_customMem functions over the same allocator. */

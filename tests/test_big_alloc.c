@@ -63,6 +63,13 @@ static void check_context(void) {
     memset(q, 2, got);
     ptwm_ctx_give(ctx, q, 4096); /* its taker's own idea of its size */
     CHECK(ptwm_ctx_size(ctx) == held);
+    /* A size of whole 2 MiB pages is mapped too (its own size held). */
+    if (ptwm_big_maps(2 * HUGE)) {
+        q = (uint8_t *)ptwm_ctx_take_fit(ctx, 2 * held, &got);
+        CHECK(q != NULL && q != p && got == 2 * held && (uintptr_t)q % HUGE == 0);
+        if (q) ptwm_ctx_give(ctx, q, 2 * held);
+        CHECK(ptwm_ctx_size(ctx) == 3 * held);
+    }
     ptwm_ctx_free(ctx);
 }
 

@@ -81,7 +81,8 @@ static void *fresh(ptwm_ctx *ctx, size_t size, size_t *got) {
     size_t mapped = (size_t)ptwm_big_size(size);
     void *p;
     *got = size;
-    if (mapped == size || !ptwm_grow((void **)&ctx->big, &ctx->capbig, ctx->nbig + 1, sizeof(kept)))
+    if (!ptwm_big_maps(size) ||
+        !ptwm_grow((void **)&ctx->big, &ctx->capbig, ctx->nbig + 1, sizeof(kept)))
         return ptwm_malloc(size);
     if (!(p = ptwm_malloc_big(mapped))) return NULL;
     ctx->big[ctx->nbig].p = p;

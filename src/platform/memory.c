@@ -102,6 +102,10 @@ uint64_t ptwm_big_size(uint64_t size) {
     return big_mapped(size) ? big_len(size) : size;
 }
 
+int ptwm_big_maps(uint64_t size) {
+    return big_mapped(size);
+}
+
 void ptwm_free_big(void *p, uint64_t size) {
     if (!p) return;
     if (big_mapped(size)) munmap(p, big_len(size));
@@ -118,6 +122,11 @@ void *ptwm_calloc_big(uint64_t size) {
 
 uint64_t ptwm_big_size(uint64_t size) {
     return size;
+}
+
+int ptwm_big_maps(uint64_t size) {
+    (void)size;
+    return 0;
 }
 
 void ptwm_free_big(void *p, uint64_t size) {
