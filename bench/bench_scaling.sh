@@ -50,7 +50,7 @@ if (( ${#files[@]} == 0 )); then
             "$tmp/f32-${big_mb}m.safetensors")
 fi
 
-echo "file,dtype,where,op,tool,threads,raw_bytes,coded_bytes,wall_s,cpu_s,runs" >"$csv"
+echo "file,dtype,where,op,tool,threads,raw_bytes,coded_bytes,wall_s,cpu_s,runs,paired_x,paired_floor,paired_zstd" >"$csv"
 {
     echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -n1), $cores cores"
     echo "ptwm: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -60,7 +60,7 @@ echo "file,dtype,where,op,tool,threads,raw_bytes,coded_bytes,wall_s,cpu_s,runs" 
 
 echo "== in memory (bench_threads, $runs runs, 1..$threads threads)"
 "$build/bench_threads" --runs "$runs" --threads "$threads" --csv "$tmp/mem.csv" "${files[@]}"
-awk -F, '{ printf "%s,%s,memory,%s,ptwm,%s,%s,%s,%s,%s,%s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }' \
+awk -F, '{ printf "%s,%s,memory,%s,ptwm,%s,%s,%s,%s,%s,%s,,,\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }' \
     "$tmp/mem.csv" >>"$csv"
 
 # One timed command: "WALL CPU" (seconds; CPU is user + system time of it and
@@ -119,21 +119,41 @@ whole_process() {
         cmp -s "$f" "$tmp/d$t/$name" || { echo "bench_scaling: ROUND TRIP FAILED ($name, $t)" >&2; exit 1; }
     done
     cmp -s "$f" "$tmp/zd" || { echo "bench_scaling: zstd round trip failed ($name)" >&2; exit 1; }
-    for ((k = 0; k < ${#cmds[@]}; k++)); do
-        local coded=0
-        case ${keys[k]} in
-            *ptwm*|*coded*) coded=$(stat -c %s "$tmp/ref/model.ptwm") ;;
-            *zstd*) coded=$(stat -c %s "$tmp/ref.zst") ;;
-        esac
-        awk -v k="$k" '$1 == k { print $2, $3 }' "$tmp/proc.txt" | python3 -c '
+    local ref_ptwm ref_zst
+    ref_ptwm=$(stat -c %s "$tmp/ref/model.ptwm")
+    ref_zst=$(stat -c %s "$tmp/ref.zst")
+    # Medians per command, and for ptwm's the paired ratios: the median over
+    # rounds of one thread's wall time over this command's in the same round
+    # (paired_x), of its time over the floor's, `cp` + fsync of its coded
+    # bytes or of the restored file (paired_floor), and over `zstd -d` +
+    # fsync (paired_zstd): a shared machine's drift between rounds then falls
+    # on both sides of each ratio.
+    printf '%s\n' "${keys[@]}" | python3 -c '
 import statistics, sys
-key, pre, raw, coded, n = sys.argv[1:]
-rows = [tuple(map(float, l.split())) for l in sys.stdin]
-op, tool, t = key.split(",")
-print("%s,%s,%s,%s,%s,%s,%.4f,%.4f,%s" % (pre, op, tool, t, raw, coded,
-      statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows), n))' \
-            "${keys[k]}" "$name,$dtype,process" "$raw" "$coded" "$proc_runs" >>"$csv"
-    done
+proc, pre, raw, ptwm_coded, zst_coded, n = sys.argv[1:]
+keys = [l.strip() for l in sys.stdin if l.strip()]
+runs = {}
+for line in open(proc):
+    k, w, c = line.split()
+    runs.setdefault(int(k), []).append((float(w), float(c)))
+def paired(a, b):
+    return statistics.median(x[0] / y[0] for x, y in zip(runs[a], runs[b]))
+for k, key in enumerate(keys):
+    op, tool, t = key.split(",")
+    coded = ptwm_coded if ("ptwm" in tool or "coded" in tool) else zst_coded if "zstd" in tool else "0"
+    x = floor = zd = ""
+    if tool == "ptwm":
+        if t != "1":
+            x = "%.4f" % paired(keys.index("%s,ptwm,1" % op), k)
+        floor = "%.4f" % paired(k, keys.index("compress,cp coded + fsync,1" if op == "compress"
+                                               else "decompress,cp + fsync,1"))
+        if op == "decompress":
+            zd = "%.4f" % paired(k, keys.index("decompress,zstd -d + fsync,1"))
+    rows = runs[k]
+    print("%s,%s,%s,%s,%s,%s,%.4f,%.4f,%s,%s,%s,%s" % (pre, op, tool, t, raw, coded,
+          statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows), n, x,
+          floor, zd))' \
+        "$tmp/proc.txt" "$name,$dtype,process" "$raw" "$ref_ptwm" "$ref_zst" "$proc_runs" >>"$csv"
     rm -rf "$tmp"/p* "$tmp"/d* "$tmp"/z* "$tmp/cp" "$tmp/cpo" "$tmp/ref"
 }
 

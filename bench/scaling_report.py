@@ -4,7 +4,8 @@
 usage: bench/scaling_report.py SCALING.csv MACHINE.txt  (markdown on stdout)
 MB/s is 10^6 raw tensor-file bytes a second of wall time; CPU is user +
 system seconds; "x" is the speed over one thread's (CPU: the CPU seconds over
-one thread's)."""
+one thread's): for whole processes the median of each round's ratio, as are
+the ratios to the floors, where the CSV has them (paired_*)."""
 import csv
 import sys
 
@@ -28,10 +29,17 @@ def main():
         s = "%.0f (%.3f)" % (mbs(r), float(r["cpu_s"]))
         b = get.get((f, where, op, tool, base_t)) if base_t else None
         if b:
-            s += " %.2fx" % (float(b["wall_s"]) / float(r["wall_s"]))
+            x = r.get("paired_x") or float(b["wall_s"]) / float(r["wall_s"])
+            s += " %.2fx" % float(x)
             if float(b["cpu_s"]) > 0:
                 s += ", CPU %.2fx" % (float(r["cpu_s"]) / float(b["cpu_s"]))
         return s
+
+    def over(r, base, paired):
+        """r's time over base's: the paired ratio if the CSV has it."""
+        if not r or not base:
+            return "-"
+        return "%.2f" % float(r.get(paired) or float(r["wall_s"]) / float(base["wall_s"]))
 
     def info(f):
         r = next(r for r in rows if r["file"] == f)
@@ -62,7 +70,7 @@ def main():
         cells.append(cell(f, "process", "compress", "cp coded + fsync", 1))
         pn = get.get((f, "process", "compress", "ptwm", threads[-1]))
         fl = get.get((f, "process", "compress", "cp coded + fsync", 1))
-        cells.append("%.2f" % (float(pn["wall_s"]) / float(fl["wall_s"])) if pn and fl else "-")
+        cells.append(over(pn, fl, "paired_floor"))
         out.append("| %s | %s |" % (info(f), " | ".join(cells)))
     out.append("")
     out.append("**Whole processes, restore**: `ptwm decompress` (fsyncs its output) beside `zstd -d` "
@@ -79,8 +87,8 @@ def main():
         pn = get.get((f, "process", "decompress", "ptwm", threads[-1]))
         z = get.get((f, "process", "decompress", "zstd -d + fsync", 1))
         c = get.get((f, "process", "decompress", "cp + fsync", 1))
-        cells.append("%.2f" % (float(p1["wall_s"]) / float(z["wall_s"])) if p1 and z else "-")
-        cells.append("%.2f" % (float(pn["wall_s"]) / float(c["wall_s"])) if pn and c else "-")
+        cells.append(over(p1, z, "paired_zstd"))
+        cells.append(over(pn, c, "paired_floor"))
         out.append("| %s | %s |" % (info(f), " | ".join(cells)))
     out.append("")
     out.append("; ".join(machine) + ".")
