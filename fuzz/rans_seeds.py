@@ -2,8 +2,9 @@
 """Seeds for fuzz_rans: order-0 rANS planes written from the byte format at
 the top of src/codec/rans.c by this independent encoder, so the fuzzer starts
 from valid streams of each order-0 mode. The encoder writes two streams only
-for planes of 64K symbols, longer than the harness decodes (at most 65,535),
-so without a seed the fuzzer meets mode 4 only by chance. Each seed is the
+for planes of 64K symbols and four from 256K, longer than the harness decodes
+(at most 65,535), so without a seed the fuzzer meets modes 4 and 5 only by
+chance. Each seed is the
 harness's input: byte 0 (bits 6-7: the best instruction set), the plane's
 length (u16), then the plane.
 
@@ -57,7 +58,10 @@ def stream(syms, freq, prec):
     return struct.pack("<%dI" % STATES, *x) + struct.pack("<%dH" % len(words), *words)
 
 
-def plane(syms, prec, two):
+def plane(syms, prec, k):
+    """Mode 2 (k = 1), 4 (two streams) or 5 (four): the table, the length of
+    each stream but the last, then the streams; each stream but the last
+    codes floor(n / 32k) * 32 symbols, the last the rest."""
     counts = [0] * 256
     for s in syms:
         counts[s] += 1
@@ -65,12 +69,12 @@ def plane(syms, prec, two):
     freq = [max(1, c * m // n) if c else 0 for c in counts]
     top = max(range(256), key=lambda s: freq[s])
     freq[top] += m - sum(freq)
-    head = bytes([4 if two else 2, prec]) + table(freq)
-    if not two:
+    head = bytes([{1: 2, 2: 4, 4: 5}[k], prec]) + table(freq)
+    if k == 1:
         return head + stream(syms, freq, prec)
-    h = n // (2 * STATES) * STATES
-    a, b = stream(syms[:h], freq, prec), stream(syms[h:], freq, prec)
-    return head + struct.pack("<I", len(a)) + a + b
+    h = n // (k * STATES) * STATES
+    parts = [stream(syms[i * h:(i + 1) * h if i + 1 < k else n], freq, prec) for i in range(k)]
+    return head + b"".join(struct.pack("<I", len(p)) for p in parts[:-1]) + b"".join(parts)
 
 
 def main():
@@ -81,9 +85,9 @@ def main():
         seed = (seed * 6364136223846793005 + 1442695040888963407) % (1 << 64)
         r = seed >> 40
         syms.append(110 + (r & 7 if r & 0x300 else (r >> 3) % 20))
-    for name, two in (("two-streams.bin", True), ("one-stream.bin", False)):
+    for name, k in (("four-streams.bin", 4), ("two-streams.bin", 2), ("one-stream.bin", 1)):
         with open(os.path.join(out, name), "wb") as f:
-            f.write(bytes([0xC0]) + struct.pack("<H", len(syms)) + plane(syms, 12, two))
+            f.write(bytes([0xC0]) + struct.pack("<H", len(syms)) + plane(syms, 12, k))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ static unsigned stage_in(const uint8_t *p, size_t len, size_t raw_len, unsigned 
  * change the next chunk's bytes (the first encode of each round trip uses
  * a fresh one). */
 static ptwm_ws *reused;
-static unsigned x2_seen; /* payloads with a rANS plane in two streams */
+static unsigned x2_seen, x4_seen; /* payloads with a rANS plane in two, four streams */
 
 /* Encode and decode; checks the bound, the bytes, and returns the payload
  * size (0 on failure, after a failed CHECK). out/out_len receive a copy of
@@ -71,14 +71,23 @@ static size_t round_trip_cols(const uint8_t *chain, size_t clen, ptwm_dtype d, i
                   "%s method %d, %zu bytes: round trip differs", ptwm_dtype_name(d), method, n);
         /* The same planes in the version 4 form (a flags byte for the
          * stages) decode to the same bytes, unless a plane is rANS in two
-         * streams (version 7 on): that is refused in a version 4 file. */
+         * streams (version 7 on) or four (version 8 on): that is refused in
+         * a version 4 file, and four streams in a version 7 file. */
         if (e == PTWM_OK) {
             uint8_t *old = malloc(len + 64);
             size_t ol = old ? tu_chunk_v4(enc, len, n, chain_transform(chain, clen), old) : 0;
+            unsigned need = ptwm_chunk_min_version(enc, len, n);
             memset(dec, 0xEE, n);
-            if (ptwm_chunk_needs_x2(enc, len, n)) {
+            if (need == PTWM_CHUNK_X4_VERSION) {
+                CHECK_ERR(ptwm_chunk_decode_version(reused, 7, chain, clen, d, enc, len, dec, n, &err),
+                          &err, PTWM_ERR_CORRUPT, "rANS in 4 streams in a version 7 file (from version 8 on)");
+                x4_seen++;
+            }
+            if (need) {
+                CHECK_MSG(need == PTWM_CHUNK_X2_VERSION || need == PTWM_CHUNK_X4_VERSION,
+                          "a payload needs version %u", need);
                 CHECK_ERR(ptwm_chunk_decode_version(reused, 4, chain, clen, d, old, ol, dec, n, &err),
-                          &err, PTWM_ERR_CORRUPT, "rANS in two streams in a version 4 file");
+                          &err, PTWM_ERR_CORRUPT, "streams in a version 4 file");
                 x2_seen++;
             } else {
                 CHECK_MSG(ol > 0 && ptwm_chunk_decode_version(reused, 4, chain, clen, d, old, ol, dec,
@@ -1185,7 +1194,8 @@ int main(void) {
     test_sparse_reference();
     test_corpus();
     /* Large planes were coded in two streams, and refused as version 4. */
-    CHECK_MSG(x2_seen > 0, "no payload had a rANS plane in two streams");
+    CHECK_MSG(x2_seen > x4_seen, "no payload had a rANS plane in two streams");
+    CHECK_MSG(x4_seen > 0, "no payload had a rANS plane in four streams");
     rc = tu_finish("test_chunk");
     ptwm_ws_free(reused);
     return rc;

@@ -550,6 +550,21 @@ static void golden_write(void) {
         CHECK(img && len > 16 && ptwm_load_le32(img + 8) == PTWM_FMT_X2_VERSION);
         free(img);
     }
+    /* From version 8: one real tensor of 256K elements (faceres-deep's
+     * feats/kernel, BF16), whose rANS plane is four streams. */
+    {
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        ptwm_err err;
+        size_t len = 0;
+        uint8_t *img;
+        char src[1200];
+        snprintf(src, sizeof(src), "%s/feats.bf16.safetensors", golden_dir());
+        snprintf(path, sizeof(path), "%s/feats.bf16.microscale.v%u.ptwm", golden_dir(), PTWM_FMT_X4_VERSION);
+        CHECK_MSG(ptwm_compress_safetensors(src, path, &p, &err) == PTWM_OK, "%s", err.message);
+        img = tu_read_file(path, &len);
+        CHECK(img && len > 16 && ptwm_load_le32(img + 8) == PTWM_FMT_X4_VERSION);
+        free(img);
+    }
     /* Damaged copies of the first: a flipped bit in the middle of the
      * second chunk of the tensor with the most chunks, and a truncation. */
     if (PTWM_FMT_VERSION == 1) {
@@ -698,65 +713,77 @@ static void test_golden_stage(const char *file, unsigned id) {
     CHECK_MSG(golden_chunks(file, has_stage, id) > 0, "%s: no chunk with stage %u", file, id);
 }
 
-/* A chunk with a rANS plane in two streams, which a version 6 file may not
- * hold: read as one, it is refused. */
-static int has_x2(const uint8_t *p, uint32_t coded, uint32_t raw, unsigned version) {
+/* A chunk with a rANS plane in more streams than a file of `version` may
+ * hold (two before version 7, four before 8): read as one, it is refused. */
+static int has_streams(const uint8_t *p, uint32_t coded, uint32_t raw, unsigned version) {
     uint8_t *out;
     ptwm_err err;
     uint8_t chain[PTWM_CHAIN_MAX_BYTES];
     size_t clen = 0;
-    if (!ptwm_chunk_needs_x2(p, coded, raw)) return 0;
+    char msg[64];
+    if (ptwm_chunk_min_version(p, coded, raw) <= version) return 0;
+    snprintf(msg, sizeof(msg), "streams in a version %u file", version);
     out = malloc(raw + 1);
     CHECK(out && ptwm_chain_standard(PTWM_DTYPE_BF16, PTWM_METHOD_MICROSCALE, chain, sizeof(chain),
                                      &clen, NULL) == PTWM_OK);
     if (out)
         CHECK_ERR(ptwm_chunk_decode_version(NULL, version, chain, clen, PTWM_DTYPE_BF16, p, coded, out,
                                             raw, &err),
-                  &err, PTWM_ERR_CORRUPT, "rANS in two streams in a version 6 file");
+                  &err, PTWM_ERR_CORRUPT, msg);
     free(out);
     return 1;
 }
 
-/* The writer writes version 7 only where a chunk has a rANS plane in two
- * streams: the emotion file in chunks of 1 MiB (its 64K-element tensor), not
- * in chunks of 64 KiB, which stays version 5 for older readers. Head and
- * foot agree. */
+/* The writer writes version 8 only where a chunk has a rANS plane in four
+ * streams, 7 where in two: a 256K-element tensor in chunks of 1 MiB (8) and
+ * of 256 KiB (7), the emotion file in chunks of 1 MiB (7: its 64K-element
+ * tensor), not in chunks of 64 KiB, which stays version 5 for older
+ * readers. Head and foot agree. */
 static void test_written_version(void) {
     static const struct {
+        const char *file;
         uint64_t chunk;
         uint32_t version;
-    } cases[] = {{1 << 20, PTWM_FMT_X2_VERSION}, {65536, 5}};
+    } cases[] = {{"feats", 1 << 20, PTWM_FMT_X4_VERSION},
+                 {"feats", 1 << 18, PTWM_FMT_X2_VERSION},
+                 {"emotion", 1 << 20, PTWM_FMT_X2_VERSION},
+                 {"emotion", 65536, 5}};
     size_t i, len;
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
         ptwm_err err;
         const char *path = tu_tmp_path("version.ptwm");
         uint8_t *img;
+        char src[1200];
         p.chunk_size = cases[i].chunk;
-        CHECK_MSG(ptwm_compress_safetensors(tu_corpus_path("emotion.bf16.safetensors"), path, &p, &err) == PTWM_OK,
-                  "%s", err.message);
+        if (cases[i].file[0] == 'f')
+            snprintf(src, sizeof(src), "%s/feats.bf16.safetensors", golden_dir());
+        else
+            snprintf(src, sizeof(src), "%s", tu_corpus_path("emotion.bf16.safetensors"));
+        CHECK_MSG(ptwm_compress_safetensors(src, path, &p, &err) == PTWM_OK, "%s", err.message);
         img = tu_read_file(path, &len);
         CHECK_MSG(img && len > 64 && ptwm_load_le32(img + 8) == cases[i].version &&
                       ptwm_load_le32(img + len - PTWM_FMT_FOOT_SIZE + 20) == cases[i].version,
-                  "chunks of %llu: head version %u, foot %u, want %u", (unsigned long long)cases[i].chunk,
+                  "%s, chunks of %llu: head version %u, foot %u, want %u", cases[i].file,
+                  (unsigned long long)cases[i].chunk,
                   img ? ptwm_load_le32(img + 8) : 0, img ? ptwm_load_le32(img + len - PTWM_FMT_FOOT_SIZE + 20) : 0,
                   cases[i].version);
         free(img);
     }
 }
 
-/* The version 7 golden file is version 7 and has such a chunk. */
-static void test_golden_x2(const char *file) {
+/* The version 7 and 8 golden files have their versions and such chunks. */
+static void test_golden_streams(const char *file, unsigned version) {
     char path[1200];
     size_t len = 0;
     uint8_t *img;
     snprintf(path, sizeof(path), "%s/%s", golden_dir(), file);
     img = tu_read_file(path, &len);
-    CHECK_MSG(img && len > 16 && ptwm_load_le32(img + 8) == PTWM_FMT_X2_VERSION, "%s: not version %u",
-              file, PTWM_FMT_X2_VERSION);
+    CHECK_MSG(img && len > 16 && ptwm_load_le32(img + 8) == version, "%s: not version %u", file,
+              version);
     free(img);
-    CHECK_MSG(golden_chunks(file, has_x2, PTWM_FMT_X2_VERSION - 1) > 0,
-              "%s: no chunk with a rANS plane in two streams", file);
+    CHECK_MSG(golden_chunks(file, has_streams, version - 1) > 0,
+              "%s: no chunk with a rANS plane in %s streams", file, version == 7 ? "two" : "four");
 }
 
 /* A version 3 file written with neither plane CRCs nor payload hashes has
@@ -799,7 +826,8 @@ int main(void) {
     test_golden_flag("pruned.f16.microscale.v3.ptwm", 0x40);
     test_golden_stage("emotion.bf16.microscale.v5.ptwm", PTWM_CSTAGE_COLS);
     test_golden_stage("pruned.f16.microscale.v5.ptwm", PTWM_CSTAGE_SPARSE);
-    test_golden_x2("emotion.bf16.microscale.v7.ptwm");
+    test_golden_streams("emotion.bf16.microscale.v7.ptwm", PTWM_FMT_X2_VERSION);
+    test_golden_streams("feats.bf16.microscale.v8.ptwm", PTWM_FMT_X4_VERSION);
     test_written_version();
     test_payload_damage();
     test_hash_damage();

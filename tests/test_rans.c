@@ -112,10 +112,10 @@ static void test_edges(void) {
         for (i = 0; i < 65536; i++) b[i] = (uint8_t)(i % 7 ? 0 : i);
         round_trip(b, 65536, order, what);
         /* two symbols, extreme skew: one b among a million a (at order 0,
-         * two streams of 32 states: 256 bytes of states) */
+         * four streams of 32 states: 512 bytes of states) */
         memset(b, 'a', 1 << 20);
         b[123457] = 'b';
-        CHECK(round_trip(b, 1 << 20, order, what) < 340);
+        CHECK(round_trip(b, 1 << 20, order, what) < 600);
         b[0] = 'b';
         round_trip(b, 1 << 20, order, what);
         /* every size around the 8-state interleave and the 16-byte margin */
@@ -405,7 +405,7 @@ static void test_encoders_precisions(void) {
                 ptwm_set_isa_limit(isas[isa]);
                 CHECK(ptwm_rans_encode(NULL, plane, m, 0, out[isa], cap, &len[isa]) == PTWM_OK);
             }
-            if (len[0] > 2 && (out[0][0] == 2 || out[0][0] == 4) /* order 0 */) seen |= 1u << out[0][1];
+            if (len[0] > 2 && (out[0][0] == 2 || out[0][0] == 4 || out[0][0] == 5) /* order 0 */) seen |= 1u << out[0][1];
             for (isa = 1; isa < NISA; isa++)
                 CHECK_MSG(len[0] == len[isa] && memcmp(out[0], out[isa], len[0]) == 0,
                           "skewed plane, %u rare symbols, %zu bytes, precision %u: %s encoder "
@@ -569,30 +569,35 @@ static void test_sampled_edges(void) {
 
 /* Order-0 planes of 64K symbols or more are coded in two streams (mode 4:
  * table, the first stream's length, then each stream's 32 states and
- * words). Every level decodes them, the AVX-512 one in a loop over both:
- * sizes around the split (the first stream takes half the whole rounds),
- * and halves of very different entropy, so that one stream's words run out
- * long before the other's and each finishes alone. Damage to the length or
- * the streams is refused, in bounds. */
-static void test_two_streams(void) {
-    static const size_t sizes[] = {65536, 65537, 65536 + 31, 65536 + 63, 100000, 131072 + 5,
+ * words), of 256K or more in four (mode 5: the lengths of the first three).
+ * Every level decodes them, the AVX-512 one in a loop over two streams and
+ * the VBMI one over four: sizes around the splits (each stream but the last
+ * takes 1/k of the whole rounds), and parts of very different entropy, so
+ * that one stream's words run out long before another's and each finishes
+ * alone. Damage to any length or to a stream is refused, in bounds. */
+static void test_streams(void) {
+    static const size_t sizes[] = {65536,      65537,          65536 + 31,     65536 + 63,
+                                   100000,     131072 + 5,     262143,         262144,
+                                   262144 + 31, 262144 + 127,  262144 + 128 + 5, 300001,
                                    (1 << 20) + 17};
-    size_t n_max = (1 << 20) + 17, cap = ptwm_rans_bound(n_max), k, i, len, lena;
+    size_t n_max = (1 << 20) + 17, cap = ptwm_rans_bound(n_max), k, i, len;
     uint8_t *b = malloc(n_max), *enc = malloc(cap + 8), *m = malloc(cap + 8), *out = malloc(n_max);
     uint64_t seed = 4242;
     int kind, isa;
     unsigned precs = 0; /* bit 0: a packed table (precision <= 12), bit 1: split */
+    unsigned modes = 0;
     CHECK(b && enc && m && out);
     if (!b || !enc || !m || !out) return;
     for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
         for (kind = 0; kind < 4; kind++) {
-            size_t n = sizes[k], half = n / 64 * 32;
+            size_t n = sizes[k], ns = n >= 262144 ? 4 : 2, part = n / (64 * ns / 2) * 32;
             if (kind < 2) {
                 fill(b, n, &seed, 1);
             } else {
-                /* one half nearly constant (few words), the other geometric */
-                memset(b + (kind == 2 ? 0 : half), 'a', kind == 2 ? half : n - half);
-                fill(b + (kind == 2 ? half : 0), kind == 2 ? n - half : half, &seed, 1);
+                /* the first stream (kind 2) or all but it nearly constant (few
+                 * words), the rest geometric */
+                memset(b + (kind == 2 ? 0 : part), 'a', kind == 2 ? part : n - part);
+                fill(b + (kind == 2 ? part : 0), kind == 2 ? n - part : part, &seed, 1);
                 for (i = 0; i < n; i += 977) b[i] = 'b';
             }
             if (kind == 1) {
@@ -602,45 +607,56 @@ static void test_two_streams(void) {
                     for (c = 0; c <= r % 8; c++) b[(at += 997) % n] = (uint8_t)(40 + r);
             }
             CHECK(ptwm_rans_encode(reused, b, n, 0, enc, cap, &len) == PTWM_OK);
-            CHECK_MSG(enc[0] == 4, "n=%zu kind %d: mode %u, not two streams", n, kind, enc[0]);
+            CHECK_MSG(enc[0] == (ns == 4 ? 5 : 4), "n=%zu kind %d: mode %u, not %zu streams", n,
+                      kind, enc[0], ns);
+            modes |= 1u << enc[0];
             precs |= 1u << (enc[1] > 12);
             for (isa = 0; isa < NISA; isa++) {
                 ptwm_set_isa_limit(isas[isa]);
                 memset(out, 0xee, n);
                 CHECK_MSG(ptwm_rans_decode(reused, enc, len, out, n) == PTWM_OK &&
                               memcmp(out, b, n) == 0,
-                          "n=%zu kind %d precision %u: isa %s does not decode two streams", n,
-                          kind, enc[1], ptwm_isa_name(isas[isa]));
+                          "n=%zu kind %d precision %u: isa %s does not decode %zu streams", n,
+                          kind, enc[1], ptwm_isa_name(isas[isa]), ns);
             }
             ptwm_set_isa_limit(PTWM_ISA_BEST);
         }
-    CHECK_MSG(precs == 3, "two-stream planes over tables 0x%x (want packed and split)", precs);
-    /* Damage to the last plane's length: every length but the true one, in
-     * steps, moves the boundary between the streams. */
-    {
-        size_t n = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1], at;
+    CHECK_MSG(precs == 3, "multi-stream planes over tables 0x%x (want packed and split)", precs);
+    CHECK_MSG(modes == (1u << 4 | 1u << 5), "modes seen 0x%x", modes);
+    /* Damage to a length: every length but the true one, in steps, moves a
+     * boundary between streams; a plane of two streams (its one length) and
+     * of four (each of its three). */
+    for (k = 5; k < sizeof(sizes) / sizeof(sizes[0]); k += 7) {
+        size_t n = sizes[k], ns, at, f, lena;
+        fill(b, n, &seed, 1);
         CHECK(ptwm_rans_encode(reused, b, n, 0, enc, cap, &len) == PTWM_OK);
+        ns = enc[0] == 5 ? 4 : 2;
         at = parse_freqtab(enc, 2, m);
-        lena = ptwm_load_le32(enc + at);
-        CHECK(lena > 128 && at + 4 + lena < len);
-        for (i = 0; i < 40; i++) {
-            static const long d[] = {-2, 2, -64, 64, -1000};
-            size_t bad = i < 5 ? (size_t)((long)lena + d[i]) : i < 39 ? (lena * i) / 40 : len;
-            memcpy(m, enc, len);
-            ptwm_store_le32(m + at, (uint32_t)bad);
-            for (isa = 0; isa < NISA; isa++) {
-                ptwm_set_isa_limit(isas[isa]);
-                CHECK_MSG(dec(m, len, n) == PTWM_ERR_CORRUPT, "first stream of %zu bytes said %zu: isa %s",
-                          lena, bad, ptwm_isa_name(isas[isa]));
+        for (f = 0; f + 1 < ns; f++) {
+            size_t lf = ptwm_load_le32(enc + at + 4 * f);
+            CHECK(lf > 128 && at + 4 * (ns - 1) + lf < len);
+            for (i = 0; i < 40; i++) {
+                static const long d[] = {-2, 2, -64, 64, -1000};
+                size_t bad = i < 5 ? (size_t)((long)lf + d[i]) : i < 39 ? (lf * i) / 40 : len;
+                memcpy(m, enc, len);
+                ptwm_store_le32(m + at + 4 * f, (uint32_t)bad);
+                for (isa = 0; isa < NISA; isa++) {
+                    ptwm_set_isa_limit(isas[isa]);
+                    CHECK_MSG(dec(m, len, n) == PTWM_ERR_CORRUPT,
+                              "%zu streams: stream %zu of %zu bytes said %zu: isa %s", ns, f, lf,
+                              bad, ptwm_isa_name(isas[isa]));
+                }
             }
         }
-        /* the second stream cut short, or a state of it below L */
+        /* the last stream cut short, or a state of the second below L */
+        lena = ptwm_load_le32(enc + at);
         memcpy(m, enc, len);
         CHECK(dec(m, len - 2, n) == PTWM_ERR_CORRUPT);
-        memset(m + at + 4 + lena, 0, 4);
+        memset(m + at + 4 * (ns - 1) + lena, 0, 4);
         for (isa = 0; isa < NISA; isa++) {
             ptwm_set_isa_limit(isas[isa]);
-            CHECK(dec(m, len, n) == PTWM_ERR_CORRUPT);
+            CHECK_MSG(dec(m, len, n) == PTWM_ERR_CORRUPT, "%zu streams: a state below L: isa %s",
+                      ns, ptwm_isa_name(isas[isa]));
         }
         ptwm_set_isa_limit(PTWM_ISA_BEST);
     }
@@ -656,7 +672,7 @@ int main(void) {
     CHECK(reused != NULL);
     test_sampled_edges();
     test_packed_tables();
-    test_two_streams();
+    test_streams();
     cp_for_each(sampled_plane);
     test_edges();
     test_hostile();

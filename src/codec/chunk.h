@@ -58,12 +58,14 @@ ptwm_error ptwm_chunk_encode_base(ptwm_ws *ws, const uint8_t *chain, size_t chai
  * is present before decoding that plane. Errors name the stage or plane and
  * the numbers; the container prefixes tensor and chunk. Payloads are read as
  * the container format version that holds them: from version 5 they name
- * their stages (stage.h), and from version 7 a rANS plane may be two streams;
+ * their stages (stage.h), from version 7 a rANS plane may be two streams and
+ * from version 8 four;
  * versions 1-4 have a flags byte (version 1 knows flag bits 0-4, version 2
  * adds bit 5, column-relative exponents, version 3 bit 6, signed zeros in
  * sparse chunks), read as the same stages. */
-#define PTWM_CHUNK_VERSION 7u    /* the newest a payload of ptwm_chunk_encode needs */
+#define PTWM_CHUNK_VERSION 8u    /* the newest a payload of ptwm_chunk_encode needs */
 #define PTWM_CHUNK_X2_VERSION 7u /* rANS planes in two streams (rans.c, mode 4) */
+#define PTWM_CHUNK_X4_VERSION 8u /* rANS planes in four streams (rans.c, mode 5) */
 ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,
                                      size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
                                      size_t src_len, uint8_t *raw, size_t raw_len, ptwm_err *err);
@@ -80,10 +82,12 @@ ptwm_error ptwm_chunk_decode_base(ptwm_ws *ws, unsigned version, const uint8_t *
                                   size_t chain_len, ptwm_dtype dtype, const uint8_t *src,
                                   size_t src_len, const uint8_t *base, uint8_t *raw,
                                   size_t raw_len, int checked, ptwm_err *err);
-/* Whether a payload of ptwm_chunk_encode (for raw_len bytes) has a plane
- * that needs PTWM_CHUNK_X2_VERSION: the container writes that version then,
- * and version 5 (or 6) otherwise, which older readers read. */
-int ptwm_chunk_needs_x2(const uint8_t *src, size_t src_len, size_t raw_len);
+/* The container version a payload of ptwm_chunk_encode (for raw_len bytes)
+ * needs for its planes: PTWM_CHUNK_X4_VERSION or PTWM_CHUNK_X2_VERSION
+ * where a rANS plane has four or two streams, else 0. The container writes
+ * the largest its chunks need, and version 5 (or 6) where none does, which
+ * older readers read. */
+unsigned ptwm_chunk_min_version(const uint8_t *src, size_t src_len, size_t raw_len);
 /* The same, as PTWM_CHUNK_VERSION. */
 ptwm_error ptwm_chunk_decode(ptwm_ws *ws, const uint8_t *chain, size_t chain_len,
                              ptwm_dtype dtype, const uint8_t *src, size_t src_len, uint8_t *raw,

@@ -38,12 +38,15 @@ static ptwm_error decode_planes(ptwm_ws *ws, unsigned version, const ptwm_chunk_
             plane[k] = cp;
             continue;
         }
-        if (h->coder[k] == PTWM_METHOD_RANS && version < PTWM_CHUNK_X2_VERSION &&
-            ptwm_rans_two_streams(cp, h->coded[k]))
-            return ptwm_fail(err, PTWM_ERR_CORRUPT,
-                             "chunk payload: plane %zu: rANS in two streams in a version %u file "
-                             "(from version %u on)",
-                             k, version, PTWM_CHUNK_X2_VERSION);
+        if (h->coder[k] == PTWM_METHOD_RANS && version < PTWM_CHUNK_X4_VERSION) {
+            unsigned ns = ptwm_rans_streams(cp, h->coded[k]);
+            unsigned from = ns == 4 ? PTWM_CHUNK_X4_VERSION : ns == 2 ? PTWM_CHUNK_X2_VERSION : 0;
+            if (version < from)
+                return ptwm_fail(err, PTWM_ERR_CORRUPT,
+                                 "chunk payload: plane %zu: rANS in %u streams in a version %u "
+                                 "file (from version %u on)",
+                                 k, ns, version, from);
+        }
         if (h->coder[k] == PTWM_CODER_CONST) {
             memset(out, cp[0], L->len[k]);
         } else if ((e = ptwm_coder_find(h->coder[k])->decode(ws, cp, h->coded[k], out, L->len[k]))) {
@@ -136,14 +139,17 @@ static ptwm_error decode_with(ptwm_ws *ws, unsigned version, const uint8_t *chai
     return e;
 }
 
-int ptwm_chunk_needs_x2(const uint8_t *src, size_t src_len, size_t raw_len) {
+unsigned ptwm_chunk_min_version(const uint8_t *src, size_t src_len, size_t raw_len) {
     ptwm_chunk_head h;
     size_t k, off = 0;
+    unsigned v = 0;
     if (ptwm_chunk_head_parse(PTWM_CHUNK_VERSION, NULL, src, src_len, raw_len, &h, NULL)) return 0;
-    for (k = 0; k < h.L.count; off += h.coded[k++])
-        if (h.coder[k] == PTWM_METHOD_RANS && ptwm_rans_two_streams(h.body + off, h.coded[k]))
-            return 1;
-    return 0;
+    for (k = 0; k < h.L.count; off += h.coded[k++]) {
+        unsigned ns = h.coder[k] == PTWM_METHOD_RANS ? ptwm_rans_streams(h.body + off, h.coded[k]) : 1;
+        if (ns == 4) return PTWM_CHUNK_X4_VERSION;
+        if (ns == 2) v = PTWM_CHUNK_X2_VERSION;
+    }
+    return v;
 }
 
 ptwm_error ptwm_chunk_decode_version(ptwm_ws *ws, unsigned version, const uint8_t *chain,

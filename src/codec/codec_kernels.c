@@ -123,6 +123,7 @@ static void codec_kernels_fill(void *table, ptwm_isa level) {
         k->rans_enc_o0 = ptwm_rans_enc_o0_vbmi;
         k->rans_dec_o0_packed = ptwm_rans_dec_o0_packed_vbmi;
         k->rans_dec_o0x2_packed = ptwm_rans_dec_o0x2_packed_vbmi;
+        k->rans_dec_o0x4_packed = ptwm_rans_dec_o0x4_packed_vbmi;
         k->skip_seen = ptwm_skip_seen_vbmi;
         k->huf_bits = ptwm_huf_bits_vbmi;
         k->sparse_compact = ptwm_sparse_compact_vbmi;

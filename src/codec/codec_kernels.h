@@ -25,6 +25,12 @@ typedef size_t (*ptwm_rans_dec_o1_fn)(const uint32_t *tab, const uint8_t *sym, u
 /* Both streams of a two-stream plane in one loop: the first's states and
  * words (pa, ea, xa) to da, the second's to db, at most n symbols each (as
  * ptwm_rans_dec_o0_fn for one); returns how many each decoded. */
+/* Four streams over a packed table in one loop: stream k from p[k] (up to
+ * e[k]), its states x[32k..32k+31], its symbols to d[k]; n symbols each at
+ * most, returning how many each decoded (0 where it will not run). */
+typedef size_t (*ptwm_rans_dec_o0x4_fn)(const uint32_t *tab, unsigned prec, const uint8_t **p,
+                                        const uint8_t *const *e, uint32_t *x,
+                                        uint8_t *const *d, size_t n);
 typedef size_t (*ptwm_rans_dec_o0x2_fn)(const uint32_t *tab, const uint8_t *sym, unsigned prec,
                                         const uint8_t **pa, const uint8_t *ea, uint32_t *xa,
                                         uint8_t *da, const uint8_t **pb, const uint8_t *eb,
@@ -110,6 +116,7 @@ typedef struct ptwm_codec_kernels {
      * packed table; NULL below AVX-512 (AVX2's eight vectors of states in
      * one loop ran 0.7x as fast as its four, one stream after the other). */
     ptwm_rans_dec_o0x2_fn rans_dec_o0x2, rans_dec_o0x2_packed;
+    ptwm_rans_dec_o0x4_fn rans_dec_o0x4_packed; /* NULL: pairs in the two-stream loop */
     ptwm_rans_dec_o1_fn rans_dec_o1;
     ptwm_rans_enc_o0_fn rans_enc_o0;
     ptwm_skip_seen_fn skip_seen; /* a prefix; also whole in its plain form */
@@ -161,6 +168,8 @@ size_t ptwm_rans_dec_o0x2_packed_avx512(const uint32_t *, const uint8_t *, unsig
 size_t ptwm_rans_dec_o0_packed_vbmi(const uint32_t *, const uint8_t *, unsigned,
                                     const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
                                     size_t);
+size_t ptwm_rans_dec_o0x4_packed_vbmi(const uint32_t *, unsigned, const uint8_t **,
+                                      const uint8_t *const *, uint32_t *, uint8_t *const *, size_t);
 size_t ptwm_rans_dec_o0x2_packed_vbmi(const uint32_t *, const uint8_t *, unsigned,
                                       const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,
                                       const uint8_t **, const uint8_t *, uint32_t *, uint8_t *,

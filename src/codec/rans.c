@@ -88,6 +88,7 @@ size_t ptwm_rans_bound(size_t n) {
     return n + 1 < n ? 0 : n + 1;
 }
 
-int ptwm_rans_two_streams(const uint8_t *src, size_t src_size) {
-    return src && src_size >= 1 && src[0] == MODE_O0X2;
+unsigned ptwm_rans_streams(const uint8_t *src, size_t src_size) {
+    if (!src || !src_size) return 1;
+    return src[0] == MODE_O0X4 ? 4 : src[0] == MODE_O0X2 ? 2 : 1;
 }

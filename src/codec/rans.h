@@ -42,8 +42,9 @@ ptwm_error ptwm_rans_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int order
                             size_t cap, size_t *out_len);
 ptwm_error ptwm_rans_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, uint8_t *dst,
                             size_t dst_size);
-/* Whether a coded plane is order-0 rANS in two streams (mode 4: from
- * container format version 7 on). */
-int ptwm_rans_two_streams(const uint8_t *src, size_t src_size);
+/* The streams of a coded plane: 2 for order-0 rANS in two streams (mode 4:
+ * from container format version 7 on), 4 in four (mode 5: from version 8
+ * on), else 1. */
+unsigned ptwm_rans_streams(const uint8_t *src, size_t src_size);
 
 #endif

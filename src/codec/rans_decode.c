@@ -166,33 +166,54 @@ static ptwm_error decode_o0(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, s
     return decode_o0_rest(&t, prec, c, x, dst, n);
 }
 
-/* Two streams, the first's length in front: where the kernel table has the
- * two-stream loop, both run in it while both have whole rounds, then each
- * finishes alone. */
-static ptwm_error decode_o0x2(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, size_t n) {
-    uint32_t freq[256], xa[RANS_O0_STATES], xb[RANS_O0_STATES];
-    size_t na = x2_first(n), len, done = 0;
-    rcur a, b;
+/* ns (2 or 4) streams, the length of each but the last in front: where the
+ * kernel table has the four-stream loop, all four run in it while each has
+ * whole rounds; else, where it has the two-stream loop, each pair does;
+ * then each stream finishes alone. */
+static ptwm_error decode_o0xk(ptwm_ws *ws, rcur *c, unsigned prec, uint8_t *dst, size_t n,
+                              unsigned ns) {
+    uint32_t freq[256], x[4 * RANS_O0_STATES];
+    size_t a = xk_first(n, ns), done[4] = {0}, len;
+    const uint8_t *p[4], *end[4];
+    uint8_t *d[4];
+    rcur s[4];
     o0tab t;
     ptwm_error e;
+    unsigned i;
     const ptwm_codec_kernels *k = ptwm_codec_kern();
     if ((e = ptwm_rans_freqtab_read(c, prec, freq))) return e;
-    PTWM_CHECK(c->end - c->p >= 4);
-    len = ptwm_load_le32(c->p);
-    c->p += 4;
-    PTWM_CHECK(len <= (size_t)(c->end - c->p));
-    a.p = c->p;
-    a.end = b.p = c->p + len;
-    b.end = c->end;
-    if ((e = read_states(&a, xa, RANS_O0_STATES)) || (e = read_states(&b, xb, RANS_O0_STATES)) ||
-        (e = o0tab_build(ws, freq, prec, &t)))
-        return e;
-    {
-        ptwm_rans_dec_o0x2_fn both = t.sym ? k->rans_dec_o0x2 : k->rans_dec_o0x2_packed;
-        if (both) done = both(t.tab, t.sym, prec, &a.p, a.end, xa, dst, &b.p, b.end, xb, dst + na, na);
+    PTWM_CHECK((size_t)(c->end - c->p) >= 4 * (ns - 1));
+    s[0].p = c->p + 4 * (ns - 1);
+    for (i = 0; i + 1 < ns; i++) {
+        len = ptwm_load_le32(c->p + 4 * i);
+        PTWM_CHECK(len <= (size_t)(c->end - s[i].p));
+        s[i].end = s[i + 1].p = s[i].p + len;
     }
-    if ((e = decode_o0_rest(&t, prec, &a, xa, dst + done, na - done))) return e;
-    return decode_o0_rest(&t, prec, &b, xb, dst + na + done, n - na - done);
+    s[ns - 1].end = c->end;
+    for (i = 0; i < ns; i++) {
+        if ((e = read_states(&s[i], x + RANS_O0_STATES * i, RANS_O0_STATES))) return e;
+        d[i] = dst + a * i;
+    }
+    if ((e = o0tab_build(ws, freq, prec, &t))) return e;
+    if (ns == 4 && !t.sym && k->rans_dec_o0x4_packed) {
+        for (i = 0; i < 4; i++) p[i] = s[i].p, end[i] = s[i].end;
+        done[0] = done[1] = done[2] = done[3] =
+            k->rans_dec_o0x4_packed(t.tab, prec, p, end, x, d, a);
+        for (i = 0; i < 4; i++) s[i].p = p[i];
+    } else {
+        ptwm_rans_dec_o0x2_fn both = t.sym ? k->rans_dec_o0x2 : k->rans_dec_o0x2_packed;
+        for (i = 0; both && i < ns; i += 2)
+            done[i] = done[i + 1] =
+                both(t.tab, t.sym, prec, &s[i].p, s[i].end, x + RANS_O0_STATES * i, d[i],
+                     &s[i + 1].p, s[i + 1].end, x + RANS_O0_STATES * (i + 1), d[i + 1], a);
+    }
+    for (i = 0; i < ns; i++) {
+        size_t m = i + 1 < ns ? a : n - a * (ns - 1);
+        if ((e = decode_o0_rest(&t, prec, &s[i], x + RANS_O0_STATES * i, d[i] + done[i],
+                                m - done[i])))
+            return e;
+    }
+    return PTWM_OK;
 }
 
 /* Order 1: context ctx's table starts at slot ctx << prec of tab/sym (all
@@ -336,6 +357,7 @@ ptwm_error ptwm_rans_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, ui
         return PTWM_OK;
     case MODE_O0:
     case MODE_O0X2:
+    case MODE_O0X4:
     case MODE_O1:
         PTWM_CHECK(src_size >= 2);
         prec = src[1];
@@ -345,7 +367,8 @@ ptwm_error ptwm_rans_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, ui
         c.end = src + src_size;
         if (!(ws = ptwm_ws_or_temp(ws, &own))) return PTWM_ERR_NOMEM;
         e = mode == MODE_O0 ? decode_o0(ws, &c, prec, dst, dst_size)
-            : mode == MODE_O0X2 ? decode_o0x2(ws, &c, prec, dst, dst_size)
+            : mode == MODE_O0X2 ? decode_o0xk(ws, &c, prec, dst, dst_size, 2)
+            : mode == MODE_O0X4 ? decode_o0xk(ws, &c, prec, dst, dst_size, 4)
                                 : decode_o1(ws, &c, prec, dst, dst_size);
         ptwm_ws_free(own);
         return e;

@@ -11,9 +11,10 @@
 #define O1_WORTH 0.97
 
 /* The bytes an order-0 coding adds to its table and words: mode, prec and
- * the states (with the second stream's length and states). */
+ * each stream's states (and each length but the last's). */
 static double o0_fixed(size_t n) {
-    return 2 + 4 * RANS_O0_STATES + (n >= RANS_X2_MIN ? 4 + 4 * RANS_O0_STATES : 0);
+    unsigned k = o0_streams(n);
+    return 2 + (4 + 4 * RANS_O0_STATES) * k - 4;
 }
 
 /* Encoding x by a symbol: x' = (x / f) * M + x % f + cum = x + q * (M - f) + cum
@@ -295,7 +296,7 @@ static double est_table(const uint64_t cnt[256], uint64_t total, unsigned prec,
 /* A floor under plan_o0's estimate at every precision: a table's symbol
  * bits are at least the counts' entropy (Gibbs' inequality: the
  * frequencies sum to 2^prec), its frequencies at least a byte each, beside
- * the same fixed bytes (o0_fixed: n symbols, one stream or two). A
+ * the same fixed bytes (o0_fixed: n symbols, in one, two or four streams). A
  * precision whose floor already fails the walk's test fails it with its
  * table (the floor is lowered by a millionth, far more than the doubles'
  * rounding of either sum can reach), so that table is not normalised (most
@@ -391,29 +392,27 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n
 }
 
 /* Returns the coded length, or 0 if it did not fit in cap. A large plane
- * becomes two streams, the first's length (u32) in front of them. */
+ * becomes two or four streams, the length (u32) of each but the last in
+ * front of them. */
 static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], unsigned prec,
                         uint8_t *dst, size_t cap) {
     enc_vsym vt;
-    size_t h, len, len2, a;
-    int two = n >= RANS_X2_MIN;
-    h = 2 + ptwm_rans_freqtab_write(freq, NULL) + (two ? 4 : 0);
+    unsigned k = o0_streams(n), s;
+    size_t h, len, at, a = k > 1 ? xk_first(n, k) : n;
+    h = 2 + ptwm_rans_freqtab_write(freq, NULL) + 4 * (k - 1);
     if (h > cap) return 0;
-    dst[0] = two ? MODE_O0X2 : MODE_O0;
+    dst[0] = k == 4 ? MODE_O0X4 : k == 2 ? MODE_O0X2 : MODE_O0;
     dst[1] = (uint8_t)prec;
     ptwm_rans_freqtab_write(freq, dst + 2);
     build_vtab(freq, &vt);
-    if (!two) {
-        len = encode_o0_stream(src, n, freq, &vt, prec, dst + h, dst + cap);
-        return len ? h + len : 0;
+    for (s = 0, at = h; s < k; s++) {
+        size_t m = s + 1 < k ? a : n - (k - 1) * a;
+        len = encode_o0_stream(src + s * a, m, freq, &vt, prec, dst + at, dst + cap);
+        if (!len || (s + 1 < k && len > UINT32_MAX)) return 0;
+        if (s + 1 < k) ptwm_store_le32(dst + h - 4 * (k - 1 - s), (uint32_t)len);
+        at += len;
     }
-    a = x2_first(n);
-    len = encode_o0_stream(src, a, freq, &vt, prec, dst + h, dst + cap);
-    if (!len || len > UINT32_MAX) return 0;
-    len2 = encode_o0_stream(src + a, n - a, freq, &vt, prec, dst + h + len, dst + cap);
-    if (!len2) return 0;
-    ptwm_store_le32(dst + h - 4, (uint32_t)len);
-    return h + len + len2;
+    return at;
 }
 
 static size_t encode_o1(ptwm_ws *ws, const uint8_t *src, size_t n, const uint64_t *cnt,
@@ -481,7 +480,7 @@ double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *out
     /* The plan counts the 32 final states whole beside the symbols' bits,
      * but they hold the last bits of the stream: about a byte each
      * (docs/ARCHITECTURE.md, "Measurements behind the code"). */
-    return p.est - (double)RANS_O0_STATES * (n >= RANS_X2_MIN ? 2 : 1);
+    return p.est - (double)RANS_O0_STATES * o0_streams(n);
 }
 
 ptwm_error ptwm_rans_encode_plan(const uint8_t *src, size_t n, const ptwm_rans_plan *pl,

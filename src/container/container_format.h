@@ -23,7 +23,9 @@
                                           * the base's hashes) */
 #define PTWM_FMT_X2_VERSION 7u           /* written when a chunk has a rANS plane in two
                                           * streams (CHAINS.md, "RANS"); else 5 or 6 */
-#define PTWM_FMT_MAX_VERSION 7u          /* newest version read */
+#define PTWM_FMT_X4_VERSION 8u           /* written when a chunk has a rANS plane in four
+                                          * streams */
+#define PTWM_FMT_MAX_VERSION 8u          /* newest version read */
 #define PTWM_FMT_MIN_VERSION 1u          /* oldest version read */
 
 #define PTWM_FMT_HEAD_SIZE 16u

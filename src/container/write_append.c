@@ -164,7 +164,7 @@ static void retire_job(ptwm_writer *w, wjob *j) {
     c->crc = j->pcrc;   /* a shared payload has equal bytes, so the same CRC */
     c->based = j->based;
     c->base_crc = j->base_crc;
-    w->x2 |= j->x2;
+    if (j->min_version > w->min_version) w->min_version = j->min_version;
     if (c->offset == UINT64_MAX) {
         c->offset = w->pos;
         if (j->dst != j->out) {

@@ -140,12 +140,13 @@ static ptwm_error pack_table(ptwm_ws *ws, wbuf *tab, ptwm_err *err) {
     return PTWM_OK;
 }
 
-/* Version 7 only when a chunk has a rANS plane in two streams, else 6 only
+/* Version 8 or 7 only when a chunk has a rANS plane in four or two streams
+ * (the newest any chunk needs), else 6 only
  * when a tensor is coded against a base: a file whose base matched nothing
  * is a version-5 file, readable where version 6 is not. */
 static uint32_t file_version(const ptwm_writer *w) {
     size_t i;
-    if (w->x2) return PTWM_FMT_X2_VERSION;
+    if (w->min_version) return w->min_version;
     for (i = 0; w->base.ops && i < w->nt; i++)
         if (tensor_flags(&w->t[i]) & PTWM_TF_BASE) return PTWM_FMT_BASE_VERSION;
     return PTWM_FMT_VERSION;

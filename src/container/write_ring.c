@@ -182,7 +182,7 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
     if (!j->rc) {
         j->phash = ptwm_writer_payload_hash(j->dst, j->out_len);
         j->pcrc = ptwm_crc32(0, j->dst, j->out_len);
-        j->x2 = ptwm_chunk_needs_x2(j->dst, j->out_len, j->raw_len);
+        j->min_version = ptwm_chunk_min_version(j->dst, j->out_len, j->raw_len);
     }
     if (!j->rc && j->hash_raw) ptwm_xxh128_oneshot(j->src, j->raw_len, j->raw_hash);
     job_done(w, j);

@@ -22,7 +22,7 @@
  *
  * rmu guards what appending touches: the output (pos, the image or file,
  * the direct output), the sharing store, the tensor array and its chunk
- * entries, the counts (coded_total, raw_done, x2), the ring's head and its
+ * entries, the counts (coded_total, raw_done, min_version), the ring's head and its
  * jobs' `coded` flags, the free output buffers (outs) and the sticky
  * failure (failed, ferr). It is taken only where another thread may append
  * (nworkers > 1). Under it appending may take the context's buffer lock
@@ -114,7 +114,7 @@ typedef struct wjob {
     const uint8_t *base;        /* the base chunk (base_buf), or NULL: the tensor has none */
     uint8_t based;              /* the payload is coded against it */
     uint32_t base_crc;          /* then the base chunk's CRC32 */
-    int x2;                     /* the payload needs PTWM_FMT_X2_VERSION */
+    unsigned min_version;       /* the container version its payload needs (0: any) */
     int hash_raw;               /* the chunk is its tensor: hash it (into raw_hash) */
     uint8_t raw_hash[16];
     /* Pulled (ptwm_writer_add_pulled): the worker reads the chunk into raw,
@@ -178,7 +178,7 @@ struct ptwm_writer {
      * file, pos, the sharing store, chunk entries, the counts, failure. */
     pthread_mutex_t rmu;
     uint64_t pos, coded_total, raw_done;
-    int x2;                     /* a payload needs PTWM_FMT_X2_VERSION */
+    unsigned min_version;       /* the newest container version a payload needs (0: none) */
     ptwm_error failed;          /* sticky: a failed writer only accepts free/finish */
     ptwm_err ferr;              /* the failure's message, for the writing thread */
     wtensor *t;

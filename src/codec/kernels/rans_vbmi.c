@@ -245,7 +245,7 @@ static int build_dec_planes(const uint32_t *tab, unsigned prec, dec_planes *d) {
     do {                                                                                        \
         __mmask16 ka_ = _mm512_cmplt_epu32_mask(XA, lim), kb_ = _mm512_cmplt_epu32_mask(XB, lim); \
         __mmask32 k_ = _mm512_kunpackw(kb_, ka_);                                               \
-        __m512i w_ = _mm512_maskz_expandloadu_epi16(k_, (const void *)(P));                     \
+        __m512i w_ = _mm512_maskz_expand_epi16(k_, _mm512_loadu_si512((const void *)(P)));                     \
         XA = _mm512_mask_or_epi32(XA, ka_, _mm512_slli_epi32(XA, 16),                           \
                                   _mm512_cvtepu16_epi32(_mm512_castsi512_si256(w_)));           \
         XB = _mm512_mask_or_epi32(XB, kb_, _mm512_slli_epi32(XB, 16),                           \
@@ -290,68 +290,114 @@ DEC_TARGET static void dec_regs_load(const dec_planes *d, dec_regs *g) {
     }
 }
 
-/* Vector v's lane 4L + m goes to byte 16L + 4v + m of the packed bytes
- * (packus keeps 128-bit lanes), and the unpacks bring byte planes back the
- * same way, so lanes stay with their states; the symbols are reordered
- * once for the stores. Vectors 0, 1 are the first stream's states, 2, 3
- * the second's. (One stream, its vectors half used, took longer than the
+/* One round of streams A and B (X[0], X[1] the first's states, X[2], X[3]
+ * the second's; two = 0: A alone), 32 symbols each, to da and db. Vector
+ * v's lane 4L + m goes to byte 16L + 4v + m of the packed bytes (packus
+ * keeps 128-bit lanes), and the unpacks bring byte planes back the same
+ * way, so lanes stay with their states; the symbols are reordered once for
+ * the stores. (One stream, its vectors half used, took longer than the
  * gather loop: a round waits on the one before it.) */
+DEC_TARGET static inline __attribute__((always_inline)) void
+dec_round(const dec_regs *g, const unsigned prec, __m512i *X, const uint8_t **pa,
+          const uint8_t **pb, uint8_t *da, uint8_t *db, const int two) {
+    const __m512i lim = _mm512_set1_epi32((int)RANS_L), m12 = _mm512_set1_epi32(0xfff);
+    const __m512i smask = _mm512_set1_epi32((int)((1u << prec) - 1));
+    const __m512i wmask = _mm512_set1_epi16((short)((1u << (prec - 8)) - 1));
+    __m512i X0 = X[0], X1 = X[1], X2 = X[2], X3 = X[3];
+    __m512i S0 = _mm512_and_si512(X0, smask), S1 = _mm512_and_si512(X1, smask);
+    __m512i S2 = _mm512_and_si512(X2, smask), S3 = _mm512_and_si512(X3, smask);
+    __m512i w01 = _mm512_packus_epi32(S0, S1), w23 = _mm512_packus_epi32(S2, S3);
+    __m512i idx =
+        _mm512_packus_epi16(_mm512_srli_epi16(w01, prec - 8), _mm512_srli_epi16(w23, prec - 8));
+    __m512i jj = _mm512_packus_epi16(_mm512_and_si512(w01, wmask), _mm512_and_si512(w23, wmask));
+    __mmask64 top = _mm512_movepi8_mask(idx);
+    __m512i rank = _mm512_add_epi8(
+        DEC_LOOKUP(g->r0, idx, top),
+        _mm512_add_epi8(_mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(g->lo, idx, top),
+                                                            _mm512_shuffle_epi8(g->tlo, jj))),
+                        _mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(g->hi, idx, top),
+                                                            _mm512_shuffle_epi8(g->thi, jj)))));
+    __mmask64 rtop = _mm512_movepi8_mask(rank);
+    __m512i b0 = DEC_LOOKUP(g->e[0], rank, rtop), b1 = DEC_LOOKUP(g->e[1], rank, rtop);
+    __m512i b2 = DEC_LOOKUP(g->e[2], rank, rtop), b3 = DEC_LOOKUP(g->e[3], rank, rtop);
+    __m512i l01 = _mm512_unpacklo_epi8(b0, b1), l23 = _mm512_unpacklo_epi8(b2, b3);
+    __m512i h01 = _mm512_unpackhi_epi8(b0, b1), h23 = _mm512_unpackhi_epi8(b2, b3);
+    __m512i syms = _mm512_permutexvar_epi8(g->perm, b3);
+    _mm256_storeu_si256((__m256i *)(void *)da, _mm512_castsi512_si256(syms));
+    if (two) _mm256_storeu_si256((__m256i *)(void *)db, _mm512_extracti64x4_epi64(syms, 1));
+    DEC_NEXT(X0, _mm512_unpacklo_epi16(l01, l23), S0);
+    DEC_NEXT(X1, _mm512_unpackhi_epi16(l01, l23), S1);
+    if (two) {
+        DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
+        DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
+    }
+    DEC_RENORM2(X0, X1, *pa);
+    if (two) DEC_RENORM2(X2, X3, *pb);
+    X[0] = X0, X[1] = X1, X[2] = X2, X[3] = X3;
+}
+
+/* Streams A and B (two = 0: A alone) while each has a whole round. */
 DEC_TARGET static inline __attribute__((always_inline)) size_t
 dec_o0x2_loop(const dec_regs *g, const unsigned prec, const uint8_t **pa, const uint8_t *ea,
               uint32_t *xa, uint8_t *da, const uint8_t **pb, const uint8_t *eb, uint32_t *xb,
               uint8_t *db, size_t n, const int two) {
-    const __m512i lim = _mm512_set1_epi32((int)RANS_L), m12 = _mm512_set1_epi32(0xfff);
-    const __m512i smask = _mm512_set1_epi32((int)((1u << prec) - 1));
-    const __m512i wmask = _mm512_set1_epi16((short)((1u << (prec - 8)) - 1));
     const uint8_t *p = *pa, *q = two ? *pb : NULL;
-    __m512i X0 = _mm512_loadu_si512(xa), X1 = _mm512_loadu_si512(xa + 16);
-    __m512i X2 = two ? _mm512_loadu_si512(xb) : _mm512_setzero_si512();
-    __m512i X3 = two ? _mm512_loadu_si512(xb + 16) : _mm512_setzero_si512();
+    __m512i X[4];
     size_t i = 0;
+    X[0] = _mm512_loadu_si512(xa), X[1] = _mm512_loadu_si512(xa + 16);
+    X[2] = two ? _mm512_loadu_si512(xb) : _mm512_setzero_si512();
+    X[3] = two ? _mm512_loadu_si512(xb + 16) : _mm512_setzero_si512();
     while (n - i >= RANS_O0_STATES && ea - p >= 2 * RANS_O0_STATES &&
            (!two || eb - q >= 2 * RANS_O0_STATES)) {
-        __m512i S0 = _mm512_and_si512(X0, smask), S1 = _mm512_and_si512(X1, smask);
-        __m512i S2 = _mm512_and_si512(X2, smask), S3 = _mm512_and_si512(X3, smask);
-        __m512i w01 = _mm512_packus_epi32(S0, S1), w23 = _mm512_packus_epi32(S2, S3);
-        __m512i idx =
-            _mm512_packus_epi16(_mm512_srli_epi16(w01, prec - 8), _mm512_srli_epi16(w23, prec - 8));
-        __m512i jj =
-            _mm512_packus_epi16(_mm512_and_si512(w01, wmask), _mm512_and_si512(w23, wmask));
-        __mmask64 top = _mm512_movepi8_mask(idx);
-        __m512i rank = _mm512_add_epi8(
-            DEC_LOOKUP(g->r0, idx, top),
-            _mm512_add_epi8(_mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(g->lo, idx, top),
-                                                                _mm512_shuffle_epi8(g->tlo, jj))),
-                            _mm512_popcnt_epi8(_mm512_and_si512(DEC_LOOKUP(g->hi, idx, top),
-                                                                _mm512_shuffle_epi8(g->thi, jj)))));
-        __mmask64 rtop = _mm512_movepi8_mask(rank);
-        __m512i b0 = DEC_LOOKUP(g->e[0], rank, rtop), b1 = DEC_LOOKUP(g->e[1], rank, rtop);
-        __m512i b2 = DEC_LOOKUP(g->e[2], rank, rtop), b3 = DEC_LOOKUP(g->e[3], rank, rtop);
-        __m512i l01 = _mm512_unpacklo_epi8(b0, b1), l23 = _mm512_unpacklo_epi8(b2, b3);
-        __m512i h01 = _mm512_unpackhi_epi8(b0, b1), h23 = _mm512_unpackhi_epi8(b2, b3);
-        __m512i syms = _mm512_permutexvar_epi8(g->perm, b3);
-        _mm256_storeu_si256((__m256i *)(void *)(da + i), _mm512_castsi512_si256(syms));
-        if (two)
-            _mm256_storeu_si256((__m256i *)(void *)(db + i), _mm512_extracti64x4_epi64(syms, 1));
-        DEC_NEXT(X0, _mm512_unpacklo_epi16(l01, l23), S0);
-        DEC_NEXT(X1, _mm512_unpackhi_epi16(l01, l23), S1);
-        if (two) {
-            DEC_NEXT(X2, _mm512_unpacklo_epi16(h01, h23), S2);
-            DEC_NEXT(X3, _mm512_unpackhi_epi16(h01, h23), S3);
-        }
-        DEC_RENORM2(X0, X1, p);
-        if (two) DEC_RENORM2(X2, X3, q);
+        dec_round(g, prec, X, &p, &q, da + i, two ? db + i : NULL, two);
         i += RANS_O0_STATES;
     }
-    _mm512_storeu_si512(xa, X0);
-    _mm512_storeu_si512(xa + 16, X1);
+    _mm512_storeu_si512(xa, X[0]);
+    _mm512_storeu_si512(xa + 16, X[1]);
     *pa = p;
     if (two) {
-        _mm512_storeu_si512(xb, X2);
-        _mm512_storeu_si512(xb + 16, X3);
+        _mm512_storeu_si512(xb, X[2]);
+        _mm512_storeu_si512(xb + 16, X[3]);
         *pb = q;
     }
     return i;
+}
+
+/* Four streams, two rounds of two in one step: their chains are
+ * independent, so the core runs one pair's while the other's wait. */
+DEC_TARGET static inline __attribute__((always_inline)) size_t
+dec_o0x4_loop(const dec_regs *g, const unsigned prec, const uint8_t **p, const uint8_t *const *e,
+              uint32_t *x, uint8_t *const *d, size_t n) {
+    const uint8_t *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3];
+    __m512i X[4], Y[4];
+    size_t i = 0;
+    int k;
+    for (k = 0; k < 4; k++) {
+        X[k] = _mm512_loadu_si512(x + 16 * k);
+        Y[k] = _mm512_loadu_si512(x + 64 + 16 * k);
+    }
+    while (n - i >= RANS_O0_STATES && e[0] - p0 >= 2 * RANS_O0_STATES &&
+           e[1] - p1 >= 2 * RANS_O0_STATES && e[2] - p2 >= 2 * RANS_O0_STATES &&
+           e[3] - p3 >= 2 * RANS_O0_STATES) {
+        dec_round(g, prec, X, &p0, &p1, d[0] + i, d[1] + i, 1);
+        dec_round(g, prec, Y, &p2, &p3, d[2] + i, d[3] + i, 1);
+        i += RANS_O0_STATES;
+    }
+    for (k = 0; k < 4; k++) {
+        _mm512_storeu_si512(x + 16 * k, X[k]);
+        _mm512_storeu_si512(x + 64 + 16 * k, Y[k]);
+    }
+    p[0] = p0, p[1] = p1, p[2] = p2, p[3] = p3;
+    return i;
+}
+
+DEC_TARGET static size_t dec_o0_four(const dec_planes *d, unsigned prec, const uint8_t **p,
+                                     const uint8_t *const *e, uint32_t *x, uint8_t *const *dst,
+                                     size_t n) {
+    dec_regs g;
+    dec_regs_load(d, &g);
+    if (prec == RANS_PACK_PREC) return dec_o0x4_loop(&g, RANS_PACK_PREC, p, e, x, dst, n);
+    return dec_o0x4_loop(&g, prec, p, e, x, dst, n);
 }
 
 DEC_TARGET static size_t dec_o0_two(const dec_planes *d, unsigned prec, const uint8_t **pa,
@@ -403,5 +449,16 @@ size_t ptwm_rans_dec_o0x2_packed_vbmi(const uint32_t *tab, const uint8_t *sym, u
     if (!dec_planes_for(tab, prec, n, (size_t)PTWM_MIN(ea - *pa, eb - *pb), &d))
         return ptwm_rans_dec_o0x2_packed_avx512(tab, sym, prec, pa, ea, xa, da, pb, eb, xb, db, n);
     return dec_o0_two(&d, prec, pa, ea, xa, da, pb, eb, xb, db, n);
+}
+size_t ptwm_rans_dec_o0x4_packed_vbmi(const uint32_t *tab, unsigned prec, const uint8_t **p,
+                                      const uint8_t *const *e, uint32_t *x, uint8_t *const *dst,
+                                      size_t n) {
+    dec_planes d;
+    size_t words = (size_t)(e[0] - p[0]);
+    int k;
+    for (k = 1; k < 4; k++) words = PTWM_MIN(words, (size_t)(e[k] - p[k]));
+    /* (0: the caller runs each stream alone) */
+    if (!dec_planes_for(tab, prec, n, words, &d)) return 0;
+    return dec_o0_four(&d, prec, p, e, x, dst, n);
 }
 #endif
