@@ -23,12 +23,11 @@ enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3, MODE_O0X2 = 4, M
 #define RANS_X2_MIN ((size_t)1 << 16)
 
 /* Order-0 planes of at least this many symbols are coded as four streams
- * (MODE_O0X4): a round of 32 states waits on the one before it (about 90
- * cycles on a Zen 5 core, whose vector units it leaves two thirds idle), so
- * a decoder running two pairs of streams in one loop decodes about twice as
- * fast as with one pair. The two more streams cost about 200 bytes: 0.13%
- * of the smallest such plane, 0.07% of a 1 MiB BF16 chunk's
- * (docs/CHAINS.md). */
+ * (MODE_O0X4): a round waits on the one before it (on a Zen 5 core the VBMI
+ * loop's round takes about 85 cycles for two streams, 100 for four), so a
+ * decoder running two pairs of streams in one loop decodes 1.7x as fast as
+ * with one pair. The two more streams cost about 200 bytes: 0.13% of the
+ * smallest such plane, 0.07% of a 1 MiB BF16 chunk's (docs/CHAINS.md). */
 #define RANS_X4_MIN ((size_t)1 << 18)
 
 /* The streams of an order-0 plane of n symbols, and its mode. */
