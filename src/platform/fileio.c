@@ -82,11 +82,21 @@ void ptwm_advise_huge(void *p, size_t len) {
 #endif
 }
 
+/* Pages already mapped (a buffer reused from call to call) are left alone:
+ * populating them again still walks and pins each page, about 20 times the
+ * cost of asking whether they are there (docs/SCALING.md, "A reused image"). */
+#define POPULATE_PIECE 512
 void ptwm_populate(void *p, size_t len) {
 #ifdef MADV_POPULATE_WRITE
     const uintptr_t page = 4096;
     uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + len) & ~(page - 1);
-    if (p && e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE); /* failure is fine */
+    unsigned char vec[POPULATE_PIECE];
+    for (; p && a < e; a += POPULATE_PIECE * page) {
+        size_t n = PTWM_MIN((size_t)(e - a), POPULATE_PIECE * (size_t)page), k = 0;
+        if (mincore((void *)a, n, vec) == 0)
+            while (k < n / page && (vec[k] & 1)) k++;
+        if (k < n / page) (void)madvise((void *)a, n, MADV_POPULATE_WRITE); /* failure is fine */
+    }
 #else
     (void)p;
     (void)len;

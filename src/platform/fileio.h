@@ -21,7 +21,8 @@ void ptwm_advise_huge(void *p, size_t len);
 /* Fault in the whole pages of [p, p + len) for writing, leaving their bytes
  * as they are (Linux MADV_POPULATE_WRITE; a no-op elsewhere or on failure):
  * a thread that will copy there while holding a lock then finds them mapped,
- * and the kernel's zeroing of fresh pages runs outside the lock. */
+ * and the kernel's zeroing of fresh pages runs outside the lock. Pieces
+ * whose pages are all mapped already are skipped. */
 void ptwm_populate(void *p, size_t len);
 
 /* Open a regular file for reading (a directory, pipe, socket or device is
