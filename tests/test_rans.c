@@ -574,7 +574,11 @@ static void test_sampled_edges(void) {
  * the VBMI one over four: sizes around the splits (each stream but the last
  * takes 1/k of the whole rounds), and parts of very different entropy, so
  * that one stream's words run out long before another's and each finishes
- * alone. Damage to any length or to a stream is refused, in bounds. */
+ * alone. Every level's encoder writes the same bytes (the VBMI one codes
+ * pairs of streams in one loop, each in its share of the output, and codes
+ * them one after the other where one does not fit in its share: kinds 4 and
+ * 5, one stream's symbols uniform and the rest constant). Damage to any
+ * length or to a stream is refused, in bounds. */
 static void test_streams(void) {
     static const size_t sizes[] = {65536,      65537,          65536 + 31,     65536 + 63,
                                    100000,     131072 + 5,     262143,         262144,
@@ -584,14 +588,21 @@ static void test_streams(void) {
     uint8_t *b = malloc(n_max), *enc = malloc(cap + 8), *m = malloc(cap + 8), *out = malloc(n_max);
     uint64_t seed = 4242;
     int kind, isa;
+    size_t len2;
     unsigned precs = 0; /* bit 0: a packed table (precision <= 12), bit 1: split */
     unsigned modes = 0;
     CHECK(b && enc && m && out);
     if (!b || !enc || !m || !out) return;
     for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
-        for (kind = 0; kind < 4; kind++) {
+        for (kind = 0; kind < 6; kind++) {
             size_t n = sizes[k], ns = n >= 262144 ? 4 : 2, part = n / (64 * ns / 2) * 32;
-            if (kind < 2) {
+            if (kind >= 4) {
+                /* one stream's symbols uniform (kind 4: the second, 5: the
+                 * first), the rest constant */
+                size_t at = kind == 4 ? part : 0;
+                memset(b, 'c', n);
+                fill(b + at, part, &seed, 0);
+            } else if (kind < 2) {
                 fill(b, n, &seed, 1);
             } else {
                 /* the first stream (kind 2) or all but it nearly constant (few
@@ -606,7 +617,13 @@ static void test_streams(void) {
                 for (r = 0; r < 200; r++)
                     for (c = 0; c <= r % 8; c++) b[(at += 997) % n] = (uint8_t)(40 + r);
             }
+            ptwm_set_isa_limit(PTWM_ISA_SCALAR);
+            CHECK(ptwm_rans_encode(reused, b, n, 0, m, cap, &len2) == PTWM_OK);
+            ptwm_set_isa_limit(PTWM_ISA_BEST);
             CHECK(ptwm_rans_encode(reused, b, n, 0, enc, cap, &len) == PTWM_OK);
+            CHECK_MSG(len == len2 && memcmp(enc, m, len) == 0,
+                      "n=%zu kind %d: the best level's encoder wrote %zu bytes, the scalar %zu",
+                      n, kind, len, len2);
             CHECK_MSG(enc[0] == (ns == 4 ? 5 : 4), "n=%zu kind %d: mode %u, not %zu streams", n,
                       kind, enc[0], ns);
             modes |= 1u << enc[0];

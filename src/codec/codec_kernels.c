@@ -121,6 +121,7 @@ static void codec_kernels_fill(void *table, ptwm_isa level) {
     }
     if (level >= PTWM_ISA_AVX512VBMI) { /* with VBMI2 and BITALG */
         k->rans_enc_o0 = ptwm_rans_enc_o0_vbmi;
+        k->rans_enc_o0x2 = ptwm_rans_enc_o0x2_vbmi;
         k->rans_dec_o0_packed = ptwm_rans_dec_o0_packed_vbmi;
         k->rans_dec_o0x2_packed = ptwm_rans_dec_o0x2_packed_vbmi;
         k->rans_dec_o0x4_packed = ptwm_rans_dec_o0x4_packed_vbmi;

@@ -38,6 +38,12 @@ typedef size_t (*ptwm_rans_dec_o0x2_fn)(const uint32_t *tab, const uint8_t *sym,
 /* The encoder runs backwards: from symbol i down; returns where it stopped. */
 typedef size_t (*ptwm_rans_enc_o0_fn)(const uint8_t *src, size_t i, const struct rans_vsym *vt,
                                       unsigned prec, uint32_t *x, struct rans_ewriter *w);
+/* Two streams of one table in one loop, backwards from *ia and *ib, while
+ * both have whole steps and room; where each stopped into *ia, *ib. */
+typedef void (*ptwm_rans_enc_o0x2_fn)(const uint8_t *sa, size_t *ia, uint32_t *xa,
+                                      struct rans_ewriter *wa, const uint8_t *sb, size_t *ib,
+                                      uint32_t *xb, struct rans_ewriter *wb,
+                                      const struct rans_vsym *vt, unsigned prec);
 typedef size_t (*ptwm_skip_seen_fn)(const uint8_t *src, size_t i, size_t n,
                                     const uint8_t absent[256]);
 
@@ -119,6 +125,7 @@ typedef struct ptwm_codec_kernels {
     ptwm_rans_dec_o0x4_fn rans_dec_o0x4_packed; /* NULL: pairs in the two-stream loop */
     ptwm_rans_dec_o1_fn rans_dec_o1;
     ptwm_rans_enc_o0_fn rans_enc_o0;
+    ptwm_rans_enc_o0x2_fn rans_enc_o0x2; /* NULL: the streams one after the other */
     ptwm_skip_seen_fn skip_seen; /* a prefix; also whole in its plain form */
     ptwm_huf_enc_fn huf_encode;
     const struct ptwm_huf_loops *huf_loops;
@@ -178,6 +185,9 @@ size_t ptwm_rans_dec_o1_avx2(const uint32_t *, const uint8_t *, unsigned, const 
                              const uint8_t *, uint32_t *, uint32_t *, uint8_t *, size_t);
 size_t ptwm_rans_enc_o0_avx2(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
                              uint32_t *, struct rans_ewriter *);
+void ptwm_rans_enc_o0x2_vbmi(const uint8_t *, size_t *, uint32_t *, struct rans_ewriter *,
+                             const uint8_t *, size_t *, uint32_t *, struct rans_ewriter *,
+                             const struct rans_vsym *, unsigned);
 size_t ptwm_rans_enc_o0_vbmi(const uint8_t *, size_t, const struct rans_vsym *, unsigned,
                              uint32_t *, struct rans_ewriter *);
 size_t ptwm_skip_seen_avx2(const uint8_t *src, size_t i, size_t n, const uint8_t absent[256]);

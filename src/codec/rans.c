@@ -85,7 +85,8 @@
  * with -2 order 1 only where it saves 3% on a plane of 64 KiB or more) from
  * an exact table cost plus an entropy estimate; tables are normalised
  * exactly (largest remainder, every present symbol at least 1). Its order-0
- * loop runs 8 states a vector under AVX2 (same bytes as the scalar loop),
+ * loop runs 8 states a vector under AVX2 (same bytes as the scalar loop), and
+ * under VBMI a plane's streams in pairs, a step of each in turn,
  * branch-free: whether a state emits a word is close to a coin toss. It writes
  * SINGLE for a one-symbol plane and RAW unless rANS saves at least 1/256 of
  * the plane (near-uniform sign+mantissa planes: RAW costs < 0.4% there and

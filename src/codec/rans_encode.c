@@ -171,38 +171,86 @@ static void build_vtab(const uint32_t freq[256], enc_vsym *v) {
     }
 }
 
-/* The scalar loop's table is built only if it codes more than the partial
- * round (no vector loop, or an output near its end): where a vector loop
- * codes the plane, its divisions for every symbol were most of a small
- * plane's table work. The partial round's entries are made one by one. */
-static size_t encode_o0_stream(const uint8_t *src, size_t n, const uint32_t freq[256],
-                               const enc_vsym *vt, unsigned prec, uint8_t *at, uint8_t *end) {
+/* An order-0 stream of src[0, n) being coded: its states, its writer and
+ * the symbols left, src[0, i). */
+typedef struct o0_stream {
+    const uint8_t *src;
+    size_t i;
     uint32_t x[RANS_O0_STATES];
-    enc_sym t[256];
     ewriter w;
+} o0_stream;
+
+/* Start the stream (words down from `end`, states no lower than `at`) with
+ * the partial last round (the encoder runs backwards); 0 if it did not fit. */
+static int o0_begin(o0_stream *s, const uint8_t *src, size_t n, const uint32_t freq[256],
+                    const enc_vsym *vt, unsigned prec, uint8_t *at, uint8_t *end) {
     size_t i, full = n - n % RANS_O0_STATES;
-    if (!enc_start(&w, x, RANS_O0_STATES, at, end)) return 0;
-    /* The partial last round first (the encoder runs backwards). */
+    s->src = src;
+    if (!enc_start(&s->w, s->x, RANS_O0_STATES, at, end)) return 0;
     for (i = n; i-- > full;) {
         enc_sym e;
         etab_entry(freq[src[i]], vt->fc[src[i]] & 0xffff, prec, &e);
-        x[i % RANS_O0_STATES] = enc_put(x[i % RANS_O0_STATES], &e, &w);
+        s->x[i % RANS_O0_STATES] = enc_put(s->x[i % RANS_O0_STATES], &e, &s->w);
     }
-    i = full;
-    if (unlikely(w.full)) return 0;
-    i = ptwm_codec_kern()->rans_enc_o0(src, i, vt, prec, x, &w);
+    s->i = full;
+    return !s->w.full;
+}
+
+/* Code the rest of the stream, then put its states in front of its words
+ * at `at`; its length, or 0 if it did not fit. The scalar loop's table is
+ * built only if it codes more than the partial round (no vector loop, or an
+ * output near its end): where a vector loop codes the plane, its divisions
+ * for every symbol were most of a small plane's table work. */
+static size_t o0_finish(o0_stream *s, const uint32_t freq[256], const enc_vsym *vt,
+                        unsigned prec, uint8_t *at, uint8_t *end) {
+    enc_sym t[256];
+    size_t i = ptwm_codec_kern()->rans_enc_o0(s->src, s->i, vt, prec, s->x, &s->w);
     if (i > 0) build_etab(freq, prec, t);
     for (; i > 0; i -= RANS_O0_STATES) {
-        const uint8_t *s = src + i - RANS_O0_STATES;
+        const uint8_t *q = s->src + i - RANS_O0_STATES;
         int k;
-        if (likely(w.p - w.lim >= ENC_ROUND_MARGIN)) {
-            for (k = RANS_O0_STATES - 1; k >= 0; k--) x[k] = enc_put_fast(x[k], &t[s[k]], &w.p);
+        if (likely(s->w.p - s->w.lim >= ENC_ROUND_MARGIN)) {
+            for (k = RANS_O0_STATES - 1; k >= 0; k--) s->x[k] = enc_put_fast(s->x[k], &t[q[k]], &s->w.p);
         } else {
-            for (k = RANS_O0_STATES - 1; k >= 0; k--) x[k] = enc_put(x[k], &t[s[k]], &w);
-            if (unlikely(w.full)) return 0;
+            for (k = RANS_O0_STATES - 1; k >= 0; k--) s->x[k] = enc_put(s->x[k], &t[q[k]], &s->w);
+            if (unlikely(s->w.full)) return 0;
         }
     }
-    return enc_finish(&w, x, RANS_O0_STATES, at, end);
+    return enc_finish(&s->w, s->x, RANS_O0_STATES, at, end);
+}
+
+static size_t encode_o0_stream(const uint8_t *src, size_t n, const uint32_t freq[256],
+                               const enc_vsym *vt, unsigned prec, uint8_t *at, uint8_t *end) {
+    o0_stream s;
+    if (!o0_begin(&s, src, n, freq, vt, prec, at, end)) return 0;
+    return o0_finish(&s, freq, vt, prec, at, end);
+}
+
+/* Two streams, A of src[0, na) and B of src[na, na + nb), coded in one loop
+ * where the kernel table has it (a step's chains wait on the step before;
+ * the other stream's fill the gaps), A's words down from a point of [at,
+ * end) in proportion to its symbols and B's from `end`, then each moved to
+ * its place: A at `at`, B right after it. Their lengths into *la, *lb;
+ * 0 if either did not fit in its part (then coded one after the other). */
+static int encode_o0_pair(const uint8_t *src, size_t na, size_t nb, const uint32_t freq[256],
+                          const enc_vsym *vt, unsigned prec, uint8_t *at, uint8_t *end,
+                          size_t *la, size_t *lb) {
+    ptwm_rans_enc_o0x2_fn both = ptwm_codec_kern()->rans_enc_o0x2;
+    o0_stream a, b;
+    uint8_t *mid;
+    if (both && (size_t)(end - at) / (na + nb) < SIZE_MAX / na) {
+        mid = at + (size_t)(end - at) * na / (na + nb);
+        if (o0_begin(&a, src, na, freq, vt, prec, at, mid) &&
+            o0_begin(&b, src + na, nb, freq, vt, prec, mid, end)) {
+            both(a.src, &a.i, a.x, &a.w, b.src, &b.i, b.x, &b.w, vt, prec);
+            if ((*la = o0_finish(&a, freq, vt, prec, at, mid)) != 0 &&
+                (*lb = o0_finish(&b, freq, vt, prec, at + *la, end)) != 0)
+                return 1;
+        }
+    }
+    if (!(*la = encode_o0_stream(src, na, freq, vt, prec, at, end))) return 0;
+    *lb = encode_o0_stream(src + na, nb, freq, vt, prec, at + *la, end);
+    return *lb != 0;
 }
 
 static size_t encode_o1_stream(const uint8_t *src, size_t n, const enc_sym *t /* [256][256] */,
@@ -405,12 +453,18 @@ static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], 
     dst[1] = (uint8_t)prec;
     ptwm_rans_freqtab_write(freq, dst + 2);
     build_vtab(freq, &vt);
-    for (s = 0, at = h; s < k; s++) {
-        size_t m = s + 1 < k ? a : n - (k - 1) * a;
-        len = encode_o0_stream(src + s * a, m, freq, &vt, prec, dst + at, dst + cap);
-        if (!len || (s + 1 < k && len > UINT32_MAX)) return 0;
-        if (s + 1 < k) ptwm_store_le32(dst + h - 4 * (k - 1 - s), (uint32_t)len);
-        at += len;
+    if (k == 1) {
+        len = encode_o0_stream(src, n, freq, &vt, prec, dst + h, dst + cap);
+        return len ? h + len : 0;
+    }
+    for (s = 0, at = h; s < k; s += 2) {
+        size_t lb, m = s + 2 < k ? a : n - (k - 1) * a;
+        if (!encode_o0_pair(src + s * a, a, m, freq, &vt, prec, dst + at, dst + cap, &len, &lb) ||
+            len > UINT32_MAX || (s + 2 < k && lb > UINT32_MAX))
+            return 0;
+        ptwm_store_le32(dst + h - 4 * (k - 1 - s), (uint32_t)len);
+        if (s + 2 < k) ptwm_store_le32(dst + h - 4 * (k - 2 - s), (uint32_t)lb);
+        at += len + lb;
     }
     return at;
 }

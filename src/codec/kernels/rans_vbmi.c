@@ -116,52 +116,115 @@ static int build_planes(const enc_vsym *vt, unsigned prec, enc_planes *pl) {
 #define ENC_TARGET                                                                              \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,popcnt")))
 
-/* The loop, for a narrow or a wide table (a constant where inlined). */
+/* One step of 64 symbols, src[i - 64, i), on the states X0, X1, writing
+ * below P (the later round first, and in a round the higher states first,
+ * as the scalar loop). The constants and tables are the loop's. */
+#define ENC_STEP(SRC, I, X0, X1, P)                                                             \
+    do {                                                                                        \
+        uint8_t *p = (P);                                                                       \
+        __m512i idx = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512((SRC) + (I) - 64));      \
+        __mmask64 top = _mm512_movepi8_mask(idx);                                               \
+        __m512i rc[4], fc[4];                                                                   \
+        {                                                                                       \
+            __m512i b0 = ENC_LOOKUP(0), b1 = ENC_LOOKUP(1), b2 = ENC_LOOKUP(2), b3 = ENC_LOOKUP(3); \
+            ENC_ASSEMBLE(b0, b1, b2, b3, rc);                                                   \
+        }                                                                                       \
+        {                                                                                       \
+            __m512i b0 = ENC_LOOKUP(4), b1 = ENC_LOOKUP(5), b2 = ENC_LOOKUP(6), b3 = ENC_LOOKUP(7); \
+            ENC_ASSEMBLE(b0, b1, b2, b3, fc);                                                   \
+        }                                                                                       \
+        RANS_ENC_AVX512(X1, rc[3], fc[3], narrow);                                              \
+        RANS_ENC_AVX512(X0, rc[2], fc[2], narrow);                                              \
+        RANS_ENC_AVX512(X1, rc[1], fc[1], narrow);                                              \
+        RANS_ENC_AVX512(X0, rc[0], fc[0], narrow);                                              \
+        (P) = p;                                                                                \
+    } while (0)
+
+/* The constants of the loops below. */
+#define ENC_CONSTS                                                                              \
+    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);                    \
+    const __m512i c127 = _mm512_set1_epi32(127), lo16 = _mm512_set1_epi32(0xffff);              \
+    const __m512i f12 = _mm512_set1_epi32(0xfff), cum13 = _mm512_set1_epi32(0x1fff);            \
+    const __m512i mm = _mm512_set1_epi32((int)(1u << prec));                                    \
+    const __m512i xshift = _mm512_set1_epi32((int)(32 - prec));                                 \
+    uint8_t order[64];                                                                          \
+    __m512i pl_[8][4], perm;                                                                    \
+    int k, q;                                                                                   \
+    (void)zero, (void)one, (void)c127, (void)lo16, (void)f12, (void)cum13;                      \
+    /* Position 16L + 4j + t takes symbol 16j + 4L + t: after the unpacks,                   \
+     * vector j holds symbols 16j..16j+15 in order. */                                         \
+    for (k = 0; k < 64; k++) order[k] = (uint8_t)(16 * ((k >> 2) & 3) + 4 * (k >> 4) + (k & 3)); \
+    perm = _mm512_loadu_si512(order);                                                           \
+    for (k = 0; k < 8; k++)                                                                     \
+        for (q = 0; q < 4; q++) pl_[k][q] = _mm512_loadu_si512(pl->b[k] + 64 * q)
+
+/* The loop, for a narrow or a wide table (a constant where inlined). Two
+ * rounds a step (64 symbols); a round writes at most 64 bytes. */
 ENC_TARGET static inline __attribute__((always_inline)) size_t
 encode_o0_loop(const uint8_t *src, size_t i, const enc_planes *pl, unsigned prec,
                uint32_t x[RANS_O0_STATES], ewriter *w, const int narrow) {
-    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
-    const __m512i c127 = _mm512_set1_epi32(127), lo16 = _mm512_set1_epi32(0xffff);
-    const __m512i f12 = _mm512_set1_epi32(0xfff), cum13 = _mm512_set1_epi32(0x1fff);
-    const __m512i mm = _mm512_set1_epi32((int)(1u << prec));
-    const __m512i xshift = _mm512_set1_epi32((int)(32 - prec));
-    /* Position 16L + 4j + t takes symbol 16j + 4L + t: after the unpacks,
-     * vector j holds symbols 16j..16j+15 in order. */
-    uint8_t order[64];
-    __m512i pl_[8][4], perm, X0, X1;
-    uint8_t *p = w->p;
-    int k, q;
-    (void)zero, (void)one, (void)c127, (void)lo16, (void)f12, (void)cum13;
-    for (k = 0; k < 64; k++) order[k] = (uint8_t)(16 * ((k >> 2) & 3) + 4 * (k >> 4) + (k & 3));
-    perm = _mm512_loadu_si512(order);
-    for (k = 0; k < 8; k++)
-        for (q = 0; q < 4; q++) pl_[k][q] = _mm512_loadu_si512(pl->b[k] + 64 * q);
+    uint8_t *pw = w->p;
+    __m512i X0, X1;
+    ENC_CONSTS;
     X0 = _mm512_loadu_si512(x);
     X1 = _mm512_loadu_si512(x + 16);
-    /* Two rounds a step (64 symbols); a round writes at most 64 bytes. */
-    for (; i >= 2 * RANS_O0_STATES && p - w->lim >= 2 * ENC_ROUND_MARGIN; i -= 2 * RANS_O0_STATES) {
-        __m512i idx = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(src + i - 64));
-        __mmask64 top = _mm512_movepi8_mask(idx);
-        __m512i rc[4], fc[4];
-        {
-            __m512i b0 = ENC_LOOKUP(0), b1 = ENC_LOOKUP(1), b2 = ENC_LOOKUP(2), b3 = ENC_LOOKUP(3);
-            ENC_ASSEMBLE(b0, b1, b2, b3, rc);
-        }
-        {
-            __m512i b0 = ENC_LOOKUP(4), b1 = ENC_LOOKUP(5), b2 = ENC_LOOKUP(6), b3 = ENC_LOOKUP(7);
-            ENC_ASSEMBLE(b0, b1, b2, b3, fc);
-        }
-        /* Backwards, as the scalar loop: the later round first, and in a
-         * round the higher states first. */
-        RANS_ENC_AVX512(X1, rc[3], fc[3], narrow);
-        RANS_ENC_AVX512(X0, rc[2], fc[2], narrow);
-        RANS_ENC_AVX512(X1, rc[1], fc[1], narrow);
-        RANS_ENC_AVX512(X0, rc[0], fc[0], narrow);
-    }
+    for (; i >= 2 * RANS_O0_STATES && pw - w->lim >= 2 * ENC_ROUND_MARGIN; i -= 2 * RANS_O0_STATES)
+        ENC_STEP(src, i, X0, X1, pw);
     _mm512_storeu_si512(x, X0);
     _mm512_storeu_si512(x + 16, X1);
-    w->p = p;
+    w->p = pw;
     return i;
+}
+
+/* Two streams of one table in one loop, a step of each in turn: a step's
+ * chains (the states' arithmetic, the writer's pointer) wait on the step
+ * before, so the second stream's fill the gaps. Runs while both have a
+ * step and room; *ia, *ib: where each stopped. */
+ENC_TARGET static inline __attribute__((always_inline)) void
+encode_o0x2_loop(const uint8_t *sa, size_t *ia, uint32_t *xa, ewriter *wa, const uint8_t *sb,
+                 size_t *ib, uint32_t *xb, ewriter *wb, const enc_planes *pl, unsigned prec,
+                 const int narrow) {
+    __m512i A0 = _mm512_loadu_si512(xa), A1 = _mm512_loadu_si512(xa + 16);
+    __m512i B0 = _mm512_loadu_si512(xb), B1 = _mm512_loadu_si512(xb + 16);
+    uint8_t *pa = wa->p, *pb = wb->p;
+    size_t i = *ia, j = *ib;
+    ENC_CONSTS;
+    for (; i >= 2 * RANS_O0_STATES && j >= 2 * RANS_O0_STATES &&
+           pa - wa->lim >= 2 * ENC_ROUND_MARGIN && pb - wb->lim >= 2 * ENC_ROUND_MARGIN;
+         i -= 2 * RANS_O0_STATES, j -= 2 * RANS_O0_STATES) {
+        ENC_STEP(sa, i, A0, A1, pa);
+        ENC_STEP(sb, j, B0, B1, pb);
+    }
+    _mm512_storeu_si512(xa, A0);
+    _mm512_storeu_si512(xa + 16, A1);
+    _mm512_storeu_si512(xb, B0);
+    _mm512_storeu_si512(xb + 16, B1);
+    wa->p = pa, wb->p = pb;
+    *ia = i, *ib = j;
+}
+
+ENC_TARGET static void encode_o0x2_narrow(const uint8_t *sa, size_t *ia, uint32_t *xa, ewriter *wa,
+                                          const uint8_t *sb, size_t *ib, uint32_t *xb, ewriter *wb,
+                                          const enc_planes *pl, unsigned prec) {
+    encode_o0x2_loop(sa, ia, xa, wa, sb, ib, xb, wb, pl, prec, 1);
+}
+
+ENC_TARGET static void encode_o0x2_wide(const uint8_t *sa, size_t *ia, uint32_t *xa, ewriter *wa,
+                                        const uint8_t *sb, size_t *ib, uint32_t *xb, ewriter *wb,
+                                        const enc_planes *pl, unsigned prec) {
+    encode_o0x2_loop(sa, ia, xa, wa, sb, ib, xb, wb, pl, prec, 0);
+}
+
+/* Two streams in one loop while both have whole steps; each then finishes
+ * alone through ptwm_rans_enc_o0_vbmi's loops (the same bytes). */
+void ptwm_rans_enc_o0x2_vbmi(const uint8_t *sa, size_t *ia, uint32_t *xa, ewriter *wa,
+                             const uint8_t *sb, size_t *ib, uint32_t *xb, ewriter *wb,
+                             const enc_vsym *vt, unsigned prec) {
+    enc_planes pl;
+    if (build_planes(vt, prec, &pl))
+        encode_o0x2_narrow(sa, ia, xa, wa, sb, ib, xb, wb, &pl, prec);
+    else
+        encode_o0x2_wide(sa, ia, xa, wa, sb, ib, xb, wb, &pl, prec);
 }
 
 ENC_TARGET static size_t encode_o0_narrow(const uint8_t *src, size_t i, const enc_planes *pl,
