@@ -11,6 +11,13 @@
  * descriptor takes is an error naming the file; PTWM_DIRECT_IO=0 turns
  * it off.
  *
+ * Rooms: bytes coded in place in the staging memory (ptwm_dout_room, then
+ * ptwm_dout_append_room), beside plain appends, over more than twice the
+ * staging blocks, so that rooms run past the last block into the tail and
+ * wrap; each room is first filled with scratch past what is appended, as
+ * the codec leaves it. Every read back, of blocks a room reached into and
+ * of older ones, and the file, hold exactly the bytes appended.
+ *
  * The writer: a .ptwm file past the direct-output size, with payloads that
  * repeat (small ones, kept in memory; large ones, read back from blocks in
  * memory and from the disk), holds the same bytes as the in-memory image of
@@ -109,6 +116,69 @@ static void run_blocks(mode m, const uint8_t *want) {
                   "%s: file bytes differ from those appended", names[m]);
     }
     free(back);
+    unlink(path);
+}
+
+#define ROOM_TOTAL ((size_t)40 << 20)
+
+static void run_rooms(mode m) {
+    static const size_t pieces[] = {700000, 1, 3 << 20, 4096, 1234567, (2 << 20) - 5, 99};
+    uint8_t *want = random_bytes(ROOM_TOTAL, 99);
+    char *path = tu_tmp_path("dout-room.bin");
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ptwm_dout *d = NULL;
+    ptwm_err err;
+    size_t pos = HEAD, k = 0, rooms = 0, wrapped = 0, len;
+    uint8_t *back;
+    CHECK(fd >= 0 && want);
+    if (fd < 0 || !want) return;
+    CHECK(write(fd, want, HEAD) == HEAD);
+    CHECK_ERR(m == MODE_BUFFERED ? ptwm_dout_open_buffered(fd, path, "dout-room.bin", HEAD, &d, &err)
+                                 : ptwm_dout_open(fd, path, "dout-room.bin", HEAD, &d, &err),
+              &err, PTWM_OK, NULL);
+    if (!d) {
+        CHECK(m != MODE_BUFFERED);
+        close(fd);
+        free(want);
+        return;
+    }
+    while (pos < ROOM_TOTAL) {
+        size_t n = PTWM_MIN(pieces[k % (sizeof(pieces) / sizeof(pieces[0]))], ROOM_TOTAL - pos);
+        if (k++ % 3 != 2) {
+            uint8_t *at = NULL, *second;
+            size_t room = 0, want_room = n + ((size_t)3 << 20);
+            CHECK_ERR(ptwm_dout_room(d, want_room, &at, &room, &err), &err, PTWM_OK, NULL);
+            if (!at || room < n) {
+                CHECK_MSG(room >= PTWM_MIN(want_room, PTWM_DOUT_TAIL), "a room of %zu bytes", room);
+                CHECK_ERR(ptwm_dout_append(d, want + pos, n, &err), &err, PTWM_OK, NULL);
+            } else {
+                memset(at, 0xA5, room); /* scratch, as the stages leave it */
+                memcpy(at, want + pos, n);
+                /* a second call gives the same place (nothing appended between) */
+                CHECK(ptwm_dout_room(d, n, &second, &room, &err) == PTWM_OK && second == at);
+                CHECK_ERR(ptwm_dout_append_room(d, n, &err), &err, PTWM_OK, NULL);
+                rooms++;
+                /* the staging blocks start at HEAD's page, eight of 2 MiB */
+                wrapped += (pos - (HEAD & ~4095)) / (16 << 20) !=
+                           (pos + n - 1 - (HEAD & ~4095)) / (16 << 20);
+            }
+        } else {
+            CHECK_ERR(ptwm_dout_append(d, want + pos, n, &err), &err, PTWM_OK, NULL);
+        }
+        pos += n;
+        check_read(d, want, pos - PTWM_MIN(pos, (size_t)5 << 20), PTWM_MIN(pos, (size_t)5 << 20),
+                   "the last 5 MiB, after a room");
+        if (k % 5 == 0) check_read(d, want, pos / 3, PTWM_MIN(pos - pos / 3, (size_t)3 << 20), "older blocks");
+    }
+    CHECK_MSG(rooms > 20 && wrapped > 0, "%zu rooms, %zu past the last block", rooms, wrapped);
+    CHECK_ERR(ptwm_dout_finish(d, &err), &err, PTWM_OK, NULL);
+    ptwm_dout_free(d);
+    close(fd);
+    back = tu_read_file(path, &len);
+    CHECK_MSG(back && len == ROOM_TOTAL && memcmp(back, want, ROOM_TOTAL) == 0,
+              "rooms: the file differs from the bytes appended (%zu bytes)", len);
+    free(back);
+    free(want);
     unlink(path);
 }
 
@@ -241,6 +311,8 @@ int main(void) {
     run_blocks(MODE_BUFFERED, want);
     run_blocks(MODE_DIRECT, want);
     run_blocks(MODE_REFUSED, want);
+    run_rooms(MODE_BUFFERED);
+    run_rooms(MODE_DIRECT);
     run_failing(want);
     run_env_off(want);
     run_writer();

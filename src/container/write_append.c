@@ -167,7 +167,13 @@ static void retire_job(ptwm_writer *w, wjob *j) {
     if (j->min_version > w->min_version) w->min_version = j->min_version;
     if (c->offset == UINT64_MAX) {
         c->offset = w->pos;
-        if (j->dst != j->out) {
+        if (j->dst != j->out && w->to_file) { /* coded in place, in the direct output */
+            if ((rc = ptwm_dout_append_room(w->dout, j->out_len, &w->ferr))) {
+                w_fail(w, rc);
+                return;
+            }
+            w->pos += j->out_len;
+        } else if (j->dst != j->out) {
             w->mem.len += j->out_len; /* coded in place at the image's end */
             w->pos += j->out_len;
         } else if ((rc = ptwm_writer_emit(w, j->out, j->out_len, &w->ferr))) {

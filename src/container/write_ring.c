@@ -11,9 +11,10 @@
  * while it waits.
  *
  * Output buffers are not tied to slots: a job takes one when it starts
- * (unless it is coded in place: the oldest pending job of an in-memory
- * writer is coded straight into the image's end, since nothing else grows
- * the image until it is appended) and gives it back when appended, and the
+ * (unless it is coded in place: the oldest pending job is coded straight
+ * into the image's end, or into the direct output's staging memory at its
+ * end, since nothing else appends until it is appended) and gives it back
+ * when appended, and the
  * last given back is taken first, so a few warm buffers serve the whole
  * ring. A slot's output is ptwm_chunk_work_bound(chunk) of address space,
  * room for the stages to code in place, touched only as far as they write. */
@@ -117,10 +118,10 @@ static void job_done(ptwm_writer *w, wjob *j) {
     rmu_unlock(w);
 }
 
-/* Code job i. The oldest pending job of an in-memory writer is coded
- * straight into the image's end: every earlier payload is in the image, and
- * nothing else grows the image until this job is appended. Then the coded
- * jobs at the front of the ring are appended. */
+/* Code job i. The oldest pending job is coded straight into the output's
+ * end (an in-memory writer's image, or the direct output's staging memory):
+ * every earlier payload is there, and nothing else appends until this job
+ * is appended. Then the coded jobs at the front of the ring are appended. */
 void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
     ptwm_writer *w = (ptwm_writer *)ctx;
     wjob *j = &w->jobs[i];
@@ -147,6 +148,12 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
             j->dst = w->mem.p + w->mem.len;
             j->dst_cap = need;
         }
+    } else if (w->dout && i == w->head && !w->failed) {
+        /* (a room short of the bound codes through the workspace, then
+         * into it: no worse than coding apart) */
+        ptwm_error rc = ptwm_dout_room(w->dout, need, &j->dst, &j->dst_cap, &w->ferr);
+        if (rc) w_fail(w, rc);
+        else if (j->dst_cap < ptwm_chunk_bound(j->raw_len)) j->dst = NULL;
     }
     /* Else the buffer appended last: this thread has often just copied it
      * into the image, so it is still in cache (a buffer per slot was cold:

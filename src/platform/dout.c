@@ -32,7 +32,8 @@ struct ptwm_dout {
     int direct;          /* 0 once a direct write was refused (atomic) */
     ptwm_io *io;
     ptwm_flusher *fl;    /* flushes what the blocks wrote as the file grows */
-    void *raw;           /* the allocation the aligned blocks are cut from */
+    void *raw;           /* the allocation the aligned blocks (and the tail) are cut from */
+    uint8_t *tail;       /* after the last block: what a room past it holds */
     dblock blk[DOUT_NBUF];
     int cur;             /* the block being filled */
     size_t fill;         /* its bytes so far, from file offset blk[cur].off */
@@ -110,17 +111,18 @@ static ptwm_error dout_open(int fd, const char *open_path, const char *name, uin
     }
     /* Blocks on huge pages: a direct write pins its block's pages, one
      * at a time (1.4% of a one-thread compress on 4 KiB pages). */
-    if (!(d->raw = ptwm_malloc(DOUT_NBUF * PTWM_DOUT_BLOCK + DOUT_HUGE)) ||
+    if (!(d->raw = ptwm_malloc(DOUT_NBUF * PTWM_DOUT_BLOCK + PTWM_DOUT_TAIL + DOUT_HUGE)) ||
         ptwm_io_start(&d->io, NULL)) {
         ptwm_dout_free(d);
         return PTWM_OK;
     }
     p = (uint8_t *)d->raw + (DOUT_HUGE - (uintptr_t)d->raw % DOUT_HUGE) % DOUT_HUGE;
-    ptwm_advise_huge(p, DOUT_NBUF * PTWM_DOUT_BLOCK);
+    ptwm_advise_huge(p, DOUT_NBUF * PTWM_DOUT_BLOCK + PTWM_DOUT_TAIL);
     for (i = 0; i < DOUT_NBUF; i++) {
         d->blk[i].d = d;
         d->blk[i].p = p + (size_t)i * PTWM_DOUT_BLOCK;
     }
+    d->tail = p + (size_t)DOUT_NBUF * PTWM_DOUT_BLOCK;
     d->blk[0].off = start;
     d->fill = (size_t)(pos - start);
     if ((rc = ptwm_pread_full(fd, d->blk[0].p, d->fill, start, name, err))) {
@@ -162,7 +164,8 @@ ptwm_error ptwm_dout_append(ptwm_dout *d, const void *src, size_t n, ptwm_err *e
     while (n) {
         size_t take = PTWM_MIN(n, PTWM_DOUT_BLOCK - d->fill);
         uint64_t next_off;
-        memcpy(d->blk[d->cur].p + d->fill, s, take);
+        uint8_t *to = d->blk[d->cur].p + d->fill;
+        if (to != s) memcpy(to, s, take); /* (equal: written there by a room's user) */
         d->fill += take;
         s += take;
         n -= take;
@@ -176,6 +179,28 @@ ptwm_error ptwm_dout_append(ptwm_dout *d, const void *src, size_t n, ptwm_err *e
         if (rc) return rc;
     }
     return PTWM_OK;
+}
+
+ptwm_error ptwm_dout_room(ptwm_dout *d, size_t want, uint8_t **at, size_t *room, ptwm_err *err) {
+    uint8_t *p = d->blk[d->cur].p + d->fill, *end = d->tail + PTWM_DOUT_TAIL;
+    size_t r = PTWM_MIN(want, (size_t)(end - p));
+    int i;
+    *at = NULL;
+    *room = 0;
+    /* The blocks the room reaches into: their writes done, and what they
+     * held no longer read from them (ptwm_dout_pread goes to the file). */
+    for (i = d->cur + 1; i < DOUT_NBUF && d->blk[i].p < p + r; i++) {
+        ptwm_error rc = block_wait(d, i, err);
+        d->blk[i].len = 0;
+        if (rc) return rc;
+    }
+    *at = p;
+    *room = r;
+    return PTWM_OK;
+}
+
+ptwm_error ptwm_dout_append_room(ptwm_dout *d, size_t n, ptwm_err *err) {
+    return ptwm_dout_append(d, d->blk[d->cur].p + d->fill, n, err);
 }
 
 /* The bytes block i holds: every block but the current one keeps what it

@@ -34,6 +34,19 @@ ptwm_error ptwm_dout_open(int fd, const char *open_path, const char *name, uint6
 /* Append n bytes (copied: src is the caller's again on return). A failed
  * block write is returned by this or a later call. */
 ptwm_error ptwm_dout_append(ptwm_dout *d, const void *src, size_t n, ptwm_err *err);
+/* Room to code the next bytes in place: into *at where they go, in the
+ * staging memory, and into *room how many of up to `want` bytes are free
+ * there (the blocks after the current one that it reaches are waited for;
+ * past the last block a tail of PTWM_DOUT_TAIL bytes takes what wraps).
+ * The caller writes its bytes there and appends them with
+ * ptwm_dout_append_room, before any other append; bytes past those may be
+ * written too, as scratch. The failure of a block write it waited for is
+ * returned (*at NULL, *room 0). */
+#define PTWM_DOUT_TAIL (((size_t)4 << 20) + ((size_t)128 << 10))
+ptwm_error ptwm_dout_room(ptwm_dout *d, size_t want, uint8_t **at, size_t *room, ptwm_err *err);
+/* Append the n bytes written at ptwm_dout_room's position (n <= its room):
+ * the part in the tail is copied to the first block, the rest is not. */
+ptwm_error ptwm_dout_append_room(ptwm_dout *d, size_t n, ptwm_err *err);
 /* Read len bytes at off of what was appended (written or still staged). */
 ptwm_error ptwm_dout_pread(ptwm_dout *d, void *dst, size_t len, uint64_t off, ptwm_err *err);
 /* Write what is staged and wait for every block: the file then holds every
