@@ -392,8 +392,8 @@ typedef struct ptwm_cparams {
      * that is smaller, chunk by chunk (the file then records the base
      * tensor's payload hash and each base chunk's CRC32, and decoding
      * needs the base: ptwm_reader_set_base). Others are coded as usual. A
-     * file with a tensor coded against its base is format version 6 (7 if
-     * it also has a rANS plane in two streams); with none, the file is the
+     * file with a tensor coded against its base is format version 6 (7 or
+     * 8 if it also has a rANS plane in two or four streams); with none, the file is the
      * one written without a base. Not owned; read on
      * the writing thread. */
     ptwm_source *base;
