@@ -51,7 +51,7 @@ static int bench_file(const char *path, size_t chunk, ptwm_method method, const 
     ZSTD_CCtx *zc = ZSTD_createCCtx();
     ZSTD_DCtx *zd = ZSTD_createDCtx();
     ptwm_ws *ws = ptwm_ws_create(); /* as a writer's or reader's worker keeps one */
-    ptwm_chunk_params prm = {method, 0, 1, 0};
+    ptwm_chunk_params prm = {method, 0, 1, 0, 0};
     int rc = 0;
     memset(&ft, 0, sizeof(ft));
     if (ptwm_st_open(path, PTWM_OPEN_MMAP, &st, &err)) {

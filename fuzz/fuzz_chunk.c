@@ -46,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     prm.zstd_level = 1;
     prm.emit_crc = raw_len & 1;
     prm.columns = raw_len >> 8;
+    prm.max_streams = 0;
     if (ptwm_chunk_encode(NULL, chain, clen, d, &prm, data, body_len, enc, cap, &len, NULL) != PTWM_OK)
         __builtin_trap();
     if (len > cap) __builtin_trap();

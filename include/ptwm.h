@@ -397,7 +397,19 @@ typedef struct ptwm_cparams {
      * one written without a base. Not owned; read on
      * the writing thread. */
     ptwm_source *base;
+    /* The newest container format version the file may take, for readers
+     * of an older version (docs/FORMAT.md); 0: the newest its tensors need.
+     * 7: rANS planes in at most two streams (decoded a little slower than
+     * four), 5 or 6: in one. A file is still written in the oldest version
+     * that holds it. 6 is needed for a base (5 with a base, and anything
+     * outside 5..8 but 0, is PTWM_ERR_INVALID_ARG). */
+    uint64_t format_version;
 } ptwm_cparams;
+
+/* The .ptwm versions this library writes (ptwm_cparams.format_version) and
+ * reads (1 to the newest). */
+#define PTWM_FORMAT_VERSION_OLDEST_WRITTEN 5u
+#define PTWM_FORMAT_VERSION_NEWEST 8u
 
 #define PTWM_DEFAULT_CHUNK ((uint64_t)1 << 20)
 #define PTWM_MIN_CHUNK ((uint64_t)4096)      /* chunk_size bounds the writer accepts */
@@ -626,6 +638,8 @@ typedef struct ptwm_checkpoint_options {
                                  * decompress: the base the files need; NULL: none */
     ptwm_source *src_base;      /* compress from a .ptwm source: the base its own tensors
                                  * were coded against (NULL: none) */
+    uint64_t format_version;    /* compress: the newest container version the files may
+                                 * take (ptwm_cparams.format_version); 0: as needed */
 } ptwm_checkpoint_options;
 
 #define PTWM_CHECKPOINT_OPTIONS_DEFAULT                                                          \

@@ -45,6 +45,17 @@ int opt_chunk(const char *cmd, const char *text, uint64_t *out) {
     return CLI_OK;
 }
 
+int opt_format_version(const char *cmd, const char *text, uint64_t *out) {
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+    if (!text[0] || *end || v < PTWM_FORMAT_VERSION_OLDEST_WRITTEN || v > PTWM_FORMAT_VERSION_NEWEST)
+        return cli_usage_error(cmd, "--format-version: '%s' is not a version this ptwm writes "
+                                    "(%u to %u)",
+                               text, PTWM_FORMAT_VERSION_OLDEST_WRITTEN, PTWM_FORMAT_VERSION_NEWEST);
+    *out = v;
+    return CLI_OK;
+}
+
 int opt_threads(const char *cmd, const char *text, int *out) {
     char *end;
     long v = strtol(text, &end, 10);
@@ -165,6 +176,8 @@ int parse_ckpt_args(const char *cmd, int argc, char **argv, int with_codec, ckpt
             rc = m < 0 ? CLI_USAGE : opt_method(cmd, v, &a->opt.method);
         } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--chunk", &v)) != 0) {
             rc = m < 0 ? CLI_USAGE : opt_chunk(cmd, v, &a->opt.chunk_size);
+        } else if (with_codec && (m = opt_value(cmd, argc, argv, &i, "--format-version", &v)) != 0) {
+            rc = m < 0 ? CLI_USAGE : opt_format_version(cmd, v, &a->opt.format_version);
         } else if ((m = opt_value(cmd, argc, argv, &i, "--part", &v)) != 0) {
             rc = m < 0 ? CLI_USAGE : opt_part(cmd, v, &a->opt);
         } else if ((m = opt_value(cmd, argc, argv, &i, "--base", &v)) != 0) {

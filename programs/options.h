@@ -14,6 +14,7 @@ int opt_value(const char *cmd, int argc, char **argv, int *i, const char *name,
 int opt_size(const char *cmd, const char *name, const char *text, uint64_t *out);
 /* --chunk: a size from PTWM_MIN_CHUNK to PTWM_MAX_CHUNK. */
 int opt_chunk(const char *cmd, const char *text, uint64_t *out);
+int opt_format_version(const char *cmd, const char *text, uint64_t *out);
 int opt_threads(const char *cmd, const char *text, int *out);
 int opt_method(const char *cmd, const char *text, ptwm_method *out);
 /* A usage error for an unknown option or an extra argument. */

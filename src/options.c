@@ -8,8 +8,8 @@
 #define ENDS_WITH(T, f) (offsetof(T, f) + sizeof(((T *)0)->f) == sizeof(T))
 _Static_assert(offsetof(ptwm_cparams, size) == 0 && offsetof(ptwm_checkpoint_options, size) == 0,
                "the size comes first");
-_Static_assert(ENDS_WITH(ptwm_cparams, base), "ptwm_cparams must not end in padding");
-_Static_assert(ENDS_WITH(ptwm_checkpoint_options, src_base),
+_Static_assert(ENDS_WITH(ptwm_cparams, format_version), "ptwm_cparams must not end in padding");
+_Static_assert(ENDS_WITH(ptwm_checkpoint_options, format_version),
                "ptwm_checkpoint_options must not end in padding");
 
 /* The caller's struct `in` of in->size bytes over the defaults, into out of

@@ -44,7 +44,7 @@ static size_t round_trip_cols(const uint8_t *chain, size_t clen, ptwm_dtype d, i
                               size_t cols, const uint8_t *raw, size_t n, uint8_t **out) {
     size_t cap = ptwm_chunk_bound(n), len = 0;
     uint8_t *enc = malloc(cap + 1), *dec = malloc(n + 1);
-    ptwm_chunk_params prm = {method, 0, 1, cols};
+    ptwm_chunk_params prm = {method, 0, 1, cols, 0};
     ptwm_err err;
     ptwm_error e;
     e = ptwm_chunk_encode(NULL, chain, clen, d, &prm, raw, n, enc, cap, &len, &err);
@@ -391,7 +391,7 @@ static void test_damage(void) {
               PTWM_ERR_CORRUPT, "expected 4095");
     /* Without CRCs, damage inside a plane is caught by its stage. */
     {
-        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
+        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0, 0};
         size_t l2;
         ptwm_error e;
         CHECK(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_BF16, &prm, raw, n, bad,
@@ -446,7 +446,7 @@ static void test_sparse(void) {
     CHECK(ptwm_chain_standard(PTWM_DTYPE_F32, PTWM_METHOD_MICROSCALE, chain, sizeof(chain), &clen,
                               &err) == PTWM_OK);
     {
-        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
+        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0, 0};
         uint8_t out[1024], out5[1024];
         size_t len5 = 0;
         CHECK(ptwm_chunk_encode(NULL, chain, clen, PTWM_DTYPE_F32, &prm, buf, 256, out5, sizeof(out5),
@@ -500,7 +500,7 @@ static void test_sparse(void) {
     /* 76 elements: 38 zeros, so the last signs byte has 2 padding bits
      * (0x40 in every byte sets bit 38). */
     {
-        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0};
+        ptwm_chunk_params prm = {PTWM_METHOD_MICROSCALE, 0, 0, 0, 0};
         uint8_t out[1024], out5[1024];
         size_t len5 = 0;
         for (k = 0; k < 76; k++) ptwm_store_le32(buf + 4 * k, k & 1 ? 0x3f800000u + (uint32_t)k : 0);

@@ -772,6 +772,67 @@ static void test_written_version(void) {
     }
 }
 
+#define FEATS_BYTES ((size_t)1024 * 256 * 2)
+
+/* A file held to an older version (ptwm_cparams.format_version): the
+ * 256K-element tensor at most 7 is version 7, at 6 or 5 version 5 (no base:
+ * the oldest that holds it), and each decodes to the same bytes; versions
+ * this library does not write, and 5 with a base, are refused. */
+static void test_format_cap(void) {
+    static const struct {
+        uint64_t cap;
+        uint32_t version;
+    } cases[] = {{0, PTWM_FMT_X4_VERSION}, {8, PTWM_FMT_X4_VERSION}, {7, PTWM_FMT_X2_VERSION},
+                 {6, 5},
+                 {5, 5}};
+    char src[1200];
+    size_t i, len, slen = 0;
+    ptwm_err err;
+    uint8_t *file, *got = (uint8_t *)malloc(FEATS_BYTES);
+    snprintf(src, sizeof(src), "%s/feats.bf16.safetensors", golden_dir());
+    file = tu_read_file(src, &slen);
+    CHECK(file && got && slen > FEATS_BYTES);
+    if (!file || !got || slen <= FEATS_BYTES) return;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        const char *path = tu_tmp_path("cap.ptwm");
+        ptwm_reader *r = NULL;
+        uint8_t *img;
+        p.format_version = cases[i].cap;
+        CHECK_MSG(ptwm_compress_safetensors(src, path, &p, &err) == PTWM_OK, "%s", err.message);
+        img = tu_read_file(path, &len);
+        CHECK_MSG(img && len > 64 && ptwm_load_le32(img + 8) == cases[i].version,
+                  "at most version %llu: version %u, want %u", (unsigned long long)cases[i].cap,
+                  img ? ptwm_load_le32(img + 8) : 0, cases[i].version);
+        /* the tensor's bytes end the source file */
+        memset(got, 0, FEATS_BYTES);
+        CHECK_MSG(img && ptwm_reader_open_memory(img, len, "cap", &r, &err) == PTWM_OK &&
+                      ptwm_reader_decode(r, 0, got, FEATS_BYTES, &err) == PTWM_OK &&
+                      memcmp(got, file + slen - FEATS_BYTES, FEATS_BYTES) == 0,
+                  "at most version %llu: does not decode to the tensor", (unsigned long long)cases[i].cap);
+        ptwm_reader_close(r);
+        free(img);
+    }
+    free(file);
+    free(got);
+    {
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        ptwm_source *base = NULL;
+        p.format_version = 4;
+        CHECK_ERR(ptwm_compress_safetensors(src, tu_tmp_path("cap4.ptwm"), &p, &err), &err,
+                  PTWM_ERR_INVALID_ARG, "format version 4: this library writes 5..8");
+        p.format_version = 9;
+        CHECK_ERR(ptwm_compress_safetensors(src, tu_tmp_path("cap9.ptwm"), &p, &err), &err,
+                  PTWM_ERR_INVALID_ARG, "format version 9");
+        CHECK(ptwm_source_open(src, PTWM_SOURCE_AUTO, &base, &err) == PTWM_OK);
+        p.format_version = 5;
+        p.base = base;
+        CHECK_ERR(ptwm_compress_safetensors(src, tu_tmp_path("cap5b.ptwm"), &p, &err), &err,
+                  PTWM_ERR_INVALID_ARG, "cannot hold tensors coded against a base");
+        ptwm_source_close(base);
+    }
+}
+
 /* The version 7 and 8 golden files have their versions and such chunks. */
 static void test_golden_streams(const char *file, unsigned version) {
     char path[1200];
@@ -829,6 +890,7 @@ int main(void) {
     test_golden_streams("emotion.bf16.microscale.v7.ptwm", PTWM_FMT_X2_VERSION);
     test_golden_streams("feats.bf16.microscale.v8.ptwm", PTWM_FMT_X4_VERSION);
     test_written_version();
+    test_format_cap();
     test_payload_damage();
     test_hash_damage();
     test_structure_damage();

@@ -226,7 +226,7 @@ static void plan_plane(const char *file, const char *label, const uint8_t *plane
         for (i = 0; i < m; i++) hist[plane[i]]++;
         est = ptwm_rans_o0_size(hist, m, &pl);
         CHECK(ptwm_rans_encode(NULL, plane, m, 0, a, m + 64, &la) == PTWM_OK);
-        CHECK(ptwm_rans_encode_plan(plane, m, &pl, b, m + 64, &lb) == PTWM_OK);
+        CHECK(ptwm_rans_encode_plan(plane, m, &pl, 0, b, m + 64, &lb) == PTWM_OK);
         CHECK_MSG(la == lb && memcmp(a, b, la) == 0, "%s %s, %zu bytes: planned rANS differs (%zu vs %zu)",
                   file, label, m, lb, la);
         CHECK_MSG(fabs(est - (double)la) <= (double)la * 0.005 + 8.0,

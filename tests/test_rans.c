@@ -506,7 +506,7 @@ static void sampled_plane(const char *file, const char *label, const uint8_t *pl
     for (isa = 0; isa < NISA; isa++) {
         out[isa] = (uint8_t *)malloc(cap);
         ptwm_set_isa_limit(isas[isa]);
-        CHECK(ptwm_rans_encode_sampled(plane, n, sample, out[isa], cap, &len[isa]) == PTWM_OK);
+        CHECK(ptwm_rans_encode_sampled(plane, n, sample, 0, out[isa], cap, &len[isa]) == PTWM_OK);
     }
     ptwm_set_isa_limit(PTWM_ISA_BEST);
     for (isa = 1; isa < NISA; isa++)
@@ -547,7 +547,7 @@ static void test_sampled_edges(void) {
     for (i = 120; i < 124; i++) sample[i] /= 8;
     for (isa = 0; isa < NISA; isa++) {
         ptwm_set_isa_limit(isas[isa]);
-        CHECK(ptwm_rans_encode_sampled(src, n, sample, enc, cap, &a) == PTWM_OK);
+        CHECK(ptwm_rans_encode_sampled(src, n, sample, 0, enc, cap, &a) == PTWM_OK);
         CHECK_MSG(enc[0] == 4 && ptwm_rans_decode(NULL, enc, a, dec, n) == PTWM_OK &&
                       memcmp(dec, src, n) == 0,
                   "isa %s: symbols missing from the sample do not round-trip (mode %u)",
@@ -556,10 +556,10 @@ static void test_sampled_edges(void) {
     ptwm_set_isa_limit(PTWM_ISA_BEST);
     CHECK(ptwm_rans_encode(NULL, src, n, 0, enc2, cap, &b) == PTWM_OK);
     memset(sample, 0, sizeof(sample));
-    CHECK(ptwm_rans_encode_sampled(src, n, sample, enc, cap, &a) == PTWM_OK);
+    CHECK(ptwm_rans_encode_sampled(src, n, sample, 0, enc, cap, &a) == PTWM_OK);
     CHECK_MSG(a == b && memcmp(enc, enc2, a) == 0, "empty sample: not the exact coding");
     sample[120] = (uint32_t)n + 1;
-    CHECK(ptwm_rans_encode_sampled(src, n, sample, enc, cap, &a) == PTWM_OK);
+    CHECK(ptwm_rans_encode_sampled(src, n, sample, 0, enc, cap, &a) == PTWM_OK);
     CHECK_MSG(a == b && memcmp(enc, enc2, a) == 0, "oversized sample: not the exact coding");
     free(src);
     free(enc);
@@ -676,6 +676,25 @@ static void test_streams(void) {
                       ns, ptwm_isa_name(isas[isa]));
         }
         ptwm_set_isa_limit(PTWM_ISA_BEST);
+    }
+    /* A cap on the streams (a file held to an older container version):
+     * a plane of four streams in two (2) or one (1), decoding the same. */
+    {
+        static const struct {
+            unsigned cap, mode;
+        } caps[] = {{0, 5}, {4, 5}, {2, 4}, {1, 2}};
+        size_t n = 300001, lens[4], i2;
+        fill(b, n, &seed, 1);
+        for (i2 = 0; i2 < 4; i2++) {
+            CHECK(ptwm_rans_encode_counts(reused, b, n, 0, NULL, caps[i2].cap, enc, cap, &lens[i2]) ==
+                  PTWM_OK);
+            CHECK_MSG(enc[0] == caps[i2].mode, "at most %u streams: mode %u", caps[i2].cap, enc[0]);
+            memset(out, 0, n);
+            CHECK(ptwm_rans_decode(reused, enc, lens[i2], out, n) == PTWM_OK && memcmp(out, b, n) == 0);
+        }
+        /* each stream's states: 128 bytes */
+        CHECK_MSG(lens[2] < lens[0] && lens[3] < lens[2], "%zu, %zu, %zu bytes", lens[0], lens[2],
+                  lens[3]);
     }
     free(b);
     free(enc);

@@ -62,14 +62,16 @@ class CParams(Structure):
     _fields_ = [("size", c_size_t), ("method", c_int), ("no_payload_hash", c_int), ("no_plane_crc", c_int),
                 ("chunk_size", c_uint64), ("threads", c_int), ("zstd_level", c_int),
                 ("progress", ProgressFn), ("progress_ctx", c_void_p),
-                ("progress_total", c_uint64), ("ctx", c_void_p), ("base", c_void_p)]
+                ("progress_total", c_uint64), ("ctx", c_void_p), ("base", c_void_p),
+                ("format_version", c_uint64)]
 
 
 class CheckpointOptions(Structure):
     _fields_ = [("size", c_size_t), ("max_shard_size", c_uint64), ("method", c_int), ("threads", c_int),
                 ("chunk_size", c_uint64), ("force", c_int), ("follow_symlinks", c_int),
                 ("progress", ProgressFn), ("progress_ctx", c_void_p), ("part", ctypes.c_uint32),
-                ("parts", ctypes.c_uint32), ("base", c_void_p), ("src_base", c_void_p)]
+                ("parts", ctypes.c_uint32), ("base", c_void_p), ("src_base", c_void_p),
+                ("format_version", c_uint64)]
 
 
 class ChainList(Structure):

@@ -359,7 +359,9 @@ static ptwm_error encode_with(ptwm_ws *ws, const uint8_t *chain, size_t chain_le
     ptwm_error e;
     if (!(ws = ptwm_ws_or_temp(ws, &own)))
         return ptwm_fail(err, PTWM_ERR_NOMEM, "chunk_encode: no workspace memory");
+    ws->rans_max_streams = prm ? prm->max_streams : 0;
     e = encode_ws(ws, chain, chain_len, dtype, prm, raw, base, raw_len, dst, cap, out_len, err);
+    ws->rans_max_streams = 0;
     ptwm_ws_trim(ws, PTWM_WS_KEEP);
     ptwm_ws_free(own);
     return e;

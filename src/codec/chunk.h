@@ -23,6 +23,9 @@ typedef struct ptwm_chunk_params {
     int emit_crc;     /* CRC32 per coded plane */
     size_t columns;   /* the tensor's last dimension (0: none): chunks may
                        * code exponents relative to per-column scales */
+    unsigned max_streams; /* streams a rANS plane may take: 1, 2 or 4 (0: 4);
+                           * below 4 the payload needs no PTWM_CHUNK_X4_VERSION,
+                           * at 1 no PTWM_CHUNK_X2_VERSION */
 } ptwm_chunk_params;
 
 /* Worst-case payload size for raw_len raw bytes (any chain): raw_len plus 14

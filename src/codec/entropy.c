@@ -40,14 +40,18 @@ static double huf_size(const uint32_t hist[256], size_t n, size_t beat, ptwm_cod
 
 typedef char rans_plan_fits[sizeof(ptwm_rans_plan) <= sizeof(ptwm_coder_plan) ? 1 : -1];
 
+/* (the chunk encoder's cap on a plane's streams travels in the workspace) */
 static ptwm_error rans_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int level,
                               const ptwm_coder_hint *h, uint8_t *dst, size_t cap, size_t *out_len) {
+    unsigned k = ws ? ws->rans_max_streams : 0;
     if (h && h->plan)
-        return ptwm_rans_encode_plan(src, n, (const ptwm_rans_plan *)(const void *)h->plan, dst,
-                                     cap, out_len);
-    if (h && h->counts) return ptwm_rans_encode_counts(ws, src, n, level, h->counts, dst, cap, out_len);
-    if (h && h->sample && level == 0) return ptwm_rans_encode_sampled(src, n, h->sample, dst, cap, out_len);
-    return ptwm_rans_encode(ws, src, n, level, dst, cap, out_len);
+        return ptwm_rans_encode_plan(src, n, (const ptwm_rans_plan *)(const void *)h->plan, k,
+                                     dst, cap, out_len);
+    if (h && h->counts)
+        return ptwm_rans_encode_counts(ws, src, n, level, h->counts, k, dst, cap, out_len);
+    if (h && h->sample && level == 0)
+        return ptwm_rans_encode_sampled(src, n, h->sample, k, dst, cap, out_len);
+    return ptwm_rans_encode_counts(ws, src, n, level, NULL, k, dst, cap, out_len);
 }
 
 static double rans_size(const uint32_t hist[256], size_t n, size_t beat, ptwm_coder_plan *plan) {

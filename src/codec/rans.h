@@ -14,10 +14,12 @@
 #define PTWM_RANS_O1_MIN_AUTO PTWM_CODER_O1_MIN
 size_t ptwm_rans_bound(size_t n);
 /* The same with the plane's symbol counts given (hist: exact counts of src,
- * or NULL to count them). */
+ * or NULL to count them), and at most max_streams order-0 streams (1 or 2;
+ * 0 or more: as many as the plane's size calls for, up to 4; the container
+ * version a file is held to decides it). */
 ptwm_error ptwm_rans_encode_counts(ptwm_ws *ws, const uint8_t *src, size_t n, int order,
-                                   const uint32_t *hist, uint8_t *dst, size_t cap,
-                                   size_t *out_len);
+                                   const uint32_t *hist, unsigned max_streams, uint8_t *dst,
+                                   size_t cap, size_t *out_len);
 /* Order-0 rANS with a table from sampled counts: `sample` holds the counts
  * of some of src's bytes (at most n in all; the chunk coder's sampled
  * estimate). Symbols the sample missed are found by a scan for them, about
@@ -26,7 +28,8 @@ ptwm_error ptwm_rans_encode_counts(ptwm_ws *ws, const uint8_t *src, size_t n, in
  * CPU. It codes slightly larger than exact counts would (docs/CHAINS.md,
  * section 3, has the figures). */
 ptwm_error ptwm_rans_encode_sampled(const uint8_t *src, size_t n, const uint32_t sample[256],
-                                    uint8_t *dst, size_t cap, size_t *out_len);
+                                    unsigned max_streams, uint8_t *dst, size_t cap,
+                                    size_t *out_len);
 /* Estimated order-0 coded size (within ~0.1%) from exact counts, as the
  * encoder would code it (n + 1 if it would store the plane raw), and the
  * table it planned: ptwm_rans_encode_plan codes src with it, giving the
@@ -37,7 +40,8 @@ typedef struct ptwm_rans_plan {
 } ptwm_rans_plan;
 double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *plan);
 ptwm_error ptwm_rans_encode_plan(const uint8_t *src, size_t n, const ptwm_rans_plan *plan,
-                                 uint8_t *dst, size_t cap, size_t *out_len);
+                                 unsigned max_streams, uint8_t *dst, size_t cap,
+                                 size_t *out_len);
 ptwm_error ptwm_rans_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int order, uint8_t *dst,
                             size_t cap, size_t *out_len);
 ptwm_error ptwm_rans_decode(ptwm_ws *ws, const uint8_t *src, size_t src_size, uint8_t *dst,

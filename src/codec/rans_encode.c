@@ -443,9 +443,9 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n
  * becomes two or four streams, the length (u32) of each but the last in
  * front of them. */
 static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], unsigned prec,
-                        uint8_t *dst, size_t cap) {
+                        unsigned kmax, uint8_t *dst, size_t cap) {
     enc_vsym vt;
-    unsigned k = o0_streams(n), s;
+    unsigned k = o0_streams_cap(n, kmax), s;
     size_t h, len, at, a = k > 1 ? xk_first(n, k) : n;
     h = 2 + ptwm_rans_freqtab_write(freq, NULL) + 4 * (k - 1);
     if (h > cap) return 0;
@@ -538,21 +538,24 @@ double ptwm_rans_o0_size(const uint32_t hist[256], size_t n, ptwm_rans_plan *out
 }
 
 ptwm_error ptwm_rans_encode_plan(const uint8_t *src, size_t n, const ptwm_rans_plan *pl,
-                                 uint8_t *dst, size_t cap, size_t *out_len) {
-    if (!pl || !pl->prec) return ptwm_rans_encode_counts(NULL, src, n, 0, NULL, dst, cap, out_len);
+                                 unsigned max_streams, uint8_t *dst, size_t cap,
+                                 size_t *out_len) {
+    if (!pl || !pl->prec)
+        return ptwm_rans_encode_counts(NULL, src, n, 0, NULL, max_streams, dst, cap, out_len);
     if (!out_len || (!src && n) || (!dst && cap)) return PTWM_ERR_INVALID_ARG;
-    return keep_or_raw(src, n, encode_o0(src, n, pl->freq, pl->prec, dst, cap), dst, cap, out_len);
+    return keep_or_raw(src, n, encode_o0(src, n, pl->freq, pl->prec, max_streams, dst, cap), dst,
+                       cap, out_len);
 }
 
 ptwm_error ptwm_rans_encode(ptwm_ws *ws, const uint8_t *src, size_t n, int order, uint8_t *dst,
                             size_t cap, size_t *out_len) {
-    return ptwm_rans_encode_counts(ws, src, n, order, NULL, dst, cap, out_len);
+    return ptwm_rans_encode_counts(ws, src, n, order, NULL, 0, dst, cap, out_len);
 }
 
 /* Code src with its symbol counts cnt (summing to n). */
 static ptwm_error encode_counted(ptwm_ws *ws, const uint8_t *src, size_t n, int order,
-                                 const uint64_t cnt[256], uint8_t *dst, size_t cap,
-                                 size_t *out_len) {
+                                 const uint64_t cnt[256], unsigned kmax, uint8_t *dst,
+                                 size_t cap, size_t *out_len) {
     size_t len = 0;
     int s, present = 0, last = 0;
     for (s = 0; s < 256; s++)
@@ -596,15 +599,15 @@ static ptwm_error encode_counted(ptwm_ws *ws, const uint8_t *src, size_t n, int 
             if (p1.est + (double)(n / 256) < (double)n)
                 len = encode_o1(ws, src, n, cnt1, ctx_total, p1.prec, dst, cap);
         } else if (p0.prec && p0.est + (double)(n / 256) < (double)n) {
-            len = encode_o0(src, n, p0.freq, p0.prec, dst, cap);
+            len = encode_o0(src, n, p0.freq, p0.prec, kmax, dst, cap);
         }
     }
     return keep_or_raw(src, n, len, dst, cap, out_len);
 }
 
 ptwm_error ptwm_rans_encode_counts(ptwm_ws *ws, const uint8_t *src, size_t n, int order,
-                                   const uint32_t *hist, uint8_t *dst, size_t cap,
-                                   size_t *out_len) {
+                                   const uint32_t *hist, unsigned max_streams, uint8_t *dst,
+                                   size_t cap, size_t *out_len) {
     uint64_t cnt[256];
     ptwm_ws *own = NULL;
     ptwm_error e;
@@ -618,7 +621,7 @@ ptwm_error ptwm_rans_encode_counts(ptwm_ws *ws, const uint8_t *src, size_t n, in
     }
     /* Order 0 needs no work memory. */
     if (order != 0 && !(ws = ptwm_ws_or_temp(ws, &own))) return PTWM_ERR_NOMEM;
-    e = encode_counted(ws, src, n, order, cnt, dst, cap, out_len);
+    e = encode_counted(ws, src, n, order, cnt, max_streams, dst, cap, out_len);
     ptwm_ws_free(own);
     return e;
 }
@@ -660,13 +663,15 @@ static void add_unseen(const uint8_t *src, size_t n, uint64_t cnt[256]) {
 }
 
 ptwm_error ptwm_rans_encode_sampled(const uint8_t *src, size_t n, const uint32_t sample[256],
-                                    uint8_t *dst, size_t cap, size_t *out_len) {
+                                    unsigned max_streams, uint8_t *dst, size_t cap,
+                                    size_t *out_len) {
     uint64_t cnt[256], seen = 0, sum = 0;
     int s, top = 0;
     double scale;
     if (!out_len || (!src && n) || (!dst && cap) || !sample) return PTWM_ERR_INVALID_ARG;
     for (s = 0; s < 256; s++) seen += sample[s];
-    if (seen == 0 || seen > n) return ptwm_rans_encode_counts(NULL, src, n, 0, NULL, dst, cap, out_len);
+    if (seen == 0 || seen > n)
+        return ptwm_rans_encode_counts(NULL, src, n, 0, NULL, max_streams, dst, cap, out_len);
     /* The sample's counts scaled to the plane (each kept at least 1), the
      * symbols it missed at 1, and the rounding settled on the most frequent
      * symbol so that the counts sum to n as a plane's do. */
@@ -681,7 +686,7 @@ ptwm_error ptwm_rans_encode_sampled(const uint8_t *src, size_t n, const uint32_t
         if (cnt[s] > cnt[top]) top = s;
     }
     if (sum > n && sum - n >= cnt[top])
-        return ptwm_rans_encode_counts(NULL, src, n, 0, NULL, dst, cap, out_len);
+        return ptwm_rans_encode_counts(NULL, src, n, 0, NULL, max_streams, dst, cap, out_len);
     cnt[top] = cnt[top] + n - sum; /* modulo 2^64: sum - n < cnt[top] */
-    return encode_counted(NULL, src, n, 0, cnt, dst, cap, out_len); /* order 0 */
+    return encode_counted(NULL, src, n, 0, cnt, max_streams, dst, cap, out_len); /* order 0 */
 }

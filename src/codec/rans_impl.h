@@ -30,9 +30,15 @@ enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3, MODE_O0X2 = 4, M
  * smallest such plane, 0.07% of a 1 MiB BF16 chunk's (docs/CHAINS.md). */
 #define RANS_X4_MIN ((size_t)1 << 18)
 
-/* The streams of an order-0 plane of n symbols, and its mode. */
+/* The streams of an order-0 plane of n symbols. */
 PTWM_INLINE unsigned o0_streams(size_t n) {
     return n >= RANS_X4_MIN ? 4 : n >= RANS_X2_MIN ? 2 : 1;
+}
+
+/* The same, at most `cap` (1 or 2; else no cap). */
+PTWM_INLINE unsigned o0_streams_cap(size_t n, unsigned cap) {
+    unsigned k = o0_streams(n);
+    return cap == 1 || cap == 2 ? PTWM_MIN(k, cap) : k;
 }
 
 /* Symbols of each stream but the last of an order-0 plane in k streams:

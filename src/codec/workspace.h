@@ -45,6 +45,7 @@ typedef struct ptwm_ws {
      * here, laid out for precision rans_dtab1_prec (rans_decode.c, decode_o1). */
     uint8_t rans_dtab1_built[256];
     unsigned rans_dtab1_prec;
+    unsigned rans_max_streams;   /* the chunk encoder's cap for its rANS planes (0: none) */
     void *zstd_cctx, *zstd_dctx; /* libzstd contexts, made on first use */
     ptwm_chain_cache chain;      /* the chain of the last chunk */
 } ptwm_ws;

@@ -34,7 +34,22 @@ static ptwm_error check_params(const ptwm_cparams *p, ptwm_err *err) {
                          PTWM_FMT_MIN_CHUNK, (unsigned long long)PTWM_FMT_MAX_CHUNK);
     if (p->zstd_level < 0 || p->zstd_level > 22)
         return ptwm_fail(err, PTWM_ERR_INVALID_ARG, "zstd level %d outside [0, 22]", p->zstd_level);
+    if (p->format_version &&
+        (p->format_version < PTWM_FMT_VERSION || p->format_version > PTWM_FMT_MAX_VERSION))
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "format version %llu: this library writes %u..%u (0: the newest needed)",
+                         (unsigned long long)p->format_version, PTWM_FMT_VERSION,
+                         PTWM_FMT_MAX_VERSION);
     return PTWM_OK;
+}
+
+_Static_assert(PTWM_FORMAT_VERSION_OLDEST_WRITTEN == PTWM_FMT_VERSION &&
+                   PTWM_FORMAT_VERSION_NEWEST == PTWM_FMT_MAX_VERSION,
+               "ptwm.h's format versions are the container's");
+
+/* The streams a rANS plane may take in a file held to format version v. */
+static unsigned max_streams(uint64_t v) {
+    return !v || v >= PTWM_FMT_X4_VERSION ? 4 : v >= PTWM_FMT_X2_VERSION ? 2 : 1;
 }
 
 /* borrow: the caller's tensor bytes outlive the writer (compress_blob,
@@ -53,12 +68,17 @@ static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, 
     if ((rc = ptwm_cparams_read(params, &given, "opening a writer", err))) return rc;
     params = &given;
     if ((rc = check_params(params, err))) return rc;
+    if (base && base->ops && params->format_version && params->format_version < PTWM_FMT_BASE_VERSION)
+        return ptwm_fail(err, PTWM_ERR_INVALID_ARG,
+                         "format version %llu cannot hold tensors coded against a base (%u on)",
+                         (unsigned long long)params->format_version, PTWM_FMT_BASE_VERSION);
     w = (ptwm_writer *)ptwm_calloc(1, sizeof(*w));
     if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");
     pthread_mutex_init(&w->rmu, NULL);
     pthread_mutex_init(&w->hmu, NULL);
     w->p = *params;
     w->p.base = NULL;   /* the base is read through w->base only (container_base.h) */
+    w->max_streams = max_streams(params->format_version);
     if (base && base->ops) w->base = *base;
     if (!w->p.method) w->p.method = PTWM_METHOD_MICROSCALE;
     w->af.fd = -1;

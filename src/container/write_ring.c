@@ -137,6 +137,7 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
     cp.zstd_level = w->p.zstd_level;
     cp.emit_crc = j->plane_crc;
     cp.columns = (size_t)j->columns;
+    cp.max_streams = w->max_streams;
     need = ptwm_chunk_work_bound(j->raw_len);
     /* Room for the stages' bounds (pages past what is written are never
      * touched); appending it then copies nothing (docs/ARCHITECTURE.md,

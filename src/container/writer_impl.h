@@ -179,6 +179,7 @@ struct ptwm_writer {
     pthread_mutex_t rmu;
     uint64_t pos, coded_total, raw_done;
     unsigned min_version;       /* the newest container version a payload needs (0: none) */
+    unsigned max_streams;       /* rANS streams a plane may take (p.format_version) */
     ptwm_error failed;          /* sticky: a failed writer only accepts free/finish */
     ptwm_err ferr;              /* the failure's message, for the writing thread */
     wtensor *t;

@@ -214,6 +214,7 @@ void ptwm_conv_opts_of(const ptwm_checkpoint_options *o, ptwm_conv_progress *p,
     cp.threads = o->threads;
     cp.chunk_size = o->chunk_size;
     cp.base = o->base;
+    cp.format_version = o->format_version;
     cp.progress = o->progress;
     cp.progress_ctx = o->progress_ctx;
     ptwm_conv_opts_from(&cp, p, out);
