@@ -441,7 +441,11 @@ static plan plan_o1(const uint64_t *cnt, const uint64_t ctx_total[256], size_t n
 
 /* Returns the coded length, or 0 if it did not fit in cap. A large plane
  * becomes two or four streams, the length (u32) of each but the last in
- * front of them. */
+ * front of them. The streams are written down from h + n bytes at most, not
+ * from the end of cap: a coding longer than n is not kept (keep_or_raw), and
+ * a payload buffer's far pages, fresh memory, cost a fault each to touch
+ * (a fifth of a two-thread F32 compress, whose payloads coded apart land in
+ * fresh buffers of the chunk's work bound). */
 static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], unsigned prec,
                         unsigned kmax, uint8_t *dst, size_t cap) {
     enc_vsym vt;
@@ -449,6 +453,7 @@ static size_t encode_o0(const uint8_t *src, size_t n, const uint32_t freq[256], 
     size_t h, len, at, a = k > 1 ? xk_first(n, k) : n;
     h = 2 + ptwm_rans_freqtab_write(freq, NULL) + 4 * (k - 1);
     if (h > cap) return 0;
+    if (cap - h > n) cap = h + n;
     dst[0] = k == 4 ? MODE_O0X4 : k == 2 ? MODE_O0X2 : MODE_O0;
     dst[1] = (uint8_t)prec;
     ptwm_rans_freqtab_write(freq, dst + 2);
