@@ -238,7 +238,8 @@ static int encode_o0_pair(const uint8_t *src, size_t na, size_t nb, const uint32
     ptwm_rans_enc_o0x2_fn both = ptwm_codec_kern()->rans_enc_o0x2;
     o0_stream a, b;
     uint8_t *mid;
-    if (both && (size_t)(end - at) / (na + nb) < SIZE_MAX / na) {
+    /* (end - at) * na must not wrap; na > 0 for any plane of two streams or more */
+    if (both && na && (size_t)(end - at) <= SIZE_MAX / na) {
         mid = at + (size_t)(end - at) * na / (na + nb);
         if (o0_begin(&a, src, na, freq, vt, prec, at, mid) &&
             o0_begin(&b, src + na, nb, freq, vt, prec, mid, end)) {
