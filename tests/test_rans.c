@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "corpus_planes.h"
+#include "cpu.h"
 #include "entropy.h"
 #include "testutil.h"
 
@@ -729,7 +730,16 @@ int main(void) {
     test_edges();
     test_hostile();
     cp_for_each(scalar_plane);
-    ptwm_set_isa_limit(PTWM_ISA_BEST);
+    ptwm_set_isa_limit(isa_now = PTWM_ISA_BEST);
+    /* The best level again with the other choice of one-stream decoder
+     * (gathers or byte permutes, cpu.h): the CPU makes one, this the other. */
+    ptwm_cpu_set_fast_gather(!ptwm_cpu_fast_gather());
+    test_packed_tables();
+    test_streams();
+    test_edges();
+    test_hostile();
+    cp_for_each(scalar_plane);
+    ptwm_cpu_set_fast_gather(-1);
     rc = tu_finish("rans");
     ptwm_ws_free(reused);
     return rc;

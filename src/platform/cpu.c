@@ -33,6 +33,8 @@
 /* The rest of x86-64-v3 (FMA, BMI1, LZCNT, MOVBE): no kernel names them, but
  * the compiler may use them in a copy built for arch=x86-64-v4. */
 #define PTWM_CPU_V3REST (1u << 12)
+/* A trait, in no level's features (cpu.h). */
+#define PTWM_CPU_FAST_GATHER (1u << 14)
 
 /* The features of levels AVX2 and AVX512 as ptwm.h defines them (what the
  * loop copies of PTWM_TARGET_AVX2 and PTWM_TARGET_V4 may use, cpu.h). */
@@ -44,6 +46,7 @@
 
 static unsigned cpu_detected;
 static int cpu_cap = PTWM_ISA_BEST;
+static int gather_override = -1;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 
 /* The features each level allows, those of the levels below included (ptwm.h
@@ -65,8 +68,13 @@ static const char *const level_names[PTWM_ISA_BEST + 1] = {"scalar", "ssse3", "a
 
 #ifdef PTWM_CPU_X86
 static unsigned cpu_detect(void) {
-    unsigned a, b, c, d, f = 0, xcr0 = 0, max;
-    if (!__get_cpuid(0, &max, &b, &c, &d) || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    unsigned a, b, c, d, f = 0, xcr0 = 0, max, amd;
+    if (!__get_cpuid(0, &max, &b, &c, &d)) return 0;
+    /* "AuthenticAMD", family 1Ah (base 0Fh plus extended 0Bh) or later */
+    amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    if (amd && ((a >> 8) & 0xf) == 0xf && ((a >> 20) & 0xff) + 0xf >= 0x1a)
+        f |= PTWM_CPU_FAST_GATHER;
     if (c & (1u << 9)) f |= PTWM_CPU_SSSE3;
     if (c & (1u << 23)) f |= PTWM_CPU_POPCNT;
     if (c & (1u << 27)) { /* OSXSAVE: XGETBV says which register states the OS saves */
@@ -122,6 +130,16 @@ int ptwm_cpu_best(void) {
 
 int ptwm_cpu_level(void) {
     return PTWM_MIN(ptwm_cpu_best(), __atomic_load_n(&cpu_cap, __ATOMIC_RELAXED));
+}
+
+int ptwm_cpu_fast_gather(void) {
+    int o = __atomic_load_n(&gather_override, __ATOMIC_RELAXED);
+    pthread_once(&cpu_once, cpu_init);
+    return o >= 0 ? o : (cpu_detected & PTWM_CPU_FAST_GATHER) != 0;
+}
+
+void ptwm_cpu_set_fast_gather(int on) {
+    __atomic_store_n(&gather_override, on < 0 ? -1 : on != 0, __ATOMIC_RELAXED);
 }
 
 ptwm_isa ptwm_set_isa_limit(ptwm_isa level) {

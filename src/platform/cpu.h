@@ -17,6 +17,16 @@
 int ptwm_cpu_best(void);
 int ptwm_cpu_level(void);
 
+/* Whether this CPU's 512-bit gathers are fast: on AMD's family 1Ah (Zen 5)
+ * one rANS stream decodes faster by gathers than by byte permutes (0.54
+ * against 0.72 ns a symbol); on the Intel core measured before, the permutes
+ * were the faster, and other cores keep them. A trait, not a level: it picks
+ * between kernels of one level.
+ * ptwm_cpu_set_fast_gather overrides it (0 or 1; -1 asks the CPU again) so
+ * tests reach both kernels on any machine. */
+int ptwm_cpu_fast_gather(void);
+void ptwm_cpu_set_fast_gather(int on);
+
 /* Target attributes of the vectorising plain loops compiled once per level
  * (kernels/planes_loops.h, kernels/colscale_loops.h): the same C, each copy
  * with its own. */

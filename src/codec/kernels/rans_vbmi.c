@@ -2,6 +2,7 @@
  * the two-stream order-0 decoder without gathers, and the scan for symbols a
  * sample missed. */
 #include "rans_kernels.h"
+#include "cpu.h"
 
 #ifdef PTWM_CPU_X86
 #include <immintrin.h>
@@ -358,8 +359,7 @@ DEC_TARGET static void dec_regs_load(const dec_planes *d, dec_regs *g) {
  * v's lane 4L + m goes to byte 16L + 4v + m of the packed bytes (packus
  * keeps 128-bit lanes), and the unpacks bring byte planes back the same
  * way, so lanes stay with their states; the symbols are reordered once for
- * the stores. (One stream, its vectors half used, took longer than the
- * gather loop: a round waits on the one before it.) */
+ * the stores. */
 DEC_TARGET static inline __attribute__((always_inline)) void
 dec_round(const dec_regs *g, const unsigned prec, __m512i *X, const uint8_t **pa,
           const uint8_t **pb, uint8_t *da, uint8_t *db, const int two) {
@@ -495,11 +495,14 @@ static int dec_planes_for(const uint32_t *tab, unsigned prec, size_t n, size_t w
            prec <= RANS_PACK_PREC && build_dec_planes(tab, prec, d);
 }
 
+/* One stream: its round waits on the one before it, with half of each
+ * vector idle; where gathers are fast (cpu.h), the gather loop is the
+ * faster. */
 size_t ptwm_rans_dec_o0_packed_vbmi(const uint32_t *tab, const uint8_t *sym, unsigned prec,
                                     const uint8_t **pp, const uint8_t *end, uint32_t *x,
                                     uint8_t *dst, size_t n) {
     dec_planes d;
-    if (!dec_planes_for(tab, prec, n, (size_t)(end - *pp), &d))
+    if (ptwm_cpu_fast_gather() || !dec_planes_for(tab, prec, n, (size_t)(end - *pp), &d))
         return ptwm_rans_dec_o0_packed_avx512(tab, sym, prec, pp, end, x, dst, n);
     return dec_o0_one(&d, prec, pp, end, x, dst, n);
 }
