@@ -585,6 +585,68 @@ static void test_progress(void) {
               (unsigned long long)log.last, (unsigned long long)log.total, (unsigned long long)raw);
 }
 
+/* A writer's own image, grown as tensors are added, on 1-3 threads: the
+ * payloads coded apart are copied into it outside the append lock, and it
+ * must not move while one is (write_append.c). handtrack.u8 twice over, the
+ * second time under other names: its repeated tensors and the second pass
+ * share payloads, compared against bytes still being copied. The same
+ * bytes for every thread count, and every tensor back. */
+static void test_threads_growing_image(void) {
+    const char *name = "handtrack.u8.safetensors";
+    ptwm_st *st = NULL;
+    ptwm_err err;
+    ptwm_tensor_desc *d;
+    size_t n = 0, i, len[3] = {0, 0, 0};
+    void *b[3] = {NULL, NULL, NULL};
+    char (*names)[512];
+    int t, pass;
+    if (ptwm_st_open(tu_corpus_path(name), PTWM_OPEN_MMAP, &st, &err) != PTWM_OK) {
+        CHECK_MSG(0, "%s: %s", name, err.message);
+        return;
+    }
+    d = descs_of(st, &n);
+    names = calloc(n ? n : 1, sizeof(*names));
+    for (t = 0; t < 3; t++) {
+        ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
+        ptwm_writer *w = NULL;
+        p.threads = t + 1;
+        p.chunk_size = 16384;
+        CHECK(ptwm_writer_open_memory(&p, &w, &err) == PTWM_OK);
+        for (pass = 0; w && pass < 2; pass++)
+            for (i = 0; i < n; i++) {
+                ptwm_tensor_desc x = d[i];
+                if (pass) {
+                    snprintf(names[i], sizeof(names[i]), "again/%s", d[i].name);
+                    x.name = names[i];
+                }
+                CHECK_MSG(ptwm_writer_add(w, &x, NULL, &err) == PTWM_OK, "%s", err.message);
+            }
+        if (w) CHECK_MSG(ptwm_writer_finish_memory(w, &b[t], &len[t], &err) == PTWM_OK, "%s", err.message);
+    }
+    CHECK_MSG(b[0] && b[1] && b[2] && len[0] == len[1] && len[0] == len[2] &&
+                  memcmp(b[0], b[1], len[0]) == 0 && memcmp(b[0], b[2], len[0]) == 0,
+              "%s twice into a growing image: threads 1, 2, 3 give %zu, %zu, %zu bytes or differ", name,
+              len[0], len[1], len[2]);
+    if (b[2]) {
+        ptwm_reader *r = NULL;
+        CHECK(ptwm_reader_open_memory(b[2], len[2], name, &r, &err) == PTWM_OK);
+        CHECK(r && ptwm_reader_count(r) == 2 * n);
+        for (i = 0; r && i < 2 * n; i++) {
+            const ptwm_tensor_desc *x = &d[i % n];
+            uint8_t *out = (uint8_t *)malloc(x->nbytes ? x->nbytes : 1);
+            CHECK_MSG(ptwm_reader_decode(r, i, out, x->nbytes, &err) == PTWM_OK &&
+                          memcmp(out, x->data, x->nbytes) == 0,
+                      "%s tensor %zu from a growing image differs", name, i);
+            free(out);
+        }
+        ptwm_reader_close(r);
+    }
+    for (t = 0; t < 3; t++) free(b[t]);
+    free(names);
+    free(d);
+    ptwm_st_close(st);
+}
+
 int main(void) {
     if (!tu_corpus_dir()) {
         fprintf(stderr, "corpus not found (set PTWM_CORPUS)\n");
@@ -598,6 +660,7 @@ int main(void) {
     test_writer_features();
     test_threads_identical();
     test_threads_candidates();
+    test_threads_growing_image();
     test_corpus();
     return tu_finish("test_container");
 }

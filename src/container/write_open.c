@@ -76,6 +76,7 @@ static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, 
     if (!w) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for a writer");
     pthread_mutex_init(&w->rmu, NULL);
     pthread_mutex_init(&w->hmu, NULL);
+    pthread_cond_init(&w->copied, NULL);
     w->p = *params;
     w->p.base = NULL;   /* the base is read through w->base only (container_base.h) */
     w->max_streams = max_streams(params->format_version);
@@ -120,10 +121,11 @@ static ptwm_error writer_new(const ptwm_cparams *params, const ptwm_base *base, 
     }
     w->jobs = (wjob *)ptwm_calloc(w->window, sizeof(wjob));
     w->outs = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
+    w->copies = (wcopy *)ptwm_calloc(w->window, sizeof(wcopy));
     w->raws = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
     w->pulls = (wbuf *)ptwm_calloc(w->window, sizeof(wbuf));
     w->scratch = (uint8_t **)ptwm_calloc(w->nworkers, sizeof(uint8_t *));
-    if (!w->jobs || !w->outs || !w->raws || !w->pulls || !w->scratch) goto nomem;
+    if (!w->jobs || !w->outs || !w->copies || !w->raws || !w->pulls || !w->scratch) goto nomem;
     if ((rc = ptwm_ctx_workspaces(w->ctx, w->nworkers, &w->ws, err))) {
         ptwm_writer_free(w);
         return rc;
@@ -220,6 +222,8 @@ void ptwm_writer_free(ptwm_writer *w) {
         }
     ptwm_free(w->jobs);
     for (i = 0; i < w->nouts; i++) ptwm_ctx_give(w->ctx, w->outs[i].p, w->outs[i].cap);
+    for (i = 0; i < w->ncopies; i++) ptwm_ctx_give(w->ctx, w->copies[i].src, w->copies[i].cap);
+    ptwm_free(w->copies);
     for (i = 0; i < w->nraws; i++) ptwm_ctx_give(w->ctx, w->raws[i].p, w->raws[i].cap);
     for (i = 0; i < w->npulls; i++) ptwm_ctx_give(w->ctx, w->pulls[i].p, w->pulls[i].cap);
     ptwm_free(w->pulls);
@@ -234,6 +238,7 @@ void ptwm_writer_free(ptwm_writer *w) {
     if (w->own_ctx) ptwm_ctx_free(w->own_ctx);
     else if (w->claimed) ptwm_ctx_release(w->ctx);
     ptwm_xxh128_free(&w->hstream);
+    pthread_cond_destroy(&w->copied);
     pthread_mutex_destroy(&w->rmu);
     pthread_mutex_destroy(&w->hmu);
     ptwm_free(w);

@@ -115,6 +115,7 @@ static void job_done(ptwm_writer *w, wjob *j) {
     rmu_lock(w);
     j->coded = 1;
     ptwm_writer_retire_ready(w);
+    ptwm_writer_copy_placed(w);
     rmu_unlock(w);
 }
 
@@ -145,7 +146,7 @@ void ptwm_writer_encode_task(void *ctx, size_t i, unsigned worker) {
     j->dst = NULL;
     rmu_lock(w);
     if (!w->to_file && i == w->head && !w->failed) {
-        if (image_reserve(w, need)) {
+        if (ptwm_writer_image_room(w, need)) {
             j->dst = w->mem.p + w->mem.len;
             j->dst_cap = need;
         }

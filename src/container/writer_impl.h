@@ -23,8 +23,9 @@
  * rmu guards what appending touches: the output (pos, the image or file,
  * the direct output), the sharing store, the tensor array and its chunk
  * entries, the counts (coded_total, raw_done, min_version), the ring's head and its
- * jobs' `coded` flags, the free output buffers (outs) and the sticky
- * failure (failed, ferr). It is taken only where another thread may append
+ * jobs' `coded` flags, the free output buffers (outs), the payloads placed
+ * in an image and not yet copied (copies, copying) and the sticky failure
+ * (failed, ferr). It is taken only where another thread may append
  * (nworkers > 1). Under it appending may take the context's buffer lock
  * (ptwm_ctx_take) and the direct output's writing thread (dout.h); neither
  * calls back into the writer, and nothing takes rmu while holding them.
@@ -162,6 +163,14 @@ typedef struct wbuf {
     size_t len, cap;
 } wbuf;
 
+/* A payload coded apart, placed in an in-memory image under rmu and copied
+ * there outside it (write_append.c): its output buffer (given back once
+ * copied) and where it goes. */
+typedef struct wcopy {
+    uint8_t *src;
+    size_t cap, off, len;
+} wcopy;
+
 struct ptwm_writer {
     ptwm_cparams p;             /* p.base unused: the base is `base` */
     ptwm_base base;             /* tensors are coded against (base.ops NULL: none) */
@@ -174,6 +183,14 @@ struct ptwm_writer {
                                  * never grows and is never freed */
     size_t populated;           /* an in-memory writer's image is faulted in up to
                                  * here (rmu; a hint: ptwm_populate) */
+    /* An in-memory writer with several workers copies payloads coded apart
+     * into the image outside rmu: placed (rmu) and not yet taken, `window`
+     * at most (past that they are copied as they are placed); taken and not
+     * yet copied, `copying`. The image does not move
+     * while any is being copied; `copied` signals when none is. */
+    wcopy *copies;
+    size_t ncopies, copying;
+    pthread_cond_t copied;
     /* Appending (under rmu, by whichever thread retires a job): the image or
      * file, pos, the sharing store, chunk entries, the counts, failure. */
     pthread_mutex_t rmu;
@@ -304,6 +321,10 @@ PTWM_INLINE int image_reserve(ptwm_writer *w, size_t more) {
     return more <= w->mem.cap - w->mem.len;
 }
 
+/* image_reserve, waiting first for the copies into an image that must grow
+ * (write_append.c; rmu held). */
+int ptwm_writer_image_room(ptwm_writer *w, size_t more);
+
 /* Record a failure (rmu held). */
 PTWM_INLINE ptwm_error w_fail(ptwm_writer *w, ptwm_error rc) {
     if (!w->failed) w->failed = rc;
@@ -368,6 +389,9 @@ ptwm_error ptwm_writer_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err 
 uint64_t ptwm_writer_payload_hash(const uint8_t *p, size_t n);
 /* Append the coded jobs at the front of the ring, in job order (rmu held). */
 void ptwm_writer_retire_ready(ptwm_writer *w);
+/* Copy the payloads placed in the image, outside rmu (held on entry and on
+ * return), until none is left to take. */
+void ptwm_writer_copy_placed(ptwm_writer *w);
 
 /* write_finish.c: drain the ring, append the table and footer and set the
  * header's version (the file is then whole, not yet committed). */
