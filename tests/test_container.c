@@ -5,6 +5,7 @@
 #include "testutil.h"
 #include "common.h"
 #include "reader.h"
+#include "writer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -585,14 +586,13 @@ static void test_progress(void) {
               (unsigned long long)log.last, (unsigned long long)log.total, (unsigned long long)raw);
 }
 
-/* A writer's own image, grown as tensors are added, on 1-3 threads: the
+/* A writer's own image, grown as tensors are added, on 1-3 threads: large
  * payloads coded apart are copied into it outside the append lock, and it
- * must not move while one is (write_append.c). handtrack.u8 twice over, the
- * second time under other names: its repeated tensors and the second pass
- * share payloads, compared against bytes still being copied. The same
+ * must not move while one is (write_append.c). Each tensor twice in a row,
+ * the second under another name: the second's payloads are shared, compared
+ * with the first's while those may still wait for their copy. The same
  * bytes for every thread count, and every tensor back. */
-static void test_threads_growing_image(void) {
-    const char *name = "handtrack.u8.safetensors";
+static void test_threads_growing_image(const char *name, uint64_t chunk) {
     ptwm_st *st = NULL;
     ptwm_err err;
     ptwm_tensor_desc *d;
@@ -610,10 +610,10 @@ static void test_threads_growing_image(void) {
         ptwm_cparams p = PTWM_CPARAMS_DEFAULT;
         ptwm_writer *w = NULL;
         p.threads = t + 1;
-        p.chunk_size = 16384;
+        p.chunk_size = chunk;
         CHECK(ptwm_writer_open_memory(&p, &w, &err) == PTWM_OK);
-        for (pass = 0; w && pass < 2; pass++)
-            for (i = 0; i < n; i++) {
+        for (i = 0; w && i < n; i++)
+            for (pass = 0; pass < 2; pass++) {
                 ptwm_tensor_desc x = d[i];
                 if (pass) {
                     snprintf(names[i], sizeof(names[i]), "again/%s", d[i].name);
@@ -632,7 +632,7 @@ static void test_threads_growing_image(void) {
         CHECK(ptwm_reader_open_memory(b[2], len[2], name, &r, &err) == PTWM_OK);
         CHECK(r && ptwm_reader_count(r) == 2 * n);
         for (i = 0; r && i < 2 * n; i++) {
-            const ptwm_tensor_desc *x = &d[i % n];
+            const ptwm_tensor_desc *x = &d[i / 2];
             uint8_t *out = (uint8_t *)malloc(x->nbytes ? x->nbytes : 1);
             CHECK_MSG(ptwm_reader_decode(r, i, out, x->nbytes, &err) == PTWM_OK &&
                           memcmp(out, x->data, x->nbytes) == 0,
@@ -648,6 +648,7 @@ static void test_threads_growing_image(void) {
 }
 
 int main(void) {
+    int i;
     if (!tu_corpus_dir()) {
         fprintf(stderr, "corpus not found (set PTWM_CORPUS)\n");
         return 1;
@@ -660,7 +661,16 @@ int main(void) {
     test_writer_features();
     test_threads_identical();
     test_threads_candidates();
-    test_threads_growing_image();
+    /* many small payloads and some placed, sharing; few large ones, each
+     * placed, the image growing under them; then again with every copy
+     * held back 300 us, so that sharing and growing meet copies running */
+    for (i = 0; i < 2; i++) {
+        ptwm_writer_slow_copies(i ? 300 : 0);
+        test_threads_growing_image("handtrack.u8.safetensors", 65536);
+        test_threads_growing_image(TC_SANITIZED ? "emotion.bf16.safetensors" : "faceres-deep.bf16.safetensors",
+                                   1 << 20);
+    }
+    ptwm_writer_slow_copies(0);
     test_corpus();
     return tu_finish("test_container");
 }

@@ -10,6 +10,8 @@
 #include "context.h"
 #include "hash.h"
 
+#include <unistd.h>
+
 /* Written past the page cache (dout.h), a payload would be read back from
  * the disk to be compared; small ones (zero or constant tensors, biases)
  * are kept in memory instead, up to KEEP_CAP bytes in all (a file of
@@ -42,35 +44,49 @@ static ptwm_error image_full(const ptwm_writer *w, size_t n, ptwm_err *err) {
  * 89 MB copied at about 6 GB/s on the 128 MB BF16 file), which every other
  * thread's start and end of a job waited on (docs/SCALING.md). */
 #define COPY_BATCH 8
+static unsigned copy_delay_us;
+
+void ptwm_writer_slow_copies(unsigned us) {
+    __atomic_store_n(&copy_delay_us, us, __ATOMIC_RELAXED);
+}
+
 void ptwm_writer_copy_placed(ptwm_writer *w) {
-    while (w->ncopies) {
-        wcopy c[COPY_BATCH];
+    while (w->nplaced) {
+        wcopy *c[COPY_BATCH];
         uint8_t *dst[COPY_BATCH];
-        size_t k = PTWM_MIN(w->ncopies, (size_t)COPY_BATCH), i;
-        w->ncopies -= k;
-        memcpy(c, w->copies + w->ncopies, k * sizeof(wcopy));
-        for (i = 0; i < k; i++) dst[i] = w->mem.p + c[i].off;
+        size_t k = 0, i;
+        for (i = 0; i < w->window && k < COPY_BATCH; i++)
+            if (w->copies[i].src && !w->copies[i].taken) {
+                c[k] = &w->copies[i];
+                c[k]->taken = 1;
+                dst[k++] = w->mem.p + w->copies[i].off;
+            }
+        w->nplaced -= k;
         w->copying += k;
         rmu_unlock(w);
-        for (i = 0; i < k; i++) memcpy(dst[i], c[i].src, c[i].len);
+        if (__atomic_load_n(&copy_delay_us, __ATOMIC_RELAXED))
+            usleep(__atomic_load_n(&copy_delay_us, __ATOMIC_RELAXED));
+        for (i = 0; i < k; i++) memcpy(dst[i], c[i]->src, c[i]->len);
         rmu_lock(w);
-        for (i = 0; i < k; i++) ptwm_writer_buf_put(w->ctx, w->outs, &w->nouts, w->window, c[i].src, c[i].cap);
+        for (i = 0; i < k; i++) {
+            ptwm_writer_buf_put(w->ctx, w->outs, &w->nouts, w->window, c[i]->src, c[i]->cap);
+            c[i]->src = NULL;
+            c[i]->taken = 0;
+        }
+        w->ncopies -= k;
         w->copying -= k;
         if (!w->copying) pthread_cond_broadcast(&w->copied);
     }
 }
 
-/* Every payload appended so far is in the image (rmu held): the placed ones
- * are copied here, under rmu, and those other threads copy are waited for. */
-static void image_settle(ptwm_writer *w) {
+/* The bytes of the payload appended at `offset` of an in-memory image: its
+ * output buffer while it waits for its copy or is being copied (rmu held,
+ * so neither ends meanwhile), else the image. */
+static const uint8_t *image_bytes(const ptwm_writer *w, uint64_t offset) {
     size_t i;
-    for (i = 0; i < w->ncopies; i++) {
-        wcopy *c = &w->copies[i];
-        memcpy(w->mem.p + c->off, c->src, c->len);
-        ptwm_writer_buf_put(w->ctx, w->outs, &w->nouts, w->window, c->src, c->cap);
-    }
-    w->ncopies = 0;
-    while (w->copying) pthread_cond_wait(&w->copied, &w->rmu);
+    for (i = 0; w->ncopies && i < w->window; i++)
+        if (w->copies[i].src && w->copies[i].off == offset) return w->copies[i].src;
+    return w->mem.p + offset;
 }
 
 ptwm_error ptwm_writer_emit(ptwm_writer *w, const void *src, size_t n, ptwm_err *err) {
@@ -133,10 +149,7 @@ uint64_t ptwm_writer_payload_hash(const uint8_t *p, size_t n) {
 
 /* Whether the `len` bytes at `offset` of the output equal p. */
 static int payload_equal(ptwm_writer *w, uint64_t offset, const uint8_t *p, size_t len) {
-    if (!w->to_file) {
-        image_settle(w);
-        return memcmp(w->mem.p + offset, p, len) == 0;
-    }
+    if (!w->to_file) return memcmp(image_bytes(w, offset), p, len) == 0;
     if (!w->cmp && !(w->cmp = (uint8_t *)ptwm_ctx_take(w->ctx, w->bound))) return 0;
     if (len > w->bound ||
         (w->dout ? ptwm_dout_pread(w->dout, w->cmp, len, offset, NULL)
@@ -188,17 +201,22 @@ static uint64_t payload_find_or_add(ptwm_writer *w, const uint8_t *p, size_t len
 }
 
 /* Place job j's payload at the image's end, to be copied there outside rmu
- * (ptwm_writer_copy_placed), which gives its buffer back. rmu held. */
+ * (ptwm_writer_copy_placed), which gives its buffer back. rmu held. Smaller
+ * payloads are copied as they are appended: their copy costs less than its
+ * bookkeeping, and they are most of a file of small tensors. */
+#define PLACE_MIN ((size_t)32 << 10)
 static ptwm_error place_payload(ptwm_writer *w, wjob *j) {
-    wcopy *c;
-    /* (waiting for room releases rmu: other threads may take placed ones) */
+    wcopy *c = w->copies;
+    /* (waiting for room releases rmu: others may take or end copies, not
+     * add them) */
     if (!ptwm_writer_image_room(w, j->out_len)) return image_full(w, j->out_len, &w->ferr);
-    c = &w->copies[w->ncopies];
+    while (c->src) c++; /* a free entry: ncopies < window */
     c->src = j->out;
     c->cap = j->out_cap;
     c->off = w->mem.len;
     c->len = j->out_len;
     w->ncopies++;
+    w->nplaced++;
     j->out = NULL;
     w->mem.len += j->out_len;
     w->pos += j->out_len;
@@ -248,8 +266,8 @@ static void retire_job(ptwm_writer *w, wjob *j) {
         } else if (j->dst != j->out) {
             w->mem.len += j->out_len; /* coded in place at the image's end */
             w->pos += j->out_len;
-        } else if (!w->to_file && w->nworkers > 1 && w->ncopies < w->window) {
-            /* (while other threads copy, the list can fill: then emitted) */
+        } else if (!w->to_file && w->nworkers > 1 && j->out_len >= PLACE_MIN &&
+                   w->ncopies < w->window) {
             if ((rc = place_payload(w, j))) {
                 w_fail(w, rc);
                 return;

@@ -28,6 +28,10 @@ ptwm_error ptwm_writer_open_memory_base(const ptwm_cparams *params, const ptwm_b
 ptwm_error ptwm_compress_blob_base(const ptwm_tensor_desc *tensors, size_t n,
                                    const ptwm_chain_list *chains, const ptwm_cparams *params,
                                    const ptwm_base *base, void **out, size_t *len, ptwm_err *err);
+/* Tests: each batch of placed payloads (write_append.c) is copied `us`
+ * microseconds after leaving the append lock (0: at once), so that an image
+ * growing, or a payload compared, while a copy runs happens on every run. */
+void ptwm_writer_slow_copies(unsigned us);
 /* A read of bytes [offset, offset + len) of tensor `key` of `h` (as a
  * source's read). */
 typedef ptwm_error (*ptwm_keyed_read_fn)(void *h, size_t key, uint64_t offset, void *dst,

@@ -165,10 +165,11 @@ typedef struct wbuf {
 
 /* A payload coded apart, placed in an in-memory image under rmu and copied
  * there outside it (write_append.c): its output buffer (given back once
- * copied) and where it goes. */
+ * copied; NULL: a free entry) and where it goes. */
 typedef struct wcopy {
     uint8_t *src;
     size_t cap, off, len;
+    int taken;                  /* a thread is copying it */
 } wcopy;
 
 struct ptwm_writer {
@@ -183,13 +184,13 @@ struct ptwm_writer {
                                  * never grows and is never freed */
     size_t populated;           /* an in-memory writer's image is faulted in up to
                                  * here (rmu; a hint: ptwm_populate) */
-    /* An in-memory writer with several workers copies payloads coded apart
-     * into the image outside rmu: placed (rmu) and not yet taken, `window`
-     * at most (past that they are copied as they are placed); taken and not
-     * yet copied, `copying`. The image does not move
-     * while any is being copied; `copied` signals when none is. */
+    /* An in-memory writer with several workers copies large payloads coded
+     * apart into the image outside rmu: `window` entries, `ncopies` in use
+     * (past that a payload is copied as it is appended), `nplaced` of them
+     * not yet taken, `copying` taken and not yet copied. The image does not
+     * move while any is being copied; `copied` signals when none is. */
     wcopy *copies;
-    size_t ncopies, copying;
+    size_t ncopies, nplaced, copying;
     pthread_cond_t copied;
     /* Appending (under rmu, by whichever thread retires a job): the image or
      * file, pos, the sharing store, chunk entries, the counts, failure. */
