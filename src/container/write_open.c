@@ -222,7 +222,8 @@ void ptwm_writer_free(ptwm_writer *w) {
         }
     ptwm_free(w->jobs);
     for (i = 0; i < w->nouts; i++) ptwm_ctx_give(w->ctx, w->outs[i].p, w->outs[i].cap);
-    for (i = 0; w->copies && i < w->window; i++) ptwm_ctx_give(w->ctx, w->copies[i].src, w->copies[i].cap);
+    for (i = 0; w->copies && i < w->window; i++)
+        ptwm_ctx_give(w->ctx, w->copies[i].src, w->copies[i].cap);
     ptwm_free(w->copies);
     for (i = 0; i < w->nraws; i++) ptwm_ctx_give(w->ctx, w->raws[i].p, w->raws[i].cap);
     for (i = 0; i < w->npulls; i++) ptwm_ctx_give(w->ctx, w->pulls[i].p, w->pulls[i].cap);
