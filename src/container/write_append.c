@@ -73,7 +73,6 @@ void ptwm_writer_copy_placed(ptwm_writer *w) {
             c[i]->src = NULL;
             c[i]->taken = 0;
         }
-        w->ncopies -= k;
         w->copying -= k;
         if (!w->copying) pthread_cond_broadcast(&w->copied);
     }
@@ -84,7 +83,7 @@ void ptwm_writer_copy_placed(ptwm_writer *w) {
  * so neither ends meanwhile), else the image. */
 static const uint8_t *image_bytes(const ptwm_writer *w, uint64_t offset) {
     size_t i;
-    for (i = 0; w->ncopies && i < w->window; i++)
+    for (i = 0; w->nplaced + w->copying && i < w->window; i++)
         if (w->copies[i].src && w->copies[i].off == offset) return w->copies[i].src;
     return w->mem.p + offset;
 }
@@ -210,12 +209,11 @@ static ptwm_error place_payload(ptwm_writer *w, wjob *j) {
     /* (waiting for room releases rmu: others may take or end copies, not
      * add them) */
     if (!ptwm_writer_image_room(w, j->out_len)) return image_full(w, j->out_len, &w->ferr);
-    while (c->src) c++; /* a free entry: ncopies < window */
+    while (c->src) c++; /* a free entry: fewer than window in use */
     c->src = j->out;
     c->cap = j->out_cap;
     c->off = w->mem.len;
     c->len = j->out_len;
-    w->ncopies++;
     w->nplaced++;
     j->out = NULL;
     w->mem.len += j->out_len;
@@ -267,7 +265,7 @@ static void retire_job(ptwm_writer *w, wjob *j) {
             w->mem.len += j->out_len; /* coded in place at the image's end */
             w->pos += j->out_len;
         } else if (!w->to_file && w->nworkers > 1 && j->out_len >= PLACE_MIN &&
-                   w->ncopies < w->window) {
+                   w->nplaced + w->copying < w->window) {
             if ((rc = place_payload(w, j))) {
                 w_fail(w, rc);
                 return;

@@ -185,12 +185,12 @@ struct ptwm_writer {
     size_t populated;           /* an in-memory writer's image is faulted in up to
                                  * here (rmu; a hint: ptwm_populate) */
     /* An in-memory writer with several workers copies large payloads coded
-     * apart into the image outside rmu: `window` entries, `ncopies` in use
-     * (past that a payload is copied as it is appended), `nplaced` of them
-     * not yet taken, `copying` taken and not yet copied. The image does not
+     * apart into the image outside rmu: `window` entries, of which `nplaced`
+     * wait to be taken and `copying` are taken and not yet copied (with all
+     * in use, a payload is copied as it is appended). The image does not
      * move while any is being copied; `copied` signals when none is. */
     wcopy *copies;
-    size_t ncopies, nplaced, copying;
+    size_t nplaced, copying;
     pthread_cond_t copied;
     /* Appending (under rmu, by whichever thread retires a job): the image or
      * file, pos, the sharing store, chunk entries, the counts, failure. */
