@@ -15,7 +15,7 @@
 size_t ptwm_rans_bound(size_t n);
 /* The same with the plane's symbol counts given (hist: exact counts of src,
  * or NULL to count them), and at most max_streams order-0 streams (1 or 2;
- * 0 or more: as many as the plane's size calls for, up to 4; the container
+ * any other value: as many as the plane's size calls for, up to 4; the container
  * version a file is held to decides it). */
 ptwm_error ptwm_rans_encode_counts(ptwm_ws *ws, const uint8_t *src, size_t n, int order,
                                    const uint32_t *hist, unsigned max_streams, uint8_t *dst,

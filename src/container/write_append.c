@@ -55,6 +55,7 @@ void ptwm_writer_copy_placed(ptwm_writer *w) {
         wcopy *c[COPY_BATCH];
         uint8_t *dst[COPY_BATCH];
         size_t k = 0, i;
+        unsigned delay = __atomic_load_n(&copy_delay_us, __ATOMIC_RELAXED);
         for (i = 0; i < w->window && k < COPY_BATCH; i++)
             if (w->copies[i].src && !w->copies[i].taken) {
                 c[k] = &w->copies[i];
@@ -64,8 +65,7 @@ void ptwm_writer_copy_placed(ptwm_writer *w) {
         w->nplaced -= k;
         w->copying += k;
         rmu_unlock(w);
-        if (__atomic_load_n(&copy_delay_us, __ATOMIC_RELAXED))
-            usleep(__atomic_load_n(&copy_delay_us, __ATOMIC_RELAXED));
+        if (delay) usleep(delay);
         for (i = 0; i < k; i++) memcpy(dst[i], c[i]->src, c[i]->len);
         rmu_lock(w);
         for (i = 0; i < k; i++) {
