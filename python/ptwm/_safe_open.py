@@ -122,11 +122,11 @@ class safe_open:   # noqa: N801 (the name safetensors users call)
         """Every tensor by name in file order (as safetensors' load_file), decoded
         in one call so that the chunks of many small tensors share the threads."""
         stored = self._open()
-        names = self.offset_keys()
-        entries = [stored.entry(n) for n in names]
-        made = [self._fw.empty(e.dtype, e.shape, n) for n, e in zip(names, entries)]
+        names, entries = stored.names, list(stored.entries.values())   # both in file order
+        empty, place, device = self._fw.empty, self._fw.place, self._device
+        made = [empty(e.dtype, e.shape, n) for n, e in zip(names, entries)]
         stored.read_many(entries, [addr for _, addr in made])
-        return {n: self._fw.place(obj, self._device) for n, (obj, _) in zip(names, made)}
+        return {n: place(obj, device) for n, (obj, _) in zip(names, made)}
 
     def get_slice(self, name: str) -> "_Slice":
         stored = self._open()

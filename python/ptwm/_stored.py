@@ -64,13 +64,16 @@ class Stored:
         self._lock = threading.Lock()
         self.label = label
         self.entries: Dict[str, Entry] = {}
+        # (one pass of few Python operations a tensor: files of thousands of
+        # small tensors spent longer here than in reading them)
         ci = _CInfo()
+        ref, tensor, entries = ctypes.byref(ci), api.tensor, self.entries
         for i in range(api.count(handle)):
-            check(api.tensor(handle, i, ctypes.byref(ci), None))
-            name = ci.name.decode("utf-8")
-            self.entries[name] = Entry(i, int(ci.dtype),
-                                       tuple(int(ci.shape[d]) for d in range(ci.ndim)),
-                                       int(ci.nbytes))
+            rc = tensor(handle, i, ref, None)
+            if rc:
+                check(rc)
+            entries[ci.name.decode("utf-8")] = Entry(i, ci.dtype, tuple(ci.shape[:ci.ndim]),
+                                                     ci.nbytes)
         self.names = list(self.entries)   # file order (index order for directories)
         self._meta = {}
         for i in range(api.meta_count(handle)):
