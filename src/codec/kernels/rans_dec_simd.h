@@ -60,6 +60,7 @@ RD_TARGET size_t RD_NAME(const uint32_t *tab, const uint8_t *sym, unsigned prec,
     size_t i = 0;
     (void)sym;
     while (n - i >= RANS_O0_STATES && end - p >= 2 * RANS_O0_STATES) {
+        RANS_READ_AHEAD(p);
         RD_EACH(RD_STEP_V)
         i += RANS_O0_STATES;
     }
@@ -83,6 +84,8 @@ RD_TARGET size_t RD_X2_NAME(const uint32_t *tab, const uint8_t *sym, unsigned pr
     size_t i = 0;
     (void)sym;
     while (n - i >= RANS_O0_STATES && ea - p >= 2 * RANS_O0_STATES && eb - q >= 2 * RANS_O0_STATES) {
+        RANS_READ_AHEAD(p);
+        RANS_READ_AHEAD(q);
         RD_EACH(RD_STEP2)
         i += RANS_O0_STATES;
     }

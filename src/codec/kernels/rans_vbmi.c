@@ -412,6 +412,8 @@ dec_o0x2_loop(const dec_regs *g, const unsigned prec, const uint8_t **pa, const 
     X[3] = two ? _mm512_loadu_si512(xb + 16) : _mm512_setzero_si512();
     while (n - i >= RANS_O0_STATES && ea - p >= 2 * RANS_O0_STATES &&
            (!two || eb - q >= 2 * RANS_O0_STATES)) {
+        RANS_READ_AHEAD(p);
+        if (two) RANS_READ_AHEAD(q);
         dec_round(g, prec, X, &p, &q, da + i, two ? db + i : NULL, two);
         i += RANS_O0_STATES;
     }
@@ -442,6 +444,10 @@ dec_o0x4_loop(const dec_regs *g, const unsigned prec, const uint8_t **p, const u
     while (n - i >= RANS_O0_STATES && e[0] - p0 >= 2 * RANS_O0_STATES &&
            e[1] - p1 >= 2 * RANS_O0_STATES && e[2] - p2 >= 2 * RANS_O0_STATES &&
            e[3] - p3 >= 2 * RANS_O0_STATES) {
+        RANS_READ_AHEAD(p0);
+        RANS_READ_AHEAD(p1);
+        RANS_READ_AHEAD(p2);
+        RANS_READ_AHEAD(p3);
         dec_round(g, prec, X, &p0, &p1, d[0] + i, d[1] + i, 1);
         dec_round(g, prec, Y, &p2, &p3, d[2] + i, d[3] + i, 1);
         i += RANS_O0_STATES;
