@@ -353,9 +353,11 @@ static void check_colscale(const sample *s, ptwm_isa best) {
 }
 
 /* Joint planes with escapes (exponents outside the 15 most frequent) at the
- * edges of the escape scan's 64-symbol steps, in planes shorter than a step,
- * one longer and several longer: at every level the split gives scalar's
- * planes, and both merges give the elements back with the escape count. */
+ * edges of the escape scan's 64-symbol steps (and the SSSE3 merge's 16 of
+ * them, which make up its mask words), in planes shorter than a step, one
+ * longer, several longer and across the BF16 merge's strips of 8192
+ * elements: at every level the split gives scalar's planes, and both merges
+ * give the elements back with the escape count. */
 static void joint_escapes_run(size_t n, const size_t *at, size_t nat, uint8_t *planes) {
     uint8_t *ex = (uint8_t *)malloc(n), *sm = (uint8_t *)malloc(n), *x = (uint8_t *)malloc(2 * n);
     uint8_t *j = planes, *nib = j + n, *side = nib + n / 2 + 1, *el = side + PTWM_JOINT_MAP + n;
@@ -388,8 +390,10 @@ static void joint_escapes_run(size_t n, const size_t *at, size_t nat, uint8_t *p
 }
 
 static void check_joint_escapes(ptwm_isa best) {
-    static const size_t sizes[] = {40, 64, 65, 200, 4103};
-    static const size_t at[] = {0, 1, 62, 63, 64, 65, 127, 128, 191, 4038, 4039, 4102};
+    static const size_t sizes[] = {40, 64, 65, 200, 4103, 8269, 16451};
+    static const size_t at[] = {0,    1,    15,   16,   47,   48,   62,    63,    64,
+                                65,   127,  128,  191,  4038, 4039, 4102,  8191,  8192,
+                                8193, 8255, 8256, 8268, 16383, 16384, 16450};
     size_t k;
     int l;
     for (k = 0; k < PTWM_ARRAY_LEN(sizes); k++) {

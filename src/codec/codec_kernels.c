@@ -66,8 +66,8 @@ static size_t zero_sample_none(const uint8_t *src, size_t n, unsigned width, siz
 }
 
 static size_t joint_bf16_none(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
-                              const uint8_t *mhi, size_t n, uint8_t *dst) {
-    (void)j, (void)nib, (void)mlo, (void)mhi, (void)n, (void)dst;
+                              const uint8_t *mhi, size_t n, uint8_t *dst, uint64_t *esc) {
+    (void)j, (void)nib, (void)mlo, (void)mhi, (void)n, (void)dst, (void)esc;
     return 0;
 }
 

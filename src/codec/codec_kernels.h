@@ -77,8 +77,12 @@ typedef size_t (*ptwm_joint_merge_fn)(const uint8_t *j, const uint8_t *nib, cons
 /* The next escape of a joint plane from i (a prefix: it may stop short of
  * the escape, never past it). */
 typedef size_t (*ptwm_joint_scan_fn)(const uint8_t *j, size_t i, size_t n);
+/* BF16 elements from joint symbols and nibbles (a prefix, as the others);
+ * esc[w] gets the escapes among elements 64w..64w+63 of that prefix (bit k:
+ * element 64w + k), every word the prefix reaches, bits past its end 0: the
+ * merge fixes escapes from the masks instead of scanning j again. */
 typedef size_t (*ptwm_joint_bf16_fn)(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
-                                     const uint8_t *mhi, size_t n, uint8_t *dst);
+                                     const uint8_t *mhi, size_t n, uint8_t *dst, uint64_t *esc);
 
 /* Zeros (+0 or -0) among every 8th element of elements of width 2 or 4,
  * added to *zeros; a prefix: returns the elements covered (a multiple of
@@ -209,9 +213,9 @@ size_t ptwm_joint_split_vbmi(const uint8_t *, const uint8_t *, size_t, const uin
 size_t ptwm_joint_merge_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, size_t,
                               uint8_t *, uint8_t *);
 size_t ptwm_joint_bf16_ssse3(const uint8_t *, const uint8_t *, const uint8_t *, const uint8_t *,
-                             size_t, uint8_t *);
+                             size_t, uint8_t *, uint64_t *);
 size_t ptwm_joint_bf16_avx512(const uint8_t *, const uint8_t *, const uint8_t *,
-                              const uint8_t *, size_t, uint8_t *);
+                              const uint8_t *, size_t, uint8_t *, uint64_t *);
 size_t ptwm_joint_scan_avx512(const uint8_t *j, size_t i, size_t n);
 size_t ptwm_zero_sample_avx512(const uint8_t *src, size_t n, unsigned width, size_t *zeros);
 #endif

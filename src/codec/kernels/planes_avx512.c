@@ -12,14 +12,16 @@ PLANES_LOOPS(avx512, PTWM_TARGET_V4)
 
 /* 64 elements a step: the same fields as joint_bf16_ssse3, the map lookups
  * byte shuffles within each 128-bit lane (the maps repeated in every lane),
- * and each half widened to 16-bit elements: low byte | high byte << 8. */
+ * and each half widened to 16-bit elements: low byte | high byte << 8; a
+ * step's escapes are one compare's mask. */
 __attribute__((target("avx512f,avx512bw"))) static size_t joint_bf16_avx512(
     const uint8_t *restrict j, const uint8_t *restrict nib, const uint8_t *mlo,
-    const uint8_t *mhi, size_t n, uint8_t *restrict dst) {
+    const uint8_t *mhi, size_t n, uint8_t *restrict dst, uint64_t *esc) {
     const __m512i lo = _mm512_broadcast_i32x4(JOINT_LD128(mlo));
     const __m512i hi = _mm512_broadcast_i32x4(JOINT_LD128(mhi));
     const __m512i m7 = _mm512_set1_epi8(0x7f), lo4 = _mm512_set1_epi8(15);
     const __m512i w_lo = _mm512_set1_epi16(0x000f), w_hi = _mm512_set1_epi16(0x0f00);
+    const __m512i top = _mm512_set1_epi8((char)(PTWM_JOINT_MAP << 4));
     size_t i;
     for (i = 0; i + 64 <= n; i += 64) {
         __m512i v = _mm512_loadu_si512(j + i);
@@ -30,6 +32,7 @@ __attribute__((target("avx512f,avx512bw"))) static size_t joint_bf16_avx512(
         __m512i sm = _mm512_or_si512(_mm512_andnot_si512(lo4, _mm512_slli_epi16(v, 4)), nb);
         __m512i l = _mm512_or_si512(_mm512_shuffle_epi8(lo, r), _mm512_and_si512(sm, m7));
         __m512i h = _mm512_or_si512(_mm512_shuffle_epi8(hi, r), _mm512_andnot_si512(m7, sm));
+        esc[i / 64] = _mm512_cmpge_epu8_mask(v, top);
         _mm512_storeu_si512(dst + 2 * i,
                             _mm512_or_si512(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(l)),
                                             _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(h)), 8)));
@@ -42,9 +45,9 @@ __attribute__((target("avx512f,avx512bw"))) static size_t joint_bf16_avx512(
 
 /* What the 64-element steps leave, 16 at a time. */
 size_t ptwm_joint_bf16_avx512(const uint8_t *j, const uint8_t *nib, const uint8_t *mlo,
-                              const uint8_t *mhi, size_t n, uint8_t *dst) {
-    size_t i = joint_bf16_avx512(j, nib, mlo, mhi, n, dst);
-    return i + ptwm_joint_bf16_ssse3(j + i, nib + i / 2, mlo, mhi, n - i, dst + 2 * i);
+                              const uint8_t *mhi, size_t n, uint8_t *dst, uint64_t *esc) {
+    size_t i = joint_bf16_avx512(j, nib, mlo, mhi, n, dst, esc);
+    return i + ptwm_joint_bf16_ssse3(j + i, nib + i / 2, mlo, mhi, n - i, dst + 2 * i, esc + i / 64);
 }
 
 /* planes.c's next_escape, 64 symbols a step: the first escape (rank
