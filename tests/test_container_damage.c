@@ -735,19 +735,19 @@ static int has_streams(const uint8_t *p, uint32_t coded, uint32_t raw, unsigned 
 }
 
 /* The writer writes version 8 only where a chunk has a rANS plane in four
- * streams, 7 where in two: a 256K-element tensor in chunks of 1 MiB (8) and
- * of 256 KiB (7), the emotion file in chunks of 1 MiB (7: its 64K-element
- * tensor), not in chunks of 64 KiB, which stays version 5 for older
- * readers. Head and foot agree. */
+ * streams (from 128K symbols), 7 where in two (from 32K): a 256K-element
+ * tensor in chunks of 1 MiB (8) and of 128 KiB (7), the emotion file in
+ * chunks of 1 MiB (7: its 64K-element tensor), not in chunks of 32 KiB,
+ * which stays version 5 for older readers. Head and foot agree. */
 static void test_written_version(void) {
     static const struct {
         const char *file;
         uint64_t chunk;
         uint32_t version;
     } cases[] = {{"feats", 1 << 20, PTWM_FMT_X4_VERSION},
-                 {"feats", 1 << 18, PTWM_FMT_X2_VERSION},
+                 {"feats", 1 << 17, PTWM_FMT_X2_VERSION},
                  {"emotion", 1 << 20, PTWM_FMT_X2_VERSION},
-                 {"emotion", 65536, 5}};
+                 {"emotion", 32768, 5}};
     size_t i, len;
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ptwm_cparams p = PTWM_CPARAMS_DEFAULT;

@@ -9,6 +9,7 @@
 #include "corpus_planes.h"
 #include "cpu.h"
 #include "entropy.h"
+#include "rans_impl.h"
 #include "testutil.h"
 
 /* One workspace for every round trip, as a worker keeps one: the order-1
@@ -184,8 +185,9 @@ static void mutate_all(const uint8_t *src, size_t n, int order, const char *what
     uint8_t *enc = malloc(cap + 8), *m = malloc(cap + 8), *shift = calloc(1, cap + 8);
     CHECK(enc && m && shift);
     CHECK(ptwm_rans_encode(NULL, src, n, order, enc, cap, &len) == PTWM_OK);
-    /* order 0 in two streams from 64K symbols */
-    CHECK_MSG(enc[0] == (order == 1 ? 3 : n >= 65536 ? 4 : 2), "%s: mode %u", what, enc[0]);
+    /* order 0 in two streams from RANS_X2_MIN symbols (mutated planes stay
+     * below RANS_X4_MIN) */
+    CHECK_MSG(enc[0] == (order == 1 ? 3 : n >= RANS_X2_MIN ? 4 : 2), "%s: mode %u", what, enc[0]);
     if (enc[0] != 3) {
         /* (a two-stream plane's first length counted with the tables: a
          * flipped bit there moves the streams' boundary, which is corrupt) */
@@ -424,10 +426,11 @@ static void test_encoders_precisions(void) {
  * built 16 slots a store, a symbol's last store running into the next
  * symbol's slots and the last one past the table: frequencies on both sides
  * of every multiple of 16 up to 49, symbol 255 present and the last slot in
- * the middle of a store. The plane holds each symbol exactly 8f times (8 x
- * 4096 in all, shuffled), so that a table of precision 12 is exact and costs
- * least: the test checks that the encoder chose it. Decoded at every level. */
-#define PACKED_N (8 * 4096)
+ * the middle of a store. The plane holds each symbol exactly 4f times (4 x
+ * 4096 in all, shuffled: one stream), so that a table of precision 12 is
+ * exact and costs least: the test checks that the encoder chose it. Decoded
+ * at every level. */
+#define PACKED_N (4 * 4096)
 static void packed_table_plane(const uint32_t f[256], const char *what) {
     uint8_t *b = malloc(PACKED_N), *enc = malloc(ptwm_rans_bound(PACKED_N)), *out = malloc(PACKED_N);
     uint64_t seed = 4242;
@@ -435,8 +438,8 @@ static void packed_table_plane(const uint32_t f[256], const char *what) {
     int s, isa;
     CHECK(b && enc && out);
     for (s = 0; s < 256; s++)
-        for (i = 0; i < 8 * f[s] && n < PACKED_N; i++) b[n++] = (uint8_t)s;
-    CHECK_MSG(n == PACKED_N, "%s: frequencies sum to %zu / 8", what, n);
+        for (i = 0; i < 4 * f[s] && n < PACKED_N; i++) b[n++] = (uint8_t)s;
+    CHECK_MSG(n == PACKED_N, "%s: frequencies sum to %zu / 4", what, n);
     for (i = n - 1; i > 0; i--) {
         size_t k = (size_t)(tu_rand(&seed) % (i + 1));
         uint8_t t = b[i];
@@ -568,9 +571,10 @@ static void test_sampled_edges(void) {
     free(dec);
 }
 
-/* Order-0 planes of 64K symbols or more are coded in two streams (mode 4:
- * table, the first stream's length, then each stream's 32 states and
- * words), of 256K or more in four (mode 5: the lengths of the first three).
+/* Order-0 planes of RANS_X2_MIN (32K) symbols or more are coded in two
+ * streams (mode 4: table, the first stream's length, then each stream's 32
+ * states and words), of RANS_X4_MIN (128K) or more in four (mode 5: the
+ * lengths of the first three).
  * Every level decodes them, the AVX-512 one in a loop over two streams and
  * the VBMI one over four: sizes around the splits (each stream but the last
  * takes 1/k of the whole rounds), and parts of very different entropy, so
@@ -581,10 +585,11 @@ static void test_sampled_edges(void) {
  * 5, one stream's symbols uniform and the rest constant). Damage to any
  * length or to a stream is refused, in bounds. */
 static void test_streams(void) {
-    static const size_t sizes[] = {65536,      65537,          65536 + 31,     65536 + 63,
-                                   100000,     131072 + 5,     262143,         262144,
-                                   262144 + 31, 262144 + 127,  262144 + 128 + 5, 300001,
-                                   (1 << 20) + 17};
+    static const size_t sizes[] = {RANS_X2_MIN,       RANS_X2_MIN + 1,       RANS_X2_MIN + 31,
+                                   RANS_X2_MIN + 63,  50000,                 2 * RANS_X2_MIN + 5,
+                                   RANS_X4_MIN - 1,   RANS_X4_MIN,           RANS_X4_MIN + 31,
+                                   RANS_X4_MIN + 127, RANS_X4_MIN + 128 + 5, 150001,
+                                   300001,            (1 << 20) + 17};
     size_t n_max = (1 << 20) + 17, cap = ptwm_rans_bound(n_max), k, i, len;
     uint8_t *b = malloc(n_max), *enc = malloc(cap + 8), *m = malloc(cap + 8), *out = malloc(n_max);
     uint64_t seed = 4242;
@@ -596,7 +601,7 @@ static void test_streams(void) {
     if (!b || !enc || !m || !out) return;
     for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
         for (kind = 0; kind < 6; kind++) {
-            size_t n = sizes[k], ns = n >= 262144 ? 4 : 2, part = n / (64 * ns / 2) * 32;
+            size_t n = sizes[k], ns = n >= RANS_X4_MIN ? 4 : 2, part = n / (64 * ns / 2) * 32;
             if (kind >= 4) {
                 /* one stream's symbols uniform (kind 4: the second, 5: the
                  * first), the rest constant */

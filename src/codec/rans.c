@@ -71,15 +71,16 @@
  * state needs a word is close to a coin toss on weight planes). Order 0 has
  * 32 states so that an AVX2 decoder keeps four vectors of 8 in flight (one
  * vector alone waits on its gathers); the scalar decoder runs them 8 at a time
- * in registers. A large order-0 plane is two streams because a state's
- * next symbol waits on its last (gather, multiply, renormalise: about 59
- * cycles at AVX-512), and 32 states alone leave the core idle most of that:
- * two streams in one loop decode 1.7x as fast, for about 100 bytes more.
- * From 256K symbols a plane is four streams, which the VBMI decoder runs as
+ * in registers. From 32K symbols an order-0 plane is two streams because a
+ * state's next symbol waits on its last (gather, multiply, renormalise:
+ * about 59 cycles at AVX-512), and 32 states alone leave the core idle most
+ * of that: two streams in one loop decode 1.5-1.7x as fast, for about 130
+ * bytes more (rans_impl.h has the thresholds and their costs).
+ * From 128K symbols a plane is four streams, which the VBMI decoder runs as
  * two pairs in one loop: on a Zen 5 core a round of byte permutes takes
  * about 80 cycles of one stream's states, 85 of two streams', 100 of four
  * (it waits on the round before it), so four decode at 0.23-0.24 ns a
- * symbol against 0.38-0.41, for about 200 bytes more.
+ * symbol against 0.38-0.41, for about 260 bytes more.
  * Order 1 runs its 32 segments the same way, with one more
  * gather for the context's table. The encoder picks prec (and with order -1 the order;
  * with -2 order 1 only where it saves 3% on a plane of 64 KiB or more) from

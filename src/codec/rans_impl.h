@@ -16,19 +16,21 @@ enum { MODE_RAW = 0, MODE_SINGLE = 1, MODE_O0 = 2, MODE_O1 = 3, MODE_O0X2 = 4, M
 
 /* Order-0 planes of at least this many symbols are coded as two streams
  * (MODE_O0X2): a decoder runs both in one loop, twice the independent
- * states, where one stream's 32 leave the AVX-512 loop waiting on its
- * gathers' latency. The second stream's 32 states and its length cost
- * about 100 bytes: 0.25% of the smallest such plane, 0.03% of a 1 MiB BF16
- * chunk's (docs/CHAINS.md). */
-#define RANS_X2_MIN ((size_t)1 << 16)
+ * states, where one stream's 32 leave the loop waiting on its chain
+ * (0.57 against 0.39 ns a symbol on Zen 5). The second stream's 32 states
+ * and its length cost about 130 bytes: 0.5% of the smallest such plane,
+ * 0.03% of a 1 MiB BF16 chunk's; with four streams from RANS_X4_MIN the
+ * corpus files grew by 0.002-0.15% and decoded 1.03-1.4x as fast
+ * (docs/CHAINS.md, docs/SCALING.md "More streams for smaller planes"). */
+#define RANS_X2_MIN ((size_t)1 << 15)
 
 /* Order-0 planes of at least this many symbols are coded as four streams
  * (MODE_O0X4): a round waits on the one before it (on a Zen 5 core the VBMI
  * loop's round takes about 85 cycles for two streams, 100 for four), so a
- * decoder running two pairs of streams in one loop decodes 1.7x as fast as
- * with one pair. The two more streams cost about 200 bytes: 0.13% of the
+ * decoder running two pairs of streams in one loop decodes 1.6x as fast as
+ * with one pair. The two more streams cost about 260 bytes: 0.25% of the
  * smallest such plane, 0.07% of a 1 MiB BF16 chunk's (docs/CHAINS.md). */
-#define RANS_X4_MIN ((size_t)1 << 18)
+#define RANS_X4_MIN ((size_t)1 << 17)
 
 /* The streams of an order-0 plane of n symbols. */
 PTWM_INLINE unsigned o0_streams(size_t n) {
