@@ -57,6 +57,19 @@ echo "file,dtype,where,op,tool,threads,raw_bytes,coded_bytes,wall_s,cpu_s,runs,p
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ), load at start $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "runs: $runs in memory, $proc_runs whole processes (medians)"
 } >"$out/scaling_machine.txt"
+# Each core's own speed at the start: on a shared virtual machine one core
+# can run well below another (a neighbour on its host core), which moves
+# every ratio of two threads to one below.
+if command -v taskset >/dev/null; then
+    speeds=""
+    for ((c = 0; c < cores; c++)); do
+        s=$(taskset -c "$c" "$build/bench_threads" --runs 5 --threads 1 "${files[0]}" 2>/dev/null |
+            grep -o '1T c *[0-9]*' | grep -o '[0-9]*$' || true)
+        speeds+="${speeds:+, }cpu$c ${s:-?}"
+    done
+    echo "one-thread compress of $(basename "${files[0]}") on each core at the start, MB/s: $speeds" \
+        >>"$out/scaling_machine.txt"
+fi
 
 echo "== in memory (bench_threads, $runs runs, 1..$threads threads)"
 "$build/bench_threads" --runs "$runs" --threads "$threads" --csv "$tmp/mem.csv" "${files[@]}"
