@@ -153,8 +153,49 @@ static void test_help(void) {
     ptwm_queue_free(q);
 }
 
+/* ptwm_queue_rest sends the helpers back to the park; a later submit must
+ * lend them again. Slot 0's task waits (up to 5 s) until a task has run on
+ * another worker, which only a helper can do while the caller runs slot 0:
+ * with no helper lent, the wait ends with none. */
+typedef struct rstate {
+    atomic_int runs[2];
+    atomic_int helper_ran;
+} rstate;
+
+static void r_task(void *ctx, size_t slot, unsigned worker) {
+    rstate *s = (rstate *)ctx;
+    int k;
+    atomic_fetch_add(&s->runs[slot], 1);
+    if (worker) atomic_store(&s->helper_ran, 1);
+    for (k = 0; slot == 0 && k < 5000 && !atomic_load(&s->helper_ran); k++) usleep(1000);
+}
+
+static void test_rest(void) {
+    int threads, round;
+    for (threads = 2; threads <= 3; threads++) {
+        rstate s;
+        ptwm_queue *q;
+        ptwm_err err;
+        CHECK(ptwm_queue_create(threads, 2, r_task, &s, &q, &err) == PTWM_OK);
+        for (round = 0; round < 3; round++) {
+            memset(&s, 0, sizeof(s));
+            ptwm_queue_submit(q, 0, 1);
+            ptwm_queue_submit(q, 1, 9); /* the heavier: a helper's first pick */
+            ptwm_queue_wait(q, 0);
+            ptwm_queue_wait(q, 1);
+            CHECK_MSG(atomic_load(&s.helper_ran), "%d threads, round %d: no helper ran a task",
+                      threads, round);
+            CHECK(atomic_load(&s.runs[0]) == 1 && atomic_load(&s.runs[1]) == 1);
+            ptwm_queue_rest(q);
+            usleep(20000); /* time for the helpers to leave */
+        }
+        ptwm_queue_free(q);
+    }
+}
+
 int main(void) {
     test_help();
+    test_rest();
     test_queue_and_pool();
     test_fork();
     return tu_finish("test_threads");

@@ -224,6 +224,7 @@ ptwm_error ptwm_writer_reclaim_one(ptwm_writer *w, ptwm_err *err) {
 
 ptwm_error ptwm_writer_drain(ptwm_writer *w, ptwm_err *err) {
     ptwm_error rc = PTWM_OK, r;
+    ptwm_queue_rest(w->queue);
     while (w->nheld)
         if ((r = ptwm_writer_reclaim_one(w, err)) && !rc) rc = r;
     return rc;

@@ -172,6 +172,7 @@ static int helper_lend(void *(*fn)(void *), void *arg) {
 typedef struct pool_worker {
     void *owner;          /* the ptwm_pool or ptwm_queue */
     unsigned id;
+    int in;               /* a helper runs it (under the owner's mutex) */
 } pool_worker;
 
 /* Lend helpers running fn(&w[k]) as workers 1..n of `owner`, each counted
@@ -187,11 +188,13 @@ static unsigned lend_workers(pthread_mutex_t *mu, unsigned *live, pool_worker *w
         w[k].id = k + 1;
         pthread_mutex_lock(mu);
         (*live)++;
+        w[k].in = 1;
         pthread_mutex_unlock(mu);
         lent = helper_lend(fn, &w[k]) == 0;
         if (!lent) {
             pthread_mutex_lock(mu);
             (*live)--;
+            w[k].in = 0;
             pthread_mutex_unlock(mu);
             break;
         }
@@ -350,6 +353,8 @@ struct ptwm_queue {
     unsigned size, started;
     unsigned live;            /* helpers not yet returned */
     int spin;                 /* poll before sleeping: no more threads than cores */
+    int rest;                 /* no task is coming soon: sleep without polling (set by
+                               * ptwm_queue_rest and free, cleared by a submit) */
     int quit;
     ptwm_task_fn fn;
     void *ctx;
@@ -392,16 +397,18 @@ static void *queue_main(void *arg) {
     ptwm_queue *q = (ptwm_queue *)w->owner;
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        if (!q->count && !q->quit) {
+        if (!q->count && !q->quit && !q->rest) {
             pthread_mutex_unlock(&q->mu);
-            if (q->spin) spin(&q->count, NULL, 0, &q->quit);
+            if (q->spin) spin(&q->count, NULL, 0, &q->rest);
             pthread_mutex_lock(&q->mu);
         }
-        while (!q->count && !q->quit) pthread_cond_wait(&q->work, &q->mu);
+        while (!q->count && !q->quit && !q->rest) pthread_cond_wait(&q->work, &q->mu);
         if (q->count) queue_run_one(q, w->id, SIZE_MAX);
-        else if (q->quit) break;
+        else break;
     }
-    /* The last touch of the queue (see pool_main). */
+    /* The last touch of the queue (see pool_main); at rest the helper goes
+     * back to the park, and a later submit lends one again. */
+    w->in = 0;
     if (--q->live == 0) pthread_cond_broadcast(&q->done);
     pthread_mutex_unlock(&q->mu);
     return NULL;
@@ -441,14 +448,40 @@ unsigned ptwm_queue_size(const ptwm_queue *q) {
     return q ? q->size : 1;
 }
 
+/* Lend a helper again to each worker whose helper left at rest. */
+static void queue_relend(ptwm_queue *q) {
+    unsigned k;
+    for (k = 0; k < q->started; k++) {
+        int out;
+        pthread_mutex_lock(&q->mu);
+        out = !q->w[k].in && !q->quit;
+        if (out) {
+            q->w[k].in = 1;
+            q->live++;
+        }
+        pthread_mutex_unlock(&q->mu);
+        if (out && helper_lend(queue_main, &q->w[k]) != 0) {
+            /* (fewer threads still give the same results, only slower) */
+            pthread_mutex_lock(&q->mu);
+            q->w[k].in = 0;
+            if (--q->live == 0) pthread_cond_broadcast(&q->done);
+            pthread_mutex_unlock(&q->mu);
+        }
+    }
+}
+
 void ptwm_queue_submit(ptwm_queue *q, size_t slot, uint64_t weight) {
+    int relend;
     pthread_mutex_lock(&q->mu);
     SET(q->state[slot], SLOT_READY);
+    SET(q->rest, 0);
     q->weight[slot] = weight;
     q->ready[q->count] = slot;
     SET(q->count, q->count + 1);
     pthread_cond_signal(&q->work);
+    relend = q->live < q->started;
     pthread_mutex_unlock(&q->mu);
+    if (relend) queue_relend(q);
 }
 
 void ptwm_queue_wait(ptwm_queue *q, size_t slot) {
@@ -479,6 +512,14 @@ int ptwm_queue_help(ptwm_queue *q, size_t want) {
     return ran;
 }
 
+void ptwm_queue_rest(ptwm_queue *q) {
+    if (!q) return;
+    pthread_mutex_lock(&q->mu);
+    SET(q->rest, 1);
+    pthread_cond_broadcast(&q->work);
+    pthread_mutex_unlock(&q->mu);
+}
+
 void ptwm_queue_free(ptwm_queue *q) {
     size_t s;
     if (!q) return;
@@ -486,6 +527,7 @@ void ptwm_queue_free(ptwm_queue *q) {
         for (s = 0; s < q->nslots; s++)
             if (q->state[s] != SLOT_FREE) ptwm_queue_wait(q, s);
     pthread_mutex_lock(&q->mu);
+    SET(q->rest, 1);
     SET(q->quit, 1);
     pthread_cond_broadcast(&q->work);
     while (q->live > 0) pthread_cond_wait(&q->done, &q->mu);

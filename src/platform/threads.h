@@ -49,6 +49,11 @@ void ptwm_queue_wait(ptwm_queue *q, size_t slot);
  * the heaviest waiting; 0 if none ran. For a caller that waits on
  * something else than a slot, or runs tasks ahead in its own order. */
 int ptwm_queue_help(ptwm_queue *q, size_t want);
+/* The caller submits nothing more for now (it is finishing): helpers that
+ * find no task go back to the park at once instead of polling and then
+ * sleeping on the queue (near the end of a short call the polling was CPU
+ * time and nothing else). A later submit lends them again. */
+void ptwm_queue_rest(ptwm_queue *q);
 
 /* One step of a polling loop: tells the core that this thread spins. */
 static inline void ptwm_spin_pause(void) {
