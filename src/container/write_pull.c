@@ -7,12 +7,12 @@
  * A tensor of several chunks (pulled or not) is hashed as one stream in
  * chunk order, by the workers rather than the writing thread (which would
  * then be the one doing the most work alone). Every job passes a hash step in
- * job order, under hmu: the worker that brings the oldest job not yet
- * through it (hhead) hashes that one and every later one already read, as
- * the ring appends. A job is through the step before it is marked coded,
- * and a later job waits for it to be appended, so a chunk is hashed before
- * its slot is reclaimed and its buffer reused. The last chunk's digest
- * goes with its job into the tensor's entry when appended (retire_job).
+ * job order: the worker that brings the oldest job not yet through it
+ * (hhead) takes the duty and hashes that one and every later one already
+ * read, outside hmu, before its own job is coded. No later job is appended
+ * before that one, so a chunk is hashed before it is appended, its slot
+ * reclaimed and its buffer reused. The last chunk's digest goes with its
+ * job into the tensor's entry when appended (retire_job).
  *
  * A pulled chunk's buffer is taken when it is read and given back once it
  * is coded and hashed (whichever comes last; both before the job can be
@@ -27,8 +27,9 @@ PTWM_INLINE void hmu_unlock(ptwm_writer *w) {
     if (w->nworkers > 1) pthread_mutex_unlock(&w->hmu);
 }
 
-/* Job j's part of its tensor's stream (hmu held; the stream's state was
- * made when the tensor was added, so resetting it cannot fail). Only this
+/* Job j's part of its tensor's stream, by the thread with the hashing duty
+ * (outside hmu; the stream's state was made when the tensor was added, so
+ * resetting it cannot fail). Only this
  * step writes j->streamed and j->stream_hash, which j's own worker does not
  * touch; it reads what j's worker set before the step (src, hskip), not rc,
  * which that worker may be setting meanwhile. A chunk whose read failed is
@@ -73,18 +74,33 @@ static void read_pulled(ptwm_writer *w, wjob *j) {
                         (unsigned long long)j->rd_off, (unsigned long long)(j->rd_off + j->raw_len));
 }
 
+/* The hash step runs outside hmu: the thread that finds the oldest job
+ * ready takes the duty (hashing) and hashes it and every later one made
+ * ready meanwhile; others only mark theirs ready. Hashing under hmu kept the
+ * other thread waiting for the lock about ten times a call of the 128 MB
+ * BF16 file, 0.1-0.2 ms each (docs/SCALING.md, "Hashing outside the lock").
+ * The duty is always the puller's of the run's first job, which is coded,
+ * and so lets any later job be appended, only once the run is over. */
 int ptwm_writer_pull(ptwm_writer *w, wjob *j) {
     if (j->rd) read_pulled(w, j);
     hmu_lock(w);
     j->hskip = j->rc != PTWM_OK;
     j->hready = 1;
-    while (w->jobs[w->hhead].hready) {
-        wjob *h = &w->jobs[w->hhead];
-        hash_step(w, h);
-        h->hready = 0;
-        h->hpassed = 1;
-        give_back(w, h);
-        w->hhead = (w->hhead + 1) % w->window;
+    if (!w->hashing) {
+        w->hashing = 1;
+        while (w->jobs[w->hhead].hready) {
+            wjob *h = &w->jobs[w->hhead];
+            if ((h->hs & HS_PART) && !h->hskip) {
+                hmu_unlock(w);
+                hash_step(w, h);
+                hmu_lock(w);
+            }
+            h->hready = 0;
+            h->hpassed = 1;
+            give_back(w, h);
+            w->hhead = (w->hhead + 1) % w->window;
+        }
+        w->hashing = 0;
     }
     hmu_unlock(w);
     return j->rc != PTWM_OK;

@@ -244,6 +244,8 @@ struct ptwm_writer {
      * tensor it belongs to. */
     pthread_mutex_t hmu;
     size_t hhead;
+    int hashing;                /* a thread has the duty of hashing from hhead on
+                                 * (hmu); only it touches hstream */
     ptwm_xxh128 hstream;
     wbuf *pulls;                /* free buffers pulled chunks are read into (hmu):
                                  * held only while a chunk is read, coded and
