@@ -95,8 +95,11 @@ ptwm_error ptwm_io_put(ptwm_io *io, int fd, const char *path, void *const *bufs,
     if (io->tail) io->tail->next = r;
     else io->head = r;
     io->tail = r;
-    pthread_cond_signal(&io->work);
     pthread_mutex_unlock(&io->mu);
+    /* (with mu free: the writing thread, woken, may run on this core at
+     * once, and would otherwise wait for mu while this thread waits to
+     * run) */
+    pthread_cond_signal(&io->work);
     return PTWM_OK;
 }
 

@@ -353,6 +353,7 @@ struct ptwm_queue {
     unsigned size, started;
     unsigned live;            /* helpers not yet returned */
     int spin;                 /* poll before sleeping: no more threads than cores */
+    unsigned sleepers;        /* callers asleep on `done` waiting for a slot */
     int rest;                 /* no task is coming soon: sleep without polling (set by
                                * ptwm_queue_rest and free, cleared by a submit) */
     int quit;
@@ -389,7 +390,14 @@ static void queue_run_one(ptwm_queue *q, unsigned id, size_t want) {
     q->fn(q->ctx, s, id);
     pthread_mutex_lock(&q->mu);
     SET(q->state[s], SLOT_DONE);
-    pthread_cond_broadcast(&q->done);
+    if (q->sleepers) {
+        /* Woken while we held mu, the caller ran on this core and went
+         * straight back to sleep on it: wake it once mu is free (it checks
+         * the state under mu before it sleeps, so none is lost). */
+        pthread_mutex_unlock(&q->mu);
+        pthread_cond_broadcast(&q->done);
+        pthread_mutex_lock(&q->mu);
+    }
 }
 
 static void *queue_main(void *arg) {
@@ -478,9 +486,11 @@ void ptwm_queue_submit(ptwm_queue *q, size_t slot, uint64_t weight) {
     q->weight[slot] = weight;
     q->ready[q->count] = slot;
     SET(q->count, q->count + 1);
-    pthread_cond_signal(&q->work);
     relend = q->live < q->started;
     pthread_mutex_unlock(&q->mu);
+    /* (signalled with mu free: a woken helper that preempts this thread
+     * does not then wait for mu) */
+    pthread_cond_signal(&q->work);
     if (relend) queue_relend(q);
 }
 
@@ -493,7 +503,11 @@ void ptwm_queue_wait(ptwm_queue *q, size_t slot) {
             pthread_mutex_unlock(&q->mu);
             if (q->spin) spin(&q->count, &q->state[slot], SLOT_DONE, NULL);
             pthread_mutex_lock(&q->mu);
-            if (!q->count && q->state[slot] != SLOT_DONE) pthread_cond_wait(&q->done, &q->mu);
+            if (!q->count && q->state[slot] != SLOT_DONE) {
+                q->sleepers++;
+                pthread_cond_wait(&q->done, &q->mu);
+                q->sleepers--;
+            }
         }
     }
     SET(q->state[slot], SLOT_FREE);
