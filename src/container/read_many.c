@@ -56,6 +56,7 @@ ptwm_error ptwm_reader_decode_many(ptwm_reader *r, const size_t *indices, void *
             rc = ptwm_drive_submit(&d, i, indices[i], k, (uint8_t *)dsts[i] + t->chunks[k].start, 0, err);
         }
     }
+    ptwm_queue_rest(d.q);   /* nothing more is submitted */
     while (d.npending) {
         r2 = ptwm_drive_retire(&d, &j, rc ? NULL : err);
         if (!r2 && !rc) r2 = hash_retired(r, j, &h, dsts, sizes, err);

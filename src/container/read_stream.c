@@ -130,6 +130,7 @@ static ptwm_error queue_tensors(sdrive *d, ptwm_xxh128 *h, const size_t *indices
  * quietly (files of chunks retired after a failure are finished failed). */
 static ptwm_error drain(sdrive *d, ptwm_xxh128 *h, ptwm_sink_fn sink, void *ctx, ptwm_error rc,
                         ptwm_err *err) {
+    ptwm_queue_rest(d->q);   /* nothing more is submitted */
     while (d->npending && !rc) rc = stream_retire(d, h, sink, ctx, err);
     while (d->npending) {
         sjob *j = NULL;
