@@ -141,23 +141,27 @@ static ptwm_error read_base_chunk(ptwm_writer *w, wjob *j, size_t bi, uint64_t o
 }
 
 /* Append t to the writer's tensors (taken over), its index into *ti.
- * Appending threads read the tensor array: it moves under rmu. */
+ * Appending threads read the tensor array under rmu: it moves under rmu.
+ * The new entry needs no lock: no job of it is queued yet, and a worker
+ * touches only its own job's tensor. */
 static ptwm_error append_tensor(ptwm_writer *w, wtensor *t, size_t *ti, ptwm_err *err) {
-    rmu_lock(w);
     if (w->nt == w->capt) {
         size_t cap = w->capt ? w->capt * 2 : 16;
-        wtensor *nt = (wtensor *)ptwm_realloc(w->t, (uint64_t)cap * sizeof(wtensor));
+        wtensor *nt;
+        rmu_lock(w);
+        nt = (wtensor *)ptwm_realloc(w->t, (uint64_t)cap * sizeof(wtensor));
+        if (nt) {
+            w->t = nt;
+            w->capt = cap;
+        }
+        rmu_unlock(w);
         if (!nt) {
-            rmu_unlock(w);
             wtensor_free(t);
             return w_fail_caller(w, ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory for the tensor table"));
         }
-        w->t = nt;
-        w->capt = cap;
     }
     *ti = w->nt++;
     w->t[*ti] = *t;
-    rmu_unlock(w);
     return PTWM_OK;
 }
 

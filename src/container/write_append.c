@@ -276,7 +276,7 @@ static void retire_job(ptwm_writer *w, wjob *j) {
         }
         w->coded_total += j->out_len;
     }
-    w->raw_done += j->raw_len;
+    __atomic_store_n(&w->raw_done, w->raw_done + j->raw_len, __ATOMIC_RELAXED); /* (read without rmu) */
 }
 
 /* Append the coded jobs at the front of the ring, in job order. rmu held. */

@@ -213,12 +213,19 @@ ptwm_error ptwm_writer_reclaim_one(ptwm_writer *w, ptwm_err *err) {
     j->raw = j->base_buf = NULL;
     w->reclaim = (w->reclaim + 1) % w->window;
     w->nheld--;
-    rmu_lock(w);
-    rc = w->failed;
-    if (rc && err) *err = w->ferr;
-    done = w->raw_done;
-    rmu_unlock(w);
-    if (!rc && w->p.progress) w->p.progress(w->p.progress_ctx, done, w->p.progress_total);
+    /* (without rmu, which every job's start and end takes: the failure is
+     * stored atomically after its message, and its message is read under
+     * rmu only when there is one) */
+    rc = __atomic_load_n(&w->failed, __ATOMIC_ACQUIRE);
+    if (rc && err) {
+        rmu_lock(w);
+        *err = w->ferr;
+        rmu_unlock(w);
+    }
+    if (!rc && w->p.progress) {
+        done = __atomic_load_n(&w->raw_done, __ATOMIC_RELAXED);
+        w->p.progress(w->p.progress_ctx, done, w->p.progress_total);
+    }
     return rc;
 }
 

@@ -328,9 +328,10 @@ PTWM_INLINE int image_reserve(ptwm_writer *w, size_t more) {
  * (write_append.c; rmu held). */
 int ptwm_writer_image_room(ptwm_writer *w, size_t more);
 
-/* Record a failure (rmu held). */
+/* Record a failure (rmu held; its message, if any, in ferr first). Stored
+ * atomically: the writing thread reads it without rmu (w_failed). */
 PTWM_INLINE ptwm_error w_fail(ptwm_writer *w, ptwm_error rc) {
-    if (!w->failed) w->failed = rc;
+    if (!w->failed) __atomic_store_n(&w->failed, rc, __ATOMIC_RELEASE);
     return rc;
 }
 
@@ -345,10 +346,7 @@ PTWM_INLINE ptwm_error w_fail_caller(ptwm_writer *w, ptwm_error rc) {
 /* The sticky failure, read by the writing thread: "writer already failed"
  * into err if there is one. */
 PTWM_INLINE ptwm_error w_failed(ptwm_writer *w, ptwm_err *err) {
-    ptwm_error rc;
-    rmu_lock(w);
-    rc = w->failed;
-    rmu_unlock(w);
+    ptwm_error rc = __atomic_load_n(&w->failed, __ATOMIC_ACQUIRE);
     return rc ? ptwm_fail(err, rc, "writer already failed") : PTWM_OK;
 }
 
