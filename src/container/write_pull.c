@@ -27,15 +27,14 @@ PTWM_INLINE void hmu_unlock(ptwm_writer *w) {
     if (w->nworkers > 1) pthread_mutex_unlock(&w->hmu);
 }
 
-/* Job j's part of its tensor's stream, by the thread with the hashing duty
- * (outside hmu; the stream's state was made when the tensor was added, so
- * resetting it cannot fail). Only this
- * step writes j->streamed and j->stream_hash, which j's own worker does not
- * touch; it reads what j's worker set before the step (src, hskip), not rc,
- * which that worker may be setting meanwhile. A chunk whose read failed is
- * not hashed: the writer fails with it. */
+/* Job j's part of its tensor's stream (j a part of one, read: a chunk whose
+ * read failed is not hashed, the writer fails with it), by the thread with
+ * the hashing duty, outside hmu; the stream's state was made when the
+ * tensor was added, so resetting it cannot fail. Only this step writes
+ * j->streamed and j->stream_hash, which j's own worker does not touch; it
+ * reads what j's worker set before the step (src, hskip), not rc, which
+ * that worker may be setting meanwhile. */
 static void hash_step(ptwm_writer *w, wjob *j) {
-    if (!(j->hs & HS_PART) || j->hskip) return;
     if (j->hs & HS_FIRST) ptwm_xxh128_begin(&w->hstream, NULL);
     ptwm_xxh128_update(&w->hstream, j->src, j->raw_len);
     if (j->hs & HS_LAST) {
@@ -90,7 +89,7 @@ int ptwm_writer_pull(ptwm_writer *w, wjob *j) {
         w->hashing = 1;
         while (w->jobs[w->hhead].hready) {
             wjob *h = &w->jobs[w->hhead];
-            if ((h->hs & HS_PART) && !h->hskip) {
+            if ((h->hs & HS_PART) && !h->hskip) { /* (a part of a stream, read) */
                 hmu_unlock(w);
                 hash_step(w, h);
                 hmu_lock(w);

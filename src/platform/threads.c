@@ -354,8 +354,9 @@ struct ptwm_queue {
     unsigned live;            /* helpers not yet returned */
     int spin;                 /* poll before sleeping: no more threads than cores */
     unsigned sleepers;        /* callers asleep on `done` waiting for a slot */
-    int rest;                 /* no task is coming soon: sleep without polling (set by
-                               * ptwm_queue_rest and free, cleared by a submit) */
+    int rest;                 /* no task is coming soon: a helper with none to run
+                               * leaves for the park (set by ptwm_queue_rest and free,
+                               * cleared by a submit) */
     int quit;
     ptwm_task_fn fn;
     void *ctx;
