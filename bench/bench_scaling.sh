@@ -7,9 +7,10 @@
 # figures are medians.
 #
 # usage: bench/bench_scaling.sh [PATH...]
-#   PATH: safetensors files (default: the corpus files of 2.5 MB or more and three
-#   files of BIG_MB MiB made from the corpus's BF16 and F32 tensors, the BF16 one
-#   also in PyTorch's layout).
+#   PATH: safetensors files or directories of shards (default: the corpus files
+#   of 2.5 MB or more; three files of BIG_MB MiB made from the corpus's BF16 and
+#   F32 tensors, the BF16 one also in PyTorch's layout; and the BF16 one as a
+#   directory of 3 shards, as Hugging Face shards a checkpoint).
 # Environment: PTWM_BUILD_DIR (default build), PTWM_CORPUS (build-corpus),
 #   RUNS (in memory, 7), PROC_RUNS (whole processes, 5), THREADS (1..N; the
 #   machine's cores, at least 2), BIG_MB (128), BENCH_TMP (/tmp).
@@ -46,8 +47,13 @@ if (( ${#files[@]} == 0 )); then
     # The same BF16 weights as PyTorch stores convolutions ([out, in, kh, kw]).
     python3 "$here/bench/pytorch_layout.py" "$tmp/bf16-${big_mb}m.safetensors" \
         "$tmp/bf16-pt-${big_mb}m.safetensors" >/dev/null
+    # The BF16 file cut into 3 shards with an index (model-0000k-of-00003).
+    "$build/ptwm" compress "$tmp/bf16-${big_mb}m.safetensors" -o "$tmp/shards.ptwm" -q
+    "$build/ptwm" decompress "$tmp/shards.ptwm" -o "$tmp/bf16-${big_mb}m-shards" -q \
+        --max-shard-size $(( big_mb * 1024 * 1024 * 3 / 8 ))
+    rm -rf "$tmp/shards.ptwm"
     files+=("$tmp/bf16-${big_mb}m.safetensors" "$tmp/bf16-pt-${big_mb}m.safetensors"
-            "$tmp/f32-${big_mb}m.safetensors")
+            "$tmp/f32-${big_mb}m.safetensors" "$tmp/bf16-${big_mb}m-shards")
 fi
 
 echo "file,dtype,where,op,tool,threads,raw_bytes,coded_bytes,wall_s,cpu_s,runs,paired_x,paired_floor,paired_zstd" >"$csv"
@@ -92,30 +98,50 @@ sys.exit(os.waitstatus_to_exitcode(status))' "$tmp/err.txt" "$@" || {
         echo "bench_scaling: FAILED: $*" >&2; cat "$tmp/err.txt" >&2; exit 1; }
 }
 
-# Rows of one file: every command once a round, PROC_RUNS rounds; then the
-# medians, one CSV row per command.
+# The bytes of a file, or of every file in a directory.
+bytes_of() {
+    find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# Rows of one file or directory of shards: every command once a round,
+# PROC_RUNS rounds; then the medians, one CSV row per command. A directory is
+# compressed and restored whole by ptwm, shard by shard by zstd (-r into one
+# output directory), copied by cp -r; each output file is fsynced.
 whole_process() {
     local f=$1 name dtype raw i t k
-    name=$(basename "$f")
-    dtype=$(awk -F, -v f="$name" '$1 == f { print $2; exit }' "$tmp/mem.csv")
-    raw=$(stat -c %s "$f")
     local -a keys=() cmds=() outs=()
+    # (per form: what ptwm restores from, zstd's input and output arguments,
+    # what cp copies, the files to fsync under an output, and where the
+    # restored file or directory lands)
+    local ref zin zref cpr coded files_of mk back
+    name=$(basename "$f")
+    if [[ -d $f ]]; then
+        name="$name/ ($(ls "$f" | grep -c '\.safetensors$') shards)"
+        ref=$tmp/ref zin="-r $f --output-dir-flat" zref="-r $tmp/refz --output-dir-flat"
+        cpr="cp -r" coded=$tmp/ref files_of="/*" mk=1 back=""
+    else
+        ref=$tmp/ref/model.ptwm zin="$f -o" zref="$tmp/refz -o"
+        cpr=cp coded=$tmp/ref/model.ptwm files_of="" mk="" back=/$name
+    fi
+    dtype=$(awk -F, -v f="$name" '$1 == f { print $2; exit }' "$tmp/mem.csv")
+    raw=$(bytes_of "$f")
     for ((t = 1; t <= threads; t++)); do
         keys+=("compress,ptwm,$t" "decompress,ptwm,$t" "compress,zstd -3,$t")
         cmds+=("$build/ptwm compress $f -o $tmp/p$t -q -f --threads $t"
-               "$build/ptwm decompress $tmp/ref/model.ptwm -o $tmp/d$t -q -f --threads $t"
-               "zstd -3 -T$t -q -f $f -o $tmp/z$t.zst")
-        outs+=("$tmp/p$t" "$tmp/d$t" "$tmp/z$t.zst")
+               "$build/ptwm decompress $ref -o $tmp/d$t -q -f --threads $t"
+               "sh -c '${mk:+mkdir $tmp/z$t && }zstd -3 -T$t -q -f $zin $tmp/z$t'")
+        outs+=("$tmp/p$t" "$tmp/d$t" "$tmp/z$t")
     done
     # The floor of a compress: its coded bytes written and fsynced (cp + sync).
     keys+=("decompress,zstd -d + fsync,1" "decompress,cp + fsync,1" "compress,cp coded + fsync,1")
-    cmds+=("sh -c 'zstd -d -q -f $tmp/ref.zst -o $tmp/zd && sync $tmp/zd'"
-           "sh -c 'cp $f $tmp/cp && sync $tmp/cp'"
-           "sh -c 'cp $tmp/ref/model.ptwm $tmp/cpo && sync $tmp/cpo'")
+    cmds+=("sh -c '${mk:+mkdir $tmp/zd && }zstd -d -q -f $zref $tmp/zd && sync $tmp/zd$files_of'"
+           "sh -c '$cpr $f $tmp/cp && sync $tmp/cp$files_of'"
+           "sh -c '$cpr $coded $tmp/cpo && sync $tmp/cpo$files_of'")
     outs+=("$tmp/zd" "$tmp/cp" "$tmp/cpo")
-    rm -rf "$tmp/ref"
+    rm -rf "$tmp/ref" "$tmp/refz"
     "$build/ptwm" compress "$f" -o "$tmp/ref" -q -f --threads 1
-    zstd -3 -T1 -q -f "$f" -o "$tmp/ref.zst"
+    [[ -z $mk ]] || mkdir "$tmp/refz"
+    eval "zstd -3 -T1 -q -f $zin $tmp/refz"
     : >"$tmp/proc.txt"
     for ((i = 0; i < proc_runs; i++)); do
         for ((k = 0; k < ${#cmds[@]}; k++)); do
@@ -127,14 +153,15 @@ whole_process() {
         done
     done
     for ((t = 1; t <= threads; t++)); do
-        cmp -s "$tmp/ref/model.ptwm" "$tmp/p$t/model.ptwm" ||
+        diff -r "$tmp/ref" "$tmp/p$t" >/dev/null ||
             { echo "bench_scaling: $t threads wrote other bytes than one ($name)" >&2; exit 1; }
-        cmp -s "$f" "$tmp/d$t/$name" || { echo "bench_scaling: ROUND TRIP FAILED ($name, $t)" >&2; exit 1; }
+        diff -r "$f" "$tmp/d$t$back" >/dev/null ||
+            { echo "bench_scaling: ROUND TRIP FAILED ($name, $t)" >&2; exit 1; }
     done
-    cmp -s "$f" "$tmp/zd" || { echo "bench_scaling: zstd round trip failed ($name)" >&2; exit 1; }
+    diff -r "$f" "$tmp/zd" >/dev/null || { echo "bench_scaling: zstd round trip failed ($name)" >&2; exit 1; }
     local ref_ptwm ref_zst
-    ref_ptwm=$(stat -c %s "$tmp/ref/model.ptwm")
-    ref_zst=$(stat -c %s "$tmp/ref.zst")
+    ref_ptwm=$(bytes_of "$tmp/ref")
+    ref_zst=$(bytes_of "$tmp/refz")
     # Medians per command, and for ptwm's the paired ratios: the median over
     # rounds of one thread's wall time over this command's in the same round
     # (paired_x), of its time over the floor's, `cp` + fsync of its coded
@@ -167,7 +194,7 @@ for k, key in enumerate(keys):
           statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows), n, x,
           floor, zd))' \
         "$tmp/proc.txt" "$name,$dtype,process" "$raw" "$ref_ptwm" "$ref_zst" "$proc_runs" >>"$csv"
-    rm -rf "$tmp"/p* "$tmp"/d* "$tmp"/z* "$tmp/cp" "$tmp/cpo" "$tmp/ref"
+    rm -rf "$tmp"/p* "$tmp"/d* "$tmp"/z* "$tmp/cp" "$tmp/cpo" "$tmp/ref" "$tmp/refz"
 }
 
 echo "== whole processes ($proc_runs rounds, 1..$threads threads)"
