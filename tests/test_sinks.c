@@ -139,6 +139,51 @@ static void every_sink(const char *path, ptwm_source_kind family, const ref *r, 
     ptwm_conv_src_close(&s);
 }
 
+/* A restored shard whose commit fails (its name taken by a directory)
+ * fails the conversion with that file's error, though the shards are
+ * committed on a thread of their own while the next ones decode; the shards
+ * before it are in place. */
+static void test_failed_commit(const char *ptdir, uint64_t max) {
+    ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
+    ptwm_conv_progress pr;
+    ptwm_conv_opts o;
+    ptwm_conv_plan p;
+    ptwm_conv_src s;
+    ptwm_err err = {0};
+    char *dir = strdup(tu_tmp_path("failed-commit")), at[4096];
+    uint64_t *sizes;
+    struct stat st;
+    FILE *f;
+    cp.threads = 2;
+    ptwm_conv_opts_from(&cp, &pr, &o);
+    CHECK(mkdir(dir, 0777) == 0);
+    CHECK_ERR(ptwm_conv_src_open(&s, ptdir, PTWM_SOURCE_PTWM, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_conv_plan_make(&s, &ptwm_sink_safetensors_ops, max, &p, &err), &err, PTWM_OK,
+              NULL);
+    CHECK_MSG(p.nfiles > 2, "%zu files", p.nfiles);
+    snprintf(at, sizeof at, "%s/%s", dir, p.names[1]);
+    CHECK(mkdir(at, 0777) == 0);
+    snprintf(at, sizeof at, "%s/%s/keep", dir, p.names[1]);
+    CHECK((f = fopen(at, "w")) != NULL && fclose(f) == 0);
+    sizes = (uint64_t *)calloc(p.nfiles + 1, sizeof *sizes);
+    CHECK_ERR(ptwm_conv_write(&s, &p, &ptwm_sink_safetensors_ops, &o, dir, NULL, sizes, &err),
+              &err, PTWM_ERR_IO, p.names[1]);
+    CHECK_MSG(strstr(err.message, "rename") != NULL, "%s", err.message);
+    snprintf(at, sizeof at, "%s/%s", dir, p.names[0]);
+    /* (a whole file: its header parses and its tensors tile its data) */
+    CHECK_MSG(stat(at, &st) == 0 && S_ISREG(st.st_mode), "%s", at);
+    {
+        ptwm_st *first = NULL;
+        CHECK_ERR(ptwm_st_open(at, PTWM_OPEN_PREAD, &first, &err), &err, PTWM_OK, NULL);
+        CHECK(first && ptwm_st_count(first) > 0);
+        ptwm_st_close(first);
+    }
+    free(sizes);
+    ptwm_conv_plan_free(&p);
+    ptwm_conv_src_close(&s);
+    free(dir);
+}
+
 /* A conversion left to choose its threads takes one per 32 MiB begun, up to
  * the cores: small files on one thread, where a second made them slower; a
  * restore takes one decoding thread where that gives two (its writing
@@ -178,6 +223,7 @@ int main(void) {
     every_sink(stdir, PTWM_SOURCE_SAFETENSORS, &r, max, "stdir", 0);
     every_sink(ptfile, PTWM_SOURCE_PTWM, &r, max, "pt", 1);
     every_sink(ptdir, PTWM_SOURCE_PTWM, &r, max, "ptdir", 0);
+    test_failed_commit(ptdir, max);
     every_sink(NULL, PTWM_SOURCE_AUTO, &r, max, "mem", 1);
 
     /* Tensors in memory as a sharded .ptwm directory: staged and committed

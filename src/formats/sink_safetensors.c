@@ -7,9 +7,12 @@
  * conversion: memory does not grow with the model, a small file's last
  * chunks decode beside the next one's first); the stream checks each
  * payload hash as its tensor's chunks retire, and a file that fails is
- * never committed. Other inputs are read and written here. */
+ * never committed. A streamed file is committed (fsync, rename) on a
+ * committer thread while the next files decode; the sink's close waits for
+ * every commit. Other inputs are read and written here. */
 #include <stdio.h>
 #include <stdlib.h>
+#include "context.h"
 #include "fileio.h"
 #include "fstream.h"
 #include "outdir.h"
@@ -20,6 +23,7 @@
 
 typedef struct st_sink {
     ptwm_fstream *out;          /* opened for the first file with .ptwm inputs */
+    ptwm_ctx *commits;          /* its files' committer, made with it */
     int threads;
     ptwm_conv_progress *p;
     uint8_t *buf;               /* copies of inputs that do not decode into the stream */
@@ -43,21 +47,30 @@ static ptwm_error st_open(const ptwm_conv_opts *o, void **out, ptwm_err *err) {
 
 static ptwm_error st_close(void *h, ptwm_err *err) {
     st_sink *s = (st_sink *)h;
-    ptwm_error rc = s->out ? ptwm_fstream_close(s->out, err) : PTWM_OK;
+    ptwm_error rc = s->out ? ptwm_fstream_close(s->out, err) : PTWM_OK, r2;
+    /* Every file committed (or failed) before the directory is. */
+    if (s->commits && (r2 = ptwm_ctx_commits_done(s->commits, rc ? NULL : err)) && !rc) rc = r2;
+    ptwm_ctx_free(s->commits);
     ptwm_free(s->buf);
     ptwm_free(s);
     return rc;
 }
 
 /* An output file in the stream: committed when its last chunk is in and
- * every hash has matched, discarded otherwise. */
+ * every hash has matched, discarded otherwise. Its fsync runs on the
+ * committer, not on the thread that retires chunks: a directory's shards
+ * otherwise waited, each in turn, for the one before to reach the disk
+ * (docs/SCALING.md, "Sharded directories"). A commit that fails is the
+ * next file's failure, or the close's. */
 typedef struct out_file {
     ptwm_atomic_file f;
+    ptwm_ctx *commits;
 } out_file;
 
 static ptwm_error out_done(void *ctx, ptwm_error rc, ptwm_err *err) {
     out_file *o = (out_file *)ctx;
-    if (!rc) rc = ptwm_atomic_commit(&o->f, err);
+    if (!rc) rc = ptwm_ctx_commit_failed(o->commits, err);
+    if (!rc) rc = ptwm_ctx_commit_later(o->commits, &o->f, err);
     ptwm_atomic_abort(&o->f);
     ptwm_free(o);
     return rc;
@@ -84,11 +97,16 @@ static ptwm_error out_begin(st_sink *s, const char *path, const void *json, size
     out_file *o = (out_file *)ptwm_calloc(1, sizeof *o);
     ptwm_error rc;
     if (!o) return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': out of memory", path);
+    if (!s->commits && (rc = ptwm_ctx_create(&s->commits, err))) {
+        ptwm_free(o);
+        return rc;
+    }
     if (!s->out && (rc = ptwm_fstream_open(s->threads, s->p ? progress_sink : NULL, s->p, &s->out,
                                            err))) {
         ptwm_free(o);
         return rc;
     }
+    o->commits = s->commits;
     if ((rc = out_open(path, json, len, &o->f, err))) {
         ptwm_free(o);
         return rc;
