@@ -139,25 +139,27 @@ static void every_sink(const char *path, ptwm_source_kind family, const ref *r, 
     ptwm_conv_src_close(&s);
 }
 
-/* A restored shard whose commit fails (its name taken by a directory)
- * fails the conversion with that file's error, though the shards are
- * committed on a thread of their own while the next ones decode; the shards
- * before it are in place. */
-static void test_failed_commit(const char *ptdir, uint64_t max) {
+/* A shard written by the safetensors sink whose commit fails (its name taken
+ * by a directory) fails the conversion with that file's error, though the
+ * shards are committed on a thread of their own while the next ones are
+ * written: decoded from a .ptwm source (through the stream) or copied from
+ * safetensors. The shards before it are in place. */
+static void test_failed_commit(const char *path, ptwm_source_kind family, const char *tag,
+                               uint64_t max) {
     ptwm_cparams cp = PTWM_CPARAMS_DEFAULT;
     ptwm_conv_progress pr;
     ptwm_conv_opts o;
     ptwm_conv_plan p;
     ptwm_conv_src s;
     ptwm_err err = {0};
-    char *dir = strdup(tu_tmp_path("failed-commit")), at[4096];
+    char *dir = strdup(tu_tmp_path(tag)), at[4096];
     uint64_t *sizes;
     struct stat st;
     FILE *f;
     cp.threads = 2;
     ptwm_conv_opts_from(&cp, &pr, &o);
     CHECK(mkdir(dir, 0777) == 0);
-    CHECK_ERR(ptwm_conv_src_open(&s, ptdir, PTWM_SOURCE_PTWM, &err), &err, PTWM_OK, NULL);
+    CHECK_ERR(ptwm_conv_src_open(&s, path, family, &err), &err, PTWM_OK, NULL);
     CHECK_ERR(ptwm_conv_plan_make(&s, &ptwm_sink_safetensors_ops, max, &p, &err), &err, PTWM_OK,
               NULL);
     CHECK_MSG(p.nfiles > 2, "%zu files", p.nfiles);
@@ -223,7 +225,8 @@ int main(void) {
     every_sink(stdir, PTWM_SOURCE_SAFETENSORS, &r, max, "stdir", 0);
     every_sink(ptfile, PTWM_SOURCE_PTWM, &r, max, "pt", 1);
     every_sink(ptdir, PTWM_SOURCE_PTWM, &r, max, "ptdir", 0);
-    test_failed_commit(ptdir, max);
+    test_failed_commit(ptdir, PTWM_SOURCE_PTWM, "failed-commit-pt", max);
+    test_failed_commit(stdir, PTWM_SOURCE_SAFETENSORS, "failed-commit-st", max);
     every_sink(NULL, PTWM_SOURCE_AUTO, &r, max, "mem", 1);
 
     /* Tensors in memory as a sharded .ptwm directory: staged and committed

@@ -7,9 +7,9 @@
  * conversion: memory does not grow with the model, a small file's last
  * chunks decode beside the next one's first); the stream checks each
  * payload hash as its tensor's chunks retire, and a file that fails is
- * never committed. A streamed file is committed (fsync, rename) on a
- * committer thread while the next files decode; the sink's close waits for
- * every commit. Other inputs are read and written here. */
+ * never committed. Other inputs are read and written here. Each file is
+ * committed (fsync, rename) on a committer thread while the next files are
+ * written; the sink's close waits for every commit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "context.h"
@@ -23,7 +23,7 @@
 
 typedef struct st_sink {
     ptwm_fstream *out;          /* opened for the first file with .ptwm inputs */
-    ptwm_ctx *commits;          /* its files' committer, made with it */
+    ptwm_ctx *commits;          /* the files' committer, made for the first */
     int threads;
     ptwm_conv_progress *p;
     uint8_t *buf;               /* copies of inputs that do not decode into the stream */
@@ -168,9 +168,11 @@ static ptwm_error write_file(st_sink *s, const ptwm_conv_file *f, const void *js
         r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
         return rc ? rc : r2;
     }
+    if (!s->commits && (rc = ptwm_ctx_create(&s->commits, err))) return rc;
     if ((rc = out_open(f->path, json, len, &af, err))) return rc;
     rc = put_runs(s, f, local, in, offs, n, af.fd, err);
-    if (!rc) rc = ptwm_atomic_commit(&af, err);
+    if (!rc) rc = ptwm_ctx_commit_failed(s->commits, err);
+    if (!rc) rc = ptwm_ctx_commit_later(s->commits, &af, err);
     ptwm_atomic_abort(&af);
     return rc;
 }
