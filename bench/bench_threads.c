@@ -226,12 +226,12 @@ static int bench_path(const char *path, unsigned maxt, int runs, FILE *csv) {
     struct stat st;
     bc_file *files = NULL;
     char **shards = NULL, name[512];
-    size_t nf = 0, i, k;
+    size_t nf = 0, nshards = 0, i, k;
     int dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode), failed = 0;
     const char *base = strrchr(path, '/') && strrchr(path, '/')[1] ? strrchr(path, '/') + 1 : path;
     ptwm_err err;
     if (dir) {
-        if (!(shards = dir_shards(path, &nf)) || !nf) {
+        if (!(shards = dir_shards(path, &nshards)) || !(nf = nshards)) {
             fprintf(stderr, "bench_threads: %s: no .safetensors files\n", path);
             free(shards);
             return 1;
@@ -272,7 +272,7 @@ static int bench_path(const char *path, unsigned maxt, int runs, FILE *csv) {
         free(sets);
     }
     for (i = 0; i < nf; i++) bc_file_free(&files[i]);
-    for (i = 0; shards && shards[i] && i < nf; i++) free(shards[i]);
+    for (i = 0; i < nshards; i++) free(shards[i]);
     free(shards);
     free(files);
     return failed || !files;

@@ -23,7 +23,7 @@
 
 typedef struct st_sink {
     ptwm_fstream *out;          /* opened for the first file with .ptwm inputs */
-    ptwm_ctx *commits;          /* the files' committer, made for the first */
+    ptwm_ctx *commits;          /* the files' committer */
     int threads;
     ptwm_conv_progress *p;
     uint8_t *buf;               /* copies of inputs that do not decode into the stream */
@@ -38,7 +38,13 @@ static ptwm_error progress_sink(void *ctx, const uint8_t *p, size_t n, ptwm_err 
 
 static ptwm_error st_open(const ptwm_conv_opts *o, void **out, ptwm_err *err) {
     st_sink *s = (st_sink *)ptwm_calloc(1, sizeof *s);
+    ptwm_error rc;
     if (!s) return ptwm_fail(err, PTWM_ERR_NOMEM, "out of memory");
+    /* (its thread is started by the first commit) */
+    if ((rc = ptwm_ctx_create(&s->commits, err))) {
+        ptwm_free(s);
+        return rc;
+    }
     s->p = o->progress && o->progress->fn ? o->progress : NULL;
     s->threads = o->cp.threads;
     *out = s;
@@ -49,11 +55,18 @@ static ptwm_error st_close(void *h, ptwm_err *err) {
     st_sink *s = (st_sink *)h;
     ptwm_error rc = s->out ? ptwm_fstream_close(s->out, err) : PTWM_OK, r2;
     /* Every file committed (or failed) before the directory is. */
-    if (s->commits && (r2 = ptwm_ctx_commits_done(s->commits, rc ? NULL : err)) && !rc) rc = r2;
+    if ((r2 = ptwm_ctx_commits_done(s->commits, rc ? NULL : err)) && !rc) rc = r2;
     ptwm_ctx_free(s->commits);
     ptwm_free(s->buf);
     ptwm_free(s);
     return rc;
+}
+
+/* Hand whole file *f to the committer, unless an earlier commit failed
+ * (then that failure, naming its file, is this file's too). */
+static ptwm_error commit_file(ptwm_ctx *commits, ptwm_atomic_file *f, ptwm_err *err) {
+    ptwm_error rc = ptwm_ctx_commit_failed(commits, err);
+    return rc ? rc : ptwm_ctx_commit_later(commits, f, err);
 }
 
 /* An output file in the stream: committed when its last chunk is in and
@@ -69,8 +82,7 @@ typedef struct out_file {
 
 static ptwm_error out_done(void *ctx, ptwm_error rc, ptwm_err *err) {
     out_file *o = (out_file *)ctx;
-    if (!rc) rc = ptwm_ctx_commit_failed(o->commits, err);
-    if (!rc) rc = ptwm_ctx_commit_later(o->commits, &o->f, err);
+    if (!rc) rc = commit_file(o->commits, &o->f, err);
     ptwm_atomic_abort(&o->f);
     ptwm_free(o);
     return rc;
@@ -97,10 +109,6 @@ static ptwm_error out_begin(st_sink *s, const char *path, const void *json, size
     out_file *o = (out_file *)ptwm_calloc(1, sizeof *o);
     ptwm_error rc;
     if (!o) return ptwm_fail(err, PTWM_ERR_NOMEM, "'%s': out of memory", path);
-    if (!s->commits && (rc = ptwm_ctx_create(&s->commits, err))) {
-        ptwm_free(o);
-        return rc;
-    }
     if (!s->out && (rc = ptwm_fstream_open(s->threads, s->p ? progress_sink : NULL, s->p, &s->out,
                                            err))) {
         ptwm_free(o);
@@ -168,11 +176,9 @@ static ptwm_error write_file(st_sink *s, const ptwm_conv_file *f, const void *js
         r2 = ptwm_fstream_end(s->out, rc ? NULL : err);
         return rc ? rc : r2;
     }
-    if (!s->commits && (rc = ptwm_ctx_create(&s->commits, err))) return rc;
     if ((rc = out_open(f->path, json, len, &af, err))) return rc;
     rc = put_runs(s, f, local, in, offs, n, af.fd, err);
-    if (!rc) rc = ptwm_ctx_commit_failed(s->commits, err);
-    if (!rc) rc = ptwm_ctx_commit_later(s->commits, &af, err);
+    if (!rc) rc = commit_file(s->commits, &af, err);
     ptwm_atomic_abort(&af);
     return rc;
 }
